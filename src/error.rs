@@ -1,0 +1,148 @@
+//! The one error type of the library, and the one place that maps errors to exit codes.
+//!
+//! Exit codes are a fixed interface (design §4): agents branch on them, so every failure
+//! must land in exactly one class, and "nothing was sent" classes (2, 3, 4, 8) must only be
+//! used before anything reached the host.
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong in pxagent, grouped by the exit code it maps to.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Bad input from the user, an agent or a config file; nothing was sent.
+    #[error("{0}")]
+    Usage(String),
+
+    /// A file the user named could not be read; nothing was sent.
+    #[error("cannot read {path}: {source}")]
+    ReadFile {
+        /// The file that could not be read.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+
+    /// A check found problems (e.g. `sudoers lint` found error-severity findings).
+    #[error("{0}")]
+    Findings(String),
+
+    /// Local policy refused the operation; nothing was sent.
+    #[error("{0}")]
+    Policy(String),
+
+    /// A soft-blacklisted operation needs the exact confirmation phrase; nothing was sent.
+    #[error("{message}")]
+    ConfirmationRequired {
+        /// What the user (or the agent's human) is told.
+        message: String,
+        /// The exact phrase that would confirm this operation.
+        phrase: String,
+        /// An extra hint, e.g. "try `vm shutdown` first".
+        hint: Option<String>,
+    },
+
+    /// The remote operation ran and failed (non-zero exit, task ended not OK).
+    #[error("{0}")]
+    Remote(String),
+
+    /// The preflight found at least one failing check.
+    #[error("{0}")]
+    Preflight(String),
+
+    /// Host key or authentication failure.
+    #[error("{0}")]
+    Auth(String),
+
+    /// Connection failed, timed out, or was lost.
+    #[error("{0}")]
+    Connection(String),
+
+    /// A rate limit was reached; nothing was sent.
+    #[error("{0}")]
+    RateLimited(String),
+
+    /// sudo on the host refused the command.
+    #[error("{0}")]
+    SudoRefused(String),
+
+    /// A bug in pxagent.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+/// Shorthand used across the library.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// The process exit code for this error (design §4). This is the only mapping.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Error::Remote(_) | Error::Findings(_) => 1,
+            Error::Usage(_) | Error::ReadFile { .. } => 2,
+            Error::Policy(_) => 3,
+            Error::ConfirmationRequired { .. } => 4,
+            Error::Preflight(_) => 5,
+            Error::Auth(_) => 6,
+            Error::Connection(_) => 7,
+            Error::RateLimited(_) => 8,
+            Error::SudoRefused(_) => 9,
+            Error::Internal(_) => 10,
+        }
+    }
+
+    /// A stable machine-readable name for `error.kind` in JSON output.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Error::Remote(_) => "remote_failed",
+            Error::Findings(_) => "findings",
+            Error::Usage(_) | Error::ReadFile { .. } => "invalid_input",
+            Error::Policy(_) => "policy_refused",
+            Error::ConfirmationRequired { .. } => "confirmation_required",
+            Error::Preflight(_) => "preflight_failed",
+            Error::Auth(_) => "auth_failed",
+            Error::Connection(_) => "connection_failed",
+            Error::RateLimited(_) => "rate_limited",
+            Error::SudoRefused(_) => "sudo_refused",
+            Error::Internal(_) => "internal",
+        }
+    }
+
+    /// Convenience constructor for [`Error::Usage`].
+    pub fn usage(msg: impl Into<String>) -> Self {
+        Error::Usage(msg.into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_class_has_its_documented_code() {
+        let cases: Vec<(Error, u8, &str)> = vec![
+            (Error::Remote("x".into()), 1, "remote_failed"),
+            (Error::Findings("x".into()), 1, "findings"),
+            (Error::usage("x"), 2, "invalid_input"),
+            (Error::Policy("x".into()), 3, "policy_refused"),
+            (
+                Error::ConfirmationRequired {
+                    message: "m".into(),
+                    phrase: "p".into(),
+                    hint: None,
+                },
+                4,
+                "confirmation_required",
+            ),
+            (Error::Preflight("x".into()), 5, "preflight_failed"),
+            (Error::Auth("x".into()), 6, "auth_failed"),
+            (Error::Connection("x".into()), 7, "connection_failed"),
+            (Error::RateLimited("x".into()), 8, "rate_limited"),
+            (Error::SudoRefused("x".into()), 9, "sudo_refused"),
+            (Error::Internal("x".into()), 10, "internal"),
+        ];
+        for (err, code, kind) in cases {
+            assert_eq!(err.exit_code(), code, "{err:?}");
+            assert_eq!(err.kind(), kind, "{err:?}");
+        }
+    }
+}
