@@ -1,0 +1,325 @@
+//! Parameter kinds: each owns both its client-side validation and its sudoers regex.
+//!
+//! The two must agree, or the client builds command lines the host refuses (or, worse,
+//! the host allows lines the client never builds). So the client validates with the very
+//! regex that goes into sudoers, compiled with Rust's `regex` and anchored, plus a few
+//! extra checks that POSIX ERE cannot express (reserved names, total length). Those extra
+//! checks only ever narrow what the client accepts; sudoers may allow a little more, never
+//! anything dangerous.
+//!
+//! Regexes here use only the ERE subset on which Rust `regex` and POSIX `regcomp` agree:
+//! bracket classes without escapes, `{m,n}`, groups, `|`, `?`. They never contain `.`
+//! outside a bracket, `*`, `+`, `=`, `#`, `"`, `\`, or a `,` outside `{m,n}`, because sudoers'
+//! lexer gives those meaning (a test enforces this).
+
+use crate::error::{Error, Result};
+
+/// Largest VMID Proxmox accepts (design §7).
+pub const VMID_MAX: u64 = 999_999_999;
+/// Smallest VMID Proxmox accepts.
+pub const VMID_MIN: u64 = 100;
+
+/// One word of free text: it may not start with `-`, so free text can never inject an
+/// option when sudo joins argv with spaces before matching (issue 2, design §6).
+const FREE_WORD: &str = "[A-Za-z0-9_.@+/][A-Za-z0-9_.@+/-]{0,63}";
+
+/// The kind of a parameter value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A guest id, 100–999999999.
+    Vmid,
+    /// A cluster node name.
+    Node,
+    /// A snapshot name (PVE `pve-configid`), 2–40 characters, not `current`/`pending`.
+    SnapName,
+    /// A storage id.
+    StorageId,
+    /// A Proxmox task id.
+    Upid,
+    /// Free text (e.g. a snapshot description): words of safe characters, single spaces,
+    /// no word starting with `-`.
+    Text,
+    /// Whole seconds, 0–9999.
+    Seconds,
+    /// A count, 1–99999.
+    Count,
+    /// A boolean switch: present or absent; on the wire it becomes `1`.
+    Flag,
+    /// One of a fixed set of values.
+    Choice(&'static [Choice]),
+}
+
+/// One value of a [`Kind::Choice`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Choice {
+    /// What the user types.
+    pub cli: &'static str,
+    /// What is sent to Proxmox.
+    pub wire: &'static str,
+    /// Keep only result entries whose `type` is this (e.g. `ct` asks Proxmox for `vm`,
+    /// which means QEMU and LXC guests, and keeps the `lxc` ones).
+    pub keep_type: Option<&'static str>,
+}
+
+impl Kind {
+    /// The POSIX ERE (unanchored) that matches every wire value of this kind.
+    pub fn regex(self) -> String {
+        match self {
+            Kind::Vmid => "[1-9][0-9]{2,8}".into(),
+            Kind::Node => "[a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?".into(),
+            Kind::SnapName => "[a-zA-Z][a-zA-Z0-9_-]{1,39}".into(),
+            Kind::StorageId => "[a-z][a-z0-9_.-]{0,62}[a-z0-9]".into(),
+            // UPID:node:pid:pstart(8-9 hex):starttime:type:id(may be empty):user(token may have !):
+            Kind::Upid => concat!(
+                "UPID:[a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?",
+                ":[0-9A-Fa-f]{8}:[0-9A-Fa-f]{8,9}:[0-9A-Fa-f]{8}",
+                ":[a-zA-Z0-9_-]{1,32}:[a-zA-Z0-9_.@-]{0,128}:[a-zA-Z0-9_.@!-]{1,128}:"
+            )
+            .into(),
+            Kind::Text => format!("{FREE_WORD}( {FREE_WORD}){{0,31}}"),
+            Kind::Seconds => "[0-9]{1,4}".into(),
+            Kind::Count => "[1-9][0-9]{0,4}".into(),
+            Kind::Flag => "1".into(),
+            Kind::Choice(choices) => {
+                let mut wires: Vec<&str> = Vec::new();
+                for c in choices {
+                    if !wires.contains(&c.wire) {
+                        wires.push(c.wire);
+                    }
+                }
+                format!("({})", wires.join("|"))
+            }
+        }
+    }
+
+    /// A short human name for messages and help ("a VMID (100-999999999)").
+    pub fn describe(self) -> String {
+        match self {
+            Kind::Vmid => "a VMID (100-999999999)".into(),
+            Kind::Node => "a node name (letters, digits, inner '-')".into(),
+            Kind::SnapName => {
+                "a snapshot name (2-40 characters: a letter, then letters, digits, '_' or '-')".into()
+            }
+            Kind::StorageId => "a storage id (lower-case letters, digits, '-', '_', '.')".into(),
+            Kind::Upid => "a task id (UPID:node:…:user:)".into(),
+            Kind::Text => "text of letters, digits and _.@+/- in words separated by single spaces, no word starting with '-', at most 200 characters".into(),
+            Kind::Seconds => "whole seconds (0-9999)".into(),
+            Kind::Count => "a count (1-99999)".into(),
+            Kind::Flag => "a switch".into(),
+            Kind::Choice(choices) => {
+                let names: Vec<&str> = choices.iter().map(|c| c.cli).collect();
+                format!("one of {}", names.join(", "))
+            }
+        }
+    }
+
+    /// A representative valid value (used by `catalog` examples and the sudo proof tests).
+    pub fn example(self) -> &'static str {
+        match self {
+            Kind::Vmid => "100",
+            Kind::Node => "pve1",
+            Kind::SnapName => "pre-upgrade",
+            Kind::StorageId => "local",
+            Kind::Upid => "UPID:pve1:0000A1B2:00C0FFEE:6752F0A1:qmstart:100:root@pam:",
+            Kind::Text => "before the kernel upgrade",
+            Kind::Seconds => "120",
+            Kind::Count => "50",
+            Kind::Flag => "1",
+            Kind::Choice(choices) => choices[0].cli,
+        }
+    }
+
+    /// Validate a value given on the command line (or by an agent) and return its wire form.
+    ///
+    /// `what` names the parameter in the error message.
+    pub fn parse(self, what: &str, raw: &str) -> Result<String> {
+        let bad = |why: String| Error::usage(format!("invalid {what} '{}': {why}", printable(raw)));
+        if let Kind::Choice(choices) = self {
+            return choices
+                .iter()
+                .find(|c| c.cli == raw)
+                .map(|c| c.wire.to_string())
+                .ok_or_else(|| bad(format!("expected {}", self.describe())));
+        }
+        if let Kind::Flag = self {
+            return Ok("1".into());
+        }
+        let re = regex::Regex::new(&format!("^(?:{})$", self.regex()))
+            .map_err(|e| Error::Internal(format!("kind regex for {what}: {e}")))?;
+        if !re.is_match(raw) {
+            return Err(bad(format!("expected {}", self.describe())));
+        }
+        match self {
+            Kind::Vmid => {
+                // The regex already bounds it to 100..=999999999; parse to be sure.
+                let n: u64 = raw.parse().map_err(|_| bad("not a number".into()))?;
+                if !(VMID_MIN..=VMID_MAX).contains(&n) {
+                    return Err(bad(format!("expected {}", self.describe())));
+                }
+            }
+            Kind::SnapName => {
+                let lower = raw.to_ascii_lowercase();
+                if lower == "current" || lower == "pending" || lower == "vzdump" {
+                    return Err(bad("that name is reserved by Proxmox".into()));
+                }
+            }
+            Kind::Text if raw.len() > 200 => {
+                return Err(bad("longer than 200 characters".into()));
+            }
+            _ => {}
+        }
+        Ok(raw.to_string())
+    }
+}
+
+/// Render a value for an error message without letting control characters through.
+pub fn printable(raw: &str) -> String {
+    raw.chars()
+        .flat_map(|c| {
+            if c.is_control() {
+                c.escape_default().collect::<Vec<_>>()
+            } else {
+                vec![c]
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ALL: [Kind; 9] = [
+        Kind::Vmid,
+        Kind::Node,
+        Kind::SnapName,
+        Kind::StorageId,
+        Kind::Upid,
+        Kind::Text,
+        Kind::Seconds,
+        Kind::Count,
+        Kind::Flag,
+    ];
+
+    #[test]
+    fn examples_are_valid() {
+        for k in ALL {
+            assert!(k.parse("x", k.example()).is_ok(), "{k:?}");
+        }
+    }
+
+    #[test]
+    fn regexes_avoid_sudoers_special_characters() {
+        let counts = regex::Regex::new(r"\{[0-9]+,[0-9]+\}").unwrap();
+        for k in ALL {
+            let re = k.regex();
+            for bad in ['*', '+', '=', '#', '"', '\\', '\n'] {
+                // `+` is allowed only inside bracket expressions (free text allows a literal '+').
+                if bad == '+' && k == Kind::Text {
+                    continue;
+                }
+                assert!(!re.contains(bad), "{k:?} regex has {bad:?}: {re}");
+            }
+            // A comma only inside {m,n}.
+            let without_counts = counts.replace_all(&re, "");
+            assert!(!without_counts.contains(','), "{k:?}: {re}");
+        }
+    }
+
+    #[test]
+    fn vmid_bounds() {
+        for ok in ["100", "999", "1000", "999999999"] {
+            assert!(Kind::Vmid.parse("VMID", ok).is_ok(), "{ok}");
+        }
+        for bad in ["99", "0", "0100", "1000000000", "-100", "100 ", "1e3", ""] {
+            assert!(Kind::Vmid.parse("VMID", bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn snapshot_names() {
+        for ok in ["ab", "pre-upgrade", "Snap_1", &"a".repeat(40)] {
+            assert!(Kind::SnapName.parse("snapshot", ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "a",
+            "1abc",
+            "current",
+            "Pending",
+            "; rm -rf /",
+            "a b",
+            "-x",
+            &"a".repeat(41),
+        ] {
+            assert!(Kind::SnapName.parse("snapshot", bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn free_text_cannot_carry_options_or_metacharacters() {
+        assert!(Kind::Text.parse("d", "before upgrade to 9.1").is_ok());
+        for bad in [
+            "x --vmstate 1",
+            "-x",
+            "a  b",
+            " a",
+            "a ",
+            "a\nb",
+            "$(id)",
+            "`id`",
+            "a;b",
+            "it's",
+            "a\"b",
+            "a,b",
+            "a=b",
+            "a*",
+        ] {
+            assert!(Kind::Text.parse("d", bad).is_err(), "{bad:?}");
+        }
+        assert!(Kind::Text.parse("d", &"word ".repeat(41)).is_err());
+    }
+
+    #[test]
+    fn upids_from_the_fixtures_parse() {
+        // FORMATS.md §1.4: real UPIDs, an empty id, a token user, a 9-digit pstart.
+        for ok in [
+            "UPID:vh8:0030FB2D:330ECAE5:65665EEA:qmstart:352:root@pam:",
+            "UPID:example-node:0000C346:165A0CE4:68D7279C:aptupdate::root@pam:",
+            "UPID:pve1:0000C346:1165A0CE4:68D7279C:vzdump:100:u@pam!some-token:",
+            "UPID:pve1:0000C346:165A0CE4:68D7279C:download:debian-12-standard_12.7-1_amd64.tar.zst:root@pam:",
+        ] {
+            assert!(Kind::Upid.parse("UPID", ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "UPID:pve1:0000C346:165A0CE4:68D7279C:qmstart:100:root@pam",
+            "UPID:pve1:0000C346:165A0CE4:68D7279C:qmstart:100:root@pam: --x",
+            "UPID:pve/1:0000C346:165A0CE4:68D7279C:qmstart:100:root@pam:",
+        ] {
+            assert!(Kind::Upid.parse("UPID", bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn choices_map_to_wire_values() {
+        let k = Kind::Choice(&[
+            Choice {
+                cli: "vm",
+                wire: "vm",
+                keep_type: Some("qemu"),
+            },
+            Choice {
+                cli: "ct",
+                wire: "vm",
+                keep_type: Some("lxc"),
+            },
+            Choice {
+                cli: "node",
+                wire: "node",
+                keep_type: None,
+            },
+        ]);
+        assert_eq!(k.parse("type", "ct").unwrap(), "vm");
+        assert!(k.parse("type", "lxc").is_err());
+        assert_eq!(k.regex(), "(vm|node)");
+    }
+}
