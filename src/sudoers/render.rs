@@ -1,0 +1,265 @@
+//! Render the host's sudoers file from the catalog: exactly the catalog's command lines.
+//!
+//! One `Cmnd_Alias` per (area, risk) group, one anchored regex rule per op, absolute paths,
+//! `(root) NOPASSWD`, never a bare `*`. Alias names carry the account's name because
+//! Cmnd_Alias names are global across all of /etc/sudoers.d: two accounts (say, two test
+//! beds) would otherwise collide and break sudo for everyone.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use crate::catalog::kind::printable;
+use crate::catalog::{Area, OPS, Op, Profile, Risk};
+use crate::error::{Error, Result};
+
+use super::ranges::Ranges;
+
+/// What to render.
+#[derive(Debug, Clone)]
+pub struct RenderOptions {
+    /// The agent account.
+    pub user: String,
+    /// Which risk classes to allow.
+    pub profile: Profile,
+    /// Fence for VM ops' VMIDs.
+    pub vmids: Option<Ranges>,
+    /// Fence for container ops' VMIDs (defaults to `vmids`: a container id is a VMID too).
+    pub ctids: Option<Ranges>,
+}
+
+impl RenderOptions {
+    /// Defaults: `zen-agent`, profile `full`, no fences.
+    pub fn new(user: &str) -> Result<RenderOptions> {
+        Ok(RenderOptions {
+            user: validate_user(user)?,
+            profile: Profile::Full,
+            vmids: None,
+            ctids: None,
+        })
+    }
+
+    /// The fence regex that applies to an op, if any.
+    pub fn fence_for(&self, op: &Op) -> Option<String> {
+        let ranges = match op.fence_area()? {
+            Area::Vm => self.vmids.as_ref(),
+            Area::Ct => self.ctids.as_ref().or(self.vmids.as_ref()),
+            _ => None,
+        }?;
+        Some(ranges.regex())
+    }
+
+    /// The ops this render allows, in catalog order.
+    pub fn ops(&self) -> impl Iterator<Item = &'static Op> + '_ {
+        OPS.iter().filter(|op| self.profile.allows(op.risk))
+    }
+}
+
+/// Validate an account name: a plain POSIX login name, never root. It appears unquoted in
+/// sudoers and in alias names, so anything else is refused.
+pub fn validate_user(user: &str) -> Result<String> {
+    let re = regex::Regex::new("^[a-z_][a-z0-9_-]{0,31}$").expect("static regex");
+    if !re.is_match(user) {
+        return Err(Error::usage(format!(
+            "invalid user name '{}': expected a login name of lower-case letters, digits, '_' and '-' (at most 32)",
+            printable(user)
+        )));
+    }
+    if user == "root" {
+        return Err(Error::usage(
+            "refusing to render rules for root: pxagent's account must be unprivileged",
+        ));
+    }
+    Ok(user.to_string())
+}
+
+/// The log file sudo writes JSON events to for this account.
+pub fn logfile(user: &str) -> String {
+    format!("/var/log/sudo-{user}.log")
+}
+
+fn alias_name(user: &str, area: Area, risk: Risk) -> String {
+    format!(
+        "PXA_{}_{}_{}",
+        user.to_ascii_uppercase().replace('-', "_"),
+        area.name(),
+        risk.name().to_ascii_uppercase()
+    )
+}
+
+/// Render the whole sudoers file.
+pub fn render(opts: &RenderOptions) -> String {
+    let user = &opts.user;
+    let mut s = String::new();
+    let w = &mut s;
+    let _ = writeln!(
+        w,
+        "# /etc/sudoers.d/{user}: rendered by pxagent {} (profile {}{}{})",
+        env!("CARGO_PKG_VERSION"),
+        opts.profile.name(),
+        opts.vmids
+            .as_ref()
+            .map(|r| format!(", vmids {}", r.display()))
+            .unwrap_or_default(),
+        opts.ctids
+            .as_ref()
+            .map(|r| format!(", ctids {}", r.display()))
+            .unwrap_or_default(),
+    );
+    let _ = writeln!(w, "#");
+    let _ = writeln!(
+        w,
+        "# It allows exactly the command lines of `pxagent catalog` for this profile: each rule is an"
+    );
+    let _ = writeln!(
+        w,
+        "# absolute path plus an anchored POSIX regex over the arguments. Never add `*` to a PVE tool:"
+    );
+    let _ = writeln!(
+        w,
+        "# sudo's `*` matches spaces and options, and every PVE tool has a root shell behind an option."
+    );
+    let _ = writeln!(w, "#");
+    let _ = writeln!(
+        w,
+        "# Requires classic sudo >= 1.9.10 (regex arguments); Debian 12 ships 1.9.13, Debian 13 1.9.16."
+    );
+    let _ = writeln!(
+        w,
+        "# sudo-rs supports neither regex arguments nor I/O logs: do not use it. Stock PVE 9 ships"
+    );
+    let _ = writeln!(w, "# without sudo: `apt-get install sudo`.");
+    let _ = writeln!(w, "#");
+    let _ = writeln!(
+        w,
+        "# Install safely, as root (sudo ignores file names that contain a dot):"
+    );
+    let _ = writeln!(
+        w,
+        "#   pxagent sudoers render --user {user} > /etc/sudoers.d/{user}.new"
+    );
+    let _ = writeln!(w, "#   visudo -cf /etc/sudoers.d/{user}.new");
+    let _ = writeln!(w, "#   chmod 0440 /etc/sudoers.d/{user}.new");
+    let _ = writeln!(w, "#   mv /etc/sudoers.d/{user}.new /etc/sudoers.d/{user}");
+    let _ = writeln!(w, "# Then check from the client: pxagent preflight");
+    let _ = writeln!(
+        w,
+        "# To revoke at once (SSH and sudo): usermod --expiredate 1 {user}"
+    );
+    let _ = writeln!(w);
+    let _ = writeln!(
+        w,
+        "Defaults:{user} env_reset, !requiretty, !lecture, umask=0022, timestamp_timeout=0"
+    );
+    let _ = writeln!(
+        w,
+        "Defaults:{user} secure_path=\"/usr/sbin:/usr/bin:/sbin:/bin\""
+    );
+    let _ = writeln!(
+        w,
+        "Defaults:{user} log_allowed, log_denied, log_format=json, logfile={}",
+        logfile(user)
+    );
+    let _ = writeln!(
+        w,
+        "Defaults:{user} log_input, log_output, iolog_dir=/var/log/sudo-io/%{{user}}"
+    );
+
+    let mut groups: BTreeMap<(Risk, Area), Vec<&Op>> = BTreeMap::new();
+    for op in opts.ops() {
+        groups.entry((op.risk, op.area)).or_default().push(op);
+    }
+    let mut aliases = Vec::new();
+    for ((risk, area), ops) in &groups {
+        let name = alias_name(user, *area, *risk);
+        let _ = writeln!(w);
+        let _ = writeln!(
+            w,
+            "# {} ops, risk {}: {}",
+            area.name().to_ascii_lowercase(),
+            risk.name(),
+            ops.iter().map(|o| o.id).collect::<Vec<_>>().join(", ")
+        );
+        let mut rules: Vec<String> = Vec::new();
+        for op in ops {
+            let rule = op.sudoers_rule(opts.fence_for(op).as_deref());
+            // Several reads share one command line (vm list, ct list); one rule suffices.
+            if !rules.contains(&rule) {
+                rules.push(rule);
+            }
+        }
+        let _ = writeln!(w, "Cmnd_Alias {name} = \\");
+        let last = rules.len() - 1;
+        for (i, rule) in rules.iter().enumerate() {
+            let _ = writeln!(w, "    {rule}{}", if i == last { "" } else { ", \\" });
+        }
+        aliases.push(name);
+    }
+    let _ = writeln!(w);
+    let _ = writeln!(w, "{user} ALL=(root) NOPASSWD: {}", aliases.join(", "));
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn profiles_nest() {
+        let mut o = RenderOptions::new("zen-agent").unwrap();
+        o.profile = Profile::Readonly;
+        let ro = render(&o);
+        o.profile = Profile::Operator;
+        let op = render(&o);
+        o.profile = Profile::Full;
+        let full = render(&o);
+        assert!(ro.contains("/status/current"));
+        assert!(!ro.contains("/status/start"));
+        assert!(op.contains("/status/start"));
+        assert!(!op.contains("/status/stop"));
+        assert!(full.contains("/status/stop"));
+        assert!(full.contains("( --purge 1)?"));
+    }
+
+    #[test]
+    fn never_a_wildcard_and_always_anchored() {
+        let full = render(&RenderOptions::new("zen-agent").unwrap());
+        for line in full.lines().filter(|l| l.starts_with("    /")) {
+            assert!(!line.contains('*'), "{line}");
+            assert!(
+                line.contains(" ^") && line.trim_end_matches([',', ' ', '\\']).ends_with('$'),
+                "{line}"
+            );
+        }
+        assert!(full.contains("zen-agent ALL=(root) NOPASSWD: PXA_ZEN_AGENT_"));
+    }
+
+    #[test]
+    fn fences_apply_to_guest_rules_only() {
+        let mut o = RenderOptions::new("zen-agent").unwrap();
+        o.vmids = Some(Ranges::parse("--vmids", "100-199").unwrap());
+        o.ctids = Some(Ranges::parse("--ctids", "300").unwrap());
+        let s = render(&o);
+        assert!(s.contains("/qemu/(1[0-9]{2})/status/start"), "{s}");
+        assert!(s.contains("/lxc/(300)/status/start"), "{s}");
+        assert!(!s.contains("/qemu/[1-9][0-9]{2,8}"), "{s}");
+        assert!(s.contains("# /etc/sudoers.d/zen-agent: rendered by pxagent"));
+        assert!(s.contains("vmids 100-199, ctids 300"));
+    }
+
+    #[test]
+    fn users_are_validated() {
+        for bad in [
+            "root",
+            "Zen",
+            "a;b",
+            "a b",
+            "$(id)",
+            "",
+            "-x",
+            &"a".repeat(33),
+        ] {
+            assert_eq!(RenderOptions::new(bad).unwrap_err().exit_code(), 2, "{bad}");
+        }
+        assert!(RenderOptions::new("zen_agent2").is_ok());
+    }
+}
