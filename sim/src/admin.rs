@@ -1,0 +1,50 @@
+//! `pve-sim reset|dump|fault …`: the simulator's own commands for tests and the test bed
+//! (root only, like everything else here).
+
+use std::path::Path;
+
+use crate::state::Store;
+use crate::{Env, Output, faults};
+
+/// Usage of the `pve-sim` entry point.
+pub const USAGE: &str = "USAGE: pve-sim <TOOL> [ARGS]     (TOOL: qm pct pvesh pvesm vzdump qmrestore pveam ha-manager pvecm)
+       pve-sim reset                restore the initial state
+       pve-sim dump                 print the state JSON
+       pve-sim fault add '<json>'   add a fault rule {\"match\",\"action\":\"hang|fail|warn\",\"message\",\"seconds\",\"times\"}
+       pve-sim fault list           print the fault rules
+       pve-sim fault clear          remove all fault rules
+State file: $PVE_SIM_STATE or /var/lib/pve-sim/state.json; faults: $PVE_SIM_FAULTS or /var/lib/pve-sim/faults.json";
+
+/// Run an admin subcommand.
+pub fn run(cmd: &str, args: &[String], env: &Env, now: i64) -> Output {
+    let store = Store::new(&env.state_path);
+    let io = |r: std::io::Result<()>| match r {
+        Ok(()) => Output::default(),
+        Err(e) => Output::err(&format!("pve-sim: {e}"), 255),
+    };
+    match (cmd, args.first().map(String::as_str)) {
+        ("reset", None) => io(store.reset(now)),
+        ("dump", None) => match store.transact(now, |st| serde_json::to_string_pretty(st)) {
+            Ok(Ok(s)) => Output::ok(format!("{s}\n")),
+            Ok(Err(e)) => Output::err(&format!("pve-sim: {e}"), 255),
+            Err(e) => Output::err(&format!("pve-sim: {e}"), 255),
+        },
+        ("fault", Some("add")) => match args.get(1) {
+            Some(json) if args.len() == 2 => match faults::add(Path::new(&env.faults_path), json) {
+                Ok(()) => Output::default(),
+                Err(e) => Output::err(&format!("pve-sim: {e}"), 2),
+            },
+            _ => Output::err(USAGE, 2),
+        },
+        ("fault", Some("clear")) if args.len() == 1 => io(faults::clear(&env.faults_path)),
+        ("fault", Some("list")) if args.len() == 1 => match faults::list(&env.faults_path) {
+            Ok(r) => Output::ok(format!(
+                "{}\n",
+                serde_json::to_string_pretty(&r).unwrap_or_default()
+            )),
+            Err(e) => Output::err(&format!("pve-sim: {e}"), 255),
+        },
+        ("help" | "--help" | "-h", _) => Output::ok(format!("{USAGE}\n")),
+        _ => Output::err(USAGE, 2),
+    }
+}

@@ -1,0 +1,624 @@
+//! `vzdump` and `qmrestore`: backup and restore tasks with the log lines of the REAL captures
+//! (`vzdump_qemu_snapshot_dumpdir_pve8.txt`, `vzdump_qemu_snapshot_local_zstd_fragment_pve9.txt`,
+//! `vzdump_lxc_stop_gzip_pve7.txt`, `qmrestore_vma_zst_pve8.txt`; FORMATS §3.10, §3.11). Like every
+//! CLI task they print no UPID and exit 0 or 255.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use crate::args::{self, Ty, p};
+use crate::ops::{self, TaskRun};
+use crate::qm::cli_task_output;
+use crate::state::{Guest, Kind, State, Volume};
+use crate::{Ctx, Failure, Output, timefmt};
+
+const GIB: f64 = 1_073_741_824.0;
+
+/// PVE::Tools::format_size as vzdump's `archive file size:` uses it: `532MB`, `1.23GB`.
+fn format_size(size: u64) -> String {
+    let kb = size as f64 / 1024.0;
+    if kb < 1024.0 {
+        return format!("{}KB", kb as u64);
+    }
+    let mb = kb / 1024.0;
+    if mb < 1024.0 {
+        return format!("{}MB", mb as u64);
+    }
+    let gb = mb / 1024.0;
+    if gb < 1024.0 {
+        return format!("{gb:.2}GB");
+    }
+    format!("{:.2}TB", gb / 1024.0)
+}
+
+/// The `size=` of a disk config string, e.g. `32G`.
+fn disk_size_label(config: &BTreeMap<String, Value>, key: &str) -> String {
+    config
+        .get(key)
+        .and_then(Value::as_str)
+        .and_then(|s| s.split(',').find_map(|kv| kv.strip_prefix("size=")))
+        .unwrap_or("0")
+        .to_string()
+}
+
+fn compress_ext(c: &str) -> (&'static str, f64) {
+    match c {
+        "zstd" => (".zst", 0.04),
+        "gzip" => (".gz", 0.05),
+        "lzo" | "1" => (".lzo", 0.07),
+        _ => ("", 0.12),
+    }
+}
+
+/// The job-wide settings of one vzdump run.
+struct Job<'a> {
+    storage: &'a str,
+    dump_dir: &'a str,
+    mode: &'a str,
+    compress: &'a str,
+}
+
+/// One guest's backup lines; returns the new archive volume.
+fn backup_guest(g: &Guest, job: &Job, stamp_t: i64, now: i64, log: &mut Vec<String>) -> Volume {
+    let Job {
+        storage,
+        dump_dir,
+        mode,
+        compress,
+    } = *job;
+    let kind = g.kind.api();
+    let info = |log: &mut Vec<String>, m: String| log.push(format!("INFO: {m}"));
+    let mode = if g.running { mode } else { "stop" };
+    let (ext, ratio) = compress_ext(compress);
+    let base = if g.kind == Kind::Qemu { "vma" } else { "tar" };
+    let file = format!(
+        "vzdump-{kind}-{}-{}.{base}{ext}",
+        g.vmid,
+        timefmt::archive_stamp(stamp_t)
+    );
+    let size = (g.maxdisk as f64 * ratio) as u64;
+    let status = if g.running { "running" } else { "stopped" };
+    info(log, format!("Starting Backup of VM {} ({kind})", g.vmid));
+    info(log, format!("Backup started at {}", timefmt::iso(now)));
+    info(log, format!("status = {status}"));
+    match g.kind {
+        Kind::Qemu => {
+            info(log, format!("VM Name: {}", g.name()));
+            for (key, volid) in g.disks() {
+                info(
+                    log,
+                    format!(
+                        "include disk '{key}' '{volid}' {}",
+                        disk_size_label(&g.config, &key)
+                    ),
+                );
+            }
+            info(log, format!("backup mode: {mode}"));
+            info(log, "ionice priority: 7".into());
+            if g.running && mode == "stop" {
+                info(log, "stopping virtual guest".into());
+            } else if g.running && mode == "suspend" {
+                info(log, "suspending guest".into());
+            }
+            info(log, format!("creating vzdump archive '{dump_dir}/{file}'"));
+            if !g.running || mode == "stop" {
+                info(log, "starting kvm to execute backup task".into());
+            }
+            info(
+                log,
+                format!(
+                    "started backup task '{:08x}-5054-4a96-98b2-{:012x}'",
+                    g.vmid, now
+                ),
+            );
+            if g.running {
+                info(log, "resuming VM again".into());
+            }
+            let gib = g.maxdisk as f64 / GIB;
+            info(
+                log,
+                format!(
+                    "100% ({gib:.1} GiB of {gib:.1} GiB) in 3s, read: {:.1} GiB/s, write: 170.7 MiB/s",
+                    gib / 3.0
+                ),
+            );
+            info(
+                log,
+                format!(
+                    "backup is sparse: {:.2} GiB (90%) total zero data",
+                    gib * 0.9
+                ),
+            );
+            info(
+                log,
+                format!(
+                    "transferred {gib:.2} GiB in 3 seconds ({:.1} GiB/s)",
+                    gib / 3.0
+                ),
+            );
+            if !g.running {
+                info(log, "stopping kvm after backup task".into());
+            }
+        }
+        Kind::Lxc => {
+            info(log, format!("backup mode: {mode}"));
+            info(log, "ionice priority: 7".into());
+            info(log, format!("CT Name: {}", g.name()));
+            info(log, "including mount point rootfs ('/') in backup".into());
+            if g.running && mode == "snapshot" {
+                info(log, "create storage snapshot 'vzdump'".into());
+            }
+            info(log, format!("creating vzdump archive '{dump_dir}/{file}'"));
+            let written = g.maxdisk / 6;
+            info(
+                log,
+                format!(
+                    "Total bytes written: {written} ({}MiB, {}MiB/s)",
+                    written / 1_048_576,
+                    written / 1_048_576 / 3
+                ),
+            );
+            if g.running && mode == "snapshot" {
+                info(log, "cleanup temporary 'vzdump' snapshot".into());
+            }
+        }
+    }
+    info(log, format!("archive file size: {}", format_size(size)));
+    info(log, format!("Finished Backup of VM {} (00:00:03)", g.vmid));
+    info(log, format!("Backup finished at {}", timefmt::iso(now)));
+    let mut config = g.config.clone();
+    config.remove("parent");
+    Volume {
+        node: g.node.clone(),
+        storage: storage.to_string(),
+        volname: format!("backup/{file}"),
+        content: "backup".into(),
+        format: format!("{base}{ext}").trim_start_matches('.').to_string(),
+        size,
+        ctime: stamp_t,
+        vmid: Some(g.vmid),
+        subtype: Some(kind.into()),
+        guest_config: Some(config),
+        disk_size: Some(g.maxdisk),
+    }
+}
+
+/// `vzdump <vmid>… [--storage S] [--mode snapshot|suspend|stop] [--compress 0|1|gzip|lzo|zstd]`
+/// (FORMATS §3.10). Guests of other nodes are skipped (`skip external VMs: …`); an unknown VMID
+/// fails that guest [INFER text] and the task dies with `job errors`.
+pub fn vzdump(st: &mut State, ctx: &Ctx, argv: &[String]) -> Output {
+    let usage = "vzdump {<vmid>} [OPTIONS]";
+    let schema = [
+        p("storage", Ty::Str),
+        p("mode", Ty::Enum(&["snapshot", "suspend", "stop"])),
+        p("compress", Ty::Enum(&["0", "1", "gzip", "lzo", "zstd"])),
+        p("remove", Ty::Bool),
+        p("notes-template", Ty::Str),
+        p("prune-backups", Ty::Str),
+        p("protected", Ty::Bool),
+        p("quiet", Ty::Bool),
+        p("bwlimit", Ty::Int(Some(0), None)),
+        p("ionice", Ty::Int(Some(0), Some(8))),
+        p("zstd", Ty::Int(Some(0), None)),
+    ];
+    let parsed = match args::parse(argv, &schema) {
+        Ok(p) => p,
+        Err(e) => return args::param_error(&e, usage),
+    };
+    let mut vmids = Vec::new();
+    for v in &parsed.pos {
+        match args::check(Ty::Int(Some(100), Some(999_999_999)), v) {
+            Ok(v) => vmids.push(v.parse::<u32>().unwrap_or(0)),
+            Err(_) => {
+                return args::param_error(
+                    &vec![(
+                        "vmid".into(),
+                        "invalid format - value does not look like a valid VMID".into(),
+                    )],
+                    usage,
+                );
+            }
+        }
+    }
+    if vmids.is_empty() {
+        return Output::err("no guests selected - specify VMIDs or --all", 255);
+    }
+    vmids.sort_unstable();
+    vmids.dedup();
+    let sid = parsed.get("storage").unwrap_or("local").to_string();
+    let Some(storage) = st.storage(&sid).cloned() else {
+        return Failure::die(format!("storage '{sid}' does not exist")).into();
+    };
+    if !storage.content.iter().any(|c| c == "backup") {
+        return Failure::die(format!("storage '{sid}' does not support backups")).into();
+    }
+    let dump_dir = format!(
+        "{}/dump",
+        storage.path.as_deref().unwrap_or("/mnt/pve/backup")
+    );
+    let mode = parsed.get("mode").unwrap_or("snapshot").to_string();
+    let compress = parsed.get("compress").unwrap_or("0").to_string();
+    let mut cmdline = format!(
+        "vzdump {}",
+        vmids
+            .iter()
+            .map(u32::to_string)
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    for (k, v) in &parsed.opts {
+        cmdline.push_str(&format!(" --{k} {v}"));
+    }
+    let local = st.local_node.clone();
+    let id = if vmids.len() == 1 {
+        vmids[0].to_string()
+    } else {
+        String::new()
+    };
+    let fail = ctx.task_fail();
+    let quiet_ctx = Ctx::new(ctx.now);
+    let run: TaskRun = ops::run_task(st, &quiet_ctx, &local, "vzdump", &id, |st, log| {
+        log.push(format!("INFO: starting new backup job: {cmdline}"));
+        let skip: Vec<String> = vmids
+            .iter()
+            .filter(|v| st.guests.get(v).is_some_and(|g| g.node != local))
+            .map(u32::to_string)
+            .collect();
+        if !skip.is_empty() {
+            log.push(format!("INFO: skip external VMs: {}", skip.join(", ")));
+        }
+        let mut errors = 0;
+        for vmid in &vmids {
+            let Some(g) = st.guests.get(vmid).cloned() else {
+                log.push(format!(
+                    "ERROR: Backup of VM {vmid} failed - unable to find VM '{vmid}'"
+                ));
+                log.push(format!("INFO: Failed at {}", timefmt::iso(ctx.now)));
+                errors += 1;
+                continue;
+            };
+            if g.node != local {
+                continue;
+            }
+            if let Some(msg) = &fail {
+                log.push(format!(
+                    "INFO: Starting Backup of VM {vmid} ({})",
+                    g.kind.api()
+                ));
+                log.push(format!("ERROR: Backup of VM {vmid} failed - {msg}"));
+                log.push(format!("INFO: Failed at {}", timefmt::iso(ctx.now)));
+                errors += 1;
+                continue;
+            }
+            let mut t = ctx.now;
+            let taken = |st: &State, t: i64| {
+                let kind = g.kind.api();
+                let prefix = format!("backup/vzdump-{kind}-{vmid}-{}.", timefmt::archive_stamp(t));
+                st.volumes
+                    .iter()
+                    .any(|v| v.node == local && v.storage == sid && v.volname.starts_with(&prefix))
+            };
+            while taken(st, t) {
+                t += 1;
+            }
+            let vol = backup_guest(
+                &g,
+                &Job {
+                    storage: &sid,
+                    dump_dir: &dump_dir,
+                    mode: &mode,
+                    compress: &compress,
+                },
+                t,
+                ctx.now,
+                log,
+            );
+            st.volumes.push(vol);
+        }
+        if errors > 0 {
+            log.push("INFO: Backup job finished with errors".into());
+            Err("job errors".into())
+        } else {
+            log.push("INFO: Backup job finished successfully".into());
+            Ok(())
+        }
+    });
+    cli_task_output(&run)
+}
+
+/// Parse `vzdump-(qemu|lxc)-<vmid>-<stamp>.<ext>` like `PVE::Storage::archive_info`.
+fn archive_kind(file: &str) -> Option<(&str, &str)> {
+    let rest = file.strip_prefix("vzdump-")?;
+    let (kind, rest) = rest.split_once('-')?;
+    if !["qemu", "lxc", "openvz"].contains(&kind) {
+        return None;
+    }
+    let (vmid, rest) = rest.split_once('-')?;
+    vmid.parse::<u32>().ok()?;
+    let ext = rest.get(20..)?;
+    let ok = ["tgz", "tar", "vma"].iter().any(|b| {
+        ext == *b
+            || [".gz", ".lzo", ".zst", ".bz2"]
+                .iter()
+                .any(|c| ext == format!("{b}{c}"))
+    });
+    ok.then_some((kind, ext))
+}
+
+/// `qmrestore <archive> <vmid> [--storage S] [--force 1] [--unique 1] [--start 1]` (FORMATS §3.11,
+/// REAL `qmrestore_vma_zst_pve8.txt`). The archive is a volid (`local:backup/…`) or a path under
+/// the storage's dump directory on the local node.
+pub fn qmrestore(st: &mut State, ctx: &Ctx, argv: &[String]) -> Output {
+    let usage = "qmrestore <archive> <vmid> [OPTIONS]";
+    let schema = [
+        p("storage", Ty::Str),
+        p("force", Ty::Bool),
+        p("unique", Ty::Bool),
+        p("start", Ty::Bool),
+        p("pool", Ty::Str),
+        p("bwlimit", Ty::Int(Some(0), None)),
+        p("live-restore", Ty::Bool),
+    ];
+    let parsed = match args::parse(argv, &schema) {
+        Ok(p) => p,
+        Err(e) => return args::param_error(&e, usage),
+    };
+    if parsed.pos.len() != 2 {
+        let what = if parsed.pos.len() < 2 {
+            "not enough"
+        } else {
+            "too many"
+        };
+        return Output::err(&format!("400 {what} arguments\n{usage}"), 255);
+    }
+    let archive = parsed.pos[0].clone();
+    let vmid: u32 = match args::check(Ty::Int(Some(100), Some(999_999_999)), &parsed.pos[1]) {
+        Ok(v) => v.parse().unwrap_or(0),
+        Err(m) => return args::param_error(&vec![("vmid".into(), m)], usage),
+    };
+    let file = archive
+        .rsplit(['/', ':'])
+        .next()
+        .unwrap_or(&archive)
+        .to_string();
+    let Some((akind, ext)) = archive_kind(&file) else {
+        return Output::err(
+            &format!("ERROR: couldn't determine archive info from '{archive}'"),
+            255,
+        );
+    };
+    let ext = ext.to_string();
+    let local = st.local_node.clone();
+    let target = parsed.get("storage").unwrap_or("local-lvm").to_string();
+    let force = parsed.flag("force");
+    let start = parsed.flag("start");
+    let found = st
+        .volumes
+        .iter()
+        .find(|v| {
+            v.node == local
+                && v.content == "backup"
+                && (v.volid() == archive
+                    || st
+                        .storage(&v.storage)
+                        .and_then(|s| s.path.as_deref())
+                        .is_some_and(|p| format!("{p}/dump/{}", v.file_name()) == archive))
+        })
+        .cloned();
+    let path = match &found {
+        Some(v) => format!(
+            "{}/dump/{}",
+            st.storage(&v.storage)
+                .and_then(|s| s.path.clone())
+                .unwrap_or_default(),
+            v.file_name()
+        ),
+        None => archive.clone(),
+    };
+    if akind != "qemu" {
+        return Output::err(
+            &format!("ERROR: archive '{archive}' is not a VMA archive (use 'pct restore')"),
+            255,
+        );
+    }
+    let run = ops::run_task(
+        st,
+        ctx,
+        &local,
+        "qmrestore",
+        &vmid.to_string(),
+        |st, log| {
+            if let Some(g) = st.guests.get(&vmid) {
+                if !force || g.node != local {
+                    return Err(format!(
+                        "unable to restore VM {vmid} - VM {vmid} already exists on node '{}'",
+                        g.node
+                    ));
+                }
+                if g.running {
+                    return Err(format!(
+                        "unable to restore VM {vmid} - VM {vmid} is running"
+                    ));
+                }
+            }
+            let vol = found.ok_or_else(|| {
+                format!("unable to restore VM {vmid} - can't find archive file '{path}'")
+            })?;
+            let Some(tstore) = st.storage(&target).cloned() else {
+                return Err(format!(
+                    "unable to restore VM {vmid} - storage '{target}' does not exist"
+                ));
+            };
+            if !tstore.content.iter().any(|c| c == "images") {
+                return Err(format!(
+                    "unable to restore VM {vmid} - storage '{target}' does not support vm images"
+                ));
+            }
+            let size = vol.disk_size.unwrap_or(8 << 30);
+            let tmp = format!("/var/tmp/vzdumptmp{}", 100_000 + st.seq % 900_000);
+            let decomp = match ext.rsplit('.').next() {
+                Some("zst") => "zstd -q -d -c ",
+                Some("gz") => "zcat ",
+                Some("lzo") => "lzop -d -c ",
+                _ => "",
+            };
+            if decomp.is_empty() {
+                log.push(format!(
+                    "restore vma archive: vma extract -v -r {tmp}.fifo {path} {tmp}"
+                ));
+            } else {
+                log.push(format!(
+                    "restore vma archive: {decomp}{path} | vma extract -v -r {tmp}.fifo - {tmp}"
+                ));
+            }
+            log.push("CFG: size: 458 name: qemu-server.conf".into());
+            log.push(format!("DEV: dev_id=1 size: {size} devname: drive-scsi0"));
+            log.push(format!("CTIME: {}", timefmt::ctime(vol.ctime)));
+            let lv = format!("vm-{vmid}-disk-0");
+            log.push(format!("  Logical volume \"{lv}\" created."));
+            log.push(format!("new volume ID is '{target}:{lv}'"));
+            log.push(format!(
+                "map 'drive-scsi0' to '/dev/pve/{lv}' (write zeros = 0)"
+            ));
+            for pct in [1u64, 50, 100] {
+                log.push(format!(
+                    "progress {pct}% (read {} bytes, duration {} sec)",
+                    size / 100 * pct,
+                    pct / 5
+                ));
+            }
+            log.push(format!(
+                "total bytes read {size}, sparse bytes {} (73.1%)",
+                size / 1000 * 731
+            ));
+            log.push("space reduction due to 4K zero blocks 2.95%".into());
+            log.push("rescan volumes...".into());
+            let mut config = vol.guest_config.clone().unwrap_or_default();
+            for (key, _) in crate::state::disks_of(&config) {
+                let label = disk_size_label(&config, &key);
+                let opts = config
+                    .get(&key)
+                    .and_then(Value::as_str)
+                    .and_then(|s| s.split_once(',').map(|(_, o)| o.to_string()))
+                    .unwrap_or_else(|| format!("size={label}"));
+                config.insert(key, json!(format!("{target}:{lv},{opts}")));
+            }
+            config.remove("template");
+            st.guests.insert(
+                vmid,
+                Guest {
+                    vmid,
+                    kind: Kind::Qemu,
+                    node: local.clone(),
+                    running: false,
+                    paused: false,
+                    started_at: None,
+                    pid: None,
+                    maxdisk: size,
+                    config,
+                    snapshots: vec![],
+                },
+            );
+            Ok(())
+        },
+    );
+    if run.error.is_none() && start {
+        let _ = ops::power(
+            st,
+            &Ctx::new(ctx.now),
+            &local,
+            Kind::Qemu,
+            vmid,
+            ops::Power::Start,
+        );
+    }
+    cli_task_output(&run)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::initial;
+
+    const NOW: i64 = 1_790_000_000;
+
+    fn v(s: &str) -> Vec<String> {
+        s.split(' ').map(String::from).collect()
+    }
+
+    #[test]
+    fn vzdump_adds_an_archive_and_prints_the_job() {
+        let mut st = initial(NOW);
+        let n = st.volumes.len();
+        let o = vzdump(
+            &mut st,
+            &Ctx::new(NOW),
+            &v("100 --storage local --mode snapshot --compress zstd"),
+        );
+        assert_eq!(o.code, 0, "{}", o.stderr);
+        let lines: Vec<&str> = o.stdout.lines().collect();
+        assert_eq!(
+            lines[0],
+            "INFO: starting new backup job: vzdump 100 --compress zstd --mode snapshot --storage local"
+        );
+        assert_eq!(lines[1], "INFO: Starting Backup of VM 100 (qemu)");
+        assert_eq!(
+            *lines.last().unwrap(),
+            "INFO: Backup job finished successfully"
+        );
+        assert!(o.stdout.contains(&format!(
+            "INFO: creating vzdump archive '/var/lib/vz/dump/vzdump-qemu-100-{}.vma.zst'",
+            timefmt::archive_stamp(NOW)
+        )));
+        assert_eq!(st.volumes.len(), n + 1);
+        let o = vzdump(&mut st, &Ctx::new(NOW), &v("200 --compress gzip"));
+        assert!(o.stdout.contains(".tar.gz'"));
+        let o = vzdump(&mut st, &Ctx::new(NOW), &v("101"));
+        assert!(o.stdout.contains("INFO: skip external VMs: 101\n"));
+        let o = vzdump(&mut st, &Ctx::new(NOW), &v("999"));
+        assert_eq!((o.stderr.as_str(), o.code), ("job errors\n", 255));
+    }
+
+    #[test]
+    fn qmrestore_creates_the_vm_or_refuses_existing() {
+        let mut st = initial(NOW);
+        let vol = st
+            .volumes
+            .iter()
+            .find(|v| v.vmid == Some(100))
+            .unwrap()
+            .volid();
+        let o = qmrestore(&mut st, &Ctx::new(NOW), &v(&format!("{vol} 100")));
+        assert_eq!(
+            (o.stderr.as_str(), o.code),
+            (
+                "unable to restore VM 100 - VM 100 already exists on node 'pve1'\n",
+                255
+            )
+        );
+        let o = qmrestore(
+            &mut st,
+            &Ctx::new(NOW),
+            &v(&format!("{vol} 150 --storage local-lvm")),
+        );
+        assert_eq!(o.code, 0, "{}", o.stderr);
+        assert!(
+            o.stdout.starts_with(
+                "restore vma archive: zstd -q -d -c /var/lib/vz/dump/vzdump-qemu-100-"
+            )
+        );
+        assert!(o.stdout.ends_with("rescan volumes...\n"));
+        let g = &st.guests[&150];
+        assert_eq!(g.name(), "web");
+        assert_eq!(
+            g.disks(),
+            vec![("scsi0".to_string(), "local-lvm:vm-150-disk-0".to_string())]
+        );
+        let o = qmrestore(&mut st, &Ctx::new(NOW), &v("/tmp/foo.tar 151"));
+        assert_eq!(
+            o.stderr,
+            "ERROR: couldn't determine archive info from '/tmp/foo.tar'\n"
+        );
+    }
+}

@@ -1,0 +1,197 @@
+//! Fault injection for tests: a root-owned rule file (`/var/lib/pve-sim/faults.json`, or
+//! `PVE_SIM_FAULTS`; sudo's `env_reset` strips that variable on the real path) read on every call.
+//!
+//! The file is a JSON list of rules
+//! `{"match": "<substring>", "action": "hang"|"fail"|"warn", "message": "...", "seconds": N, "times": N}`.
+//! `match` is compared with the call's argv joined by single spaces, starting with the tool name
+//! (`qm start 100`, `pvesh create /nodes/pve1/qemu/100/status/start --output-format json`); an
+//! empty `match` hits every call. Every matching rule applies:
+//! * `hang` sleeps `seconds` (default 30) and then proceeds; the sleep happens before the state
+//!   lock is taken, so a hung call never blocks the others;
+//! * `fail` makes a task-producing call's task fail with `message` (TASK ERROR), and any other call
+//!   print `message` on stderr and exit 255;
+//! * `warn` prints `message` on stderr, output and exit stay normal.
+//!
+//! `times`, when present, is decremented on each use and the rule is removed at 0; the file is
+//! rewritten under its own lock (`faults.json.lock`).
+
+use std::fs::{self, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// What a rule does.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Action {
+    /// Sleep, then proceed.
+    Hang,
+    /// Fail the call / its task.
+    Fail,
+    /// Print a warning on stderr.
+    Warn,
+}
+
+/// One fault rule.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Rule {
+    /// Substring of the joined argv.
+    #[serde(rename = "match")]
+    pub pattern: String,
+    /// What to do.
+    pub action: Action,
+    /// Text for fail/warn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// Hang duration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seconds: Option<u64>,
+    /// Remaining uses; absent = forever.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub times: Option<u32>,
+}
+
+/// The combined effect of the rules that matched one call.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Effects {
+    /// Seconds to sleep before running.
+    pub hang_secs: u64,
+    /// Failure message, first `fail` rule wins.
+    pub fail: Option<String>,
+    /// Warnings for stderr.
+    pub warn: Vec<String>,
+}
+
+fn lock_path(path: &Path) -> PathBuf {
+    let mut p = path.as_os_str().to_owned();
+    p.push(".lock");
+    PathBuf::from(p)
+}
+
+fn with_rules<R>(path: &Path, create: bool, f: impl FnOnce(&mut Vec<Rule>) -> R) -> io::Result<R> {
+    if !create && !path.exists() {
+        return Ok(f(&mut Vec::new()));
+    }
+    if let Some(dir) = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty() && !d.exists())
+    {
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)?;
+    }
+    let lock = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(lock_path(path))?;
+    lock.lock()?;
+    let mut rules: Vec<Rule> = match fs::read(path) {
+        Ok(b) if b.iter().all(u8::is_ascii_whitespace) => Vec::new(),
+        Ok(b) => serde_json::from_slice(&b).map_err(|e| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{}: {e}", path.display()),
+            )
+        })?,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => return Err(e),
+    };
+    let before = rules.clone();
+    let out = f(&mut rules);
+    if rules != before || (create && !path.exists()) {
+        let tmp = lock_path(path).with_extension(format!("tmp.{}", std::process::id()));
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        file.write_all(&serde_json::to_vec_pretty(&rules).map_err(io::Error::other)?)?;
+        file.write_all(b"\n")?;
+        file.sync_all()?;
+        fs::rename(&tmp, path)?;
+    }
+    Ok(out)
+}
+
+/// Evaluate the rules for one call (joined argv) and consume their `times`.
+pub fn take(path: &Path, joined: &str) -> io::Result<Effects> {
+    with_rules(path, false, |rules| {
+        let mut fx = Effects::default();
+        for r in rules.iter_mut().filter(|r| joined.contains(&r.pattern)) {
+            match r.action {
+                Action::Hang => fx.hang_secs += r.seconds.unwrap_or(30),
+                Action::Fail => {
+                    if fx.fail.is_none() {
+                        fx.fail = Some(
+                            r.message
+                                .clone()
+                                .unwrap_or_else(|| "simulated failure".into()),
+                        );
+                    }
+                }
+                Action::Warn => fx.warn.push(
+                    r.message
+                        .clone()
+                        .unwrap_or_else(|| "simulated warning".into()),
+                ),
+            }
+            if let Some(t) = r.times.as_mut() {
+                *t = t.saturating_sub(1);
+            }
+        }
+        rules.retain(|r| r.times != Some(0));
+        fx
+    })
+}
+
+/// Append a rule (given as JSON text).
+pub fn add(path: &Path, json: &str) -> Result<(), String> {
+    let rule: Rule = serde_json::from_str(json).map_err(|e| format!("invalid fault rule: {e}"))?;
+    with_rules(path, true, |rules| rules.push(rule)).map_err(|e| e.to_string())
+}
+
+/// Remove every rule.
+pub fn clear(path: &Path) -> io::Result<()> {
+    with_rules(path, true, Vec::clear)
+}
+
+/// The current rules.
+pub fn list(path: &Path) -> io::Result<Vec<Rule>> {
+    with_rules(path, false, |r| r.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rules_match_apply_and_count_down() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("faults.json");
+        assert_eq!(take(&p, "qm start 100").unwrap(), Effects::default());
+        add(
+            &p,
+            r#"{"match":"start 100","action":"fail","message":"boom","times":1}"#,
+        )
+        .unwrap();
+        add(&p, r#"{"match":"qm ","action":"warn","message":"careful"}"#).unwrap();
+        add(&p, r#"{"match":"status","action":"hang","seconds":0}"#).unwrap();
+        assert!(add(&p, r#"{"match":"x","action":"explode"}"#).is_err());
+        let fx = take(&p, "qm start 100").unwrap();
+        assert_eq!(fx.fail.as_deref(), Some("boom"));
+        assert_eq!(fx.warn, vec!["careful".to_string()]);
+        let fx = take(&p, "qm start 100").unwrap();
+        assert_eq!(fx.fail, None, "times:1 rule is used up");
+        assert_eq!(list(&p).unwrap().len(), 2);
+        clear(&p).unwrap();
+        assert!(list(&p).unwrap().is_empty());
+    }
+}

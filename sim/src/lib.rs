@@ -1,0 +1,244 @@
+//! The PVE simulator: one multi-call program that answers as `qm`, `pct`, `pvesh`, `pvesm`,
+//! `vzdump`, `qmrestore`, `pveam`, `ha-manager` and `pvecm` (chosen by `argv[0]`'s basename, or by
+//! the first argument when called as `pve-sim TOOL …`), keeps a small cluster's state in one
+//! root-owned file, and prints the formats recorded in `shared/fixtures/pve` (FORMATS.md there is
+//! the reference every printer cites). It is the project's only test double (design.md §8).
+//!
+//! Flow of one call: identity check (non-root is refused like pmxcfs refuses it) → fault rules
+//! (`faults`, evaluated and slept on *before* the state lock) → the tool, run inside one exclusive
+//! read-modify-write of the state (`state::Store::transact`) → [`Output`].
+
+pub mod access;
+pub mod admin;
+pub mod api;
+pub mod args;
+pub mod backup;
+pub mod faults;
+pub mod ops;
+pub mod pvesh;
+pub mod qm;
+pub mod state;
+pub mod task;
+pub mod timefmt;
+pub mod tools;
+
+use std::cell::Cell;
+use std::path::PathBuf;
+
+use state::{State, Store};
+
+/// The tools this binary impersonates.
+pub const TOOLS: &[&str] = &[
+    "qm",
+    "pct",
+    "pvesh",
+    "pvesm",
+    "vzdump",
+    "qmrestore",
+    "pveam",
+    "ha-manager",
+    "pvecm",
+];
+
+/// Default fault-rule file (overridable by `PVE_SIM_FAULTS`, see [`faults`]).
+pub const DEFAULT_FAULTS_PATH: &str = "/var/lib/pve-sim/faults.json";
+
+/// What a call prints and how it exits.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Output {
+    /// Bytes for stdout.
+    pub stdout: String,
+    /// Bytes for stderr.
+    pub stderr: String,
+    /// Exit status.
+    pub code: i32,
+}
+
+impl Output {
+    /// Exit 0 with `stdout`.
+    pub fn ok(stdout: impl Into<String>) -> Self {
+        Output {
+            stdout: stdout.into(),
+            ..Output::default()
+        }
+    }
+    /// An error: `msg` (newline added if missing) on stderr and exit `code`.
+    pub fn err(msg: &str, code: i32) -> Self {
+        let mut stderr = msg.to_string();
+        if !stderr.ends_with('\n') {
+            stderr.push('\n');
+        }
+        Output {
+            stderr,
+            code,
+            ..Output::default()
+        }
+    }
+}
+
+impl From<Failure> for Output {
+    fn from(f: Failure) -> Self {
+        Output::err(&f.msg, f.code)
+    }
+}
+
+/// An error raised before any task exists (a Perl `die` outside `fork_worker`, FORMATS §1.2):
+/// the message goes to stderr and the exit is 2 for ENOENT-style checks, else 255.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    /// Message, may span lines.
+    pub msg: String,
+    /// Exit status.
+    pub code: i32,
+}
+
+impl Failure {
+    /// Exit-255 failure.
+    pub fn die(msg: impl Into<String>) -> Self {
+        Failure {
+            msg: msg.into(),
+            code: 255,
+        }
+    }
+    /// Exit-2 failure (errno still ENOENT from a failed stat).
+    pub fn enoent(msg: impl Into<String>) -> Self {
+        Failure {
+            msg: msg.into(),
+            code: 2,
+        }
+    }
+}
+
+/// Process-level inputs of a call.
+#[derive(Debug, Clone)]
+pub struct Env {
+    /// Effective uid (`None` if it could not be read: treated as non-root).
+    pub euid: Option<u32>,
+    /// State file.
+    pub state_path: PathBuf,
+    /// Fault-rule file.
+    pub faults_path: PathBuf,
+    /// Fixed clock for tests; `None` = the real clock.
+    pub now: Option<i64>,
+}
+
+impl Env {
+    /// The real identity, `PVE_SIM_STATE` / `PVE_SIM_FAULTS` (or the defaults) and the clock.
+    /// There is deliberately no variable that changes the identity check.
+    pub fn from_process() -> Self {
+        Env {
+            euid: access::real_euid(),
+            state_path: std::env::var_os("PVE_SIM_STATE")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from(state::DEFAULT_STATE_PATH)),
+            faults_path: std::env::var_os("PVE_SIM_FAULTS")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from(DEFAULT_FAULTS_PATH)),
+            now: None,
+        }
+    }
+}
+
+/// Per-call context handed to the tools.
+#[derive(Debug)]
+pub struct Ctx {
+    /// Current time.
+    pub now: i64,
+    /// A `fail` fault aimed at this call.
+    pub fail: Option<String>,
+    /// Set when a task consumed [`Ctx::fail`]; otherwise the call fails as a whole.
+    pub fail_used: Cell<bool>,
+}
+
+impl Ctx {
+    /// A context without faults.
+    pub fn new(now: i64) -> Self {
+        Ctx {
+            now,
+            fail: None,
+            fail_used: Cell::new(false),
+        }
+    }
+    /// Take the fail fault for a task.
+    pub fn task_fail(&self) -> Option<String> {
+        let f = self.fail.clone();
+        if f.is_some() {
+            self.fail_used.set(true);
+        }
+        f
+    }
+}
+
+/// Run one call: `argv[0]` picks the tool (see the crate doc).
+pub fn run(argv: &[String], env: &Env) -> Output {
+    let base = argv
+        .first()
+        .map(|a| a.rsplit('/').next().unwrap_or(a).to_string())
+        .unwrap_or_default();
+    let (tool, args): (String, &[String]) = if TOOLS.contains(&base.as_str()) {
+        (base, argv.get(1..).unwrap_or_default())
+    } else {
+        match argv.get(1) {
+            Some(t) => (t.clone(), &argv[2..]),
+            None => return Output::err(admin::USAGE, 255),
+        }
+    };
+    if let Err(refusal) = access::check(env.euid) {
+        return refusal;
+    }
+    let now = env.now.unwrap_or_else(timefmt::now);
+    if !TOOLS.contains(&tool.as_str()) {
+        return admin::run(&tool, args, env, now);
+    }
+
+    let joined = std::iter::once(tool.as_str())
+        .chain(args.iter().map(String::as_str))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let effects = match faults::take(&env.faults_path, &joined) {
+        Ok(e) => e,
+        Err(e) => return Output::err(&format!("pve-sim: fault file: {e}"), 255),
+    };
+    if effects.hang_secs > 0 {
+        // Sleep before taking the state lock, so a hung call never blocks the others.
+        std::thread::sleep(std::time::Duration::from_secs(effects.hang_secs));
+    }
+    let ctx = Ctx {
+        now,
+        fail: effects.fail.clone(),
+        fail_used: Cell::new(false),
+    };
+    let store = Store::new(&env.state_path);
+    let result = store.transact(now, |st: &mut State| dispatch(&tool, args, st, &ctx));
+    let mut out = match result {
+        Ok(o) => o,
+        Err(e) => Output::err(&format!("pve-sim: state file: {e}"), 255),
+    };
+    if let Some(msg) = &effects.fail
+        && !ctx.fail_used.get()
+    {
+        // A read (or a call that failed before its task) fails as a whole.
+        out = Output::err(msg, 255);
+    }
+    if !effects.warn.is_empty() {
+        let mut w: String = effects.warn.iter().map(|m| format!("{m}\n")).collect();
+        w.push_str(&out.stderr);
+        out.stderr = w;
+    }
+    out
+}
+
+fn dispatch(tool: &str, args: &[String], st: &mut State, ctx: &Ctx) -> Output {
+    match tool {
+        "pvesh" => pvesh::run(st, ctx, args),
+        "qm" => qm::run(st, ctx, state::Kind::Qemu, args),
+        "pct" => qm::run(st, ctx, state::Kind::Lxc, args),
+        "vzdump" => backup::vzdump(st, ctx, args),
+        "qmrestore" => backup::qmrestore(st, ctx, args),
+        "pvesm" => tools::pvesm(st, ctx, args),
+        "pveam" => tools::pveam(st, ctx, args),
+        "ha-manager" => tools::ha_manager(st, ctx, args),
+        "pvecm" => tools::pvecm(st, ctx, args),
+        _ => Output::err(admin::USAGE, 255),
+    }
+}

@@ -1,0 +1,681 @@
+//! `pvesh get|create|delete <path> [--key value]… --output-format json`: the API paths pxagent
+//! uses, printed like pvesh prints them (FORMATS §1.6): one canonical JSON line for reads; for
+//! task endpoints the task log on stdout and then the UPID as a JSON string, exit 0 even when the
+//! task failed (the error goes to stderr) (FORMATS §1.3 [SRC; INFER for the failing case]).
+//!
+//! Paths whose `{node}` is not the local node are "proxied": reads print the same thing; a task's
+//! output comes back as one JSON string holding the remote log plus the escaped UPID line, because
+//! pvesh cannot decode the remote output and returns the raw text (FORMATS §1.6 [SRC; INFER]).
+//! Errors on a proxied path get pvesh's `proxy handler failed: …` line after the remote's message
+//! and exit 255 [INFER from pvesh.pm `proxy_handler` / `run_command`].
+
+use serde_json::Value;
+
+use crate::args::{self, Param, Parsed, Ty, p};
+use crate::ops::{self, Power, TaskRun};
+use crate::state::{Kind, State};
+use crate::{Ctx, Failure, Output, api};
+
+const OUTPUT_OPTS: [Param; 5] = [
+    p(
+        "output-format",
+        Ty::Enum(&["json", "json-pretty", "text", "yaml"]),
+    ),
+    p("quiet", Ty::Bool),
+    p("noborder", Ty::Bool),
+    p("noheader", Ty::Bool),
+    p("human-readable", Ty::Bool),
+];
+
+const VMID: Ty = Ty::Int(Some(100), Some(999_999_999));
+
+/// One matched API path.
+#[derive(Debug, Clone)]
+enum Route {
+    Version,
+    NodeVersion(String),
+    Nodes,
+    NodeStatus(String),
+    ClusterStatus,
+    ClusterResources,
+    NextId,
+    GuestList(String, Kind),
+    StatusCurrent(String, Kind, String),
+    Config(String, Kind, String),
+    SnapList(String, Kind, String),
+    StorageList(String),
+    StorageContent(String, String),
+    Tasks(String),
+    TaskStatus(String, String),
+    TaskLog(String, String),
+    Power(String, Kind, String, Power),
+    SnapCreate(String, Kind, String),
+    Rollback(String, Kind, String, String),
+    SnapDelete(String, Kind, String, String),
+    Destroy(String, Kind, String),
+}
+
+fn kind_of(s: &str) -> Option<Kind> {
+    match s {
+        "qemu" => Some(Kind::Qemu),
+        "lxc" => Some(Kind::Lxc),
+        _ => None,
+    }
+}
+
+fn route(verb: &str, segs: &[&str]) -> Option<Route> {
+    use Route as R;
+    let s = |i: usize| segs[i].to_string();
+    Some(match (verb, segs) {
+        ("get", ["version"]) => R::Version,
+        ("get", ["nodes"]) => R::Nodes,
+        ("get", ["nodes", _, "version"]) => R::NodeVersion(s(1)),
+        ("get", ["nodes", _, "status"]) => R::NodeStatus(s(1)),
+        ("get", ["cluster", "status"]) => R::ClusterStatus,
+        ("get", ["cluster", "resources"]) => R::ClusterResources,
+        ("get", ["cluster", "nextid"]) => R::NextId,
+        ("get", ["nodes", _, "storage"]) => R::StorageList(s(1)),
+        ("get", ["nodes", _, "tasks"]) => R::Tasks(s(1)),
+        ("get", ["nodes", _, k]) => R::GuestList(s(1), kind_of(k)?),
+        ("get", ["nodes", _, k, _, "status", "current"]) => {
+            R::StatusCurrent(s(1), kind_of(k)?, s(3))
+        }
+        ("get", ["nodes", _, k, _, "config"]) => R::Config(s(1), kind_of(k)?, s(3)),
+        ("get", ["nodes", _, k, _, "snapshot"]) => R::SnapList(s(1), kind_of(k)?, s(3)),
+        ("get", ["nodes", _, "storage", _, "content"]) => R::StorageContent(s(1), s(3)),
+        ("get", ["nodes", _, "tasks", _, "status"]) => R::TaskStatus(s(1), s(3)),
+        ("get", ["nodes", _, "tasks", _, "log"]) => R::TaskLog(s(1), s(3)),
+        ("create", ["nodes", _, k, _, "status", a]) => {
+            let kind = kind_of(k)?;
+            let action = Power::parse(a)?;
+            if kind == Kind::Lxc && matches!(action, Power::Suspend | Power::Resume) {
+                return None;
+            }
+            R::Power(s(1), kind, s(3), action)
+        }
+        ("create", ["nodes", _, k, _, "snapshot"]) => R::SnapCreate(s(1), kind_of(k)?, s(3)),
+        ("create", ["nodes", _, k, _, "snapshot", _, "rollback"]) => {
+            R::Rollback(s(1), kind_of(k)?, s(3), s(5))
+        }
+        ("delete", ["nodes", _, k, _, "snapshot", _]) => {
+            R::SnapDelete(s(1), kind_of(k)?, s(3), s(5))
+        }
+        ("delete", ["nodes", _, k, _]) => R::Destroy(s(1), kind_of(k)?, s(3)),
+        _ => return None,
+    })
+}
+
+/// Options each route accepts (subset of the API schema that matters here), beyond the
+/// standard output options.
+fn schema(r: &Route) -> Vec<Param> {
+    use Route as R;
+    match r {
+        R::ClusterResources => vec![p("type", Ty::Enum(&["vm", "storage", "node", "sdn"]))],
+        R::NextId => vec![p("vmid", VMID)],
+        R::GuestList(..) => vec![p("full", Ty::Bool)],
+        R::Config(..) => vec![p("current", Ty::Bool), p("snapshot", Ty::ConfigId)],
+        R::StorageList(_) => vec![
+            p("content", Ty::Str),
+            p("enabled", Ty::Bool),
+            p("format", Ty::Bool),
+            p("storage", Ty::Str),
+            p("target", Ty::Str),
+        ],
+        R::StorageContent(..) => vec![p("content", Ty::Str), p("vmid", VMID)],
+        R::Tasks(_) => vec![
+            p("limit", Ty::Int(Some(0), None)),
+            p("start", Ty::Int(Some(0), None)),
+            p("vmid", VMID),
+            p("typefilter", Ty::Str),
+            p("errors", Ty::Bool),
+            p("source", Ty::Enum(&["archive", "active", "all"])),
+            p("userfilter", Ty::Str),
+            p("statusfilter", Ty::Str),
+            p("since", Ty::Int(None, None)),
+            p("until", Ty::Int(None, None)),
+        ],
+        R::TaskLog(..) => vec![
+            p("limit", Ty::Int(Some(0), None)),
+            p("start", Ty::Int(Some(0), None)),
+            p("download", Ty::Bool),
+        ],
+        R::Power(_, kind, _, action) => {
+            let mut v = vec![p("skiplock", Ty::Bool)];
+            match action {
+                Power::Start => {
+                    v.push(p("timeout", Ty::Int(Some(0), Some(86_400))));
+                    if *kind == Kind::Lxc {
+                        v.push(p("debug", Ty::Bool));
+                    }
+                }
+                Power::Shutdown => v.extend([
+                    p("timeout", Ty::Int(Some(0), None)),
+                    p("forceStop", Ty::Bool),
+                    p("keepActive", Ty::Bool),
+                ]),
+                Power::Stop => v.extend([
+                    p("timeout", Ty::Int(Some(0), None)),
+                    p("keepActive", Ty::Bool),
+                    p("overrule-shutdown", Ty::Bool),
+                ]),
+                Power::Reboot => v.push(p("timeout", Ty::Int(Some(0), None))),
+                Power::Suspend => v.extend([p("todisk", Ty::Bool), p("statestorage", Ty::Str)]),
+                Power::Resume => v.push(p("nocheck", Ty::Bool)),
+            }
+            v
+        }
+        R::SnapCreate(_, kind, _) => {
+            let mut v = vec![p("snapname", Ty::ConfigId), p("description", Ty::Str)];
+            if *kind == Kind::Qemu {
+                v.push(p("vmstate", Ty::Bool));
+            }
+            v
+        }
+        R::Rollback(..) => vec![p("start", Ty::Bool)],
+        R::SnapDelete(..) => vec![p("force", Ty::Bool)],
+        R::Destroy(_, kind, _) => {
+            let mut v = vec![
+                p("purge", Ty::Bool),
+                p("destroy-unreferenced-disks", Ty::Bool),
+                p("skiplock", Ty::Bool),
+            ];
+            if *kind == Kind::Lxc {
+                v.push(p("force", Ty::Bool));
+            }
+            v
+        }
+        _ => vec![],
+    }
+}
+
+fn route_node(r: &Route) -> Option<&str> {
+    use Route as R;
+    match r {
+        R::NodeVersion(n)
+        | R::NodeStatus(n)
+        | R::GuestList(n, _)
+        | R::StatusCurrent(n, ..)
+        | R::Config(n, ..)
+        | R::SnapList(n, ..)
+        | R::StorageList(n)
+        | R::StorageContent(n, _)
+        | R::Tasks(n)
+        | R::TaskStatus(n, _)
+        | R::TaskLog(n, _)
+        | R::Power(n, ..)
+        | R::SnapCreate(n, ..)
+        | R::Rollback(n, ..)
+        | R::SnapDelete(n, ..)
+        | R::Destroy(n, ..) => Some(n),
+        _ => None,
+    }
+}
+
+fn route_vmid(r: &Route) -> Option<&str> {
+    use Route as R;
+    match r {
+        R::StatusCurrent(_, _, v)
+        | R::Config(_, _, v)
+        | R::SnapList(_, _, v)
+        | R::Power(_, _, v, _)
+        | R::SnapCreate(_, _, v)
+        | R::Rollback(_, _, v, _)
+        | R::SnapDelete(_, _, v, _)
+        | R::Destroy(_, _, v) => Some(v),
+        _ => None,
+    }
+}
+
+fn usage(verb: &str) -> String {
+    format!("pvesh {verb} <api_path> [OPTIONS] [FORMAT_OPTIONS]")
+}
+
+fn node_name_ok(n: &str) -> bool {
+    !n.is_empty()
+        && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+        && !n.starts_with('-')
+        && !n.ends_with('-')
+}
+
+/// Quote one word for the `ssh … pvesh --noproxy …` line in the proxy error.
+fn sh_quote(s: &str) -> String {
+    if !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./:=@,".contains(c))
+    {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+/// Where a proxied call went.
+struct Proxy {
+    cmdline: String,
+}
+
+/// Entry point for `pvesh …`.
+pub fn run(st: &mut State, ctx: &Ctx, argv: &[String]) -> Output {
+    let Some(verb) = argv.first() else {
+        return Output::err(
+            "ERROR: no command specified\nUSAGE: pvesh <COMMAND> [ARGS] [OPTIONS]",
+            255,
+        );
+    };
+    if !["get", "create", "delete", "set", "ls", "usage", "help"].contains(&verb.as_str()) {
+        return Output::err(
+            &format!("unknown command 'pvesh {verb}'\nUSAGE: pvesh <COMMAND> [ARGS] [OPTIONS]"),
+            255,
+        );
+    }
+    let Some(path) = argv.get(1) else {
+        return Output::err(&format!("400 not enough arguments\n{}", usage(verb)), 255);
+    };
+    let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let Some(route) = route(verb, &segs) else {
+        if ["get", "create", "delete", "set"].contains(&verb.as_str()) {
+            // pvesh.pm extract_path_info (REAL pve-9.2.4 transcript): exit 1.
+            return Output::err(&format!("No '{verb}' handler defined for '{path}'"), 1);
+        }
+        return Output::err(&format!("pve-sim: 'pvesh {verb}' is not simulated"), 255);
+    };
+    let mut schema = schema(&route);
+    schema.extend(OUTPUT_OPTS);
+    let parsed = match args::parse(&argv[2..], &schema) {
+        Ok(p) if !p.pos.is_empty() => {
+            return Output::err(&format!("400 too many arguments\n{}", usage(verb)), 255);
+        }
+        Ok(p) => p,
+        Err(e) => return args::param_error(&e, &usage(verb)),
+    };
+    // Path parameters are verified like options.
+    let mut path_errors = args::ParamErrors::new();
+    if let Some(n) = route_node(&route).filter(|n| !node_name_ok(n)) {
+        path_errors.push((
+            "node".into(),
+            format!("invalid format - value does not look like a valid node name ({n})"),
+        ));
+    }
+    let mut vmid = 0u32;
+    if let Some(v) = route_vmid(&route) {
+        match args::check(VMID, v) {
+            Ok(v) => vmid = v.parse().unwrap_or(0),
+            Err(m) => path_errors.push(("vmid".into(), m)),
+        }
+    }
+    if let Route::SnapCreate(..) = route
+        && parsed.get("snapname").is_none()
+    {
+        path_errors.push((
+            "snapname".into(),
+            "property is missing and it is not optional".into(),
+        ));
+    }
+    if !path_errors.is_empty() {
+        return args::param_error(&path_errors, &usage(verb));
+    }
+
+    let format = parsed.get("output-format").unwrap_or("text").to_string();
+    let mut proxy = None;
+    if let Some(node) = route_node(&route) {
+        let Some(n) = st.node(node) else {
+            return Output::err(
+                &format!(
+                    "hostname lookup '{node}' failed - failed to get address info for: {node}: Name or service not known"
+                ),
+                255,
+            );
+        };
+        if node != st.local_node {
+            let mut words = vec!["ssh", "-o", "BatchMode=yes"]
+                .into_iter()
+                .map(String::from)
+                .collect::<Vec<_>>();
+            words.push(format!("root@{}", n.ip));
+            words.extend(
+                ["pvesh", "--noproxy", verb, path, "--output-format", "json"].map(String::from),
+            );
+            for (k, v) in parsed
+                .opts
+                .iter()
+                .filter(|(k, _)| *k != "output-format" && *k != "quiet")
+            {
+                words.push(format!("--{k}"));
+                words.push(v.clone());
+            }
+            proxy = Some(Proxy {
+                cmdline: words
+                    .iter()
+                    .map(|w| sh_quote(w))
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            });
+        }
+    }
+    let quiet = parsed.flag("quiet");
+    let result = execute(st, ctx, &route, vmid, &parsed);
+    let mut out = match result {
+        Ok(Reply::Data(v)) => Output::ok(render(&v, &format)),
+        Ok(Reply::Task(t)) => task_output(&t, &format, proxy.is_some()),
+        Err(f) => {
+            let mut o = Output::from(f.clone());
+            if let Some(px) = &proxy {
+                o.stderr.push_str(&format!(
+                    "proxy handler failed: command '{}' failed: exit code {}\n",
+                    px.cmdline, f.code
+                ));
+                o.code = 255;
+            }
+            o
+        }
+    };
+    if quiet {
+        out.stdout.clear();
+    }
+    out
+}
+
+/// What a route produced.
+enum Reply {
+    Data(Value),
+    Task(TaskRun),
+}
+
+fn execute(
+    st: &mut State,
+    ctx: &Ctx,
+    route: &Route,
+    vmid: u32,
+    o: &Parsed,
+) -> Result<Reply, Failure> {
+    use Route as R;
+    let now = ctx.now;
+    let data = |v: Value| Ok(Reply::Data(v));
+    match route {
+        R::Version | R::NodeVersion(_) => data(api::version(st)),
+        R::Nodes => data(api::nodes(st, now)),
+        R::NodeStatus(n) => {
+            let node = st
+                .node(n)
+                .cloned()
+                .ok_or_else(|| Failure::die("no such node"))?;
+            data(api::node_status(st, &node, now))
+        }
+        R::ClusterStatus => data(api::cluster_status(st)),
+        R::ClusterResources => data(api::cluster_resources(st, now, o.get("type"))),
+        R::NextId => data(api::nextid(st, o.int("vmid"))?),
+        R::GuestList(n, k) => data(api::guest_list(st, n, *k, now)),
+        R::StatusCurrent(n, k, _) => data(api::status_current(ops::load(st, n, *k, vmid)?, now)),
+        R::Config(n, k, _) => {
+            let g = ops::load(st, n, *k, vmid)?;
+            match o.get("snapshot") {
+                Some(s) => {
+                    let snap =
+                        g.snapshots.iter().find(|x| x.name == s).ok_or_else(|| {
+                            Failure::die(format!("snapshot '{s}' does not exist"))
+                        })?;
+                    let mut m: serde_json::Map<String, Value> =
+                        snap.config.clone().into_iter().collect();
+                    m.insert("digest".into(), Value::String(api::digest(&g.config)));
+                    if let Some(p) = &snap.parent {
+                        m.insert("parent".into(), Value::String(p.clone()));
+                    }
+                    m.insert("snaptime".into(), snap.snaptime.into());
+                    data(Value::Object(m))
+                }
+                None => data(api::config(g)),
+            }
+        }
+        R::SnapList(n, k, _) => data(api::snapshot_list(ops::load(st, n, *k, vmid)?)),
+        R::StorageList(n) => {
+            let mut v = api::storage_list(st, n, o.get("content"));
+            if let (Some(sid), Value::Array(a)) = (o.get("storage"), &mut v) {
+                a.retain(|e| e["storage"] == sid);
+            }
+            data(v)
+        }
+        R::StorageContent(n, sid) => data(api::storage_content(
+            st,
+            n,
+            sid,
+            o.get("content"),
+            o.int("vmid").and_then(|v| u32::try_from(v).ok()),
+        )?),
+        R::Tasks(n) => {
+            let f = api::TaskFilter {
+                limit: o.int("limit").map(|v| usize::try_from(v).unwrap_or(0)),
+                start: o.int("start").map(|v| usize::try_from(v).unwrap_or(0)),
+                vmid: o.get("vmid").map(str::to_string),
+                typefilter: o.get("typefilter").map(str::to_string),
+                errors: o.flag("errors"),
+            };
+            data(api::tasks(st, n, &f))
+        }
+        R::TaskStatus(n, upid) => data(api::task_status(st, n, upid)?),
+        R::TaskLog(n, upid) => {
+            let start = o
+                .int("start")
+                .map_or(0, |v| usize::try_from(v).unwrap_or(0));
+            let limit = o
+                .int("limit")
+                .map_or(50, |v| usize::try_from(v).unwrap_or(0));
+            data(api::task_log(st, n, upid, start, limit)?)
+        }
+        R::Power(n, k, _, a) => ops::power(st, ctx, n, *k, vmid, *a).map(Reply::Task),
+        R::SnapCreate(n, k, _) => ops::snapshot(
+            st,
+            ctx,
+            n,
+            *k,
+            vmid,
+            &ops::NewSnapshot {
+                name: o.get("snapname").unwrap_or_default(),
+                description: o.get("description"),
+                vmstate: o.flag("vmstate"),
+            },
+        )
+        .map(Reply::Task),
+        R::Rollback(n, k, _, s) => {
+            ops::rollback(st, ctx, n, *k, vmid, s, o.flag("start")).map(Reply::Task)
+        }
+        R::SnapDelete(n, k, _, s) => ops::delsnapshot(st, ctx, n, *k, vmid, s).map(Reply::Task),
+        R::Destroy(n, k, _) => ops::destroy(st, ctx, n, *k, vmid, o.flag("purge")).map(Reply::Task),
+    }
+}
+
+/// Print an API result (`PVE::CLIFormatter::print_api_result`, FORMATS §1.6). `json`: canonical
+/// one line; `json-pretty`: JSON::PP pretty (3-space indent, `"k" : v`); other formats are not
+/// simulated: strings print bare, everything else as canonical JSON.
+pub fn render(v: &Value, format: &str) -> String {
+    match format {
+        "json" => format!("{}\n", api::canonical(v)),
+        "json-pretty" => format!("{}\n", pretty(v, 0)),
+        _ => match v {
+            Value::String(s) => format!("{s}\n"),
+            Value::Null => String::new(),
+            other => format!("{}\n", api::canonical(other)),
+        },
+    }
+}
+
+fn pretty(v: &Value, depth: usize) -> String {
+    let pad = "   ".repeat(depth + 1);
+    let end = "   ".repeat(depth);
+    match v {
+        Value::Object(m) if !m.is_empty() => {
+            let mut keys: Vec<&String> = m.keys().collect();
+            keys.sort();
+            let items: Vec<String> = keys
+                .iter()
+                .map(|k| {
+                    format!(
+                        "{pad}{} : {}",
+                        Value::String((*k).clone()),
+                        pretty(&m[k.as_str()], depth + 1)
+                    )
+                })
+                .collect();
+            format!("{{\n{}\n{end}}}", items.join(",\n"))
+        }
+        Value::Array(a) if !a.is_empty() => {
+            let items: Vec<String> = a
+                .iter()
+                .map(|x| format!("{pad}{}", pretty(x, depth + 1)))
+                .collect();
+            format!("[\n{}\n{end}]", items.join(",\n"))
+        }
+        other => api::canonical(other),
+    }
+}
+
+fn task_output(t: &TaskRun, format: &str, proxied: bool) -> Output {
+    let log: String = t.log.iter().map(|l| format!("{l}\n")).collect();
+    let upid = Value::String(t.upid.clone());
+    let stdout = if proxied && !log.is_empty() {
+        // The remote `pvesh --noproxy … --output-format json` printed log + "UPID"; that is not
+        // one JSON document, so pvesh hands back the raw text as a string [INFER].
+        let raw = format!("{log}{}\n", api::canonical(&upid));
+        render(&Value::String(raw), format)
+    } else {
+        format!("{log}{}", render(&upid, format))
+    };
+    let stderr = t
+        .error
+        .as_ref()
+        .map(|e| format!("{e}\n"))
+        .unwrap_or_default();
+    Output {
+        stdout,
+        stderr,
+        code: 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::initial;
+
+    const NOW: i64 = 1_790_000_000;
+
+    fn call(st: &mut State, line: &str) -> Output {
+        let argv: Vec<String> = line.split(' ').map(String::from).collect();
+        run(st, &Ctx::new(NOW), &argv)
+    }
+
+    #[test]
+    fn unknown_path_and_param_errors() {
+        let mut st = initial(NOW);
+        let o = call(&mut st, "get /nodes/pve1/sdn/vnets --output-format json");
+        assert_eq!(
+            (o.stderr.as_str(), o.code),
+            ("No 'get' handler defined for '/nodes/pve1/sdn/vnets'\n", 1)
+        );
+        let o = call(
+            &mut st,
+            "create /nodes/pve1/lxc/200/status/suspend --output-format json",
+        );
+        assert_eq!(o.code, 1);
+        let o = call(
+            &mut st,
+            "get /cluster/resources --type vms --output-format json",
+        );
+        assert_eq!(o.code, 255);
+        assert!(o.stderr.starts_with("400 Parameter verification failed.\ntype: value 'vms' does not have a value in the enumeration 'vm, storage, node, sdn'\n"));
+        let o = call(
+            &mut st,
+            "get /nodes/pve1/qemu/99/status/current --output-format json",
+        );
+        assert!(
+            o.stderr
+                .contains("vmid: value must have a minimum value of 100")
+        );
+        let o = call(
+            &mut st,
+            "create /nodes/pve1/qemu/100/snapshot --output-format json",
+        );
+        assert!(
+            o.stderr
+                .contains("snapname: property is missing and it is not optional")
+        );
+        let o = call(&mut st, "get /nodes/pve9/qemu --output-format json");
+        assert!(o.stderr.starts_with("hostname lookup 'pve9' failed"));
+    }
+
+    #[test]
+    fn task_endpoint_prints_upid_last_and_exits_zero_on_task_error() {
+        let mut st = initial(NOW);
+        let o = call(
+            &mut st,
+            "create /nodes/pve1/qemu/100/status/start --output-format json",
+        );
+        assert_eq!(o.code, 0);
+        assert_eq!(o.stderr, "VM 100 already running\n");
+        let last = o.stdout.lines().last().unwrap();
+        let upid: String = serde_json::from_str(last).unwrap();
+        assert!(upid.starts_with("UPID:pve1:") && upid.ends_with(":qmstart:100:root@pam:"));
+        let o = call(
+            &mut st,
+            &format!("get /nodes/pve1/tasks/{upid}/status --output-format json"),
+        );
+        let v: Value = serde_json::from_str(&o.stdout).unwrap();
+        assert_eq!(v["exitstatus"], "VM 100 already running");
+        assert_eq!(v["status"], "stopped");
+        let o = call(
+            &mut st,
+            &format!("get /nodes/pve1/tasks/{upid}/log --output-format json"),
+        );
+        assert_eq!(
+            o.stdout,
+            "[{\"n\":1,\"t\":\"TASK ERROR: VM 100 already running\"}]\n"
+        );
+        // pre-fork: no UPID
+        let o = call(
+            &mut st,
+            "create /nodes/pve1/qemu/102/status/shutdown --timeout 60 --output-format json",
+        );
+        assert_eq!(
+            (o.stdout.as_str(), o.stderr.as_str(), o.code),
+            ("", "VM 102 not running\n", 255)
+        );
+    }
+
+    #[test]
+    fn proxied_calls() {
+        let mut st = initial(NOW);
+        // Reads on another node just work.
+        let o = call(
+            &mut st,
+            "get /nodes/pve2/qemu/101/status/current --output-format json",
+        );
+        assert_eq!(o.code, 0, "{}", o.stderr);
+        // Wrong node: the config is looked up on the path's node.
+        let o = call(
+            &mut st,
+            "get /nodes/pve2/qemu/100/config --output-format json",
+        );
+        assert!(o.stderr.starts_with("Configuration file 'nodes/pve2/qemu-server/100.conf' does not exist\nproxy handler failed: command 'ssh -o BatchMode=yes root@10.10.10.12 pvesh --noproxy get /nodes/pve2/qemu/100/config --output-format json' failed: exit code 2\n"));
+        assert_eq!(o.code, 255);
+        let o = call(
+            &mut st,
+            "create /nodes/pve1/qemu/100/snapshot --snapname a1 --output-format json",
+        );
+        assert!(o.stdout.lines().count() > 1);
+        // A task with log lines on another node comes back as one JSON string.
+        let o = call(
+            &mut st,
+            "create /nodes/pve2/qemu/101/snapshot --snapname a1 --output-format json",
+        );
+        assert_eq!(o.stdout.lines().count(), 1);
+        let raw: String = serde_json::from_str(o.stdout.trim_end()).unwrap();
+        assert!(raw.starts_with("freeze guest filesystem\n"));
+        assert!(raw.ends_with(":qmsnapshot:101:root@pam:\"\n"));
+        // Without log lines the remote output decodes, and the UPID prints normally.
+        let o = call(
+            &mut st,
+            "create /nodes/pve2/qemu/101/status/stop --output-format json",
+        );
+        let upid: String = serde_json::from_str(o.stdout.trim_end()).unwrap();
+        assert!(upid.starts_with("UPID:pve2:"));
+    }
+}

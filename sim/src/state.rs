@@ -1,0 +1,1003 @@
+//! The simulated world (cluster, nodes, guests, snapshots, storages, volumes, tasks) and the one
+//! root-owned JSON file that keeps it between calls.
+//!
+//! Every call of a real PVE tool is a fresh process that reads and writes pmxcfs under a cluster
+//! lock; here every call is a fresh process too, so the state lives in one file
+//! (`/var/lib/pve-sim/state.json`, mode 0600, directory 0700). A call takes an exclusive
+//! `flock` on the sibling `state.json.lock` for its whole read-modify-write, so parallel mutating
+//! calls never lose an update, and replaces the file atomically (temp file, fsync, rename, fsync of
+//! the directory). The lock lives in a separate file because the rename swaps the state inode.
+//!
+//! The path can be moved with `PVE_SIM_STATE`. That is safe on the test bed: sudo's `env_reset`
+//! strips the variable, so a caller going through sudo always gets the default root-owned file;
+//! the override is for tests that run the binary directly (as root) against a temp file.
+
+use std::collections::BTreeMap;
+use std::fs::{self, DirBuilder, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::timefmt;
+
+/// Default location of the state file (overridable by `PVE_SIM_STATE`, see the module doc).
+pub const DEFAULT_STATE_PATH: &str = "/var/lib/pve-sim/state.json";
+
+/// Most tasks kept per node; older ones are dropped like `/var/log/pve/tasks/index` rotation.
+const MAX_TASKS: usize = 400;
+
+/// The whole simulated cluster.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct State {
+    /// Cluster name (`pvecm status` `Name:`, `/cluster/status` cluster entry).
+    pub cluster: String,
+    /// corosync config version.
+    pub config_version: u32,
+    /// The node this "host" is: `qm`/`pct` act only on its guests, pvesh proxies to the others.
+    pub local_node: String,
+    /// `pvesh get /version`.
+    pub version: PveVersion,
+    /// Cluster members.
+    pub nodes: Vec<Node>,
+    /// Every guest of the cluster, by VMID.
+    pub guests: BTreeMap<u32, Guest>,
+    /// Storage definitions (storage.cfg); every storage is enabled on every node.
+    pub storages: Vec<Storage>,
+    /// Files on (non-shared) storages: backups, ISOs, container templates.
+    pub volumes: Vec<Volume>,
+    /// Finished tasks, oldest first.
+    pub tasks: Vec<Task>,
+    /// Monotonic counter for PIDs and task ids, so UPIDs never repeat.
+    pub seq: u64,
+}
+
+/// `{"release","repoid","version"}` of `/version` (FORMATS §2.1).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct PveVersion {
+    /// e.g. `9.1`.
+    pub release: String,
+    /// 16 hex digits.
+    pub repoid: String,
+    /// e.g. `9.1.1`.
+    pub version: String,
+}
+
+/// One cluster member.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Node {
+    /// Node name.
+    pub name: String,
+    /// corosync node id.
+    pub nodeid: u32,
+    /// Ring address.
+    pub ip: String,
+    /// Member online.
+    pub online: bool,
+    /// Boot time (epoch seconds); uptime is derived from it.
+    pub boot_time: i64,
+    /// CPU threads.
+    pub maxcpu: u32,
+    /// RAM bytes.
+    pub maxmem: u64,
+    /// RAM used, bytes.
+    pub mem: u64,
+    /// Root fs bytes.
+    pub maxdisk: u64,
+    /// Root fs used bytes.
+    pub disk: u64,
+    /// CPU load fraction.
+    pub cpu: f64,
+    /// SHA-256 fingerprint of pve-ssl.pem, `AA:BB:…`.
+    pub ssl_fingerprint: String,
+}
+
+/// Guest type.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// A VM (`qm`, `/qemu/`).
+    Qemu,
+    /// A container (`pct`, `/lxc/`).
+    Lxc,
+}
+
+impl Kind {
+    /// The API path segment and `/cluster/resources` type.
+    pub fn api(self) -> &'static str {
+        match self {
+            Kind::Qemu => "qemu",
+            Kind::Lxc => "lxc",
+        }
+    }
+    /// The pmxcfs config directory (`nodes/<n>/<dir>/<vmid>.conf`).
+    pub fn conf_dir(self) -> &'static str {
+        match self {
+            Kind::Qemu => "qemu-server",
+            Kind::Lxc => "lxc",
+        }
+    }
+    /// `VM` or `CT`, as in `VM 100 not running` / `CT 200 already running`.
+    pub fn noun(self) -> &'static str {
+        match self {
+            Kind::Qemu => "VM",
+            Kind::Lxc => "CT",
+        }
+    }
+    /// Task-type prefix: `qmstart` / `vzstart`.
+    pub fn task_prefix(self) -> &'static str {
+        match self {
+            Kind::Qemu => "qm",
+            Kind::Lxc => "vz",
+        }
+    }
+}
+
+/// One VM or container.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Guest {
+    /// VMID.
+    pub vmid: u32,
+    /// qemu or lxc.
+    pub kind: Kind,
+    /// Node that owns the config.
+    pub node: String,
+    /// Process running.
+    pub running: bool,
+    /// QEMU paused by `suspend` (qmpstatus `paused`, status stays `running`).
+    #[serde(default)]
+    pub paused: bool,
+    /// When the guest was (re)started, epoch seconds.
+    pub started_at: Option<i64>,
+    /// PID of the guest's main process while running.
+    pub pid: Option<u32>,
+    /// Boot disk size in bytes (`maxdisk`).
+    pub maxdisk: u64,
+    /// The config as `pvesh get …/config` returns it (minus `digest`): values typed as PVE parses
+    /// them (ints for integer options, strings for property strings). Holds `parent` and
+    /// `template` like the real config file.
+    pub config: BTreeMap<String, Value>,
+    /// Snapshots in creation order.
+    pub snapshots: Vec<Snapshot>,
+}
+
+impl Guest {
+    /// VM `name` (default `VM <vmid>`, FORMATS §2.6) or CT `hostname` (default `CT<vmid>`, §2.7).
+    pub fn name(&self) -> String {
+        let key = match self.kind {
+            Kind::Qemu => "name",
+            Kind::Lxc => "hostname",
+        };
+        match self.config.get(key).and_then(Value::as_str) {
+            Some(n) => n.to_string(),
+            None => match self.kind {
+                Kind::Qemu => format!("VM {}", self.vmid),
+                Kind::Lxc => format!("CT{}", self.vmid),
+            },
+        }
+    }
+    /// `template: 1` in the config.
+    pub fn is_template(&self) -> bool {
+        config_flag(&self.config, "template")
+    }
+    /// Guest agent enabled (`agent: 1` / `agent: enabled=1,…`).
+    pub fn agent(&self) -> bool {
+        match self.config.get("agent") {
+            Some(Value::String(s)) => s == "1" || s.starts_with("1,") || s.contains("enabled=1"),
+            Some(Value::Number(n)) => n.as_i64() == Some(1),
+            _ => false,
+        }
+    }
+    /// Memory in bytes (`memory` is MiB: a string for qemu, an int for lxc).
+    pub fn maxmem(&self) -> u64 {
+        let mib = match self.config.get("memory") {
+            Some(Value::String(s)) => s
+                .trim_start_matches("current=")
+                .split(',')
+                .next()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(512),
+            Some(Value::Number(n)) => n.as_u64().unwrap_or(512),
+            _ => 512,
+        };
+        mib * 1024 * 1024
+    }
+    /// Virtual CPUs (`cores` × `sockets`).
+    pub fn cpus(&self) -> u64 {
+        let cores = self
+            .config
+            .get("cores")
+            .and_then(Value::as_u64)
+            .unwrap_or(1);
+        let sockets = self
+            .config
+            .get("sockets")
+            .and_then(Value::as_u64)
+            .unwrap_or(1);
+        cores * sockets
+    }
+    /// Disks as `(config key, volid)`, e.g. `("scsi0", "local-lvm:vm-100-disk-0")`; CD-ROMs skipped.
+    pub fn disks(&self) -> Vec<(String, String)> {
+        disks_of(&self.config)
+    }
+    /// The snapshot the current state descends from.
+    pub fn parent(&self) -> Option<String> {
+        self.config
+            .get("parent")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    }
+    /// Uptime in seconds at `now`.
+    pub fn uptime(&self, now: i64) -> i64 {
+        match (self.running, self.started_at) {
+            (true, Some(t)) => (now - t).max(0),
+            _ => 0,
+        }
+    }
+}
+
+/// Disks of a config, see [`Guest::disks`].
+pub fn disks_of(config: &BTreeMap<String, Value>) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for (k, v) in config {
+        let is_disk = k == "rootfs"
+            || k.strip_prefix("mp")
+                .is_some_and(|n| n.parse::<u32>().is_ok())
+            || ["scsi", "virtio", "sata", "ide", "efidisk", "tpmstate"]
+                .iter()
+                .any(|p| k.strip_prefix(p).is_some_and(|n| n.parse::<u32>().is_ok()));
+        let Some(s) = v.as_str() else { continue };
+        if !is_disk || s.contains("media=cdrom") {
+            continue;
+        }
+        let volid = s.split(',').next().unwrap_or_default();
+        if volid.contains(':') {
+            out.push((k.clone(), volid.to_string()));
+        }
+    }
+    out
+}
+
+/// A config flag that may be stored as int or string.
+pub fn config_flag(config: &BTreeMap<String, Value>, key: &str) -> bool {
+    match config.get(key) {
+        Some(Value::Number(n)) => n.as_i64() == Some(1),
+        Some(Value::String(s)) => s == "1",
+        _ => false,
+    }
+}
+
+/// One snapshot of a guest.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Snapshot {
+    /// Snapshot name.
+    pub name: String,
+    /// Parent snapshot.
+    pub parent: Option<String>,
+    /// Free text, `""` when unset.
+    pub description: String,
+    /// Creation time, epoch seconds.
+    pub snaptime: i64,
+    /// RAM state saved (qemu only; the guest was running).
+    pub vmstate: bool,
+    /// The config at snapshot time (without `parent`).
+    pub config: BTreeMap<String, Value>,
+}
+
+/// One storage definition.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Storage {
+    /// Storage id.
+    pub id: String,
+    /// Plugin type (`dir`, `lvmthin`, …).
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Content types, sorted.
+    pub content: Vec<String>,
+    /// Shared between nodes.
+    pub shared: bool,
+    /// Mount path for file-based storages.
+    pub path: Option<String>,
+    /// Size in bytes (the same on every node).
+    pub total: u64,
+    /// Bytes used by things the simulator does not model.
+    pub base_used: u64,
+}
+
+/// One file on a storage (backup archive, ISO, container template).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Volume {
+    /// Node whose (local) storage holds the file.
+    pub node: String,
+    /// Storage id.
+    pub storage: String,
+    /// `backup/<file>`, `iso/<file>`, `vztmpl/<file>`.
+    pub volname: String,
+    /// Content type.
+    pub content: String,
+    /// `vma.zst`, `iso`, `tzst`, …
+    pub format: String,
+    /// Bytes.
+    pub size: u64,
+    /// Creation time.
+    pub ctime: i64,
+    /// Owner VMID (backups).
+    pub vmid: Option<u32>,
+    /// `qemu`/`lxc` for backups.
+    pub subtype: Option<String>,
+    /// The guest config inside a backup archive (what `qmrestore` brings back).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guest_config: Option<BTreeMap<String, Value>>,
+    /// The backed-up guest's disk size (`maxdisk`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk_size: Option<u64>,
+}
+
+impl Volume {
+    /// `<storage>:<volname>`.
+    pub fn volid(&self) -> String {
+        format!("{}:{}", self.storage, self.volname)
+    }
+    /// The file name without the content directory.
+    pub fn file_name(&self) -> &str {
+        self.volname.rsplit('/').next().unwrap_or(&self.volname)
+    }
+}
+
+/// One finished task.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Task {
+    /// Full UPID.
+    pub upid: String,
+    /// Node that ran it.
+    pub node: String,
+    /// Task type (`qmstart`, `vzdump`, …).
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Id field (VMID, file name, or empty).
+    pub id: String,
+    /// `root@pam`.
+    pub user: String,
+    /// Worker PID.
+    pub pid: u32,
+    /// Worker process start, in clock ticks since boot.
+    pub pstart: u64,
+    /// Start, epoch seconds.
+    pub starttime: i64,
+    /// End, epoch seconds.
+    pub endtime: i64,
+    /// `OK`, `WARNINGS: N`, or the error text.
+    pub exitstatus: String,
+    /// Log lines, including the final `TASK OK` / `TASK ERROR: …`.
+    pub log: Vec<String>,
+}
+
+impl State {
+    /// Node by name.
+    pub fn node(&self, name: &str) -> Option<&Node> {
+        self.nodes.iter().find(|n| n.name == name)
+    }
+    /// Storage by id.
+    pub fn storage(&self, id: &str) -> Option<&Storage> {
+        self.storages.iter().find(|s| s.id == id)
+    }
+    /// The guest `vmid` if its config lives on `node` and has the given type.
+    pub fn guest_on(&self, node: &str, kind: Kind, vmid: u32) -> Option<&Guest> {
+        self.guests
+            .get(&vmid)
+            .filter(|g| g.node == node && g.kind == kind)
+    }
+    /// Mutable [`State::guest_on`].
+    pub fn guest_on_mut(&mut self, node: &str, kind: Kind, vmid: u32) -> Option<&mut Guest> {
+        self.guests
+            .get_mut(&vmid)
+            .filter(|g| g.node == node && g.kind == kind)
+    }
+    /// Next value of the monotonic counter.
+    pub fn next_seq(&mut self) -> u64 {
+        self.seq += 1;
+        self.seq
+    }
+    /// Append a finished task, dropping the oldest beyond [`MAX_TASKS`].
+    pub fn push_task(&mut self, task: Task) {
+        self.tasks.push(task);
+        if self.tasks.len() > MAX_TASKS {
+            let drop = self.tasks.len() - MAX_TASKS;
+            self.tasks.drain(..drop);
+        }
+    }
+    /// Bytes used on `storage` at `node`: the base plus the modelled files; for LVM-thin a fifth
+    /// of the guest disks living there (thin provisioning).
+    pub fn storage_used(&self, node: &str, storage: &Storage) -> u64 {
+        let files: u64 = self
+            .volumes
+            .iter()
+            .filter(|v| v.storage == storage.id && (storage.shared || v.node == node))
+            .map(|v| v.size)
+            .sum();
+        let disks: u64 = self
+            .guests
+            .values()
+            .filter(|g| storage.shared || g.node == node)
+            .flat_map(|g| g.disks().into_iter().map(move |(_, volid)| (g, volid)))
+            .filter(|(_, volid)| volid.split(':').next() == Some(storage.id.as_str()))
+            .map(|(g, _)| g.maxdisk / 5)
+            .sum();
+        (storage.base_used + files + disks).min(storage.total)
+    }
+}
+
+fn cfg(pairs: &[(&str, Value)]) -> BTreeMap<String, Value> {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_string(), v.clone()))
+        .collect()
+}
+
+fn qemu_config(
+    vmid: u32,
+    name: &str,
+    mem_mib: u32,
+    cores: u32,
+    disk: &str,
+    agent: bool,
+) -> BTreeMap<String, Value> {
+    let mut c = cfg(&[
+        ("boot", json!("order=scsi0;ide2;net0")),
+        ("cores", json!(cores)),
+        ("cpu", json!("x86-64-v2-AES")),
+        ("ide2", json!("none,media=cdrom")),
+        ("memory", json!(mem_mib.to_string())),
+        ("meta", json!("creation-qemu=10.1.2,ctime=1761900000")),
+        ("name", json!(name)),
+        (
+            "net0",
+            json!(format!(
+                "virtio=BC:24:11:5A:{:02X}:{:02X},bridge=vmbr0,firewall=1",
+                vmid / 256 % 256,
+                vmid % 256
+            )),
+        ),
+        ("numa", json!(0)),
+        ("ostype", json!("l26")),
+        ("scsi0", json!(disk)),
+        ("scsihw", json!("virtio-scsi-single")),
+        (
+            "smbios1",
+            json!(format!(
+                "uuid={:08x}-5a1e-4c0d-9e7b-{:012x}",
+                vmid,
+                u64::from(vmid) * 7919
+            )),
+        ),
+        ("sockets", json!(1)),
+        (
+            "vmgenid",
+            json!(format!(
+                "{:08x}-2b7c-4f4e-8d2a-{:012x}",
+                vmid * 31,
+                u64::from(vmid) * 104_729
+            )),
+        ),
+    ]);
+    if agent {
+        c.insert("agent".into(), json!("1"));
+    }
+    c
+}
+
+fn lxc_config(
+    vmid: u32,
+    hostname: &str,
+    mem_mib: u32,
+    disk: &str,
+    unprivileged: bool,
+) -> BTreeMap<String, Value> {
+    let mut c = cfg(&[
+        ("arch", json!("amd64")),
+        ("cores", json!(1)),
+        ("hostname", json!(hostname)),
+        ("memory", json!(mem_mib)),
+        (
+            "net0",
+            json!(format!(
+                "name=eth0,bridge=vmbr0,firewall=1,hwaddr=BC:24:11:5B:{:02X}:{:02X},ip=dhcp,type=veth",
+                vmid / 256 % 256,
+                vmid % 256
+            )),
+        ),
+        ("ostype", json!("debian")),
+        ("rootfs", json!(disk)),
+        ("swap", json!(512)),
+    ]);
+    if unprivileged {
+        c.insert("unprivileged".into(), json!(1));
+        c.insert("features".into(), json!("nesting=1"));
+    }
+    c
+}
+
+const GIB: u64 = 1024 * 1024 * 1024;
+
+/// The documented starting world (see the brief in the crate docs): cluster `pxlab` of three
+/// online nodes `pve1` (local), `pve2`, `pve3` on PVE 9.1.1, a few guests, storages, files and
+/// finished tasks. Times are relative to `now` so that backups are never in the future.
+pub fn initial(now: i64) -> State {
+    let node = |name: &str, id: u32, boot_ago: i64, maxcpu: u32, maxmem: u64, fp: &str| Node {
+        name: name.to_string(),
+        nodeid: id,
+        ip: format!("10.10.10.{}", 10 + id),
+        online: true,
+        boot_time: now - boot_ago,
+        maxcpu,
+        maxmem,
+        mem: maxmem / 3,
+        maxdisk: 100_861_726_720,
+        disk: 5_014_233_088 + u64::from(id) * 377_487_360,
+        cpu: 0.0123 * f64::from(id),
+        ssl_fingerprint: fp.to_string(),
+    };
+    let nodes = vec![
+        node(
+            "pve1",
+            1,
+            1_209_600,
+            16,
+            67_324_100_608,
+            "3A:7C:1F:9E:52:D4:08:B6:C1:4E:77:A2:90:3B:5D:E8:6F:21:C9:04:BB:13:8A:F5:62:0D:D7:49:A6:E3:15:7B",
+        ),
+        node(
+            "pve2",
+            2,
+            1_036_800,
+            8,
+            33_567_391_744,
+            "91:0E:B4:26:CD:73:5A:E9:18:F2:4B:87:3C:D0:65:A1:7F:2E:B8:54:09:C6:E3:1D:90:AB:47:F8:2C:65:DE:13",
+        ),
+        node(
+            "pve3",
+            3,
+            950_400,
+            8,
+            33_567_391_744,
+            "5E:A8:03:C7:71:9B:E2:4D:36:F0:8C:15:D9:62:AE:07:B3:58:C4:1A:E6:9F:20:7D:8B:34:F1:C5:0A:6E:92:BD",
+        ),
+    ];
+
+    let mut guests = BTreeMap::new();
+    let mut add = |g: Guest| {
+        guests.insert(g.vmid, g);
+    };
+    add(Guest {
+        vmid: 100,
+        kind: Kind::Qemu,
+        node: "pve1".into(),
+        running: true,
+        paused: false,
+        started_at: Some(now - 86_400 * 3),
+        pid: Some(2_789),
+        maxdisk: 32 * GIB,
+        config: qemu_config(
+            100,
+            "web",
+            2048,
+            2,
+            "local-lvm:vm-100-disk-0,iothread=1,size=32G",
+            true,
+        ),
+        snapshots: vec![],
+    });
+    add(Guest {
+        vmid: 101,
+        kind: Kind::Qemu,
+        node: "pve2".into(),
+        running: true,
+        paused: false,
+        started_at: Some(now - 86_400 * 5),
+        pid: Some(3_013),
+        maxdisk: 64 * GIB,
+        config: qemu_config(
+            101,
+            "db",
+            4096,
+            4,
+            "local-lvm:vm-101-disk-0,iothread=1,size=64G",
+            true,
+        ),
+        snapshots: vec![],
+    });
+    let build_cfg = qemu_config(
+        102,
+        "build",
+        8192,
+        4,
+        "local-lvm:vm-102-disk-0,iothread=1,size=100G",
+        false,
+    );
+    let mut build_now = build_cfg.clone();
+    build_now.insert("parent".into(), json!("pre-upgrade"));
+    add(Guest {
+        vmid: 102,
+        kind: Kind::Qemu,
+        node: "pve1".into(),
+        running: false,
+        paused: false,
+        started_at: None,
+        pid: None,
+        maxdisk: 100 * GIB,
+        config: build_now,
+        snapshots: vec![
+            Snapshot {
+                name: "base".into(),
+                parent: None,
+                description: "clean install".into(),
+                snaptime: now - 86_400 * 30,
+                vmstate: false,
+                config: build_cfg.clone(),
+            },
+            Snapshot {
+                name: "pre-upgrade".into(),
+                parent: Some("base".into()),
+                description: "before apt full-upgrade".into(),
+                snaptime: now - 86_400 * 2,
+                vmstate: false,
+                config: build_cfg,
+            },
+        ],
+    });
+    add(Guest {
+        vmid: 103,
+        kind: Kind::Qemu,
+        node: "pve3".into(),
+        running: false,
+        paused: false,
+        started_at: None,
+        pid: None,
+        maxdisk: 16 * GIB,
+        config: qemu_config(
+            103,
+            "archive",
+            1024,
+            1,
+            "local-lvm:vm-103-disk-0,size=16G",
+            false,
+        ),
+        snapshots: vec![],
+    });
+    let mut tmpl = qemu_config(
+        9000,
+        "debian13-tmpl",
+        1024,
+        1,
+        "local-lvm:base-9000-disk-0,size=8G",
+        true,
+    );
+    tmpl.insert("template".into(), json!(1));
+    add(Guest {
+        vmid: 9000,
+        kind: Kind::Qemu,
+        node: "pve1".into(),
+        running: false,
+        paused: false,
+        started_at: None,
+        pid: None,
+        maxdisk: 8 * GIB,
+        config: tmpl,
+        snapshots: vec![],
+    });
+    add(Guest {
+        vmid: 200,
+        kind: Kind::Lxc,
+        node: "pve1".into(),
+        running: true,
+        paused: false,
+        started_at: Some(now - 86_400 * 3),
+        pid: Some(2_938),
+        maxdisk: 8 * GIB,
+        config: lxc_config(200, "dns", 512, "local-lvm:vm-200-disk-0,size=8G", true),
+        snapshots: vec![],
+    });
+    add(Guest {
+        vmid: 201,
+        kind: Kind::Lxc,
+        node: "pve2".into(),
+        running: false,
+        paused: false,
+        started_at: None,
+        pid: None,
+        maxdisk: 8 * GIB,
+        config: lxc_config(201, "proxy", 1024, "local-lvm:vm-201-disk-0,size=8G", true),
+        snapshots: vec![],
+    });
+    add(Guest {
+        vmid: 202,
+        kind: Kind::Lxc,
+        node: "pve1".into(),
+        running: false,
+        paused: false,
+        started_at: None,
+        pid: None,
+        maxdisk: 4 * GIB,
+        config: lxc_config(202, "legacy", 256, "local-lvm:vm-202-disk-0,size=4G", false),
+        snapshots: vec![],
+    });
+
+    let storages = vec![
+        Storage {
+            id: "local".into(),
+            kind: "dir".into(),
+            content: vec!["backup".into(), "iso".into(), "vztmpl".into()],
+            shared: false,
+            path: Some("/var/lib/vz".into()),
+            total: 100_861_726_720,
+            base_used: 4_521_984_000,
+        },
+        Storage {
+            id: "local-lvm".into(),
+            kind: "lvmthin".into(),
+            content: vec!["images".into(), "rootdir".into()],
+            shared: false,
+            path: None,
+            total: 366_988_017_664,
+            base_used: 0,
+        },
+    ];
+
+    // Backups from "last night" 02:00 local time, named like vzdump names them (FORMATS §3.10).
+    let last_night = timefmt::local_midnight_before(now) - 86_400 + 2 * 3600;
+    let backup = |node: &str, kind: &str, vmid: u32, t: i64, ext: &str, size: u64| Volume {
+        node: node.into(),
+        storage: "local".into(),
+        volname: format!(
+            "backup/vzdump-{kind}-{vmid}-{}.{ext}",
+            timefmt::archive_stamp(t)
+        ),
+        content: "backup".into(),
+        format: ext.into(),
+        size,
+        ctime: t,
+        vmid: Some(vmid),
+        subtype: Some(kind.into()),
+        guest_config: None,
+        disk_size: None,
+    };
+    let file = |volname: &str, content: &str, format: &str, size: u64, t: i64| Volume {
+        node: "pve1".into(),
+        storage: "local".into(),
+        volname: volname.into(),
+        content: content.into(),
+        format: format.into(),
+        size,
+        ctime: t,
+        vmid: None,
+        subtype: None,
+        guest_config: None,
+        disk_size: None,
+    };
+    let mut volumes = vec![
+        backup("pve1", "qemu", 100, last_night, "vma.zst", 1_234_567_890),
+        backup("pve1", "lxc", 200, last_night + 600, "tar.zst", 187_654_321),
+        backup(
+            "pve2",
+            "qemu",
+            101,
+            last_night + 300,
+            "vma.zst",
+            2_345_678_901,
+        ),
+        file(
+            "iso/debian-13.2.0-amd64-netinst.iso",
+            "iso",
+            "iso",
+            790_626_304,
+            now - 86_400 * 20,
+        ),
+        file(
+            "vztmpl/debian-13-standard_13.1-2_amd64.tar.zst",
+            "vztmpl",
+            "tzst",
+            130_262_528,
+            now - 86_400 * 20,
+        ),
+    ];
+
+    for v in &mut volumes {
+        if let Some(g) = v.vmid.and_then(|id| guests.get(&id)) {
+            let mut c = g.config.clone();
+            c.remove("parent");
+            v.guest_config = Some(c);
+            v.disk_size = Some(g.maxdisk);
+        }
+    }
+    let mut state = State {
+        cluster: "pxlab".into(),
+        config_version: 3,
+        local_node: "pve1".into(),
+        version: PveVersion {
+            release: "9.1".into(),
+            repoid: "42db4a6cf33dac83".into(),
+            version: "9.1.1".into(),
+        },
+        nodes,
+        guests,
+        storages,
+        volumes,
+        tasks: vec![],
+        seq: 0,
+    };
+    let history: [(&str, &str, &str, i64, Vec<String>); 5] = [
+        ("pve1", "vzdump", "100", last_night, vec![]),
+        ("pve1", "vzdump", "200", last_night + 600, vec![]),
+        ("pve2", "qmstart", "101", now - 86_400 * 5, vec![]),
+        ("pve1", "qmstart", "100", now - 86_400 * 3, vec![]),
+        ("pve1", "vzstart", "200", now - 86_400 * 3, vec![]),
+    ];
+    for (node, kind, id, start, log) in history {
+        crate::task::record(&mut state, node, kind, id, start, start + 20, log, None);
+    }
+    state
+}
+
+/// The state file plus its lock file.
+#[derive(Clone, Debug)]
+pub struct Store {
+    path: PathBuf,
+}
+
+impl Store {
+    /// A store at `path` (the file need not exist yet).
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        Store { path: path.into() }
+    }
+
+    /// The state file path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn lock_path(&self) -> PathBuf {
+        let mut p = self.path.clone().into_os_string();
+        p.push(".lock");
+        PathBuf::from(p)
+    }
+
+    /// Run `f` on the state under the exclusive lock; write the state back (atomically) only if
+    /// `f` changed it. A missing file is created with [`initial`] first.
+    pub fn transact<R>(&self, now: i64, f: impl FnOnce(&mut State) -> R) -> io::Result<R> {
+        let _lock = self.lock()?;
+        let (mut state, fresh) = match fs::read(&self.path) {
+            Ok(bytes) => (
+                serde_json::from_slice::<State>(&bytes).map_err(|e| {
+                    io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!(
+                            "state file '{}' is corrupt: {e} (run `pve-sim reset`)",
+                            self.path.display()
+                        ),
+                    )
+                })?,
+                false,
+            ),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => (initial(now), true),
+            Err(e) => return Err(e),
+        };
+        let before = if fresh { None } else { Some(state.clone()) };
+        let out = f(&mut state);
+        if before.as_ref() != Some(&state) {
+            self.write(&state)?;
+        }
+        Ok(out)
+    }
+
+    /// Replace the state with [`initial`] under the lock.
+    pub fn reset(&self, now: i64) -> io::Result<()> {
+        let _lock = self.lock()?;
+        self.write(&initial(now))
+    }
+
+    fn ensure_dir(&self) -> io::Result<()> {
+        if let Some(dir) = self.path.parent().filter(|d| !d.as_os_str().is_empty())
+            && !dir.exists()
+        {
+            DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+        }
+        Ok(())
+    }
+
+    fn lock(&self) -> io::Result<File> {
+        self.ensure_dir()?;
+        let f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(self.lock_path())?;
+        f.lock()?;
+        Ok(f)
+    }
+
+    fn write(&self, state: &State) -> io::Result<()> {
+        let dir = match self.path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let name = self
+            .path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let tmp = dir.join(format!(".{name}.tmp.{}", std::process::id()));
+        let bytes = serde_json::to_vec_pretty(state).map_err(io::Error::other)?;
+        {
+            let mut f = OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(&tmp)?;
+            f.write_all(&bytes)?;
+            f.write_all(b"\n")?;
+            f.sync_all()?;
+        }
+        fs::rename(&tmp, &self.path)?;
+        File::open(&dir)?.sync_all()?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn initial_state_matches_the_brief() {
+        let s = initial(1_790_000_000);
+        assert_eq!(s.cluster, "pxlab");
+        assert_eq!(s.local_node, "pve1");
+        assert_eq!(s.nodes.len(), 3);
+        assert!(s.nodes.iter().all(|n| n.online));
+        assert!(s.guests[&100].running && s.guests[&100].agent());
+        assert_eq!(s.guests[&101].node, "pve2");
+        assert_eq!(s.guests[&102].snapshots.len(), 2);
+        assert_eq!(s.guests[&102].parent().as_deref(), Some("pre-upgrade"));
+        assert!(s.guests[&9000].is_template());
+        assert!(!s.guests[&202].config.contains_key("unprivileged"));
+        assert_eq!(s.guests[&201].config["unprivileged"], json!(1));
+        assert_eq!(s.guests[&103].name(), "archive");
+        assert_eq!(s.tasks.len(), 5);
+    }
+
+    #[test]
+    fn transact_creates_writes_and_skips_unchanged() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path().join("sub/state.json"));
+        let n = store.transact(1_790_000_000, |s| s.guests.len()).unwrap();
+        assert_eq!(n, 8);
+        let meta = fs::metadata(store.path()).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+        assert_eq!(
+            fs::metadata(dir.path().join("sub"))
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o777,
+            0o700
+        );
+        store
+            .transact(1_790_000_000, |s| {
+                s.guests.remove(&103);
+            })
+            .unwrap();
+        let n = store.transact(1_790_000_100, |s| s.guests.len()).unwrap();
+        assert_eq!(n, 7);
+        store.reset(1_790_000_200).unwrap();
+        assert_eq!(
+            store.transact(1_790_000_300, |s| s.guests.len()).unwrap(),
+            8
+        );
+    }
+}
