@@ -1,0 +1,277 @@
+//! The command line: global flags (design §4), fixed commands, and one subcommand per
+//! catalog op, generated from the catalog so the CLI can never drift from it.
+//!
+//! clap only shapes the words here; values are validated by the parameter kinds in
+//! [`crate::invocation`], so every bad value gets the same one-line error and exit 2.
+
+use clap::{Arg, ArgAction, Command};
+
+use crate::catalog::{How, OPS, Op, Param, Risk};
+
+/// Environment variable prefix for global flags.
+pub const ENV_PREFIX: &str = "PXAGENT_";
+
+fn global_args() -> Vec<Arg> {
+    vec![
+        Arg::new("host")
+            .short('H')
+            .long("host")
+            .env("PXAGENT_HOST")
+            .global(true)
+            .value_name("HOST")
+            .help("Host: a name from the config, user@host[:port], or an ~/.ssh/config alias"),
+        Arg::new("port")
+            .short('p')
+            .long("port")
+            .env("PXAGENT_PORT")
+            .global(true)
+            .value_name("PORT")
+            .help("SSH port (default 22)"),
+        Arg::new("user")
+            .short('u')
+            .long("user")
+            .env("PXAGENT_USER")
+            .global(true)
+            .value_name("USER")
+            .help("The agent account (default zen-agent)"),
+        Arg::new("identity")
+            .short('i')
+            .long("identity")
+            .env("PXAGENT_IDENTITY")
+            .global(true)
+            .value_name("FILE")
+            .help("Private key file (default: ssh-agent, then ~/.ssh/id_*)"),
+        Arg::new("known_hosts")
+            .long("known-hosts")
+            .env("PXAGENT_KNOWN_HOSTS")
+            .global(true)
+            .value_name("FILE")
+            .help("known_hosts file (default ~/.ssh/known_hosts)"),
+        Arg::new("accept_new")
+            .long("accept-new")
+            .global(true)
+            .action(ArgAction::SetTrue)
+            .help("Trust and record an unknown host key (never a changed one)"),
+        Arg::new("output")
+            .short('o')
+            .long("output")
+            .env("PXAGENT_OUTPUT")
+            .global(true)
+            .value_name("FORMAT")
+            .value_parser(["table", "json"])
+            .help("Output format: table for people, json for programs"),
+        Arg::new("dry_run")
+            .long("dry-run")
+            .global(true)
+            .action(ArgAction::SetTrue)
+            .help("Show the remote command, its sudoers rule and risk; send nothing"),
+        // Deliberately no environment variable: a standing confirmation in the environment
+        // would confirm every destructive op of a session.
+        Arg::new("confirm")
+            .long("confirm")
+            .global(true)
+            .value_name("PHRASE")
+            .help("The exact confirmation phrase for a destructive op, e.g. 'yes destroy 100'"),
+        Arg::new("config")
+            .long("config")
+            .env("PXAGENT_CONFIG")
+            .global(true)
+            .value_name("FILE")
+            .help("Config file (default $XDG_CONFIG_HOME/pxagent/config.yaml)"),
+        Arg::new("verbose")
+            .short('v')
+            .long("verbose")
+            .global(true)
+            .action(ArgAction::Count)
+            .help("More log output on stderr (repeat for more)"),
+        Arg::new("timeout")
+            .long("timeout")
+            .env("PXAGENT_TIMEOUT")
+            .global(true)
+            .value_name("SECS")
+            .help("Give up on a remote command after this many seconds"),
+    ]
+}
+
+fn param_arg(p: &Param) -> Arg {
+    let flag = p.name.replace('_', "-");
+    let value_name = flag.to_ascii_uppercase();
+    let help = format!("{} — {}", p.help, p.kind.describe());
+    match p.how {
+        How::Positional => Arg::new(p.name)
+            .required(true)
+            .value_name(value_name)
+            .help(help),
+        How::Option => Arg::new(p.name)
+            .long(flag)
+            .value_name(value_name)
+            .help(help),
+        How::Flag => Arg::new(p.name)
+            .long(flag)
+            .action(ArgAction::SetTrue)
+            .help(p.help),
+        How::Node(_) => Arg::new(p.name)
+            .long("node")
+            .value_name("NODE")
+            .help(p.help),
+    }
+}
+
+fn op_command(name: &str, ops: &[&'static Op]) -> Command {
+    let base = ops
+        .iter()
+        .find(|o| o.selected_by.is_none())
+        .expect("catalog invariant: one base op per path");
+    let mut long = format!(
+        "{}\n\nop: {} · risk: {}",
+        base.about,
+        base.id,
+        base.risk.name()
+    );
+    if let Some(c) = base.confirm {
+        long.push_str(&format!("\nneeds the confirmation phrase `{}`", c.phrase));
+    }
+    for v in ops.iter().filter(|o| o.selected_by.is_some()) {
+        long.push_str(&format!(
+            "\nwith --{}: op {} · risk {}{}",
+            v.selected_by.unwrap_or_default(),
+            v.id,
+            v.risk.name(),
+            v.confirm
+                .map(|c| format!(", needs `{}`", c.phrase))
+                .unwrap_or_default()
+        ));
+    }
+    let mut cmd = Command::new(name.to_string())
+        .about(base.about)
+        .long_about(long);
+    let mut seen: Vec<&str> = Vec::new();
+    // Variants add their switch; same-named params are identical (a catalog test checks).
+    for op in ops {
+        for p in op.params {
+            if !seen.contains(&p.name) {
+                seen.push(p.name);
+                cmd = cmd.arg(param_arg(p));
+            }
+        }
+    }
+    if base.risk == Risk::Confirm {
+        cmd = cmd.after_help(
+            "Destructive: runs only with the exact phrase (typed at the prompt, or --confirm).",
+        );
+    }
+    cmd
+}
+
+/// The whole command tree.
+pub fn command() -> Command {
+    let mut root = Command::new("pxagent")
+        .version(env!("CARGO_PKG_VERSION"))
+        .about("Manage Proxmox VE through a key-only SSH account and a least-privilege sudoers whitelist")
+        .subcommand_required(true)
+        .arg_required_else_help(true)
+        .args(global_args())
+        .subcommand(Command::new("catalog").about("List every operation with its risk, profiles, remote command and sudoers rule"))
+        .subcommand(
+            Command::new("preflight")
+                .about("Prove the host's setup: key-only SSH, sudo version, the rules a profile needs (and nothing dangerous), audit logging")
+                .arg(Arg::new("profile").long("profile").value_name("PROFILE").default_value("full")
+                    .help("The profile whose rules must be present: readonly, operator or full")),
+        )
+        .subcommand(Command::new("status").about("One summary of the host or cluster: version, nodes, storages, guests by state"))
+        .subcommand(
+            Command::new("sudoers")
+                .about("Render pxagent's sudoers whitelist, or lint any sudoers file")
+                .subcommand_required(true)
+                .subcommand(
+                    Command::new("render")
+                        .about("Print the sudoers file for the agent account (use --user to name it)")
+                        .arg(Arg::new("profile").long("profile").value_name("PROFILE").default_value("full")
+                            .help("readonly (reads), operator (+ reversible changes), full (+ confirm ops)"))
+                        .arg(Arg::new("vmids").long("vmids").value_name("RANGES")
+                            .help("Allow only these VM ids in every VM rule, e.g. 100-199,250"))
+                        .arg(Arg::new("ctids").long("ctids").value_name("RANGES")
+                            .help("Allow only these container ids in every container rule (default: --vmids)")),
+                )
+                .subcommand(
+                    Command::new("lint")
+                        .about("Report dangerous or broken rules in a sudoers file (exit 1 on errors)")
+                        .arg(Arg::new("file").required(true).value_name("FILE").help("A sudoers file, or - for stdin")),
+                ),
+        );
+
+    // Group ops by their first word, then by the rest of the path.
+    let mut tops: Vec<&str> = Vec::new();
+    for op in OPS {
+        if !tops.contains(&op.cli[0]) {
+            tops.push(op.cli[0]);
+        }
+    }
+    for top in tops {
+        let here: Vec<&'static Op> = OPS.iter().filter(|o| o.cli[0] == top).collect();
+        if here.iter().all(|o| o.cli.len() == 1) {
+            root = root.subcommand(op_command(top, &here));
+            continue;
+        }
+        let mut group = Command::new(top)
+            .subcommand_required(true)
+            .about(group_about(top));
+        let mut leaves: Vec<&str> = Vec::new();
+        for op in &here {
+            if !leaves.contains(&op.cli[1]) {
+                leaves.push(op.cli[1]);
+            }
+        }
+        for leaf in leaves {
+            let ops: Vec<&'static Op> = here.iter().copied().filter(|o| o.cli[1] == leaf).collect();
+            group = group.subcommand(op_command(leaf, &ops));
+        }
+        root = root.subcommand(group);
+    }
+    root
+}
+
+fn group_about(top: &str) -> &'static str {
+    match top {
+        "cluster" => "Cluster-wide status and resources",
+        "node" => "Cluster nodes",
+        "vm" => "QEMU/KVM virtual machines: status, lifecycle, snapshots",
+        "ct" => "LXC containers: status, lifecycle, snapshots",
+        "storage" => "Storages",
+        "task" => "Proxmox tasks (UPIDs)",
+        _ => "Operations",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_tree_is_valid() {
+        command().debug_assert();
+    }
+
+    #[test]
+    fn every_op_is_reachable() {
+        for op in OPS {
+            let mut argv = vec!["pxagent".to_string()];
+            argv.extend(op.cli.iter().map(|s| s.to_string()));
+            for p in op.params.iter().filter(|p| p.how == How::Positional) {
+                argv.push(p.kind.example().to_string());
+            }
+            if let Some(sel) = op.selected_by {
+                argv.push(format!("--{sel}"));
+            }
+            assert!(command().try_get_matches_from(&argv).is_ok(), "{argv:?}");
+        }
+    }
+
+    #[test]
+    fn globals_work_after_the_subcommand() {
+        let m = command()
+            .try_get_matches_from(["pxagent", "vm", "destroy", "100", "--dry-run", "-o", "json"])
+            .unwrap();
+        assert!(m.get_flag("dry_run"));
+    }
+}

@@ -1,0 +1,159 @@
+//! The config file: named hosts and a default host (design §4).
+//!
+//! `$XDG_CONFIG_HOME/pxagent/config.yaml` (or `~/.config/pxagent/config.yaml`, or
+//! `--config FILE`). Flags and `PXAGENT_*` variables override it. Unknown keys are errors,
+//! not silently ignored: a misspelt `known_host:` must not quietly fall back to a default.
+//!
+//! ```yaml
+//! default_host: lab
+//! hosts:
+//!   lab:
+//!     address: 192.0.2.10
+//!     port: 22
+//!     user: zen-agent
+//!     identity: ~/.ssh/pxagent_ed25519
+//!     known_hosts: ~/.ssh/known_hosts
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::error::{Error, Result};
+
+/// The whole config file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// The host used when `-H` is not given.
+    pub default_host: Option<String>,
+    /// Named hosts.
+    #[serde(default)]
+    pub hosts: BTreeMap<String, HostEntry>,
+    /// Where this config was read from (not a key in the file).
+    #[serde(skip)]
+    pub path: Option<PathBuf>,
+}
+
+/// One named host.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostEntry {
+    /// Host name or address (or an `~/.ssh/config` alias).
+    pub address: String,
+    /// SSH port.
+    pub port: Option<u16>,
+    /// The agent account.
+    pub user: Option<String>,
+    /// Private key file.
+    pub identity: Option<PathBuf>,
+    /// known_hosts file.
+    pub known_hosts: Option<PathBuf>,
+}
+
+/// The default config path, if a home or XDG directory is known.
+pub fn default_path() -> Option<PathBuf> {
+    if let Some(x) = std::env::var_os("XDG_CONFIG_HOME").filter(|v| !v.is_empty()) {
+        return Some(PathBuf::from(x).join("pxagent/config.yaml"));
+    }
+    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config/pxagent/config.yaml"))
+}
+
+/// Load the config: an explicit path must exist; the default path may be absent.
+pub fn load(explicit: Option<&Path>) -> Result<Config> {
+    let (path, required) = match explicit {
+        Some(p) => (p.to_path_buf(), true),
+        None => match default_path() {
+            Some(p) => (p, false),
+            None => return Ok(Config::default()),
+        },
+    };
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required => {
+            return Ok(Config::default());
+        }
+        Err(source) => return Err(Error::ReadFile { path, source }),
+    };
+    let mut cfg = parse(&text, &path)?;
+    cfg.path = Some(path);
+    Ok(cfg)
+}
+
+/// Parse config text; errors name the file, line and column and what was expected.
+pub fn parse(text: &str, path: &Path) -> Result<Config> {
+    if text.trim().is_empty() {
+        return Ok(Config::default());
+    }
+    let cfg: Config = yaml_serde::from_str(text).map_err(|e| {
+        let at = e
+            .location()
+            .map(|l| format!(":{}:{}", l.line(), l.column()))
+            .unwrap_or_default();
+        Error::usage(format!("config {}{at}: {e}", path.display()))
+    })?;
+    if let Some(d) = cfg
+        .default_host
+        .as_ref()
+        .filter(|d| !cfg.hosts.contains_key(*d))
+    {
+        return Err(Error::usage(format!(
+            "config {}: default_host '{d}' is not one of the hosts ({})",
+            path.display(),
+            cfg.hosts.keys().cloned().collect::<Vec<_>>().join(", ")
+        )));
+    }
+    Ok(cfg)
+}
+
+/// Expand a leading `~/` with `$HOME`.
+pub fn expand_home(p: &Path) -> PathBuf {
+    match (p.strip_prefix("~"), std::env::var_os("HOME")) {
+        (Ok(rest), Some(home)) => PathBuf::from(home).join(rest),
+        _ => p.to_path_buf(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(text: &str) -> Result<Config> {
+        parse(text, Path::new("/etc/x/config.yaml"))
+    }
+
+    #[test]
+    fn reads_hosts_and_default() {
+        let c = p("default_host: lab\nhosts:\n  lab:\n    address: 127.0.0.1\n    port: 2222\n    user: zen-agent\n").unwrap();
+        assert_eq!(c.default_host.as_deref(), Some("lab"));
+        assert_eq!(c.hosts["lab"].port, Some(2222));
+    }
+
+    #[test]
+    fn errors_name_file_line_and_expectation() {
+        let e = p("hosts:\n  lab:\n    address: x\n    port: many\n").unwrap_err();
+        let msg = e.to_string();
+        assert_eq!(e.exit_code(), 2);
+        assert!(msg.starts_with("config /etc/x/config.yaml:4:"), "{msg}");
+        assert!(msg.contains("port"), "{msg}");
+        let e = p("hosts:\n  lab:\n    adress: x\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(":3:") && e.contains("unknown field `adress`"),
+            "{e}"
+        );
+        let e = p("default_host: nope\nhosts: {}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("default_host 'nope'"), "{e}");
+        let e = p("hosts: [1, 2\n").unwrap_err().to_string();
+        assert!(e.starts_with("config /etc/x/config.yaml:"), "{e}");
+    }
+
+    #[test]
+    fn empty_is_default() {
+        assert!(p("").unwrap().hosts.is_empty());
+    }
+}

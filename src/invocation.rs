@@ -1,0 +1,291 @@
+//! An [`Invocation`]: one catalog op with validated, wire-ready values.
+//!
+//! This is the edge where untrusted input (CLI words, later MCP arguments) becomes typed
+//! data. Everything after this point trusts the values: they matched their kind's regex,
+//! which is also the regex in sudoers.
+
+use std::collections::BTreeMap;
+
+use clap::ArgMatches;
+use serde_json::{Value, json};
+
+use crate::catalog::{self, How, Kind, NodeFrom, Op};
+use crate::error::{Error, Result};
+
+/// One op ready to run.
+#[derive(Debug, Clone)]
+pub struct Invocation {
+    /// The catalog row.
+    pub op: &'static Op,
+    /// Validated wire values by parameter name. `node` is present only once known.
+    pub values: BTreeMap<&'static str, String>,
+    /// Keep only result entries of this `type` (from a choice such as `--type ct`).
+    pub keep_type: Option<&'static str>,
+}
+
+impl Invocation {
+    /// Build from the matches of an op's subcommand (`path` is the CLI path).
+    pub fn from_matches(path: &[&str], m: &ArgMatches) -> Result<Invocation> {
+        let ops = catalog::ops_at(path);
+        let base = ops
+            .iter()
+            .find(|o| o.selected_by.is_none())
+            .ok_or_else(|| Error::Internal(format!("no op at {}", path.join(" "))))?;
+        // A variant is chosen by its switch (e.g. `vm snapshot --vmstate`).
+        let op = ops
+            .iter()
+            .find(|o| o.selected_by.is_some_and(|s| m.get_flag(s)))
+            .unwrap_or(base);
+        let mut raw: BTreeMap<&'static str, String> = BTreeMap::new();
+        for p in op.params {
+            match p.how {
+                How::Flag => {
+                    if m.get_flag(p.name) {
+                        raw.insert(p.name, "1".into());
+                    }
+                }
+                _ => {
+                    if let Some(v) = m.get_one::<String>(p.name) {
+                        raw.insert(p.name, v.clone());
+                    }
+                }
+            }
+        }
+        Invocation::new(op, raw)
+    }
+
+    /// Build from raw (unvalidated) values: validates each and checks required ones.
+    pub fn new(op: &'static Op, raw: BTreeMap<&'static str, String>) -> Result<Invocation> {
+        let mut values = BTreeMap::new();
+        let mut keep_type = None;
+        for (name, v) in raw {
+            let p = op
+                .param(name)
+                .ok_or_else(|| Error::usage(format!("{} takes no parameter '{name}'", op.id)))?;
+            let label = match p.kind {
+                Kind::Vmid => "VMID".to_string(),
+                _ => p.name.replace('_', "-"),
+            };
+            if let Kind::Choice(choices) = p.kind {
+                keep_type = choices
+                    .iter()
+                    .find(|c| c.cli == v)
+                    .and_then(|c| c.keep_type);
+            }
+            values.insert(p.name, p.kind.parse(&label, &v)?);
+        }
+        for p in op.params.iter().filter(|p| p.how == How::Positional) {
+            if !values.contains_key(p.name) {
+                return Err(Error::usage(format!("{} needs <{}>", op.id, p.name)));
+            }
+        }
+        let mut inv = Invocation {
+            op,
+            values,
+            keep_type,
+        };
+        // The node of a task is written in its UPID: no lookup needed.
+        if inv.node_from() == Some(NodeFrom::Upid)
+            && !inv.values.contains_key("node")
+            && let Some(node) = inv.values.get("upid").and_then(|u| u.split(':').nth(1))
+        {
+            inv.values.insert("node", node.to_string());
+        }
+        Ok(inv)
+    }
+
+    /// Where the node comes from when it must be resolved.
+    pub fn node_from(&self) -> Option<NodeFrom> {
+        self.op.params.iter().find_map(|p| match p.how {
+            How::Node(from) => Some(from),
+            _ => None,
+        })
+    }
+
+    /// Whether the node still has to be looked up on the host.
+    pub fn needs_node(&self) -> bool {
+        self.node_from().is_some() && !self.values.contains_key("node")
+    }
+
+    /// The guest id, when the op names one.
+    pub fn vmid(&self) -> Option<u64> {
+        self.values.get("vmid").and_then(|v| v.parse().ok())
+    }
+
+    /// The remote argv, absolute tool path first.
+    pub fn argv(&self) -> Vec<String> {
+        self.op.argv(&self.values)
+    }
+
+    /// What is executed on the host: `sudo -n` then the argv. `-n` makes sudo fail instead
+    /// of prompting, so a missing rule is an error, never a password prompt.
+    pub fn remote_argv(&self) -> Vec<String> {
+        let mut v = vec!["sudo".to_string(), "-n".to_string()];
+        v.extend(self.argv());
+        v
+    }
+
+    /// The command line as one string, each word POSIX-quoted as it travels over SSH.
+    pub fn remote_command(&self) -> String {
+        quote_argv(&self.remote_argv())
+    }
+
+    /// The confirmation phrase this invocation needs, if any.
+    pub fn phrase(&self) -> Option<String> {
+        self.op.phrase(&self.values)
+    }
+
+    /// The pxagent command line of this invocation, for messages (`vm destroy 100`).
+    pub fn display(&self) -> String {
+        let mut s = self.op.cli.join(" ");
+        for p in self.op.params {
+            let Some(v) = self.values.get(p.name) else {
+                continue;
+            };
+            match p.how {
+                How::Positional => s.push_str(&format!(" {}", quote_word(v))),
+                How::Option => s.push_str(&format!(
+                    " --{} {}",
+                    p.name.replace('_', "-"),
+                    quote_word(v)
+                )),
+                How::Flag => s.push_str(&format!(" --{}", p.name.replace('_', "-"))),
+                How::Node(_) => {}
+            }
+        }
+        s
+    }
+
+    /// The refusal an agent reads when a confirm op arrives without its phrase.
+    pub fn refusal(&self) -> Option<Error> {
+        let c = self.op.confirm?;
+        let phrase = self.phrase()?;
+        let consequence = catalog::fill(c.consequence, &self.values);
+        Some(Error::ConfirmationRequired {
+            message: format!(
+                "I won't run `{}` without explicit confirmation — {consequence}. Reply `{phrase}` if you want me to proceed.",
+                self.display()
+            ),
+            phrase,
+            hint: c.hint.map(|h| catalog::fill(h, &self.values)),
+        })
+    }
+
+    /// The dry-run report: what would be sent, the rule that admits it, what it needs.
+    pub fn dry_run(&self) -> Value {
+        let node_note = if self.needs_node() {
+            Some(match self.node_from() {
+                Some(NodeFrom::Guest) => {
+                    "the node is looked up in /cluster/resources at run time (pass --node to pin it)"
+                }
+                _ => {
+                    "the node is the one pxagent connects to, read from /cluster/status at run time (pass --node to pin it)"
+                }
+            })
+        } else {
+            None
+        };
+        json!({
+            "dry_run": true,
+            "op": self.op.id,
+            "risk": self.op.risk.name(),
+            "argv": self.remote_argv(),
+            "command": self.remote_command(),
+            "sudoers_rule": self.op.sudoers_rule(None),
+            "profiles": self.op.profiles().iter().map(|p| p.name()).collect::<Vec<_>>(),
+            "phrase": self.phrase(),
+            "node": node_note,
+            "sent": false,
+        })
+    }
+}
+
+/// POSIX-quote one word for a remote shell (only when needed, for readability).
+pub fn quote_word(w: &str) -> String {
+    shlex::try_quote(w)
+        .map(|c| c.into_owned())
+        .unwrap_or_else(|_| format!("{w:?}"))
+}
+
+/// POSIX-quote a whole argv into the one string SSH `exec` carries.
+pub fn quote_argv(argv: &[String]) -> String {
+    argv.iter()
+        .map(|w| quote_word(w))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inv(id: &str, kv: &[(&'static str, &str)]) -> Result<Invocation> {
+        let op = catalog::find(id).unwrap();
+        Invocation::new(op, kv.iter().map(|(k, v)| (*k, v.to_string())).collect())
+    }
+
+    #[test]
+    fn refusal_uses_the_reference_wording() {
+        let i = inv("vm.destroy", &[("vmid", "100")]).unwrap();
+        let e = i.refusal().unwrap();
+        assert_eq!(e.exit_code(), 4);
+        assert_eq!(
+            e.to_string(),
+            "I won't run `vm destroy 100` without explicit confirmation — this deletes the VM and its disks irrecoverably. Reply `yes destroy 100` if you want me to proceed."
+        );
+    }
+
+    #[test]
+    fn stop_hints_at_shutdown() {
+        let Error::ConfirmationRequired { hint, phrase, .. } = inv("vm.stop", &[("vmid", "101")])
+            .unwrap()
+            .refusal()
+            .unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(phrase, "yes stop 101");
+        assert!(hint.unwrap().contains("vm shutdown 101"));
+    }
+
+    #[test]
+    fn upid_gives_the_node() {
+        let i = inv(
+            "task.status",
+            &[(
+                "upid",
+                "UPID:pve2:0000A1B2:00C0FFEE:6752F0A1:qmstart:101:root@pam:",
+            )],
+        )
+        .unwrap();
+        assert!(!i.needs_node());
+        assert_eq!(
+            i.argv()[2],
+            "/nodes/pve2/tasks/UPID:pve2:0000A1B2:00C0FFEE:6752F0A1:qmstart:101:root@pam:/status"
+        );
+    }
+
+    #[test]
+    fn bad_values_are_usage_errors() {
+        let e = inv("vm.start", &[("vmid", "99")]).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        assert!(e.to_string().contains("VMID"), "{e}");
+        assert_eq!(inv("vm.start", &[]).unwrap_err().exit_code(), 2);
+        assert_eq!(
+            inv("vm.start", &[("vmid", "100"), ("node", "a;b")])
+                .unwrap_err()
+                .exit_code(),
+            2
+        );
+    }
+
+    #[test]
+    fn quoting_round_trips_through_a_posix_shell_split() {
+        let words: Vec<String> = ["a b", "it's", "$(id)", "`id`", "x;y", "new\nline", "", "*"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let line = quote_argv(&words);
+        assert_eq!(shlex::split(&line).unwrap(), words);
+    }
+}

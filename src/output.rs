@@ -1,0 +1,169 @@
+//! The only module that writes to stdout.
+//!
+//! JSON mode: exactly one JSON document per command (design §4), success or failure, so an
+//! agent can always parse stdout. Table mode: tables and short messages on stdout, errors
+//! and hints on stderr. Never a pager, never a prompt here.
+
+use std::io::Write;
+
+use serde_json::{Value, json};
+
+use crate::error::Error;
+
+/// The output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// Tables and messages for people.
+    Table,
+    /// One JSON document for programs.
+    Json,
+}
+
+impl Format {
+    /// Parse `table` or `json`.
+    pub fn parse(s: &str) -> Option<Format> {
+        match s {
+            "table" => Some(Format::Table),
+            "json" => Some(Format::Json),
+            _ => None,
+        }
+    }
+}
+
+/// Writes results in the chosen format.
+#[derive(Debug, Clone)]
+pub struct Output {
+    /// The chosen format.
+    pub format: Format,
+    /// The host the command talks to, for the JSON envelope.
+    pub host: Option<String>,
+}
+
+impl Output {
+    /// Print a success: `data` in JSON mode, `human` (rendered lazily) in table mode.
+    pub fn success(&self, op: &str, data: Value, human: impl FnOnce(&Value) -> String) {
+        self.success_with_warnings(op, data, &[], human)
+    }
+
+    /// Like [`Output::success`], with the remote command's stderr warnings (a warning on
+    /// exit 0 is not a failure, FORMATS.md §1.2): a `warnings` array in JSON, stderr lines
+    /// in table mode.
+    pub fn success_with_warnings(
+        &self,
+        op: &str,
+        data: Value,
+        warnings: &[String],
+        human: impl FnOnce(&Value) -> String,
+    ) {
+        match self.format {
+            Format::Json => {
+                let mut doc = json!({"ok": true, "op": op, "host": self.host, "data": data});
+                if !warnings.is_empty() {
+                    doc["warnings"] = json!(warnings);
+                }
+                write_stdout(&doc.to_string());
+            }
+            Format::Table => {
+                let mut stderr = std::io::stderr().lock();
+                for w in warnings {
+                    let _ = writeln!(stderr, "warning: {w}");
+                }
+                drop(stderr);
+                let text = human(&data);
+                if !text.is_empty() {
+                    write_stdout(text.trim_end_matches('\n'));
+                }
+            }
+        }
+    }
+
+    /// Print a failure. `data` carries details some commands have (lint findings).
+    pub fn failure(&self, op: &str, err: &Error, data: Option<Value>) {
+        match self.format {
+            Format::Json => {
+                let mut e = json!({"kind": err.kind(), "message": err.to_string(), "exit_code": err.exit_code()});
+                if let Error::ConfirmationRequired { phrase, hint, .. } = err {
+                    e["phrase"] = json!(phrase);
+                    e["hint"] = json!(hint);
+                }
+                let mut doc = json!({"ok": false, "op": op, "host": self.host, "error": e});
+                if let Some(d) = data {
+                    doc["data"] = d;
+                }
+                write_stdout(&doc.to_string());
+            }
+            Format::Table => {
+                let mut stderr = std::io::stderr().lock();
+                let _ = writeln!(stderr, "pxagent: {err}");
+                if let Error::ConfirmationRequired { hint: Some(h), .. } = err {
+                    let _ = writeln!(stderr, "hint: {h}");
+                }
+            }
+        }
+    }
+}
+
+/// Write one block to stdout with a trailing newline; a closed pipe is not an error worth
+/// a panic (`pxagent catalog | head`).
+pub fn write_stdout(text: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{text}");
+    let _ = out.flush();
+}
+
+/// Write raw text to stdout exactly as given (used for files such as a sudoers render).
+pub fn write_raw(text: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes());
+    let _ = out.flush();
+}
+
+/// Render rows as an aligned text table with a header.
+pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (i, cell) in row.iter().enumerate() {
+            if i < widths.len() {
+                widths[i] = widths[i].max(cell.chars().count());
+            }
+        }
+    }
+    let line = |cells: Vec<&str>| -> String {
+        let last = cells.len().saturating_sub(1);
+        cells
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                if i == last {
+                    c.to_string()
+                } else {
+                    format!("{c:<w$}", w = widths[i])
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("  ")
+    };
+    let mut out = line(headers.to_vec());
+    for row in rows {
+        out.push('\n');
+        out.push_str(&line(row.iter().map(String::as_str).collect()));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tables_align() {
+        let t = table(
+            &["ID", "RISK"],
+            &[
+                vec!["vm.start".into(), "change".into()],
+                vec!["x".into(), "read".into()],
+            ],
+        );
+        assert_eq!(t, "ID        RISK\nvm.start  change\nx         read");
+    }
+}

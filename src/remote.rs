@@ -1,0 +1,425 @@
+//! Running invocations on a host: resolve the node, send `sudo -n …`, classify the answer.
+//!
+//! Everything that crosses the wire for an op goes through [`Remote::run`]. The transport
+//! ([`crate::ssh`]) only moves bytes; this module knows what sudo's and Proxmox's answers
+//! mean (design §3 "classify"), and which answers must never be taken for success:
+//! a refusal by sudo (exit 9), a Proxmox tool run without root (exit 9, a setup problem),
+//! a task that ended not OK although pvesh exited 0 (exit 1).
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use crate::catalog::{self, NodeFrom};
+use crate::error::{Error, Result};
+use crate::invocation::Invocation;
+use crate::ssh::{Output, Session};
+
+/// What a successful op produced.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// The parsed result: pvesh's JSON for reads, the task's status for actions.
+    pub data: Value,
+    /// Lines on stderr of a command that succeeded (warnings, not failures).
+    pub warnings: Vec<String>,
+    /// The task's UPID, for actions.
+    pub upid: Option<String>,
+    /// The node the op ran against.
+    pub node: Option<String>,
+}
+
+/// A connected host.
+#[derive(Debug, Clone)]
+pub struct Remote {
+    /// The SSH session (one per invocation; shared by concurrent commands).
+    pub session: Session,
+    /// `user@host:port`, for messages.
+    pub target: String,
+}
+
+impl Remote {
+    /// Run one invocation: resolve its node if needed, execute, classify, parse.
+    pub async fn run(&self, inv: &Invocation) -> Result<Outcome> {
+        let mut inv = inv.clone();
+        if inv.needs_node() {
+            let node = self.resolve_node(&inv).await?;
+            inv.values.insert("node", node);
+        }
+        let out = self.exec(&inv.remote_argv()).await?;
+        let warnings = warning_lines(&out);
+        let node = inv.values.get("node").cloned();
+        if inv.op.risk == catalog::Risk::Read {
+            let data = parse_json(&out, &inv)?;
+            return Ok(Outcome {
+                data,
+                warnings,
+                upid: None,
+                node,
+            });
+        }
+        // Actions: pvesh printed the task log, then the UPID; it exits 0 even when the task
+        // failed (FORMATS.md §1.3), so the task's own status decides.
+        let upid = find_upid(&out.stdout_text()).ok_or_else(|| {
+            Error::Remote(format!(
+                "`{}` returned no task id; stdout: {}; stderr: {}",
+                inv.display(),
+                tail(&out.stdout_text(), 3),
+                tail(&out.stderr_text(), 3)
+            ))
+        })?;
+        let status = self.task_status(&upid).await?;
+        let exit = status
+            .get("exitstatus")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        if status.get("status").and_then(Value::as_str) == Some("stopped") && !task_ok(exit) {
+            let log = self.task_log_tail(&upid, 10).await.unwrap_or_default();
+            return Err(Error::Remote(format!(
+                "task {upid} failed: {exit}{}",
+                if log.is_empty() {
+                    String::new()
+                } else {
+                    format!("\n{log}")
+                }
+            )));
+        }
+        Ok(Outcome {
+            data: status,
+            warnings,
+            upid: Some(upid),
+            node,
+        })
+    }
+
+    /// Execute one remote argv and classify failures.
+    pub async fn exec(&self, argv: &[String]) -> Result<Output> {
+        let out = self.session.exec(argv).await?;
+        classify(&out, argv, &self.target)?;
+        Ok(out)
+    }
+
+    /// Find the node for an invocation whose node is not pinned.
+    pub async fn resolve_node(&self, inv: &Invocation) -> Result<String> {
+        match inv.node_from() {
+            Some(NodeFrom::Guest) => {
+                let vmid = inv
+                    .vmid()
+                    .ok_or_else(|| Error::Internal("guest op without vmid".into()))?;
+                let want = match inv.op.area {
+                    catalog::Area::Ct => "lxc",
+                    _ => "qemu",
+                };
+                let resources = self.read_op("vm.list", &[]).await?;
+                let entry = resources
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .find(|r| r.get("vmid").and_then(as_u64) == Some(vmid))
+                    .ok_or_else(|| {
+                        Error::Remote(format!(
+                            "no guest with id {vmid} in the cluster (see `pxagent {} list`)",
+                            inv.op.cli[0]
+                        ))
+                    })?;
+                let kind = entry.get("type").and_then(Value::as_str).unwrap_or("");
+                if kind != want {
+                    let (noun, other) = if kind == "lxc" {
+                        ("a container", "ct")
+                    } else {
+                        ("a VM", "vm")
+                    };
+                    return Err(Error::usage(format!(
+                        "{vmid} is {noun}: use `pxagent {other} {}`",
+                        inv.op.cli[1..].join(" ")
+                    )));
+                }
+                entry
+                    .get("node")
+                    .and_then(Value::as_str)
+                    .map(String::from)
+                    .ok_or_else(|| {
+                        Error::Remote(format!("guest {vmid} has no node in /cluster/resources"))
+                    })
+            }
+            Some(NodeFrom::Local) => self.local_node().await,
+            Some(NodeFrom::Upid) | None => Err(Error::Internal("node cannot be resolved".into())),
+        }
+    }
+
+    /// The name of the node pxagent is connected to (`local: 1` in /cluster/status).
+    pub async fn local_node(&self) -> Result<String> {
+        let status = self.read_op("cluster.status", &[]).await?;
+        status
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|e| {
+                e.get("type").and_then(Value::as_str) == Some("node")
+                    && e.get("local").and_then(as_u64) == Some(1)
+            })
+            .and_then(|e| e.get("name").and_then(Value::as_str))
+            .map(String::from)
+            .ok_or_else(|| Error::Remote("/cluster/status names no local node".into()))
+    }
+
+    /// Run a read op of the catalog by id with raw values and return its JSON.
+    pub async fn read_op(&self, id: &str, values: &[(&'static str, &str)]) -> Result<Value> {
+        let op = catalog::find(id).ok_or_else(|| Error::Internal(format!("no op {id}")))?;
+        let raw: BTreeMap<&'static str, String> =
+            values.iter().map(|(k, v)| (*k, v.to_string())).collect();
+        let inv = Invocation::new(op, raw)?;
+        let out = self.exec(&inv.remote_argv()).await?;
+        parse_json(&out, &inv)
+    }
+
+    async fn task_status(&self, upid: &str) -> Result<Value> {
+        self.read_op("task.status", &[("upid", upid)]).await
+    }
+
+    async fn task_log_tail(&self, upid: &str, n: usize) -> Result<String> {
+        let log = self
+            .read_op("task.log", &[("upid", upid), ("limit", "5000")])
+            .await?;
+        let lines: Vec<&str> = log
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|l| l.get("t").and_then(Value::as_str))
+            .collect();
+        Ok(lines[lines.len().saturating_sub(n)..].join("\n"))
+    }
+}
+
+/// A task's exitstatus that counts as success.
+pub fn task_ok(exitstatus: &str) -> bool {
+    exitstatus == "OK" || exitstatus.starts_with("WARNINGS:")
+}
+
+/// Turn a non-zero answer into the right error class. sudo's own refusals and a PVE tool
+/// run without root are setup problems (exit 9); anything else is a remote failure (exit 1).
+pub fn classify(out: &Output, argv: &[String], target: &str) -> Result<()> {
+    let stderr = out.stderr_text();
+    let cmd = argv.iter().skip(2).cloned().collect::<Vec<_>>().join(" ");
+    let has = |s: &str| stderr.lines().any(|l| l.contains(s));
+    if out.exit_status == 0 {
+        return Ok(());
+    }
+    let refused = |why: String| {
+        Err(Error::SudoRefused(format!(
+            "sudo on {target} refused `{cmd}`: {why}; run `pxagent preflight` to see what is missing"
+        )))
+    };
+    if has("account validation failure") {
+        return refused("the account is expired or locked (revoked?)".into());
+    }
+    if has("sudo: a terminal is required") {
+        return refused("the matching rule wants a password (not NOPASSWD)".into());
+    }
+    if has("sudo: a password is required") {
+        return refused("no sudoers rule allows this command for the account".into());
+    }
+    if stderr.contains("sudo: command not found")
+        || (out.exit_status == 127 && !stderr.contains("sudo: /"))
+    {
+        return refused("sudo is not installed on the host (stock PVE 9 ships without it: apt-get install sudo)".into());
+    }
+    if has(": command not found") && has("sudo: /") {
+        return refused(format!(
+            "{} does not exist on the host",
+            argv.get(2).map(String::as_str).unwrap_or("?")
+        ));
+    }
+    if has("ipcc_send_rec")
+        || has("Unable to load access control list")
+        || has("please run as root")
+    {
+        return Err(Error::SudoRefused(format!(
+            "`{cmd}` ran on {target} without root privileges (Proxmox says: {}); the sudo setup is broken: run `pxagent preflight`",
+            tail(&stderr, 1)
+        )));
+    }
+    Err(Error::Remote(format!(
+        "`{cmd}` failed on {target} (exit {}): {}",
+        out.exit_status,
+        tail(&stderr, 5).trim()
+    )))
+}
+
+/// stderr lines of a successful command: shown as warnings, never failures.
+fn warning_lines(out: &Output) -> Vec<String> {
+    out.stderr_text()
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(String::from)
+        .collect()
+}
+
+fn parse_json(out: &Output, inv: &Invocation) -> Result<Value> {
+    let text = out.stdout_text();
+    let trimmed = text.trim();
+    if trimmed.is_empty() {
+        // pvesh prints nothing for a `null` result.
+        return Ok(Value::Null);
+    }
+    serde_json::from_str(trimmed).map_err(|e| {
+        Error::Remote(format!(
+            "`{}` did not return JSON ({e}): {}",
+            inv.display(),
+            tail(trimmed, 3)
+        ))
+    })
+}
+
+/// Find the UPID in pvesh's output: the last line is `"UPID:…:"` (JSON) or bare, or, when
+/// pvesh proxied to another node, one JSON string holding the task log and the UPID.
+pub fn find_upid(stdout: &str) -> Option<String> {
+    let re =
+        regex::Regex::new(&format!("({})", catalog::Kind::Upid.regex())).expect("static regex");
+    let mut candidates: Vec<String> = Vec::new();
+    for line in stdout.lines().rev() {
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        let decoded = serde_json::from_str::<Value>(line)
+            .ok()
+            .and_then(|v| v.as_str().map(String::from))
+            .unwrap_or_else(|| line.to_string());
+        candidates.push(decoded);
+        break;
+    }
+    candidates.push(stdout.to_string());
+    for c in candidates {
+        if let Some(m) = re.find_iter(&c).last() {
+            return Some(m.as_str().to_string());
+        }
+    }
+    None
+}
+
+fn as_u64(v: &Value) -> Option<u64> {
+    v.as_u64()
+        .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
+}
+
+fn tail(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    lines[lines.len().saturating_sub(n)..].join(" | ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn out(code: u32, stderr: &str) -> Output {
+        Output {
+            stdout: Vec::new(),
+            stderr: stderr.as_bytes().to_vec(),
+            exit_status: code,
+        }
+    }
+
+    fn argv() -> Vec<String> {
+        ["sudo", "-n", "/usr/bin/pvesh", "get", "/version"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
+    }
+
+    fn fixture(name: &str) -> String {
+        std::fs::read_to_string(format!(
+            "{}/../shared/fixtures/{name}",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap()
+    }
+
+    #[test]
+    fn sudo_refusals_are_exit_9() {
+        // Real texts: fixtures/sudo/08_exec_denied_command.txt, 16_account_expired.txt,
+        // 15b_only_password_rules_no_-n_no_tty.txt, 10d_list_nonexistent_command.txt.
+        for (stderr, code, needle) in [
+            (
+                fixture("sudo/08_exec_denied_command.txt"),
+                1,
+                "no sudoers rule",
+            ),
+            (
+                fixture("sudo/16_account_expired.txt"),
+                1,
+                "expired or locked",
+            ),
+            (
+                fixture("sudo/15b_only_password_rules_no_-n_no_tty.txt"),
+                1,
+                "password",
+            ),
+            (
+                fixture("sudo/10d_list_nonexistent_command.txt"),
+                1,
+                "does not exist",
+            ),
+            (
+                "bash: line 1: sudo: command not found\n".to_string(),
+                127,
+                "not installed",
+            ),
+        ] {
+            let stderr: String = stderr
+                .lines()
+                .filter(|l| !l.starts_with("rc="))
+                .collect::<Vec<_>>()
+                .join("\n");
+            let e = classify(&out(code, &stderr), &argv(), "zen-agent@h:22").unwrap_err();
+            assert_eq!(e.exit_code(), 9, "{stderr}");
+            assert!(e.to_string().contains(needle), "{e}");
+            assert!(e.to_string().contains("pxagent preflight"), "{e}");
+        }
+    }
+
+    #[test]
+    fn pve_without_root_is_a_setup_problem() {
+        // fixtures/pve/pvesh_cluster_status_json_standalone_pve9.1_and_nonroot_error.transcript.txt
+        let stderr = "ipcc_send_rec[1] failed: Unknown error -1\nUnable to load access control list: Unknown error -1\n";
+        let e = classify(&out(255, stderr), &argv(), "h").unwrap_err();
+        assert_eq!(e.exit_code(), 9);
+        assert!(e.to_string().contains("without root"), "{e}");
+    }
+
+    #[test]
+    fn other_failures_are_exit_1_and_warnings_are_not_failures() {
+        let e = classify(
+            &out(
+                2,
+                "Configuration file 'nodes/pve1/qemu-server/999.conf' does not exist\n",
+            ),
+            &argv(),
+            "h",
+        )
+        .unwrap_err();
+        assert_eq!(e.exit_code(), 1);
+        assert!(e.to_string().contains("does not exist"));
+        assert!(classify(&out(0, "storage 'nas' is not online\n"), &argv(), "h").is_ok());
+    }
+
+    #[test]
+    fn upids_are_found_in_every_shape() {
+        let u = "UPID:vh8:0030FB2D:330ECAE5:65665EEA:qmstart:352:root@pam:";
+        assert_eq!(find_upid(&format!("{u}\n")).as_deref(), Some(u));
+        assert_eq!(
+            find_upid(&format!("some log\nmore\n\"{u}\"\n")).as_deref(),
+            Some(u)
+        );
+        let proxied = serde_json::to_string(&format!("task log line\n{u}\n")).unwrap();
+        assert_eq!(find_upid(&proxied).as_deref(), Some(u));
+        assert_eq!(find_upid("no task here\n"), None);
+    }
+
+    #[test]
+    fn task_status_words() {
+        assert!(task_ok("OK"));
+        assert!(task_ok("WARNINGS: 2"));
+        assert!(!task_ok("VM 100 already running"));
+        assert!(!task_ok("unexpected status"));
+    }
+}
