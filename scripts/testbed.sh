@@ -1,0 +1,950 @@
+#!/usr/bin/env bash
+# scripts/testbed.sh — bring a local sandbox "Proxmox host" up and down (design §8, issue 3).
+#
+# Why this exists: no Proxmox VE can run on a developer or CI machine, yet every pxagent feature
+# crosses SSH and sudo. This script builds a host that is real everywhere except Proxmox itself:
+#   * a real OpenSSH sshd on 127.0.0.1 (own config, own host key, own pid file, own log) with a
+#     hardened `Match User` block: public key only, no forwarding, no tty;
+#   * a real dedicated account (default `zen-agent`): unusable password, key login only, no groups;
+#   * real sudo with the sudoers file that **pxagent itself rendered** (`pxagent sudoers render`),
+#     installed the safe way (dotted temp name → `visudo -cf` → 0440 → mv) and checked with
+#     `visudo -c`;
+#   * the PVE simulator (`pve-sim`, a multi-call binary) linked at the real PVE 9 paths.
+# Tests, benchmarks and scripts/demo.sh run against it. Two beds can run side by side when they
+# differ in port and account (a later issue fans out over several hosts).
+#
+# Usage: scripts/testbed.sh COMMAND [options]                         (root only)
+#   up        install what is missing, converge to a healthy bed, prove it end to end
+#             (ssh + sudo -n pvesh get /version must print JSON); a healthy bed is left as is.
+#             On failure the bed is torn down again: never a half-up bed.
+#   down      remove everything this bed installed (see ownership rules); twice is a no-op
+#   status    print each check; exit 0 if up and healthy, 1 otherwise
+#   env       print `export PXAGENT_…=…` lines for `eval "$(scripts/testbed.sh env)"`
+#   selftest  the issue's "Done when" against the live bed, then up (no-op) / down / down /
+#             up again, leaving the bed up; --quick skips that cycle. Exit 1 on any failure.
+# Options (the same ones name the same bed in every command):
+#   --port N          sshd port on 127.0.0.1            (env TESTBED_PORT, default 2222)
+#   --user NAME       the agent account                 (env TESTBED_USER, default zen-agent)
+#   --profile P       readonly|operator|full            (env TESTBED_PROFILE, default full)
+#   --vmids R         passed to `pxagent sudoers render` (env TESTBED_VMIDS, default unset)
+#   --ctids R         passed to `pxagent sudoers render` (env TESTBED_CTIDS, default unset)
+#   --state-dir DIR   (env TESTBED_STATE_DIR, default /var/lib/pxagent-testbed/<user>-<port>)
+#   --offer-password  sshd OFFERS password/keyboard-interactive to the account (the password
+#                     itself stays unusable); for tests proving the client never sends one.
+#                     (env TESTBED_OFFER_PASSWORD=1, default off)
+#   PXAGENT_BIN / PVE_SIM_BIN  prebuilt binaries; otherwise `cargo build --release` in the repo.
+# Side by side: beds need different --port AND --user. They share one simulator (its binary is
+# whatever the latest `up` installed; its state in /var/lib/pve-sim is reset only by an `up` that
+# finds no other bed registered).
+#
+# State dir: bed.conf (who/what this bed is), id_ed25519{,.pub} (client key), known_hosts,
+# ssh_host_ed25519_key{,.pub}, sshd_config, sshd.pid, sshd.log, sudoers (copy of what we installed).
+#
+# Ownership rules (what `down` and a re-`up` may touch; nothing else is ever touched):
+#   * sshd: only the pid in our pid file, and only if its /proc cmdline names our config file
+#     (also a listener naming our config whose pid file was lost);
+#   * account: only if its GECOS field is exactly "$ACCOUNT_MARK" (set by our useradd) and no
+#     other registered bed uses it;
+#   * /etc/sudoers.d/<user>: only if it is byte-identical to our copy in the state dir, or the
+#     account is ours (then a file named after it is ours too);
+#   * simulator: /usr/local/lib/pve-sim/ and symlinks at the PVE paths that point into it; a
+#     PVE path holding anything else (a real Proxmox tool) makes `up` fail without touching it;
+#   * shared simulator state (/var/lib/pve-sim) and the links go only when no other bed is
+#     registered in /var/lib/pxagent-testbed/.beds/.
+# Beds serialise their up/down on /var/lib/pxagent-testbed/.lock (flock). Sudo's own logs
+# (/var/log/sudo-<user>.log, /var/log/sudo-io/<user>) are kept after `down`, as evidence.
+
+set -euo pipefail
+
+SCRIPT_PATH="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")"
+REPO_DIR="$(cd "$(dirname "$SCRIPT_PATH")/.." && pwd)"
+readonly SCRIPT_PATH REPO_DIR
+readonly TESTBED_ROOT=/var/lib/pxagent-testbed
+readonly REGISTRY_DIR="$TESTBED_ROOT/.beds"
+readonly LOCK_FILE="$TESTBED_ROOT/.lock"
+readonly ACCOUNT_MARK="pxagent testbed account"
+readonly SIM_DIR=/usr/local/lib/pve-sim
+readonly SIM_BIN="$SIM_DIR/pve-sim"
+readonly SIM_STATE_DIR=/var/lib/pve-sim
+# The real PVE 9 paths (design §6); a wrong path would silently turn into "a password is required".
+readonly SIM_PATHS=(/usr/sbin/qm /usr/sbin/pct /usr/bin/pvesh /usr/sbin/pvesm /usr/bin/vzdump
+    /usr/sbin/qmrestore /usr/bin/pveam /usr/sbin/ha-manager /usr/bin/pvecm)
+readonly SSHD=/usr/sbin/sshd # sshd must be started by absolute path (it re-execs itself)
+
+# ---------------------------------------------------------------------------------------------
+# Options
+
+CMD="${1:-}"
+[[ $# -gt 0 ]] && shift
+PORT="${TESTBED_PORT:-2222}"
+USER_NAME="${TESTBED_USER:-zen-agent}"
+PROFILE="${TESTBED_PROFILE:-full}"
+VMIDS="${TESTBED_VMIDS:-}"
+CTIDS="${TESTBED_CTIDS:-}"
+STATE_DIR="${TESTBED_STATE_DIR:-}"
+OFFER_PASSWORD="${TESTBED_OFFER_PASSWORD:-0}"
+SELFTEST_QUICK=0
+
+usage() {
+    sed -n '2,/^set -euo/p' "$SCRIPT_PATH" | sed '$d' | sed 's/^# \{0,1\}//'
+}
+
+die() {
+    printf 'testbed: error: %s\n' "$*" >&2
+    exit 1
+}
+say() { printf 'testbed: %s\n' "$*" >&2; }
+
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+    --port) PORT="${2:?--port needs a value}"; shift 2 ;;
+    --port=*) PORT="${1#*=}"; shift ;;
+    --user) USER_NAME="${2:?--user needs a value}"; shift 2 ;;
+    --user=*) USER_NAME="${1#*=}"; shift ;;
+    --profile) PROFILE="${2:?--profile needs a value}"; shift 2 ;;
+    --profile=*) PROFILE="${1#*=}"; shift ;;
+    --vmids) VMIDS="${2:?--vmids needs a value}"; shift 2 ;;
+    --vmids=*) VMIDS="${1#*=}"; shift ;;
+    --ctids) CTIDS="${2:?--ctids needs a value}"; shift 2 ;;
+    --ctids=*) CTIDS="${1#*=}"; shift ;;
+    --state-dir) STATE_DIR="${2:?--state-dir needs a value}"; shift 2 ;;
+    --state-dir=*) STATE_DIR="${1#*=}"; shift ;;
+    --offer-password) OFFER_PASSWORD=1; shift ;;
+    --quick) SELFTEST_QUICK=1; shift ;;
+    -h | --help) usage; exit 0 ;;
+    *) die "unknown option '$1' (see --help)" ;;
+    esac
+done
+
+case "$CMD" in
+up | down | status | env | selftest) ;;
+-h | --help | help) usage; exit 0 ;;
+"") usage >&2; exit 2 ;;
+*) die "unknown command '$CMD': use up|down|status|env|selftest" ;;
+esac
+
+if ! [[ "$PORT" =~ ^[0-9]{1,5}$ ]] || ((PORT < 1 || PORT > 65535)); then die "invalid port '$PORT'"; fi
+# Conservative POSIX-ish account name; '-' is fine for sudoers.d file names (a '.' is not).
+[[ "$USER_NAME" =~ ^[a-z_][a-z0-9_-]{0,30}$ ]] || die "invalid account name '$USER_NAME'"
+[[ "$USER_NAME" != root ]] || die "the agent account must not be root"
+case "$PROFILE" in readonly | operator | full) ;; *) die "invalid profile '$PROFILE'" ;; esac
+case "$OFFER_PASSWORD" in 1 | yes | true) OFFER_PASSWORD=1 ;; *) OFFER_PASSWORD=0 ;; esac
+STATE_DIR="${STATE_DIR:-$TESTBED_ROOT/$USER_NAME-$PORT}"
+[[ "$STATE_DIR" == /* && "$STATE_DIR" != / && "$STATE_DIR" != *..* ]] ||
+    die "state dir must be an absolute path below / without '..': '$STATE_DIR'"
+STATE_DIR="${STATE_DIR%/}"
+
+# State-dir layout (everything this bed owns that is not at a fixed system path).
+readonly BED_CONF="$STATE_DIR/bed.conf"              # key=value: who/what this bed is
+readonly CLIENT_KEY="$STATE_DIR/id_ed25519"          # the agent's private key (0600)
+readonly HOST_KEY="$STATE_DIR/ssh_host_ed25519_key"  # the sandbox sshd's host key
+readonly KNOWN_HOSTS="$STATE_DIR/known_hosts"        # [127.0.0.1]:PORT <host key>
+readonly SSHD_CONFIG="$STATE_DIR/sshd_config"
+readonly SSHD_PIDFILE="$STATE_DIR/sshd.pid"
+readonly SSHD_LOG="$STATE_DIR/sshd.log"
+readonly SUDOERS_COPY="$STATE_DIR/sudoers"           # exactly what we installed
+readonly SUDOERS_FILE="/etc/sudoers.d/$USER_NAME"
+readonly BED_ID="$USER_NAME-$PORT"
+readonly REGISTRY_ENTRY="$REGISTRY_DIR/$BED_ID"
+
+need_root() { [[ $EUID -eq 0 ]] || die "'$CMD' must run as root (it manages an account, sudoers and sshd)"; }
+
+# ---------------------------------------------------------------------------------------------
+# Small helpers
+
+# ssh as the agent with exactly the client settings pxagent uses: our key only, our known_hosts
+# only, strict host key checking, never a prompt. -F /dev/null keeps root's ~/.ssh/config out.
+agent_ssh() {
+    timeout 30 ssh -F /dev/null -i "$CLIENT_KEY" -p "$PORT" \
+        -o UserKnownHostsFile="$KNOWN_HOSTS" -o GlobalKnownHostsFile=/dev/null \
+        -o StrictHostKeyChecking=yes -o BatchMode=yes -o IdentitiesOnly=yes \
+        -o IdentityAgent=none -o ConnectTimeout=5 -o LogLevel=ERROR \
+        "$USER_NAME@127.0.0.1" "$@"
+}
+
+# Does anything accept TCP connections on 127.0.0.1:PORT? (bash /dev/tcp: no ss/netcat needed)
+port_answers() { timeout 2 bash -c ": </dev/tcp/127.0.0.1/$1" 2>/dev/null; }
+
+# The cmdline of a pid with NULs as spaces (a daemonised sshd rewrites it to
+# "sshd: /usr/sbin/sshd -f CONFIG -E LOG [listener] …", which still names our config).
+pid_cmdline() { tr '\0' ' ' 2>/dev/null <"/proc/$1/cmdline" || true; }
+
+# Is PID an sshd started with our config file?
+pid_is_our_sshd() {
+    local pid="$1" cmd
+    [[ "$pid" =~ ^[0-9]+$ ]] || return 1
+    cmd="$(pid_cmdline "$pid")"
+    [[ "$cmd" == *sshd* && "$cmd " == *"-f $SSHD_CONFIG "* ]]
+}
+
+# The pid of our running sshd (from our pid file), or nothing.
+our_sshd_pid() {
+    local pid
+    [[ -f "$SSHD_PIDFILE" ]] || return 0
+    pid="$(tr -dc '0-9' <"$SSHD_PIDFILE")"
+    if pid_is_our_sshd "$pid"; then echo "$pid"; fi
+}
+
+# Every process whose cmdline names our sshd config (a listener whose pid file was lost).
+stray_sshd_pids() {
+    local d pid
+    for d in /proc/[0-9]*; do
+        pid="${d#/proc/}"
+        if pid_is_our_sshd "$pid"; then echo "$pid"; fi
+    done
+}
+
+# Stop one of OUR sshd processes: re-verify the cmdline right before each signal.
+stop_sshd_pid() {
+    local pid="$1" i
+    pid_is_our_sshd "$pid" || return 0
+    kill -TERM "$pid" 2>/dev/null || true
+    for ((i = 0; i < 50; i++)); do
+        pid_is_our_sshd "$pid" || return 0
+        sleep 0.1
+    done
+    if pid_is_our_sshd "$pid"; then kill -KILL "$pid" 2>/dev/null || true; fi
+    sleep 0.1
+}
+
+# Stop our sshd (pid file + strays naming our config); remove the pid file.
+stop_our_sshd() {
+    local pid stopped=1
+    pid="$(our_sshd_pid)"
+    if [[ -n "$pid" ]]; then
+        stop_sshd_pid "$pid"
+        say "stopped sshd pid $pid"
+        stopped=0
+    fi
+    for pid in $(stray_sshd_pids); do
+        stop_sshd_pid "$pid"
+        say "stopped leftover sshd pid $pid (it named $SSHD_CONFIG)"
+        stopped=0
+    done
+    if [[ -f "$SSHD_PIDFILE" ]]; then
+        rm -f "$SSHD_PIDFILE"
+        [[ $stopped -eq 0 ]] || say "removed stale pid file $SSHD_PIDFILE (its process is gone)"
+    fi
+    return $stopped
+}
+
+account_exists() { getent passwd "$USER_NAME" >/dev/null; }
+account_is_ours() { [[ "$(getent passwd "$USER_NAME" | cut -d: -f5)" == "$ACCOUNT_MARK" ]]; }
+account_home() { getent passwd "$USER_NAME" | cut -d: -f6; }
+
+# `passwd -S` field 2: L = locked, NP = no password, P = usable password.
+password_status() { passwd -S "$USER_NAME" 2>/dev/null | awk '{print $2}'; }
+
+sim_link_is_ours() { [[ -L "$1" && "$(readlink "$1")" == "$SIM_BIN" ]]; }
+
+sudoers_is_ours() {
+    [[ -f "$SUDOERS_FILE" ]] || return 1
+    if [[ -f "$SUDOERS_COPY" ]] && cmp -s "$SUDOERS_FILE" "$SUDOERS_COPY"; then return 0; fi
+    account_exists && account_is_ours
+}
+
+# Registered beds other than this one whose state dir still exists (prunes stale entries).
+other_beds() {
+    local f dir
+    [[ -d "$REGISTRY_DIR" ]] || return 0
+    for f in "$REGISTRY_DIR"/*; do
+        [[ -f "$f" ]] || continue
+        [[ "$(basename "$f")" == "$BED_ID" ]] && continue
+        dir="$(head -n1 "$f")"
+        if [[ -f "$dir/bed.conf" ]]; then
+            basename "$f"
+        else
+            rm -f "$f" # its state dir is gone: nothing of it can still be up
+        fi
+    done
+}
+
+# The other registered bed (if any) whose account is ours too: two beds must not share one.
+bed_sharing_account() {
+    local id dir
+    for id in $(other_beds); do
+        dir="$(head -n1 "$REGISTRY_DIR/$id")"
+        if [[ "$(sed -n 's/^user=//p' "$dir/bed.conf" | head -n1)" == "$USER_NAME" ]]; then
+            echo "$id"
+            return 0
+        fi
+    done
+}
+
+conf_get() { if [[ -f "$BED_CONF" ]]; then sed -n "s/^$1=//p" "$BED_CONF" | head -n1; fi; }
+
+# Looks like JSON from pvesh: one line, an object or an array (jq/python3 parse it when present).
+is_json() {
+    local s="$1" want="${2:-}"
+    if command -v jq >/dev/null; then
+        jq -e "${want:-.}" >/dev/null 2>&1 <<<"$s"
+    elif command -v python3 >/dev/null; then
+        python3 -c 'import json,sys; json.loads(sys.stdin.read())' <<<"$s" 2>/dev/null
+    else
+        [[ "$s" =~ ^[[:space:]]*[\{\[].*[\}\]][[:space:]]*$ ]]
+    fi
+}
+
+take_lock() {
+    mkdir -p "$TESTBED_ROOT"
+    chmod 0755 "$TESTBED_ROOT"
+    exec 9>"$LOCK_FILE"
+    flock -w 120 9 || die "another testbed.sh up/down holds $LOCK_FILE for over 120 s"
+}
+
+# ---------------------------------------------------------------------------------------------
+# Checks shared by `status`, `up` (is there anything to do?) and `selftest`
+
+# Prints one line per check when $1 = verbose; returns 0 only if every check passes.
+bed_checks() {
+    local verbose="${1:-}" failed=0 pid out n path
+    check() { # check OK|FAIL text
+        [[ "$1" == OK ]] || failed=1
+        if [[ -n "$verbose" ]]; then printf '  %-4s %s\n' "$([[ $1 == OK ]] && echo ok || echo FAIL)" "$2"; fi
+    }
+    if [[ -f "$BED_CONF" ]]; then check OK "state dir $STATE_DIR"; else check FAIL "state dir $STATE_DIR (no bed.conf)"; fi
+    if account_exists && account_is_ours; then
+        case "$(password_status)" in
+        L) check OK "account $USER_NAME (created by testbed, password locked)" ;;
+        *) check FAIL "account $USER_NAME: password is not locked (passwd -S: $(password_status))" ;;
+        esac
+    elif account_exists; then
+        check FAIL "account $USER_NAME exists but was not created by testbed"
+    else
+        check FAIL "account $USER_NAME does not exist"
+    fi
+    if [[ -f "$SUDOERS_FILE" && -f "$SUDOERS_COPY" ]] && cmp -s "$SUDOERS_FILE" "$SUDOERS_COPY"; then
+        if visudo -c >/dev/null 2>&1; then
+            check OK "sudoers $SUDOERS_FILE (as rendered by pxagent, visudo -c OK)"
+        else
+            check FAIL "sudoers: visudo -c fails for the whole configuration"
+        fi
+    else
+        check FAIL "sudoers $SUDOERS_FILE missing or not the file this bed installed"
+    fi
+    n=0
+    for path in "${SIM_PATHS[@]}"; do sim_link_is_ours "$path" && n=$((n + 1)); done
+    if [[ $n -eq ${#SIM_PATHS[@]} && -x "$SIM_BIN" ]]; then
+        check OK "simulator at ${#SIM_PATHS[@]} PVE paths -> $SIM_BIN"
+    else
+        check FAIL "simulator: $n of ${#SIM_PATHS[@]} PVE paths link to $SIM_BIN"
+    fi
+    pid="$(our_sshd_pid)"
+    if [[ -n "$pid" ]]; then check OK "sshd pid $pid on 127.0.0.1:$PORT ($SSHD_CONFIG)"; else check FAIL "sshd not running (pid file $SSHD_PIDFILE)"; fi
+    if [[ -n "$pid" && -f "$CLIENT_KEY" ]] &&
+        out="$(agent_ssh 'sudo -n /usr/bin/pvesh get /version --output-format json' 2>/dev/null)" &&
+        is_json "$out"; then
+        check OK "end to end: ssh + sudo -n /usr/bin/pvesh get /version -> $out"
+    else
+        check FAIL "end to end: ssh $USER_NAME@127.0.0.1 -p $PORT 'sudo -n /usr/bin/pvesh get /version --output-format json' gave no JSON"
+    fi
+    return $failed
+}
+
+# ---------------------------------------------------------------------------------------------
+# up
+
+# Packages: only from Debian's repositories, only when missing. A policy-rc.d that exits 101 keeps
+# the package's own sshd from being started on port 22 (no init system here anyway).
+ensure_packages() {
+    local pkgs=()
+    [[ -x "$SSHD" ]] || pkgs+=(openssh-server)
+    command -v ssh >/dev/null && command -v ssh-keygen >/dev/null || pkgs+=(openssh-client)
+    command -v sudo >/dev/null && command -v visudo >/dev/null || pkgs+=(sudo)
+    command -v pkill >/dev/null || pkgs+=(procps)
+    command -v flock >/dev/null || pkgs+=(util-linux)
+    [[ ${#pkgs[@]} -gt 0 ]] || return 0
+    command -v apt-get >/dev/null || die "missing ${pkgs[*]} and no apt-get to install them"
+    say "installing ${pkgs[*]} from the Debian repositories"
+    local made_policy=0
+    if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+        printf '#!/bin/sh\n# temporary, from pxagent scripts/testbed.sh: do not start services\nexit 101\n' >/usr/sbin/policy-rc.d
+        chmod 0755 /usr/sbin/policy-rc.d
+        made_policy=1
+    fi
+    local rc=0
+    { DEBIAN_FRONTEND=noninteractive apt-get update -q &&
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${pkgs[@]}"; } || rc=$?
+    [[ $made_policy -eq 0 ]] || rm -f /usr/sbin/policy-rc.d
+    [[ $rc -eq 0 ]] || die "apt-get could not install ${pkgs[*]} (exit $rc): is a Debian package repository reachable?"
+    if [[ ! -x "$SSHD" ]] || ! command -v sudo >/dev/null || ! command -v visudo >/dev/null; then
+        die "packages installed but sshd/sudo/visudo still missing"
+    fi
+}
+
+# PXAGENT_BIN / PVE_SIM_BIN, or a release build of both in this repository.
+resolve_binaries() {
+    if [[ -z "${PXAGENT_BIN:-}" || -z "${PVE_SIM_BIN:-}" ]]; then
+        local cargo
+        cargo="$(command -v cargo || true)"
+        [[ -n "$cargo" || ! -x "$HOME/.cargo/bin/cargo" ]] || cargo="$HOME/.cargo/bin/cargo"
+        [[ -n "$cargo" ]] || die "cargo not found: install Rust or set PXAGENT_BIN and PVE_SIM_BIN"
+        say "building pxagent and pve-sim (cargo build --release)"
+        (cd "$REPO_DIR" && "$cargo" build --release -p pxagent -p pve-sim) ||
+            die "cargo build --release -p pxagent -p pve-sim failed"
+        local target="${CARGO_TARGET_DIR:-$REPO_DIR/target}"
+        PXAGENT_BIN="${PXAGENT_BIN:-$target/release/pxagent}"
+        PVE_SIM_BIN="${PVE_SIM_BIN:-$target/release/pve-sim}"
+    fi
+    PXAGENT_BIN="$(realpath "$PXAGENT_BIN" 2>/dev/null || echo "$PXAGENT_BIN")"
+    PVE_SIM_BIN="$(realpath "$PVE_SIM_BIN" 2>/dev/null || echo "$PVE_SIM_BIN")"
+    [[ -x "$PXAGENT_BIN" ]] || die "pxagent binary not found or not executable: $PXAGENT_BIN"
+    [[ -x "$PVE_SIM_BIN" ]] || die "pve-sim binary not found or not executable: $PVE_SIM_BIN"
+}
+
+# Everything that could make `up` fail for reasons outside this bed, checked before any change.
+precheck() {
+    local path
+    if account_exists && ! account_is_ours; then
+        die "account '$USER_NAME' already exists and was not created by testbed.sh; pick another --user"
+    fi
+    local sharer
+    sharer="$(bed_sharing_account)"
+    [[ -z "$sharer" ]] || die "account '$USER_NAME' belongs to bed $sharer; beds side by side need different --user and --port"
+    for path in "${SIM_PATHS[@]}"; do
+        if [[ -e "$path" || -L "$path" ]] && ! sim_link_is_ours "$path"; then
+            die "$path exists and is not the pve-sim link (a real Proxmox tool?): refusing to touch it"
+        fi
+    done
+    if [[ -e "$STATE_DIR" && ! -f "$BED_CONF" ]] && [[ -n "$(ls -A "$STATE_DIR" 2>/dev/null)" ]]; then
+        die "state dir $STATE_DIR exists, is not empty and is not a test bed's: refusing to use it"
+    fi
+    if [[ -f "$BED_CONF" && "$(conf_get user)" != "$USER_NAME" ]]; then
+        die "state dir $STATE_DIR belongs to the bed of account '$(conf_get user)'"
+    fi
+    if [[ -f "$SUDOERS_FILE" ]] && ! sudoers_is_ours; then
+        die "$SUDOERS_FILE exists and was not installed by testbed.sh: refusing to replace it"
+    fi
+    if [[ -z "$(our_sshd_pid)" && -z "$(stray_sshd_pids)" ]] && port_answers "$PORT"; then
+        die "port $PORT on 127.0.0.1 is already in use by another process (not this bed's sshd); choose another --port"
+    fi
+}
+
+CHANGED=0
+changed() { CHANGED=1; say "$*"; }
+
+write_bed_conf() {
+    local tmp="$BED_CONF.tmp"
+    {
+        echo "# pxagent test bed (scripts/testbed.sh) — do not edit; 'testbed.sh down' removes it"
+        echo "user=$USER_NAME"
+        echo "port=$PORT"
+        echo "profile=$PROFILE"
+        echo "vmids=$VMIDS"
+        echo "ctids=$CTIDS"
+        echo "offer_password=$OFFER_PASSWORD"
+        echo "pxagent_bin=$PXAGENT_BIN"
+        echo "pve_sim_bin=$PVE_SIM_BIN"
+    } >"$tmp"
+    if [[ -f "$BED_CONF" ]] && cmp -s "$tmp" "$BED_CONF"; then rm -f "$tmp"; else mv -f "$tmp" "$BED_CONF"; fi
+}
+
+ensure_state_dir() {
+    [[ -d "$STATE_DIR" ]] || changed "created state dir $STATE_DIR"
+    mkdir -p "$STATE_DIR" "$REGISTRY_DIR"
+    chmod 0755 "$STATE_DIR"
+    write_bed_conf
+    echo "$STATE_DIR" >"$REGISTRY_ENTRY"
+}
+
+ensure_account() {
+    if ! account_exists; then
+        # Own user group, no supplementary groups; the GECOS marker is how `down` knows it is ours.
+        useradd --create-home --shell /bin/bash --comment "$ACCOUNT_MARK" "$USER_NAME"
+        changed "created account $USER_NAME"
+    fi
+    [[ "$(getent passwd "$USER_NAME" | cut -d: -f7)" == /bin/bash ]] || usermod -s /bin/bash "$USER_NAME"
+    # '!*': locked, and even `usermod -U` would only yield '*', which matches no password.
+    # Key login still works: with UsePAM yes sshd leaves the account check to PAM, which only
+    # looks at expiry (design §6: a locked password stops neither key login nor NOPASSWD sudo).
+    if [[ "$(getent shadow "$USER_NAME" | cut -d: -f2)" != '!*' ]]; then
+        usermod -p '!*' "$USER_NAME"
+    fi
+    [[ "$(password_status)" == L ]] || die "passwd -S does not show $USER_NAME as locked"
+    local extra
+    extra="$(id -Gn "$USER_NAME" | tr ' ' '\n' | grep -vx "$(id -gn "$USER_NAME")" || true)"
+    [[ -z "$extra" ]] || die "account $USER_NAME is in supplementary groups: $extra"
+}
+
+ensure_keys() {
+    if [[ ! -f "$CLIENT_KEY" || ! -f "$CLIENT_KEY.pub" ]]; then
+        rm -f "$CLIENT_KEY" "$CLIENT_KEY.pub"
+        ssh-keygen -q -t ed25519 -N '' -C "pxagent-testbed $BED_ID" -f "$CLIENT_KEY"
+        changed "generated client key $CLIENT_KEY"
+    fi
+    chmod 0600 "$CLIENT_KEY"
+    if [[ ! -f "$HOST_KEY" || ! -f "$HOST_KEY.pub" ]]; then
+        rm -f "$HOST_KEY" "$HOST_KEY.pub"
+        ssh-keygen -q -t ed25519 -N '' -C "pxagent-testbed-host $BED_ID" -f "$HOST_KEY"
+        changed "generated sshd host key $HOST_KEY"
+    fi
+    chmod 0600 "$HOST_KEY"
+    # known_hosts straight from the host public key: no ssh-keyscan, nothing learnt over the wire.
+    local kh
+    kh="[127.0.0.1]:$PORT $(awk '{print $1, $2}' "$HOST_KEY.pub")"
+    [[ -f "$KNOWN_HOSTS" && "$(cat "$KNOWN_HOSTS")" == "$kh" ]] || { echo "$kh" >"$KNOWN_HOSTS"; changed "wrote $KNOWN_HOSTS"; }
+    chmod 0644 "$KNOWN_HOSTS"
+
+    local home ssh_dir ak
+    home="$(account_home)"
+    ssh_dir="$home/.ssh"
+    ak="$ssh_dir/authorized_keys"
+    mkdir -p "$ssh_dir"
+    if [[ ! -f "$ak" ]] || ! cmp -s "$ak" "$CLIENT_KEY.pub"; then
+        cp "$CLIENT_KEY.pub" "$ak"
+        changed "authorized the client key in $ak"
+    fi
+    # sshd's StrictModes refuses keys in group/world-writable places.
+    chown -R "$USER_NAME:" "$ssh_dir"
+    chmod 0700 "$ssh_dir"
+    chmod 0600 "$ak"
+    chmod go-w "$home"
+}
+
+ensure_sudoers() {
+    local rendered args=(sudoers render --user "$USER_NAME" --profile "$PROFILE")
+    [[ -z "$VMIDS" ]] || args+=(--vmids "$VMIDS")
+    [[ -z "$CTIDS" ]] || args+=(--ctids "$CTIDS")
+    rendered="$(mktemp "$STATE_DIR/sudoers.rendered.XXXXXX")"
+    if ! "$PXAGENT_BIN" "${args[@]}" >"$rendered"; then
+        rm -f "$rendered"
+        die "'pxagent ${args[*]}' failed"
+    fi
+    [[ -s "$rendered" ]] || { rm -f "$rendered"; die "'pxagent ${args[*]}' printed nothing"; }
+    chmod 0644 "$rendered"
+    if [[ -f "$SUDOERS_FILE" ]] && cmp -s "$rendered" "$SUDOERS_FILE"; then
+        mv -f "$rendered" "$SUDOERS_COPY"
+        return 0
+    fi
+    # The safe install (design §6): sudo ignores names containing a dot, so a half-written or
+    # invalid temp file is never live; validate it alone, then the whole configuration.
+    local tmp
+    tmp="$(mktemp "/etc/sudoers.d/$USER_NAME.new.XXXXXX")"
+    cat "$rendered" >"$tmp"
+    local check
+    if ! check="$(visudo -cf "$tmp" 2>&1)"; then
+        rm -f "$tmp" "$rendered"
+        die "the sudoers file rendered by pxagent does not pass visudo -cf:
+$check"
+    fi
+    chown root:root "$tmp"
+    chmod 0440 "$tmp"
+    mv -f "$tmp" "$SUDOERS_FILE"
+    mv -f "$rendered" "$SUDOERS_COPY"
+    if ! check="$(visudo -c 2>&1)"; then
+        rm -f "$SUDOERS_FILE"
+        die "visudo -c fails for the whole configuration with $SUDOERS_FILE installed (removed it again):
+$check"
+    fi
+    changed "installed $SUDOERS_FILE (pxagent sudoers render --profile $PROFILE; visudo -c OK)"
+    # Where sudo writes I/O logs: create the fixed part of iolog_dir (sudo makes the rest).
+    local iodir
+    iodir="$(grep -o 'iolog_dir=[^ ,]*' "$SUDOERS_FILE" | head -n1 | cut -d= -f2 | tr -d '"')"
+    iodir="${iodir%%%*}"
+    iodir="${iodir:-/var/log/sudo-io/}"
+    if [[ "$iodir" == /* && ! -d "$iodir" ]]; then
+        mkdir -p "$iodir"
+        chmod 0700 "$iodir"
+    fi
+}
+
+SIM_INSTALLED=0
+ensure_sim() {
+    local path
+    mkdir -p "$SIM_DIR"
+    if [[ ! -x "$SIM_BIN" ]] || ! cmp -s "$PVE_SIM_BIN" "$SIM_BIN"; then
+        # Copy then rename: a running pve-sim of another bed never sees a half-written binary.
+        install -m 0755 "$PVE_SIM_BIN" "$SIM_BIN.new"
+        mv -f "$SIM_BIN.new" "$SIM_BIN"
+        SIM_INSTALLED=1
+        changed "installed the simulator at $SIM_BIN"
+    fi
+    for path in "${SIM_PATHS[@]}"; do
+        if ! sim_link_is_ours "$path"; then
+            # precheck() made sure nothing foreign is at $path; the binary decides its behaviour
+            # from argv[0]'s basename, which for a symlink is the link's name.
+            ln -s "$SIM_BIN" "$path"
+            SIM_INSTALLED=1
+            changed "linked $path -> $SIM_BIN"
+        fi
+    done
+}
+
+write_sshd_config() {
+    local pw=no auth=publickey
+    if [[ $OFFER_PASSWORD -eq 1 ]]; then
+        # Offer password/keyboard-interactive (the password itself stays unusable) so a test can
+        # prove that the client never answers such an offer.
+        pw=yes
+        auth="publickey password keyboard-interactive"
+    fi
+    cat <<EOF
+# sshd config of the pxagent test bed $BED_ID — written by scripts/testbed.sh; do not edit.
+# Standalone (no Include of /etc/ssh/sshd_config.d): nothing from the system sshd leaks in.
+ListenAddress 127.0.0.1
+Port $PORT
+HostKey $HOST_KEY
+PidFile $SSHD_PIDFILE
+AuthorizedKeysFile .ssh/authorized_keys
+StrictModes yes
+UsePAM yes
+PubkeyAuthentication yes
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+PermitRootLogin no
+PermitEmptyPasswords no
+AllowUsers $USER_NAME
+LogLevel VERBOSE
+PrintMotd no
+# OpenSSH's default; pxagent stays at or below 8 channels per connection (design §5).
+MaxSessions 10
+
+Match User $USER_NAME
+    AuthenticationMethods $auth
+    PasswordAuthentication $pw
+    KbdInteractiveAuthentication $pw
+    AllowTcpForwarding no
+    AllowStreamLocalForwarding no
+    AllowAgentForwarding no
+    X11Forwarding no
+    PermitTunnel no
+    PermitTTY no
+    PermitUserRC no
+    GatewayPorts no
+EOF
+}
+
+start_sshd() {
+    rm -f "$SSHD_PIDFILE"
+    # sshd binds before it daemonises, so a taken port fails right here.
+    if ! "$SSHD" -f "$SSHD_CONFIG" -E "$SSHD_LOG"; then
+        die "sshd failed to start; last lines of $SSHD_LOG:
+$(tail -n 5 "$SSHD_LOG" 2>/dev/null)"
+    fi
+    local i
+    for ((i = 0; i < 100; i++)); do
+        [[ -n "$(our_sshd_pid)" ]] && port_answers "$PORT" && break
+        sleep 0.1
+    done
+    [[ -n "$(our_sshd_pid)" ]] || die "sshd did not write its pid file $SSHD_PIDFILE within 10 s"
+    port_answers "$PORT" || die "sshd is running but 127.0.0.1:$PORT does not answer within 10 s"
+    changed "started sshd pid $(our_sshd_pid) on 127.0.0.1:$PORT"
+}
+
+e2e_probe() {
+    local out err
+    err="$(mktemp)"
+    if ! out="$(agent_ssh 'sudo -n /usr/bin/pvesh get /version --output-format json' 2>"$err")" ||
+        ! is_json "$out"; then
+        local msg
+        msg="$(tr '\n' ' ' <"$err")"
+        rm -f "$err"
+        echo "stdout: ${out:-<empty>}; stderr: ${msg:-<empty>}"
+        return 1
+    fi
+    rm -f "$err"
+    echo "$out"
+}
+
+ensure_sshd() {
+    local desired pid
+    desired="$(write_sshd_config)"
+    pid="$(our_sshd_pid)"
+    if [[ -n "$pid" && -f "$SSHD_CONFIG" && "$(cat "$SSHD_CONFIG")" == "$desired" ]] && e2e_probe >/dev/null; then
+        return 0 # running with this exact config and healthy: keep it
+    fi
+    if stop_our_sshd; then CHANGED=1; fi
+    if port_answers "$PORT"; then
+        die "port $PORT on 127.0.0.1 is already in use by another process (not this bed's sshd); choose another --port"
+    fi
+    printf '%s\n' "$desired" >"$SSHD_CONFIG"
+    chmod 0644 "$SSHD_CONFIG"
+    # Privilege separation directory, normally made by the init system (none runs here).
+    mkdir -p /run/sshd
+    chmod 0755 /run/sshd
+    local check
+    check="$("$SSHD" -t -f "$SSHD_CONFIG" 2>&1)" || die "sshd -t rejects $SSHD_CONFIG: $check"
+    start_sshd
+}
+
+UP_TOUCHED=0
+on_up_exit() {
+    local rc=$?
+    if [[ $rc -ne 0 && $UP_TOUCHED -eq 1 ]]; then
+        say "up failed (exit $rc): tearing this bed down so that no half-up bed remains"
+        do_down quiet || say "teardown after the failed up also failed: run 'scripts/testbed.sh down' (same options)"
+    fi
+    exit $rc
+}
+
+do_up() {
+    need_root
+    take_lock
+    ensure_packages
+    resolve_binaries
+    precheck
+    UP_TOUCHED=1
+    trap on_up_exit EXIT
+    # A signal must also end in the teardown (bash skips the EXIT trap when a signal kills it).
+    trap 'exit 129' HUP
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
+    local others
+    others="$(other_beds)"
+    ensure_state_dir
+    ensure_account
+    ensure_keys
+    ensure_sudoers
+    ensure_sim
+    local sshd_before
+    sshd_before="$(our_sshd_pid)"
+    ensure_sshd
+    # Fresh simulator state when the simulator was (re)installed or this bed's sshd was (re)started,
+    # unless another bed shares the simulator right now (its tests must not see a reset).
+    if [[ ! -f "$SIM_STATE_DIR/state.json" ]] ||
+        { [[ -z "$others" ]] && { [[ $SIM_INSTALLED -eq 1 ]] || [[ "$sshd_before" != "$(our_sshd_pid)" ]]; }; }; then
+        "$SIM_BIN" reset >/dev/null || die "'$SIM_BIN reset' failed"
+        changed "reset the simulator state in $SIM_STATE_DIR"
+    fi
+    local out
+    out="$(e2e_probe)" || die "end-to-end check failed: ssh $USER_NAME@127.0.0.1 -p $PORT 'sudo -n /usr/bin/pvesh get /version --output-format json' did not print JSON ($out). Last lines of $SSHD_LOG (removed with the bed):
+$(tail -n 8 "$SSHD_LOG" 2>/dev/null)"
+    trap - EXIT HUP INT TERM
+    if [[ $CHANGED -eq 0 ]]; then
+        say "bed $BED_ID already up and healthy; nothing to do"
+    else
+        say "bed $BED_ID is up: ssh -i $CLIENT_KEY -p $PORT -o UserKnownHostsFile=$KNOWN_HOSTS $USER_NAME@127.0.0.1"
+    fi
+    say "end to end: sudo -n /usr/bin/pvesh get /version -> $out"
+    say "env for pxagent: eval \"\$($SCRIPT_PATH env$(env_opts))\""
+}
+
+# The options that name this bed, for messages the user may copy.
+env_opts() {
+    [[ "$PORT" == 2222 ]] || printf ' --port %s' "$PORT"
+    [[ "$USER_NAME" == zen-agent ]] || printf ' --user %s' "$USER_NAME"
+    [[ "$STATE_DIR" == "$TESTBED_ROOT/$USER_NAME-$PORT" ]] || printf ' --state-dir %q' "$STATE_DIR"
+}
+
+# ---------------------------------------------------------------------------------------------
+# down
+
+do_down() {
+    local quiet="${1:-}" did=0 path sudoers_ours=0 sharer
+    sharer="$(bed_sharing_account)"
+    # Decide before the account goes: a sudoers file named after our account is ours.
+    if [[ -z "$sharer" ]] && sudoers_is_ours; then sudoers_ours=1; fi
+    # sshd first, so no new session can start while the rest goes away.
+    if stop_our_sshd; then did=1; fi
+    if [[ -n "$sharer" ]]; then
+        say "account $USER_NAME and $SUDOERS_FILE belong to bed $sharer: left alone"
+    elif account_exists; then
+        if account_is_ours; then
+            # Only processes owned by this account (its sessions); never by program name.
+            pkill -TERM -u "$USER_NAME" 2>/dev/null || true
+            local i
+            for ((i = 0; i < 30; i++)); do
+                pgrep -u "$USER_NAME" >/dev/null || break
+                sleep 0.1
+            done
+            pkill -KILL -u "$USER_NAME" 2>/dev/null || true
+            sleep 0.1
+            userdel -r "$USER_NAME" 2>/dev/null || userdel -f -r "$USER_NAME" ||
+                die "userdel -r $USER_NAME failed"
+            say "removed account $USER_NAME and its home"
+            did=1
+        else
+            say "account $USER_NAME exists but was not created by testbed.sh: left alone"
+        fi
+    fi
+    if [[ -f "$SUDOERS_FILE" && -z "$sharer" ]]; then
+        if [[ $sudoers_ours -eq 1 ]]; then
+            rm -f "$SUDOERS_FILE"
+            say "removed $SUDOERS_FILE"
+            did=1
+        else
+            say "$SUDOERS_FILE was not installed by testbed.sh: left alone"
+        fi
+    fi
+    # Leftover temp files of an interrupted install (inert: sudo skips dotted names).
+    rm -f "/etc/sudoers.d/$USER_NAME.new."*
+    rm -f "$REGISTRY_ENTRY"
+    if [[ -z "$(other_beds)" ]]; then
+        for path in "${SIM_PATHS[@]}"; do
+            if sim_link_is_ours "$path"; then rm -f "$path"; did=1; fi
+        done
+        if [[ -d "$SIM_DIR" ]]; then rm -rf "$SIM_DIR"; did=1; say "removed the simulator ($SIM_DIR and its links)"; fi
+        if [[ -d "$SIM_STATE_DIR" ]]; then rm -rf "$SIM_STATE_DIR"; did=1; say "removed simulator state $SIM_STATE_DIR"; fi
+    elif [[ -z "$quiet" ]]; then
+        say "simulator kept: still used by bed(s) $(other_beds | tr '\n' ' ')"
+    fi
+    if [[ -d "$STATE_DIR" ]]; then
+        if [[ -f "$BED_CONF" || -z "$(ls -A "$STATE_DIR")" || "$STATE_DIR" == "$TESTBED_ROOT/$BED_ID" ]]; then
+            rm -rf "$STATE_DIR"
+            say "removed state dir $STATE_DIR"
+            did=1
+        else
+            say "state dir $STATE_DIR is not a test bed's: left alone"
+        fi
+    fi
+    if [[ -f /etc/sudoers ]] && ! visudo -c >/dev/null 2>&1; then
+        say "warning: visudo -c fails for the remaining sudo configuration (not caused by this bed's file, which is gone)"
+    fi
+    if [[ $did -eq 0 ]]; then say "bed $BED_ID already down; nothing to do"; else say "bed $BED_ID is down"; fi
+}
+
+# ---------------------------------------------------------------------------------------------
+# status / env
+
+do_status() {
+    need_root
+    local profile=""
+    [[ ! -f "$BED_CONF" ]] || profile=", profile $(conf_get profile)"
+    echo "bed $BED_ID: $USER_NAME@127.0.0.1:$PORT (state $STATE_DIR$profile)"
+    if bed_checks verbose; then
+        echo "status: up"
+        return 0
+    fi
+    echo "status: down or unhealthy"
+    return 1
+}
+
+do_env() {
+    [[ -f "$BED_CONF" ]] || say "warning: bed $BED_ID is not up (no $BED_CONF); run: $SCRIPT_PATH up$(env_opts)"
+    printf 'export PXAGENT_HOST=127.0.0.1\n'
+    printf 'export PXAGENT_PORT=%q\n' "$PORT"
+    printf 'export PXAGENT_USER=%q\n' "$USER_NAME"
+    printf 'export PXAGENT_IDENTITY=%q\n' "$CLIENT_KEY"
+    printf 'export PXAGENT_KNOWN_HOSTS=%q\n' "$KNOWN_HOSTS"
+    printf 'export PXAGENT_TESTBED_STATE=%q\n' "$STATE_DIR"
+    printf 'export PXAGENT_TESTBED_SSHD_LOG=%q\n' "$SSHD_LOG"
+    printf 'export PXAGENT_TESTBED_SSHD_PIDFILE=%q\n' "$SSHD_PIDFILE"
+    printf 'export PXAGENT_TESTBED_SSHD_CONFIG=%q\n' "$SSHD_CONFIG"
+    printf 'export PXAGENT_TESTBED_SUDOERS=%q\n' "$SUDOERS_FILE"
+    printf 'export PXAGENT_TESTBED_SIM_DIR=%q\n' "$SIM_STATE_DIR"
+}
+
+# ---------------------------------------------------------------------------------------------
+# selftest: exactly the issue's "Done when", against the live bed
+
+do_selftest() {
+    need_root
+    local failures=0 out err rc
+    pass() { printf 'selftest: ok   %s\n' "$*"; }
+    fail() { printf 'selftest: FAIL %s\n' "$*"; failures=$((failures + 1)); }
+    err="$(mktemp)"
+
+    if bed_checks >/dev/null; then pass "bed $BED_ID is up and healthy"; else
+        fail "bed $BED_ID is not up and healthy (run: $SCRIPT_PATH status$(env_opts))"
+        rm -f "$err"
+        return 1
+    fi
+
+    # 1. With sudo: the simulated cluster as JSON.
+    rc=0
+    out="$(agent_ssh 'sudo -n /usr/bin/pvesh get /cluster/resources --output-format json' 2>"$err")" || rc=$?
+    if [[ $rc -eq 0 ]] && is_json "$out" 'type == "array" and length > 0' && [[ "$out" == *'"node"'* ]]; then
+        pass "sudo -n pvesh get /cluster/resources --output-format json -> JSON array of $(jq length <<<"$out" 2>/dev/null || echo some) resources"
+    else
+        fail "sudo -n pvesh get /cluster/resources: rc=$rc stdout=${out:0:200} stderr=$(tr '\n' ' ' <"$err")"
+    fi
+
+    # 2. Without sudo: PVE's non-root refusal (ipcc_send_rec … Unable to load access control list, 255).
+    rc=0
+    out="$(agent_ssh '/usr/bin/pvesh get /cluster/resources --output-format json' 2>"$err")" || rc=$?
+    if [[ $rc -eq 255 ]] && grep -q 'ipcc_send_rec' "$err" && grep -q 'Unable to load access control list' "$err"; then
+        pass "without sudo: exit 255, $(head -n1 "$err")"
+    else
+        fail "without sudo: want exit 255 + ipcc_send_rec error; got rc=$rc stderr=$(tr '\n' ' ' <"$err")"
+    fi
+
+    # 3. An argument outside the catalog (a hookscript is a root shell) is refused by sudo itself.
+    rc=0
+    out="$(agent_ssh 'sudo -n /usr/sbin/qm set 100 --hookscript x' 2>"$err")" || rc=$?
+    if [[ $rc -eq 1 ]] && grep -q 'a password is required' "$err"; then
+        pass "sudo -n qm set 100 --hookscript x refused: $(head -n1 "$err")"
+    else
+        fail "qm set --hookscript: want sudo's 'a password is required' (exit 1); got rc=$rc stdout=$out stderr=$(tr '\n' ' ' <"$err")"
+    fi
+
+    # 4. Password login is refused by sshd. The client really tries a password (SSH_ASKPASS forced)
+    #    with public key auth off; sshd must not let it in.
+    local askpass
+    askpass="$(mktemp)"
+    printf '#!/bin/sh\necho not-the-password\n' >"$askpass"
+    chmod 0700 "$askpass"
+    rc=0
+    out="$(SSH_ASKPASS="$askpass" SSH_ASKPASS_REQUIRE=force timeout 20 \
+        ssh -F /dev/null -p "$PORT" -o UserKnownHostsFile="$KNOWN_HOSTS" -o GlobalKnownHostsFile=/dev/null \
+        -o StrictHostKeyChecking=yes -o PubkeyAuthentication=no -o IdentityAgent=none \
+        -o PreferredAuthentications=password,keyboard-interactive -o NumberOfPasswordPrompts=1 \
+        -o ConnectTimeout=5 "$USER_NAME@127.0.0.1" true </dev/null 2>"$err")" || rc=$?
+    rm -f "$askpass"
+    if [[ $rc -eq 255 ]] && grep -q 'Permission denied' "$err"; then
+        pass "password login refused by sshd: $(grep 'Permission denied' "$err" | head -n1)"
+    else
+        fail "password login: want 'Permission denied' (exit 255); got rc=$rc stderr=$(tr '\n' ' ' <"$err")"
+    fi
+    if [[ "$(conf_get offer_password)" != 1 ]]; then
+        if grep -q 'Permission denied (publickey)' "$err"; then pass "sshd offers only publickey to $USER_NAME"; else fail "sshd offers more than publickey: $(tr '\n' ' ' <"$err")"; fi
+    fi
+    if [[ "$(password_status)" == L ]]; then pass "passwd -S: $(passwd -S "$USER_NAME")"; else fail "passwd -S: $(passwd -S "$USER_NAME")"; fi
+    rm -f "$err"
+
+    # 5. up again is a no-op; down leaves no sshd, account or sudoers file behind; down twice is a
+    #    no-op; then the bed comes back up so callers find it as they left it.
+    if [[ $SELFTEST_QUICK -eq 0 ]]; then
+        local opts=(--port "$PORT" --user "$USER_NAME" --state-dir "$STATE_DIR" --profile "$(conf_get profile)")
+        [[ "$(conf_get offer_password)" != 1 ]] || opts+=(--offer-password)
+        [[ -z "$(conf_get vmids)" ]] || opts+=(--vmids "$(conf_get vmids)")
+        [[ -z "$(conf_get ctids)" ]] || opts+=(--ctids "$(conf_get ctids)")
+        local pxbin simbin sshd_pid
+        pxbin="$(conf_get pxagent_bin)"
+        simbin="$(conf_get pve_sim_bin)"
+        sshd_pid="$(our_sshd_pid)"
+        out="$(PXAGENT_BIN="$pxbin" PVE_SIM_BIN="$simbin" "$SCRIPT_PATH" up "${opts[@]}" 2>&1)" || rc=$?
+        if [[ "$out" == *"already up and healthy"* && "$(our_sshd_pid)" == "$sshd_pid" ]]; then
+            pass "up on a healthy bed is a no-op (sshd pid $sshd_pid kept)"
+        else
+            fail "up on a healthy bed was not a no-op: $out"
+        fi
+
+        if "$SCRIPT_PATH" down "${opts[@]}" 2>/dev/null; then pass "down exits 0"; else fail "down failed"; fi
+        if [[ -n "$sshd_pid" ]] && pid_is_our_sshd "$sshd_pid"; then fail "sshd pid $sshd_pid still running after down"; else pass "down: no sshd (pid $sshd_pid gone)"; fi
+        if [[ -n "$(stray_sshd_pids)" ]]; then fail "down: an sshd naming $SSHD_CONFIG still runs"; fi
+        if port_answers "$PORT"; then fail "down: 127.0.0.1:$PORT still answers"; else pass "down: 127.0.0.1:$PORT closed"; fi
+        if account_exists; then fail "down: account $USER_NAME still exists"; else pass "down: no account $USER_NAME"; fi
+        if [[ -e "$SUDOERS_FILE" ]]; then fail "down: $SUDOERS_FILE still exists"; else pass "down: no $SUDOERS_FILE"; fi
+        if [[ -e "$STATE_DIR" ]]; then fail "down: $STATE_DIR still exists"; else pass "down: no $STATE_DIR"; fi
+        rc=0
+        out="$("$SCRIPT_PATH" down "${opts[@]}" 2>&1)" || rc=$?
+        if [[ $rc -eq 0 && "$out" == *"already down"* ]]; then pass "down twice is a no-op"; else fail "second down (rc=$rc): $out"; fi
+
+        if PXAGENT_BIN="$pxbin" PVE_SIM_BIN="$simbin" "$SCRIPT_PATH" up "${opts[@]}" >/dev/null 2>&1 &&
+            bed_checks >/dev/null; then
+            pass "bed $BED_ID back up (fresh simulator state unless another bed shares it)"
+        else
+            fail "could not bring bed $BED_ID back up"
+        fi
+    fi
+
+    if [[ $failures -gt 0 ]]; then
+        echo "selftest: $failures check(s) FAILED"
+        return 1
+    fi
+    echo "selftest: all checks passed"
+}
+
+# ---------------------------------------------------------------------------------------------
+
+case "$CMD" in
+up) do_up ;;
+down)
+    need_root
+    take_lock
+    do_down
+    ;;
+status) do_status ;;
+env) do_env ;;
+selftest) do_selftest ;;
+esac

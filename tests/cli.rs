@@ -1,0 +1,342 @@
+//! Black-box tests of the `pxagent` binary for local commands (no host needed): catalog,
+//! sudoers render/lint, dry-run, bad input. Each runs with an empty environment so a
+//! developer's PXAGENT_* settings or config never leak in.
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+fn fixtures() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures")
+}
+
+fn pxagent() -> Command {
+    let mut c = Command::cargo_bin("pxagent").unwrap();
+    c.env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("HOME", "/nonexistent");
+    c
+}
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn run(args: &[&str]) -> Run {
+    let out = pxagent().args(args).output().unwrap();
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8(out.stdout).unwrap(),
+        stderr: String::from_utf8(out.stderr).unwrap(),
+    }
+}
+
+fn json(r: &Run) -> Value {
+    serde_json::from_str(&r.stdout)
+        .unwrap_or_else(|e| panic!("not one JSON document ({e}): {:?}", r.stdout))
+}
+
+#[test]
+fn catalog_json_lists_every_op_with_rule_and_argv() {
+    let r = run(&["catalog", "-o", "json"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let doc = json(&r);
+    assert_eq!(doc["ok"], true);
+    assert_eq!(doc["op"], "catalog");
+    let ops = doc["data"].as_array().unwrap();
+    assert_eq!(ops.len(), pxagent::catalog::OPS.len());
+    let destroy = ops.iter().find(|o| o["id"] == "vm.destroy").unwrap();
+    assert_eq!(destroy["risk"], "confirm");
+    assert_eq!(destroy["profiles"], serde_json::json!(["full"]));
+    assert_eq!(destroy["phrase"], "yes destroy {vmid}");
+    assert_eq!(destroy["example_argv"][0], "/usr/bin/pvesh");
+    assert!(
+        destroy["sudoers_rule"]
+            .as_str()
+            .unwrap()
+            .starts_with("/usr/bin/pvesh ^delete /nodes/")
+    );
+    for o in ops {
+        for key in [
+            "id",
+            "usage",
+            "risk",
+            "profiles",
+            "example_argv",
+            "sudoers_rule",
+        ] {
+            assert!(!o[key].is_null(), "{} lacks {key}", o["id"]);
+        }
+    }
+}
+
+#[test]
+fn catalog_table_is_readable() {
+    let r = run(&["catalog"]);
+    assert_eq!(r.code, 0);
+    assert!(
+        r.stdout.contains("vm.start  [change; operator,full]"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout
+            .contains("  sudoers: /usr/bin/pvesh ^create /nodes/")
+    );
+}
+
+#[test]
+fn dry_run_of_destroy_shows_argv_rule_and_phrase() {
+    let r = run(&["vm", "destroy", "100", "--dry-run"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stdout.contains("vm.destroy (risk: confirm)"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.contains(
+            "remote:   sudo -n /usr/bin/pvesh delete '/nodes/<node>/qemu/100' --output-format json"
+        ),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout
+            .contains("sudoers:  /usr/bin/pvesh ^delete /nodes/"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.contains("needs the phrase `yes destroy 100`"),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("nothing was sent"));
+
+    let r = run(&[
+        "vm",
+        "destroy",
+        "100",
+        "--purge",
+        "--node",
+        "pve2",
+        "--dry-run",
+        "-o",
+        "json",
+    ]);
+    let d = &json(&r)["data"];
+    assert_eq!(
+        d["argv"],
+        serde_json::json!([
+            "sudo",
+            "-n",
+            "/usr/bin/pvesh",
+            "delete",
+            "/nodes/pve2/qemu/100",
+            "--purge",
+            "1",
+            "--output-format",
+            "json"
+        ])
+    );
+    assert_eq!(d["phrase"], "yes destroy 100");
+    assert_eq!(d["sent"], false);
+    // The argv matches the rule it names.
+    let rule = d["sudoers_rule"].as_str().unwrap();
+    let re = regex::Regex::new(rule.split_once(' ').unwrap().1).unwrap();
+    let joined: Vec<&str> = d["argv"].as_array().unwrap()[3..]
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert!(re.is_match(&joined.join(" ")));
+}
+
+#[test]
+fn snapshot_with_vmstate_is_the_confirm_variant() {
+    let r = run(&[
+        "vm",
+        "snapshot",
+        "100",
+        "before",
+        "--vmstate",
+        "--dry-run",
+        "-o",
+        "json",
+    ]);
+    let d = &json(&r)["data"];
+    assert_eq!(d["op"], "vm.snapshot-vmstate");
+    assert_eq!(d["risk"], "confirm");
+    assert_eq!(d["phrase"], "yes vmstate 100 before");
+    let r = run(&[
+        "vm",
+        "snapshot",
+        "100",
+        "before",
+        "--description",
+        "pre upgrade",
+        "--dry-run",
+        "-o",
+        "json",
+    ]);
+    let d = &json(&r)["data"];
+    assert_eq!(d["op"], "vm.snapshot");
+    assert_eq!(d["phrase"], Value::Null);
+}
+
+#[test]
+fn an_op_without_a_host_says_how_to_name_one() {
+    let r = run(&["vm", "start", "100", "-o", "json"]);
+    assert_eq!(r.code, 2);
+    let doc = json(&r);
+    assert_eq!(doc["ok"], false);
+    assert!(
+        doc["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("-H HOST"),
+        "{doc}"
+    );
+}
+
+#[test]
+fn bad_input_is_one_line_and_exit_2_with_nothing_on_stdout() {
+    let cases: &[&[&str]] = &[
+        &["sudoers", "render", "--profile", "admin"],
+        &["sudoers", "render", "--vmids", "50-20"],
+        &["sudoers", "render", "--vmids", "abc"],
+        &["sudoers", "render", "--vmids", "300-200"],
+        &["sudoers", "render", "--user", "x;rm -rf /"],
+        &["sudoers", "render", "--user", "$(id)"],
+        &["sudoers", "render", "--user", "root"],
+        &["sudoers", "lint", "/nonexistent/sudoers"],
+        &["vm", "start", "99"],
+        &["vm", "start", "100; reboot"],
+        &["vm", "snapshot", "100", "current"],
+        &[
+            "vm",
+            "snapshot",
+            "100",
+            "ok-name",
+            "--description",
+            "x --vmstate 1",
+        ],
+        &["vm", "status", "100", "--node", "pve1/../x"],
+        &["task", "status", "not-a-upid"],
+        &["vm", "start", "100", "--bogus"],
+        &["cluster", "resources", "--type", "lxc"],
+    ];
+    for args in cases {
+        let r = run(args);
+        assert_eq!(r.code, 2, "{args:?}: {}", r.stderr);
+        assert!(
+            r.stdout.is_empty(),
+            "{args:?} wrote to stdout: {}",
+            r.stdout
+        );
+        assert!(!r.stderr.trim().is_empty(), "{args:?}");
+        if !args.contains(&"--bogus") {
+            assert_eq!(r.stderr.trim().lines().count(), 1, "{args:?}: {}", r.stderr);
+        }
+    }
+    // In JSON mode the same errors are one JSON document on stdout.
+    let r = run(&["-o", "json", "vm", "start", "99"]);
+    assert_eq!(r.code, 2);
+    let doc = json(&r);
+    assert_eq!(doc["error"]["kind"], "invalid_input");
+    let r = run(&["vm", "start", "100", "--bogus", "-o", "json"]);
+    assert_eq!(r.code, 2);
+    assert_eq!(json(&r)["ok"], false);
+}
+
+#[test]
+fn the_checked_in_template_is_the_default_render() {
+    let r = run(&["sudoers", "render"]);
+    assert_eq!(r.code, 0);
+    let template = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/templates/zen-agent-sudoers"
+    ))
+    .unwrap();
+    assert_eq!(
+        r.stdout, template,
+        "templates/zen-agent-sudoers is stale: run `cargo run -q -- sudoers render > templates/zen-agent-sudoers`"
+    );
+}
+
+#[test]
+fn render_then_lint_reports_no_errors() {
+    for profile in ["readonly", "operator", "full"] {
+        let rendered = run(&[
+            "sudoers",
+            "render",
+            "--profile",
+            profile,
+            "--vmids",
+            "100-199",
+        ])
+        .stdout;
+        let out = pxagent()
+            .args(["sudoers", "lint", "-", "-o", "json"])
+            .write_stdin(rendered)
+            .output()
+            .unwrap();
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(out.status.code(), Some(0), "{profile}: {doc}");
+        assert_eq!(doc["data"]["errors"], 0, "{profile}: {doc}");
+    }
+}
+
+#[test]
+fn lint_flags_every_root_equivalent_line_of_the_published_template() {
+    let path = fixtures().join("sudo/published.sudoers");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let r = run(&["sudoers", "lint", path.to_str().unwrap(), "-o", "json"]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    let doc = json(&r);
+    assert_eq!(doc["ok"], false);
+    let findings = doc["data"]["findings"].as_array().unwrap();
+    let error_lines: Vec<u64> = findings
+        .iter()
+        .filter(|f| f["severity"] == "error")
+        .map(|f| f["line"].as_u64().unwrap())
+        .collect();
+    // Root-equivalent: every `*` rule on a PVE tool or an escape binary, and the invalid
+    // Defaults lines.
+    let root_equivalent = [
+        "qm *",
+        "pct *",
+        "pvesh *",
+        "pvesm *",
+        "vzdump *",
+        "qmrestore *",
+        "qemu-img *",
+        "pveam *",
+        "ha-manager *",
+        "/find *",
+        "journalctl *",
+        "systemctl status *",
+        "/ip *",
+        "/mount *",
+        "Defaults!zen-agent LOG_INPUT",
+        "Defaults!zen-agent LOG_OUTPUT",
+    ];
+    for (i, line) in text.lines().enumerate() {
+        if root_equivalent.iter().any(|p| line.contains(p)) {
+            assert!(
+                error_lines.contains(&(i as u64 + 1)),
+                "line {} not flagged as error: {line}",
+                i + 1
+            );
+        }
+    }
+    // Human output names the file and line.
+    let r = run(&["sudoers", "lint", path.to_str().unwrap()]);
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stdout.contains("published.sudoers:1: error"),
+        "{}",
+        r.stdout
+    );
+}

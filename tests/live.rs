@@ -1,0 +1,794 @@
+//! Live tests against the sandbox host (issue 4): real sshd, real sudo with the rendered
+//! sudoers, the PVE simulator. `scripts/test.sh` brings the bed up and exports its
+//! `PXAGENT_*` variables; without them every test here FAILS with a message (never skips).
+//!
+//! Tests that change the host (sudoers, faults, sshd) hold `HOST` so they never overlap, and
+//! put back what they changed.
+
+use std::path::{Path, PathBuf};
+use std::process::Command as Proc;
+use std::sync::Mutex;
+
+use serde_json::Value;
+
+static HOST: Mutex<()> = Mutex::new(());
+
+const SIM: &str = "/usr/local/lib/pve-sim/pve-sim";
+
+struct Bed {
+    host: String,
+    port: String,
+    user: String,
+    identity: String,
+    known_hosts: String,
+    sudoers: String,
+}
+
+fn bed() -> Bed {
+    let get = |k: &str| {
+        std::env::var(k).unwrap_or_else(|_| {
+            panic!("{k} is not set: these tests need the sandbox host; run scripts/test.sh (or `eval \"$(scripts/testbed.sh env)\"` after `scripts/testbed.sh up`)")
+        })
+    };
+    Bed {
+        host: get("PXAGENT_HOST"),
+        port: get("PXAGENT_PORT"),
+        user: get("PXAGENT_USER"),
+        identity: get("PXAGENT_IDENTITY"),
+        known_hosts: get("PXAGENT_KNOWN_HOSTS"),
+        sudoers: std::env::var("PXAGENT_TESTBED_SUDOERS")
+            .unwrap_or_else(|_| format!("/etc/sudoers.d/{}", get("PXAGENT_USER"))),
+    }
+}
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl Run {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {:?} / {:?}", self.stdout, self.stderr))
+    }
+}
+
+/// Run pxagent against the bed with an isolated environment (empty HOME, no agent).
+fn px_with(args: &[&str], env: &[(&str, &str)]) -> Run {
+    let b = bed();
+    let home = tempfile::tempdir().unwrap();
+    let mut c = assert_cmd::Command::cargo_bin("pxagent").unwrap();
+    c.env_clear()
+        .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+        .env("HOME", home.path())
+        .env("PXAGENT_HOST", &b.host)
+        .env("PXAGENT_PORT", &b.port)
+        .env("PXAGENT_USER", &b.user)
+        .env("PXAGENT_IDENTITY", &b.identity)
+        .env("PXAGENT_KNOWN_HOSTS", &b.known_hosts);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let out = c.args(args).output().unwrap();
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+fn px(args: &[&str]) -> Run {
+    px_with(args, &[])
+}
+
+/// Ask the simulator directly, as root (what the host holds).
+fn sim_pvesh(path: &str, extra: &[&str]) -> Value {
+    let out = Proc::new(SIM)
+        .args(["pvesh", "get", path])
+        .args(extra)
+        .args(["--output-format", "json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "sim: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn fault(rule: &str) {
+    let st = Proc::new(SIM)
+        .args(["fault", "add", rule])
+        .status()
+        .unwrap();
+    assert!(st.success());
+}
+
+fn clear_faults() {
+    let _ = Proc::new(SIM).args(["fault", "clear"]).status();
+}
+
+/// Replace the bed's sudoers file for the duration of a test; put the original back.
+struct SudoersSwap {
+    path: String,
+    saved: Vec<u8>,
+}
+
+impl SudoersSwap {
+    fn install(text: Option<&str>) -> SudoersSwap {
+        let path = bed().sudoers;
+        let saved = std::fs::read(&path).expect("the bed's sudoers file");
+        match text {
+            None => std::fs::remove_file(&path).unwrap(),
+            Some(t) => {
+                let tmp = format!("{path}.new");
+                std::fs::write(&tmp, t).unwrap();
+                let ok = Proc::new("visudo").args(["-cf", &tmp]).output().unwrap();
+                assert!(
+                    ok.status.success(),
+                    "{}",
+                    String::from_utf8_lossy(&ok.stderr)
+                );
+                Proc::new("chmod").args(["0440", &tmp]).status().unwrap();
+                std::fs::rename(&tmp, &path).unwrap();
+            }
+        }
+        SudoersSwap { path, saved }
+    }
+}
+
+impl Drop for SudoersSwap {
+    fn drop(&mut self) {
+        std::fs::write(&self.path, &self.saved).unwrap();
+        let _ = Proc::new("chmod").args(["0440", &self.path]).status();
+    }
+}
+
+fn lock() -> std::sync::MutexGuard<'static, ()> {
+    HOST.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[test]
+fn preflight_passes_on_the_sandbox() {
+    let _g = lock();
+    let r = px(&["preflight", "-o", "json"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let checks = r.json()["data"]["checks"].as_array().unwrap().clone();
+    for name in [
+        "ssh",
+        "ssh-auth-methods",
+        "account",
+        "sudo-version",
+        "sudo-rules",
+        "over-broad",
+        "audit",
+        "pve-version",
+    ] {
+        let c = checks
+            .iter()
+            .find(|c| c["name"] == name)
+            .unwrap_or_else(|| panic!("no check {name}"));
+        assert_eq!(c["status"], "pass", "{c}");
+    }
+}
+
+#[test]
+fn every_read_op_returns_what_the_simulator_holds() {
+    let _g = lock();
+    let data = |args: &[&str]| {
+        let mut a = args.to_vec();
+        a.extend(["-o", "json"]);
+        let r = px(&a);
+        assert_eq!(r.code, 0, "{args:?}: {}", r.stderr);
+        r.json()["data"].clone()
+    };
+    assert_eq!(data(&["version"]), sim_pvesh("/version", &[]));
+    assert_eq!(
+        data(&["cluster", "status"]),
+        sim_pvesh("/cluster/status", &[])
+    );
+
+    let resources = sim_pvesh("/cluster/resources", &[]);
+    let ids = |v: &Value, t: Option<&str>| -> Vec<String> {
+        let mut ids: Vec<String> = v
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| t.is_none_or(|t| r["type"] == t))
+            .map(|r| r["id"].as_str().unwrap().to_string())
+            .collect();
+        ids.sort();
+        ids
+    };
+    assert_eq!(
+        ids(&data(&["cluster", "resources"]), None),
+        ids(&resources, None)
+    );
+    assert_eq!(
+        ids(&data(&["vm", "list"]), None),
+        ids(&resources, Some("qemu"))
+    );
+    assert_eq!(
+        ids(&data(&["ct", "list"]), None),
+        ids(&resources, Some("lxc"))
+    );
+    assert_eq!(
+        ids(&data(&["cluster", "resources", "--type", "ct"]), None),
+        ids(&resources, Some("lxc"))
+    );
+    assert_eq!(
+        ids(&data(&["cluster", "resources", "--type", "storage"]), None),
+        ids(&resources, Some("storage"))
+    );
+
+    let nodes: Vec<String> = data(&["node", "list"])
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["node"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(nodes, vec!["pve1", "pve2", "pve3"]);
+    assert_eq!(
+        data(&["node", "status", "pve2"]),
+        sim_pvesh("/nodes/pve2/status", &[])
+    );
+    let storages: Vec<String> = data(&["storage", "list"])
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["storage"].as_str().unwrap().to_string())
+        .collect();
+    let mut sim_storages: Vec<String> = sim_pvesh("/nodes/pve1/storage", &[])
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["storage"].as_str().unwrap().to_string())
+        .collect();
+    sim_storages.sort();
+    assert_eq!(storages, sim_storages);
+
+    // Every guest's status, config and snapshots, wherever it lives.
+    for r in resources
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["type"] == "qemu" || r["type"] == "lxc")
+    {
+        let (kind, cli) = if r["type"] == "qemu" {
+            ("qemu", "vm")
+        } else {
+            ("lxc", "ct")
+        };
+        let vmid = r["vmid"].to_string();
+        let node = r["node"].as_str().unwrap();
+        for (sub, path) in [("status", "status/current"), ("config", "config")] {
+            assert_eq!(
+                data(&[cli, sub, &vmid]),
+                sim_pvesh(&format!("/nodes/{node}/{kind}/{vmid}/{path}"), &[]),
+                "{cli} {sub} {vmid}"
+            );
+        }
+        let snaps: Vec<String> = data(&[cli, "snapshots", &vmid])
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["name"].as_str().unwrap().to_string())
+            .collect();
+        let sim_snaps = sim_pvesh(&format!("/nodes/{node}/{kind}/{vmid}/snapshot"), &[]);
+        assert_eq!(
+            snaps.len(),
+            sim_snaps.as_array().unwrap().len(),
+            "{cli} snapshots {vmid}"
+        );
+        assert!(snaps.contains(&"current".to_string()));
+    }
+
+    // Tasks: status and log of one the simulator holds.
+    let tasks = sim_pvesh("/nodes/pve1/tasks", &[]);
+    let upid = tasks[0]["upid"]
+        .as_str()
+        .expect("the simulator has finished tasks")
+        .to_string();
+    let st = data(&["task", "status", &upid]);
+    assert_eq!(
+        st,
+        sim_pvesh(&format!("/nodes/pve1/tasks/{upid}/status"), &[])
+    );
+    let log = data(&["task", "log", &upid, "--limit", "100"]);
+    assert!(log.as_array().is_some_and(|l| !l.is_empty()));
+}
+
+#[test]
+fn a_guest_on_another_node_works_from_any_node() {
+    let _g = lock();
+    let r = px(&["vm", "status", "101", "-o", "json"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.json()["data"]["name"], "db");
+    assert_eq!(
+        r.json()["data"],
+        sim_pvesh("/nodes/pve2/qemu/101/status/current", &[])
+    );
+    // Human output too.
+    let r = px(&["vm", "status", "101"]);
+    assert!(
+        r.stdout.contains("name") && r.stdout.contains("db"),
+        "{}",
+        r.stdout
+    );
+}
+
+#[test]
+fn wrong_guest_kind_and_unknown_guest() {
+    let _g = lock();
+    let r = px(&["vm", "status", "200"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("is a container") && r.stderr.contains("pxagent ct status"),
+        "{}",
+        r.stderr
+    );
+    let r = px(&["vm", "status", "4242", "-o", "json"]);
+    assert_eq!(r.code, 1);
+    assert!(
+        r.json()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no guest with id 4242")
+    );
+}
+
+#[test]
+fn status_summarises_the_cluster() {
+    let _g = lock();
+    let r = px(&["status", "-o", "json"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let d = r.json()["data"].clone();
+    assert_eq!(
+        d["version"]["version"],
+        sim_pvesh("/version", &[])["version"]
+    );
+    assert_eq!(d["nodes"].as_array().unwrap().len(), 3);
+    let guests = d["guests"].as_object().unwrap();
+    let total: u64 = guests.values().map(|v| v.as_u64().unwrap()).sum();
+    let sim_guests = sim_pvesh("/cluster/resources", &["--type", "vm"])
+        .as_array()
+        .unwrap()
+        .len() as u64;
+    assert_eq!(total, sim_guests);
+    let human = px(&["status"]);
+    assert!(human.stdout.starts_with("Proxmox VE "), "{}", human.stdout);
+}
+
+#[test]
+fn sudoers_removed_preflight_names_missing_rules_and_ops_exit_9() {
+    let _g = lock();
+    let _swap = SudoersSwap::install(None);
+    let r = px(&["preflight"]);
+    assert_eq!(r.code, 5, "{}{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("FAIL  sudo-rules"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("fix: install pxagent's rules"),
+        "{}",
+        r.stdout
+    );
+    let r = px(&["vm", "list", "-o", "json"]);
+    assert_eq!(r.code, 9, "{}", r.stdout);
+    assert_eq!(r.json()["error"]["kind"], "sudo_refused");
+    assert!(
+        r.json()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("pxagent preflight")
+    );
+}
+
+#[test]
+fn missing_rules_are_named() {
+    let _g = lock();
+    let b = bed();
+    // Operator rules installed, full profile expected: the confirm ops are missing.
+    let text = px(&[
+        "sudoers",
+        "render",
+        "--user",
+        &b.user,
+        "--profile",
+        "operator",
+    ])
+    .stdout;
+    let _swap = SudoersSwap::install(Some(&text));
+    let r = px(&["preflight", "--profile", "full", "-o", "json"]);
+    assert_eq!(r.code, 5);
+    let checks = r.json()["data"]["checks"].clone();
+    let rules = checks
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "sudo-rules")
+        .unwrap()
+        .clone();
+    assert_eq!(rules["status"], "fail");
+    assert!(
+        rules["detail"].as_str().unwrap().contains("vm.destroy"),
+        "{rules}"
+    );
+    assert!(
+        !rules["detail"].as_str().unwrap().contains("vm.start"),
+        "{rules}"
+    );
+    assert_eq!(px(&["preflight", "--profile", "operator"]).code, 0);
+}
+
+#[test]
+fn a_wildcard_rule_fails_the_preflight_as_over_broad() {
+    let _g = lock();
+    let b = bed();
+    let mut text = px(&["sudoers", "render", "--user", &b.user]).stdout;
+    text.push_str(&format!("{} ALL=(root) NOPASSWD: /usr/sbin/qm *\n", b.user));
+    let _swap = SudoersSwap::install(Some(&text));
+    let r = px(&["preflight", "-o", "json"]);
+    assert_eq!(r.code, 5);
+    let checks = r.json()["data"]["checks"].clone();
+    let broad = checks
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "over-broad")
+        .unwrap()
+        .clone();
+    assert_eq!(broad["status"], "fail");
+    assert!(
+        broad["detail"].as_str().unwrap().contains("/usr/sbin/qm *"),
+        "{broad}"
+    );
+}
+
+#[test]
+fn io_logging_off_fails_the_preflight() {
+    let _g = lock();
+    let b = bed();
+    let text: String = px(&["sudoers", "render", "--user", &b.user])
+        .stdout
+        .lines()
+        .filter(|l| !l.contains("log_input, log_output"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let _swap = SudoersSwap::install(Some(&text));
+    let r = px(&["preflight"]);
+    assert_eq!(r.code, 5);
+    assert!(r.stdout.contains("FAIL  audit"), "{}", r.stdout);
+    assert!(r.stdout.contains("log_input"), "{}", r.stdout);
+}
+
+#[test]
+fn a_hanging_command_hits_the_timeout_and_does_not_linger() {
+    let _g = lock();
+    clear_faults();
+    fault(r#"{"match":"get /version","action":"hang","seconds":30,"times":1}"#);
+    let r = px(&["--timeout", "2", "version", "-o", "json"]);
+    clear_faults();
+    assert_eq!(r.code, 7, "{}", r.stdout);
+    assert_eq!(r.json()["error"]["kind"], "connection_failed");
+    // The remote process is gone soon after (bounded wait, no timing assertion).
+    let mut gone = false;
+    for _ in 0..50 {
+        let p = Proc::new("pgrep")
+            .args(["-f", "pvesh get /version"])
+            .output()
+            .unwrap();
+        if !p.status.success() {
+            gone = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(gone, "the hung remote command is still running");
+}
+
+#[test]
+fn sshd_killed_mid_command_is_a_lost_connection() {
+    let _g = lock();
+    let b = bed();
+    clear_faults();
+    fault(r#"{"match":"get /cluster/status","action":"hang","seconds":20,"times":1}"#);
+    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("pxagent"))
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("HOME", "/nonexistent")
+        .args([
+            "-H",
+            &b.host,
+            "-p",
+            &b.port,
+            "-u",
+            &b.user,
+            "-i",
+            &b.identity,
+            "--known-hosts",
+            &b.known_hosts,
+            "cluster",
+            "status",
+            "-o",
+            "json",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait for the session to exist, then kill its sshd processes (the privileged monitor and
+    // the session child, matched by the account's name, never broadly).
+    let pattern = format!("^sshd: {}( |@)", b.user);
+    let mut killed = false;
+    for _ in 0..100 {
+        if Proc::new("pgrep")
+            .args(["-f", "pvesh get /cluster/status"])
+            .output()
+            .unwrap()
+            .status
+            .success()
+        {
+            killed = Proc::new("pkill")
+                .args(["-KILL", "-f", &pattern])
+                .status()
+                .unwrap()
+                .success();
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    clear_faults();
+    assert!(killed, "never saw the remote command start");
+    assert_eq!(
+        out.status.code(),
+        Some(7),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+#[test]
+fn unknown_host_is_refused_then_accepted_with_accept_new() {
+    let _g = lock();
+    let dir = tempfile::tempdir().unwrap();
+    let kh = dir.path().join("known_hosts");
+    let khs = kh.to_str().unwrap();
+    let r = px(&["--known-hosts", khs, "version"]);
+    assert_eq!(r.code, 6, "{}", r.stderr);
+    assert!(r.stderr.contains("SHA256:"), "{}", r.stderr);
+    let r = px(&["--known-hosts", khs, "--accept-new", "version"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        std::fs::read_to_string(&kh)
+            .unwrap()
+            .contains("[127.0.0.1]:")
+    );
+    assert_eq!(px(&["--known-hosts", khs, "version"]).code, 0);
+}
+
+#[test]
+fn a_changed_host_key_is_always_refused() {
+    let _g = lock();
+    let dir = tempfile::tempdir().unwrap();
+    let other = dir.path().join("other");
+    let st = Proc::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+        .arg(&other)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let b = bed();
+    let pubkey = std::fs::read_to_string(other.with_extension("pub")).unwrap();
+    let kh = dir.path().join("known_hosts");
+    let mut parts = pubkey.split_whitespace();
+    std::fs::write(
+        &kh,
+        format!(
+            "[{}]:{} {} {}\n",
+            b.host,
+            b.port,
+            parts.next().unwrap(),
+            parts.next().unwrap()
+        ),
+    )
+    .unwrap();
+    for extra in [&[][..], &["--accept-new"][..]] {
+        let mut args = vec!["--known-hosts", kh.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        args.push("version");
+        let r = px(&args);
+        assert_eq!(r.code, 6, "{extra:?}: {}", r.stderr);
+        assert!(r.stderr.contains(kh.to_str().unwrap()), "{}", r.stderr);
+    }
+}
+
+#[test]
+fn a_key_readable_by_others_is_refused() {
+    let _g = lock();
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("id");
+    std::fs::copy(bed().identity, &key).unwrap();
+    Proc::new("chmod").arg("0644").arg(&key).status().unwrap();
+    let r = px(&["-i", key.to_str().unwrap(), "version"]);
+    assert_eq!(r.code, 6, "{}", r.stderr);
+    assert!(
+        r.stderr.to_lowercase().contains("unprotected"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn an_ssh_config_alias_works_like_ssh() {
+    let _g = lock();
+    let b = bed();
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir(home.path().join(".ssh")).unwrap();
+    std::fs::write(
+        home.path().join(".ssh/config"),
+        format!("Host sandbox\n    HostName {}\n    Port {}\n    User {}\n    IdentityFile {}\n    UserKnownHostsFile {}\n", b.host, b.port, b.user, b.identity, b.known_hosts),
+    )
+    .unwrap();
+    let out = assert_cmd::Command::cargo_bin("pxagent")
+        .unwrap()
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("HOME", home.path())
+        .args(["-H", "sandbox", "version", "-o", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["host"], format!("{}@{}:{}", b.user, b.host, b.port));
+}
+
+#[test]
+fn a_named_host_from_the_config_file() {
+    let _g = lock();
+    let b = bed();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("config.yaml");
+    std::fs::write(
+        &cfg,
+        format!("default_host: lab\nhosts:\n  lab:\n    address: {}\n    port: {}\n    user: {}\n    identity: {}\n    known_hosts: {}\n", b.host, b.port, b.user, b.identity, b.known_hosts),
+    )
+    .unwrap();
+    let out = assert_cmd::Command::cargo_bin("pxagent")
+        .unwrap()
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("HOME", dir.path())
+        .args(["--config", cfg.to_str().unwrap(), "version"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // A malformed config names file and line.
+    std::fs::write(&cfg, "hosts:\n  lab:\n    address: x\n    port: lots\n").unwrap();
+    let r = px(&["--config", cfg.to_str().unwrap(), "version"]);
+    assert_eq!(r.code, 2);
+    assert!(
+        r.stderr.contains(&format!("{}:4:", cfg.display())),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn ssh_agent_authentication_works() {
+    let _g = lock();
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("agent.sock");
+    let mut agent = std::process::Command::new("ssh-agent")
+        .args(["-D", "-a"])
+        .arg(&sock)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    for _ in 0..100 {
+        if sock.exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let added = Proc::new("ssh-add")
+        .arg(bed().identity)
+        .env("SSH_AUTH_SOCK", &sock)
+        .output()
+        .unwrap();
+    let b = bed();
+    let home = tempfile::tempdir().unwrap();
+    let out = assert_cmd::Command::cargo_bin("pxagent")
+        .unwrap()
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("HOME", home.path())
+        .env("SSH_AUTH_SOCK", &sock)
+        .args([
+            "-H",
+            &b.host,
+            "-p",
+            &b.port,
+            "-u",
+            &b.user,
+            "--known-hosts",
+            &b.known_hosts,
+            "version",
+        ])
+        .output()
+        .unwrap();
+    let _ = agent.kill();
+    let _ = agent.wait();
+    assert!(
+        added.status.success(),
+        "{}",
+        String::from_utf8_lossy(&added.stderr)
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn a_warning_on_success_is_shown_but_not_a_failure() {
+    let _g = lock();
+    clear_faults();
+    fault(
+        r#"{"match":"get /version","action":"warn","message":"storage 'nas' is not online","times":2}"#,
+    );
+    let r = px(&["version", "-o", "json"]);
+    let h = px(&["version"]);
+    clear_faults();
+    assert_eq!(r.code, 0);
+    assert_eq!(r.json()["warnings"][0], "storage 'nas' is not online");
+    assert_eq!(h.code, 0);
+    assert!(
+        h.stderr.contains("warning: storage 'nas' is not online"),
+        "{}",
+        h.stderr
+    );
+}
+
+#[test]
+fn root_is_never_the_login() {
+    let r = px(&["-u", "root", "version"]);
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("never logs in as root"));
+}
+
+#[test]
+fn nothing_is_sent_for_invalid_input_or_dry_run() {
+    let _g = lock();
+    // The connection is never opened: a bogus port would make it fail with 7.
+    for args in [
+        &["-p", "1", "vm", "start", "99"][..],
+        &["-p", "1", "vm", "destroy", "100", "--dry-run"][..],
+    ] {
+        let r = px(args);
+        assert_ne!(r.code, 7, "{args:?} tried to connect: {}", r.stderr);
+    }
+    let r = px(&["-p", "1", "vm", "destroy", "100"]);
+    assert_eq!(
+        r.code, 4,
+        "confirmation is checked before connecting: {}",
+        r.stderr
+    );
+}
+
+#[allow(dead_code)]
+fn exists(p: &str) -> bool {
+    Path::new(p).exists() || PathBuf::from(p).exists()
+}
