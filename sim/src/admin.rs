@@ -24,7 +24,11 @@ pub fn run(cmd: &str, args: &[String], env: &Env, now: i64) -> Output {
     };
     match (cmd, args.first().map(String::as_str)) {
         ("reset", None) => io(store.reset(now)),
-        ("dump", None) => match store.transact(now, |st| serde_json::to_string_pretty(st)) {
+        ("dump", None) => match store.transact(now, |st| {
+            // Show the state as of now: HA requests that are due have been carried out.
+            crate::ops::settle_ha(st, now);
+            serde_json::to_string_pretty(st)
+        }) {
             Ok(Ok(s)) => Output::ok(format!("{s}\n")),
             Ok(Err(e)) => Output::err(&format!("pve-sim: {e}"), 255),
             Err(e) => Output::err(&format!("pve-sim: {e}"), 255),

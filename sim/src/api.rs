@@ -225,6 +225,9 @@ fn resource_guest(g: &Guest, now: i64) -> Value {
     if let Some(tags) = g.config.get("tags") {
         insert(&mut v, "tags", tags.clone());
     }
+    if let Some(ha) = &g.ha {
+        insert(&mut v, "hastate", json!(ha.service_state()));
+    }
     v
 }
 
@@ -366,7 +369,13 @@ pub fn status_current(g: &Guest, now: i64) -> Value {
         Kind::Qemu => qemu_entry(g, now),
         Kind::Lxc => lxc_entry(g, now),
     };
-    insert(&mut v, "ha", json!({"managed": 0}));
+    // `PVE::HA::Config::get_service_status` [SRC pve-ha-manager]: `{managed:0}` or
+    // `{managed:1, state:<CRM service state>}` (FORMATS §2.8).
+    let ha = match &g.ha {
+        Some(h) => json!({"managed": 1, "state": h.service_state()}),
+        None => json!({"managed": 0}),
+    };
+    insert(&mut v, "ha", ha);
     if g.kind == Kind::Lxc {
         return v;
     }
@@ -471,9 +480,9 @@ pub fn storage_content(
     content: Option<&str>,
     vmid: Option<u32>,
 ) -> Result<Value, Failure> {
-    if st.storage(sid).is_none() {
+    let Some(storage) = st.storage(sid) else {
         return Err(Failure::die(format!("storage '{sid}' does not exist")));
-    }
+    };
     let mut out = Vec::new();
     for v in st
         .volumes
@@ -508,6 +517,14 @@ pub fn storage_content(
             if volid.split(':').next() != Some(sid) {
                 continue;
             }
+            // LVM-thin lists the LV itself; the base of a linked clone is not in its name
+            // (LvmThinPlugin `list_images` [SRC]).
+            let volid = match (volid.split_once(':'), storage.path.is_none()) {
+                (Some((s, v)), true) if v.contains('/') => {
+                    format!("{s}:{}", v.rsplit('/').next().unwrap_or(v))
+                }
+                _ => volid,
+            };
             let mut e = json!({"volid": volid, "format": "raw", "size": g.maxdisk, "used": g.maxdisk / 5, "content": kind_content, "vmid": g.vmid, "ctime": 1_761_900_000});
             if volid.contains(":base-") {
                 // A template's base volume has no parent; linked clones would carry `parent`.

@@ -21,6 +21,9 @@ pub enum Ty {
     Enum(&'static [&'static str]),
     /// `pve-configid` (snapshot names): `^[a-z][a-z0-9_-]+$`i, at most 40 characters.
     ConfigId,
+    /// `pve-storage-id` (`PVE::JSONSchema::parse_id` [SRC]): `^[a-z][a-z0-9\-_.]*[a-z0-9]$`i,
+    /// at least 2 characters.
+    StorageId,
 }
 
 /// One allowed option.
@@ -109,6 +112,25 @@ pub fn check(ty: Ty, v: &str) -> Result<String, String> {
                 Err(format!(
                     "value '{v}' does not have a value in the enumeration '{}'",
                     vals.join(", ")
+                ))
+            }
+        }
+        Ty::StorageId => {
+            if v.len() < 2 {
+                return Err(format!(
+                    "invalid format - storage ID '{v}' cannot be shorter than 2 characters"
+                ));
+            }
+            let mut chars = v.chars();
+            let ok = chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+                && v.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+                && v.chars().last().is_some_and(|c| c.is_ascii_alphanumeric());
+            if ok {
+                Ok(v.to_string())
+            } else {
+                Err(format!(
+                    "invalid format - storage ID '{v}' contains illegal characters"
                 ))
             }
         }

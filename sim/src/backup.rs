@@ -5,13 +5,14 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use crate::args::{self, Ty, p};
+use crate::args::{self, Param, Parsed, Ty, p};
 use crate::ops::{self, TaskRun};
+use crate::provision;
 use crate::qm::cli_task_output;
 use crate::state::{Guest, Kind, State, Volume};
-use crate::{Ctx, Failure, Output, timefmt};
+use crate::{Ctx, Output, timefmt};
 
 const GIB: f64 = 1_073_741_824.0;
 
@@ -184,61 +185,77 @@ fn backup_guest(g: &Guest, job: &Job, stamp_t: i64, now: i64, log: &mut Vec<Stri
     }
 }
 
-/// `vzdump <vmid>… [--storage S] [--mode snapshot|suspend|stop] [--compress 0|1|gzip|lzo|zstd]`
-/// (FORMATS §3.10). Guests of other nodes are skipped (`skip external VMs: …`); an unknown VMID
-/// fails that guest [INFER text] and the task dies with `job errors`.
-pub fn vzdump(st: &mut State, ctx: &Ctx, argv: &[String]) -> Output {
-    let usage = "vzdump {<vmid>} [OPTIONS]";
-    let schema = [
-        p("storage", Ty::Str),
-        p("mode", Ty::Enum(&["snapshot", "suspend", "stop"])),
-        p("compress", Ty::Enum(&["0", "1", "gzip", "lzo", "zstd"])),
-        p("remove", Ty::Bool),
-        p("notes-template", Ty::Str),
-        p("prune-backups", Ty::Str),
-        p("protected", Ty::Bool),
-        p("quiet", Ty::Bool),
-        p("bwlimit", Ty::Int(Some(0), None)),
-        p("ionice", Ty::Int(Some(0), Some(8))),
-        p("zstd", Ty::Int(Some(0), None)),
-    ];
-    let parsed = match args::parse(argv, &schema) {
-        Ok(p) => p,
-        Err(e) => return args::param_error(&e, usage),
-    };
-    let mut vmids = Vec::new();
-    for v in &parsed.pos {
-        match args::check(Ty::Int(Some(100), Some(999_999_999)), v) {
-            Ok(v) => vmids.push(v.parse::<u32>().unwrap_or(0)),
-            Err(_) => {
-                return args::param_error(
-                    &vec![(
-                        "vmid".into(),
-                        "invalid format - value does not look like a valid VMID".into(),
-                    )],
-                    usage,
-                );
-            }
+/// The options `vzdump` (CLI and API) takes besides the VMIDs (subset of
+/// `PVE::VZDump::Common` `$confdesc`).
+pub const VZDUMP_OPTS: [Param; 11] = [
+    p("storage", Ty::StorageId),
+    p("mode", Ty::Enum(&["snapshot", "suspend", "stop"])),
+    p("compress", Ty::Enum(&["0", "1", "gzip", "lzo", "zstd"])),
+    p("remove", Ty::Bool),
+    p("notes-template", Ty::Str),
+    p("prune-backups", Ty::Str),
+    p("protected", Ty::Bool),
+    p("quiet", Ty::Bool),
+    p("bwlimit", Ty::Int(Some(0), None)),
+    p("ionice", Ty::Int(Some(0), Some(8))),
+    p("zstd", Ty::Int(Some(0), None)),
+];
+
+/// Split a `--vmid` list (`100,101` or `100 101`, `PVE::Tools::split_list`) and check each VMID.
+pub fn vmid_list(v: &str) -> Result<Vec<u32>, String> {
+    let mut out = Vec::new();
+    for id in v.split([',', ';', ' ']).filter(|s| !s.is_empty()) {
+        match args::check(Ty::Int(Some(100), Some(999_999_999)), id) {
+            Ok(n) => out.push(n.parse().unwrap_or(0)),
+            Err(_) => return Err("invalid format - value does not look like a valid VMID".into()),
         }
     }
-    if vmids.is_empty() {
-        return Output::err("no guests selected - specify VMIDs or --all", 255);
-    }
+    Ok(out)
+}
+
+/// One vzdump job (`PVE::API2::VZDump` `vzdump` [SRC]). `api_node` is the path's `{node}` for
+/// `pvesh create /nodes/{node}/vzdump` (then guests of other nodes are left out altogether,
+/// `get_included_guests` with `node` set) or `None` for the CLI (they are skipped with
+/// `skip external VMs: …`). With no local guest the call returns the string `OK` and starts no
+/// task ("silent exit if specified VMs run on other nodes"): `Ok(None)`.
+///
+/// Inside the task (`PVE::VZDump->new`): an unknown storage or one without `backup` content fails
+/// the whole task with `could not get storage information for 'x': can't use storage 'x' for
+/// backups - wrong content type` (and for an unknown one `could not activate storage …` first)
+/// [SRC]; then the per-guest lines of `backup_guest`; an unknown VMID fails that guest and the
+/// job dies with `job errors` (FORMATS §3.10).
+pub fn vzdump_job(
+    st: &mut State,
+    ctx: &Ctx,
+    api_node: Option<&str>,
+    vmids: &[u32],
+    opts: &Parsed,
+) -> Option<TaskRun> {
+    let mut vmids = vmids.to_vec();
     vmids.sort_unstable();
     vmids.dedup();
-    let sid = parsed.get("storage").unwrap_or("local").to_string();
-    let Some(storage) = st.storage(&sid).cloned() else {
-        return Failure::die(format!("storage '{sid}' does not exist")).into();
+    let local = api_node.map_or_else(|| st.local_node.clone(), str::to_string);
+    let node_of = |st: &State, v: &u32| st.guests.get(v).map(|g| g.node.clone());
+    let local_ids: Vec<u32> = vmids
+        .iter()
+        .filter(|v| node_of(st, v).is_none_or(|n| n == local))
+        .copied()
+        .collect();
+    let skip: Vec<String> = if api_node.is_some() {
+        Vec::new()
+    } else {
+        vmids
+            .iter()
+            .filter(|v| node_of(st, v).is_some_and(|n| n != local))
+            .map(u32::to_string)
+            .collect()
     };
-    if !storage.content.iter().any(|c| c == "backup") {
-        return Failure::die(format!("storage '{sid}' does not support backups")).into();
+    if local_ids.is_empty() {
+        return None;
     }
-    let dump_dir = format!(
-        "{}/dump",
-        storage.path.as_deref().unwrap_or("/mnt/pve/backup")
-    );
-    let mode = parsed.get("mode").unwrap_or("snapshot").to_string();
-    let compress = parsed.get("compress").unwrap_or("0").to_string();
+    let sid = opts.get("storage").unwrap_or("local").to_string();
+    let mode = opts.get("mode").unwrap_or("snapshot").to_string();
+    let compress = opts.get("compress").unwrap_or("0").to_string();
     let mut cmdline = format!(
         "vzdump {}",
         vmids
@@ -247,112 +264,142 @@ pub fn vzdump(st: &mut State, ctx: &Ctx, argv: &[String]) -> Output {
             .collect::<Vec<_>>()
             .join(" ")
     );
-    for (k, v) in &parsed.opts {
+    let mut shown: Vec<(String, String)> = opts
+        .opts
+        .iter()
+        .filter(|(k, _)| !["vmid", "output-format", "quiet"].contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    if let Some(n) = api_node {
+        shown.push(("node".into(), n.to_string()));
+        shown.sort();
+    }
+    for (k, v) in &shown {
         cmdline.push_str(&format!(" --{k} {v}"));
     }
-    let local = st.local_node.clone();
-    let id = if vmids.len() == 1 {
-        vmids[0].to_string()
+    let id = if local_ids.len() == 1 {
+        local_ids[0].to_string()
     } else {
         String::new()
     };
     let fail = ctx.task_fail();
     let quiet_ctx = Ctx::new(ctx.now);
-    let run: TaskRun = ops::run_task(st, &quiet_ctx, &local, "vzdump", &id, |st, log| {
-        log.push(format!("INFO: starting new backup job: {cmdline}"));
-        let skip: Vec<String> = vmids
-            .iter()
-            .filter(|v| st.guests.get(v).is_some_and(|g| g.node != local))
-            .map(u32::to_string)
-            .collect();
-        if !skip.is_empty() {
-            log.push(format!("INFO: skip external VMs: {}", skip.join(", ")));
-        }
-        let mut errors = 0;
-        for vmid in &vmids {
-            let Some(g) = st.guests.get(vmid).cloned() else {
-                log.push(format!(
-                    "ERROR: Backup of VM {vmid} failed - unable to find VM '{vmid}'"
-                ));
-                log.push(format!("INFO: Failed at {}", timefmt::iso(ctx.now)));
-                errors += 1;
-                continue;
+    Some(ops::run_task(
+        st,
+        &quiet_ctx,
+        &local,
+        "vzdump",
+        &id,
+        |st, log| {
+            let storage = match st.storage(&sid).cloned() {
+                Some(s) if s.content.iter().any(|c| c == "backup") => s,
+                Some(_) => {
+                    return Err(format!(
+                        "could not get storage information for '{sid}': can't use storage '{sid}' for backups - wrong content type"
+                    ));
+                }
+                None => {
+                    return Err(format!(
+                        "could not activate storage '{sid}': storage '{sid}' does not exist\ncould not get storage information for '{sid}': storage '{sid}' does not exist"
+                    ));
+                }
             };
-            if g.node != local {
-                continue;
-            }
-            if let Some(msg) = &fail {
-                log.push(format!(
-                    "INFO: Starting Backup of VM {vmid} ({})",
-                    g.kind.api()
-                ));
-                log.push(format!("ERROR: Backup of VM {vmid} failed - {msg}"));
-                log.push(format!("INFO: Failed at {}", timefmt::iso(ctx.now)));
-                errors += 1;
-                continue;
-            }
-            let mut t = ctx.now;
-            let taken = |st: &State, t: i64| {
-                let kind = g.kind.api();
-                let prefix = format!("backup/vzdump-{kind}-{vmid}-{}.", timefmt::archive_stamp(t));
-                st.volumes
-                    .iter()
-                    .any(|v| v.node == local && v.storage == sid && v.volname.starts_with(&prefix))
-            };
-            while taken(st, t) {
-                t += 1;
-            }
-            let vol = backup_guest(
-                &g,
-                &Job {
-                    storage: &sid,
-                    dump_dir: &dump_dir,
-                    mode: &mode,
-                    compress: &compress,
-                },
-                t,
-                ctx.now,
-                log,
+            let dump_dir = format!(
+                "{}/dump",
+                storage.path.as_deref().unwrap_or("/mnt/pve/backup")
             );
-            st.volumes.push(vol);
-        }
-        if errors > 0 {
-            log.push("INFO: Backup job finished with errors".into());
-            Err("job errors".into())
-        } else {
-            log.push("INFO: Backup job finished successfully".into());
-            Ok(())
-        }
-    });
-    cli_task_output(&run)
+            log.push(format!("INFO: starting new backup job: {cmdline}"));
+            if !skip.is_empty() {
+                log.push(format!("INFO: skip external VMs: {}", skip.join(", ")));
+            }
+            let mut errors = 0;
+            for vmid in &local_ids {
+                let Some(g) = st.guests.get(vmid).cloned() else {
+                    log.push(format!(
+                        "ERROR: Backup of VM {vmid} failed - unable to find VM '{vmid}'"
+                    ));
+                    log.push(format!("INFO: Failed at {}", timefmt::iso(ctx.now)));
+                    errors += 1;
+                    continue;
+                };
+                if let Some(msg) = &fail {
+                    log.push(format!(
+                        "INFO: Starting Backup of VM {vmid} ({})",
+                        g.kind.api()
+                    ));
+                    log.push(format!("ERROR: Backup of VM {vmid} failed - {msg}"));
+                    log.push(format!("INFO: Failed at {}", timefmt::iso(ctx.now)));
+                    errors += 1;
+                    continue;
+                }
+                let mut t = ctx.now;
+                let taken = |st: &State, t: i64| {
+                    let kind = g.kind.api();
+                    let prefix =
+                        format!("backup/vzdump-{kind}-{vmid}-{}.", timefmt::archive_stamp(t));
+                    st.volumes.iter().any(|v| {
+                        v.node == local && v.storage == sid && v.volname.starts_with(&prefix)
+                    })
+                };
+                while taken(st, t) {
+                    t += 1;
+                }
+                let vol = backup_guest(
+                    &g,
+                    &Job {
+                        storage: &sid,
+                        dump_dir: &dump_dir,
+                        mode: &mode,
+                        compress: &compress,
+                    },
+                    t,
+                    ctx.now,
+                    log,
+                );
+                st.volumes.push(vol);
+            }
+            if errors > 0 {
+                log.push("INFO: Backup job finished with errors".into());
+                Err("job errors".into())
+            } else {
+                log.push("INFO: Backup job finished successfully".into());
+                Ok(())
+            }
+        },
+    ))
 }
 
-/// Parse `vzdump-(qemu|lxc)-<vmid>-<stamp>.<ext>` like `PVE::Storage::archive_info`.
-fn archive_kind(file: &str) -> Option<(&str, &str)> {
-    let rest = file.strip_prefix("vzdump-")?;
-    let (kind, rest) = rest.split_once('-')?;
-    if !["qemu", "lxc", "openvz"].contains(&kind) {
-        return None;
+/// `vzdump <vmid>… [--storage S] [--mode snapshot|suspend|stop] [--compress 0|1|gzip|lzo|zstd]`
+/// (FORMATS §3.10): [`vzdump_job`] through the CLI's outsub (pve-manager `PVE/CLI/vzdump.pm`:
+/// `exit(0) if $upid eq 'OK'`, else 0 or -1 by the task status) [SRC].
+pub fn vzdump(st: &mut State, ctx: &Ctx, argv: &[String]) -> Output {
+    let usage = "vzdump {<vmid>} [OPTIONS]";
+    let parsed = match args::parse(argv, &VZDUMP_OPTS) {
+        Ok(p) => p,
+        Err(e) => return args::param_error(&e, usage),
+    };
+    let vmids = match vmid_list(&parsed.pos.join(" ")) {
+        Ok(v) => v,
+        Err(m) => return args::param_error(&vec![("vmid".into(), m)], usage),
+    };
+    if vmids.is_empty() {
+        return Output::err("no guests selected - specify VMIDs or --all", 255);
     }
-    let (vmid, rest) = rest.split_once('-')?;
-    vmid.parse::<u32>().ok()?;
-    let ext = rest.get(20..)?;
-    let ok = ["tgz", "tar", "vma"].iter().any(|b| {
-        ext == *b
-            || [".gz", ".lzo", ".zst", ".bz2"]
-                .iter()
-                .any(|c| ext == format!("{b}{c}"))
-    });
-    ok.then_some((kind, ext))
+    match vzdump_job(st, ctx, None, &vmids, &parsed) {
+        Some(run) => cli_task_output(&run),
+        None => Output::default(),
+    }
 }
 
 /// `qmrestore <archive> <vmid> [--storage S] [--force 1] [--unique 1] [--start 1]` (FORMATS §3.11,
-/// REAL `qmrestore_vma_zst_pve8.txt`). The archive is a volid (`local:backup/…`) or a path under
-/// the storage's dump directory on the local node.
+/// REAL `qmrestore_vma_zst_pve8.txt`): the API's restore ([`provision::qemu_restore`]) with the
+/// CLI's `$upid_exit`. The archive is a volid (`local:backup/…`) or a path under the storage's
+/// dump directory on the local node; a name vzdump could not have made is
+/// `ERROR: couldn't determine archive info from '<file>'` [SRC qmrestore.pm].
 pub fn qmrestore(st: &mut State, ctx: &Ctx, argv: &[String]) -> Output {
     let usage = "qmrestore <archive> <vmid> [OPTIONS]";
     let schema = [
-        p("storage", Ty::Str),
+        p("storage", Ty::StorageId),
         p("force", Ty::Bool),
         p("unique", Ty::Bool),
         p("start", Ty::Bool),
@@ -377,163 +424,59 @@ pub fn qmrestore(st: &mut State, ctx: &Ctx, argv: &[String]) -> Output {
         Ok(v) => v.parse().unwrap_or(0),
         Err(m) => return args::param_error(&vec![("vmid".into(), m)], usage),
     };
-    let file = archive
-        .rsplit(['/', ':'])
-        .next()
-        .unwrap_or(&archive)
-        .to_string();
-    let Some((akind, ext)) = archive_kind(&file) else {
+    let file = archive.rsplit(['/', ':']).next().unwrap_or(&archive);
+    if !is_archive_name(file) {
         return Output::err(
             &format!("ERROR: couldn't determine archive info from '{archive}'"),
             255,
         );
-    };
-    let ext = ext.to_string();
-    let local = st.local_node.clone();
-    let target = parsed.get("storage").unwrap_or("local-lvm").to_string();
-    let force = parsed.flag("force");
-    let start = parsed.flag("start");
-    let found = st
-        .volumes
-        .iter()
-        .find(|v| {
-            v.node == local
-                && v.content == "backup"
-                && (v.volid() == archive
-                    || st
-                        .storage(&v.storage)
-                        .and_then(|s| s.path.as_deref())
-                        .is_some_and(|p| format!("{p}/dump/{}", v.file_name()) == archive))
-        })
-        .cloned();
-    let path = match &found {
-        Some(v) => format!(
-            "{}/dump/{}",
-            st.storage(&v.storage)
-                .and_then(|s| s.path.clone())
-                .unwrap_or_default(),
-            v.file_name()
-        ),
-        None => archive.clone(),
-    };
-    if akind != "qemu" {
-        return Output::err(
-            &format!("ERROR: archive '{archive}' is not a VMA archive (use 'pct restore')"),
-            255,
-        );
     }
-    let run = ops::run_task(
+    let local = st.local_node.clone();
+    let r = provision::qemu_restore(
         st,
         ctx,
-        &local,
-        "qmrestore",
-        &vmid.to_string(),
-        |st, log| {
-            if let Some(g) = st.guests.get(&vmid) {
-                if !force || g.node != local {
-                    return Err(format!(
-                        "unable to restore VM {vmid} - VM {vmid} already exists on node '{}'",
-                        g.node
-                    ));
-                }
-                if g.running {
-                    return Err(format!(
-                        "unable to restore VM {vmid} - VM {vmid} is running"
-                    ));
-                }
-            }
-            let vol = found.ok_or_else(|| {
-                format!("unable to restore VM {vmid} - can't find archive file '{path}'")
-            })?;
-            let Some(tstore) = st.storage(&target).cloned() else {
-                return Err(format!(
-                    "unable to restore VM {vmid} - storage '{target}' does not exist"
-                ));
-            };
-            if !tstore.content.iter().any(|c| c == "images") {
-                return Err(format!(
-                    "unable to restore VM {vmid} - storage '{target}' does not support vm images"
-                ));
-            }
-            let size = vol.disk_size.unwrap_or(8 << 30);
-            let tmp = format!("/var/tmp/vzdumptmp{}", 100_000 + st.seq % 900_000);
-            let decomp = match ext.rsplit('.').next() {
-                Some("zst") => "zstd -q -d -c ",
-                Some("gz") => "zcat ",
-                Some("lzo") => "lzop -d -c ",
-                _ => "",
-            };
-            if decomp.is_empty() {
-                log.push(format!(
-                    "restore vma archive: vma extract -v -r {tmp}.fifo {path} {tmp}"
-                ));
-            } else {
-                log.push(format!(
-                    "restore vma archive: {decomp}{path} | vma extract -v -r {tmp}.fifo - {tmp}"
-                ));
-            }
-            log.push("CFG: size: 458 name: qemu-server.conf".into());
-            log.push(format!("DEV: dev_id=1 size: {size} devname: drive-scsi0"));
-            log.push(format!("CTIME: {}", timefmt::ctime(vol.ctime)));
-            let lv = format!("vm-{vmid}-disk-0");
-            log.push(format!("  Logical volume \"{lv}\" created."));
-            log.push(format!("new volume ID is '{target}:{lv}'"));
-            log.push(format!(
-                "map 'drive-scsi0' to '/dev/pve/{lv}' (write zeros = 0)"
-            ));
-            for pct in [1u64, 50, 100] {
-                log.push(format!(
-                    "progress {pct}% (read {} bytes, duration {} sec)",
-                    size / 100 * pct,
-                    pct / 5
-                ));
-            }
-            log.push(format!(
-                "total bytes read {size}, sparse bytes {} (73.1%)",
-                size / 1000 * 731
-            ));
-            log.push("space reduction due to 4K zero blocks 2.95%".into());
-            log.push("rescan volumes...".into());
-            let mut config = vol.guest_config.clone().unwrap_or_default();
-            for (key, _) in crate::state::disks_of(&config) {
-                let label = disk_size_label(&config, &key);
-                let opts = config
-                    .get(&key)
-                    .and_then(Value::as_str)
-                    .and_then(|s| s.split_once(',').map(|(_, o)| o.to_string()))
-                    .unwrap_or_else(|| format!("size={label}"));
-                config.insert(key, json!(format!("{target}:{lv},{opts}")));
-            }
-            config.remove("template");
-            st.guests.insert(
-                vmid,
-                Guest {
-                    vmid,
-                    kind: Kind::Qemu,
-                    node: local.clone(),
-                    running: false,
-                    paused: false,
-                    started_at: None,
-                    pid: None,
-                    maxdisk: size,
-                    config,
-                    snapshots: vec![],
-                },
-            );
-            Ok(())
+        &provision::QemuRestore {
+            node: &local,
+            vmid,
+            archive: &archive,
+            storage: parsed.get("storage"),
+            force: parsed.flag("force"),
+            start: parsed.flag("start"),
         },
     );
-    if run.error.is_none() && start {
-        let _ = ops::power(
-            st,
-            &Ctx::new(ctx.now),
-            &local,
-            Kind::Qemu,
-            vmid,
-            ops::Power::Start,
-        );
+    match r {
+        Ok(run) => cli_task_output(&run),
+        Err(f) => f.into(),
     }
-    cli_task_output(&run)
+}
+
+/// `vzdump-(qemu|lxc|openvz)-<vmid>-<stamp>.<ext>` like `PVE::Storage::archive_info`'s
+/// `$BACKUP_EXT_RE_2` (FORMATS §3.10).
+fn is_archive_name(file: &str) -> bool {
+    let Some(rest) = file.strip_prefix("vzdump-") else {
+        return false;
+    };
+    let Some((kind, rest)) = rest.split_once('-') else {
+        return false;
+    };
+    if !["qemu", "lxc", "openvz"].contains(&kind) {
+        return false;
+    }
+    let Some((vmid, rest)) = rest.split_once('-') else {
+        return false;
+    };
+    if vmid.parse::<u32>().is_err() {
+        return false;
+    }
+    let Some(ext) = rest.get(20..) else {
+        return false;
+    };
+    ["tgz", "tar", "vma"].iter().any(|b| {
+        ext == *b
+            || [".gz", ".lzo", ".zst", ".bz2"]
+                .iter()
+                .any(|c| ext == format!("{b}{c}"))
+    })
 }
 
 #[cfg(test)]
@@ -574,8 +517,19 @@ mod tests {
         assert_eq!(st.volumes.len(), n + 1);
         let o = vzdump(&mut st, &Ctx::new(NOW), &v("200 --compress gzip"));
         assert!(o.stdout.contains(".tar.gz'"));
+        // Only external guests: the API returns 'OK', the CLI exits 0 silently [SRC].
         let o = vzdump(&mut st, &Ctx::new(NOW), &v("101"));
+        assert_eq!((o.stdout.as_str(), o.code), ("", 0));
+        let o = vzdump(&mut st, &Ctx::new(NOW), &v("100 101"));
         assert!(o.stdout.contains("INFO: skip external VMs: 101\n"));
+        let o = vzdump(&mut st, &Ctx::new(NOW), &v("100 --storage local-lvm"));
+        assert_eq!(
+            (o.stderr.as_str(), o.code),
+            (
+                "could not get storage information for 'local-lvm': can't use storage 'local-lvm' for backups - wrong content type\n",
+                255
+            )
+        );
         let o = vzdump(&mut st, &Ctx::new(NOW), &v("999"));
         assert_eq!((o.stderr.as_str(), o.code), ("job errors\n", 255));
     }

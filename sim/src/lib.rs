@@ -15,9 +15,11 @@ pub mod args;
 pub mod backup;
 pub mod faults;
 pub mod ops;
+pub mod provision;
 pub mod pvesh;
 pub mod qm;
 pub mod state;
+pub mod storage_ops;
 pub mod task;
 pub mod timefmt;
 pub mod tools;
@@ -229,6 +231,8 @@ pub fn run(argv: &[String], env: &Env) -> Output {
 }
 
 fn dispatch(tool: &str, args: &[String], st: &mut State, ctx: &Ctx) -> Output {
+    // HA requests due by now have been carried out by the (simulated) LRM.
+    ops::settle_ha(st, ctx.now);
     match tool {
         "pvesh" => pvesh::run(st, ctx, args),
         "qm" => qm::run(st, ctx, state::Kind::Qemu, args),

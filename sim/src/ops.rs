@@ -6,7 +6,7 @@
 
 use serde_json::{Value, json};
 
-use crate::state::{Guest, Kind, Snapshot, State};
+use crate::state::{Guest, HA_DELAY, Ha, Kind, Snapshot, State};
 use crate::{Ctx, Failure, task};
 
 /// A finished task as the front ends need it.
@@ -111,7 +111,7 @@ fn new_pid(st: &mut State) -> u32 {
     10_000 + u32::try_from(s * 37 % 3_000_000).unwrap_or(0)
 }
 
-fn set_running(st: &mut State, vmid: u32, now: i64) {
+pub(crate) fn set_running(st: &mut State, vmid: u32, now: i64) {
     let pid = new_pid(st);
     if let Some(g) = st.guests.get_mut(&vmid) {
         g.running = true;
@@ -121,7 +121,7 @@ fn set_running(st: &mut State, vmid: u32, now: i64) {
     }
 }
 
-fn set_stopped(g: &mut Guest) {
+pub(crate) fn set_stopped(g: &mut Guest) {
     g.running = false;
     g.paused = false;
     g.started_at = None;
@@ -147,6 +147,9 @@ pub fn power(
     let ttype = format!("{}{}", kind.task_prefix(), action.name());
     let id = vmid.to_string();
     let noun = kind.noun();
+    if let Some(t) = ha_request(st, ctx, node, kind, vmid, action)? {
+        return Ok(t);
+    }
     if kind == Kind::Qemu && action == Power::Start {
         let node_s = node.to_string();
         return Ok(run_task(st, ctx, node, &ttype, &id, |st, _log| {
@@ -205,6 +208,75 @@ pub fn power(
         }
         Ok(())
     }))
+}
+
+/// HA-managed guests: start/stop/shutdown only *request* a state (`ha-manager set … --state
+/// started` / `crm-command stop`): a `hastart`/`hastop` task that prints
+/// `Requesting HA start for VM 104` and returns at once, with no running check (qemu-server
+/// API2/Qemu.pm `vm_start`/`vm_stop`/`vm_shutdown`, pve-container API2/LXC/Status.pm [SRC];
+/// FORMATS §1.3). The guest follows [`HA_DELAY`] seconds later ([`settle_ha`]).
+fn ha_request(
+    st: &mut State,
+    ctx: &Ctx,
+    node: &str,
+    kind: Kind,
+    vmid: u32,
+    action: Power,
+) -> Result<Option<TaskRun>, Failure> {
+    let Some(g) = st.guest_on(node, kind, vmid) else {
+        return Ok(None);
+    };
+    if g.ha.is_none() {
+        return Ok(None);
+    }
+    let (ttype, verb, request) = match action {
+        Power::Start => ("hastart", "start", "started"),
+        Power::Stop | Power::Shutdown => ("hastop", "stop", "stopped"),
+        _ => return Ok(None),
+    };
+    let noun = kind.noun();
+    Ok(Some(run_task(
+        st,
+        ctx,
+        node,
+        ttype,
+        &vmid.to_string(),
+        |st, log| {
+            log.push(format!("Requesting HA {verb} for {noun} {vmid}"));
+            let g = st.guests.get_mut(&vmid).ok_or("guest vanished")?;
+            let wanted_running = request == "started";
+            let due = (g.running != wanted_running).then_some(ctx.now + HA_DELAY);
+            g.ha = Some(Ha {
+                request: request.into(),
+                due,
+            });
+            Ok(())
+        },
+    )))
+}
+
+/// Carry out HA requests whose time has come (run at the start of every call, so every read
+/// sees the state the cluster would be in by now).
+pub fn settle_ha(st: &mut State, now: i64) {
+    let due: Vec<(u32, bool, i64)> = st
+        .guests
+        .values()
+        .filter_map(|g| {
+            let ha = g.ha.as_ref()?;
+            let t = ha.due.filter(|t| *t <= now)?;
+            Some((g.vmid, ha.request == "started", t))
+        })
+        .collect();
+    for (vmid, start, t) in due {
+        if start {
+            set_running(st, vmid, t);
+        } else if let Some(g) = st.guests.get_mut(&vmid) {
+            set_stopped(g);
+        }
+        if let Some(ha) = st.guests.get_mut(&vmid).and_then(|g| g.ha.as_mut()) {
+            ha.due = None;
+        }
+    }
 }
 
 fn lv_name(volid: &str) -> &str {
@@ -400,8 +472,9 @@ fn disks_of_snapshot(s: &Snapshot) -> Vec<(String, String)> {
     crate::state::disks_of(&s.config)
 }
 
-/// Destroy a guest (FORMATS §3.9): pre-fork `VM N is running - destroy failed` (CT: same text
-/// with `CT` [INFER]); the task removes snapshot and disk volumes and, with `--purge`, prints
+/// Destroy a guest (FORMATS §3.9): pre-fork `unable to remove VM N - used in HA resources and
+/// purge parameter not set.` for HA guests without `--purge`, then `VM N is running - destroy
+/// failed` (CT: same texts with `CT` [INFER]); the task removes snapshot and disk volumes and, with `--purge`, prints
 /// `purging VM N from related configurations..`.
 pub fn destroy(
     st: &mut State,
@@ -412,6 +485,13 @@ pub fn destroy(
     purge: bool,
 ) -> Result<TaskRun, Failure> {
     let g = load(st, node, kind, vmid)?;
+    let ha_managed = g.ha.is_some();
+    if ha_managed && !purge {
+        return Err(Failure::die(format!(
+            "unable to remove {} {vmid} - used in HA resources and purge parameter not set.",
+            kind.noun()
+        )));
+    }
     if g.running {
         return Err(Failure::die(format!(
             "{} {vmid} is running - destroy failed",
@@ -447,6 +527,12 @@ pub fn destroy(
                     "purging {} {vmid} from related configurations..",
                     kind.noun()
                 ));
+                if ha_managed {
+                    log.push(format!(
+                        "NOTE: removed {} {vmid} from HA resource configuration.",
+                        kind.noun()
+                    ));
+                }
             }
             Ok(())
         },

@@ -14,7 +14,7 @@ use serde_json::Value;
 use crate::args::{self, Param, Parsed, Ty, p};
 use crate::ops::{self, Power, TaskRun};
 use crate::state::{Kind, State};
-use crate::{Ctx, Failure, Output, api};
+use crate::{Ctx, Failure, Output, api, provision, storage_ops};
 
 const OUTPUT_OPTS: [Param; 5] = [
     p(
@@ -53,6 +53,16 @@ enum Route {
     Rollback(String, Kind, String, String),
     SnapDelete(String, Kind, String, String),
     Destroy(String, Kind, String),
+    Vzdump(String),
+    QemuCreate(String),
+    LxcCreate(String),
+    Clone(String, String),
+    PruneList(String, String),
+    PruneDelete(String, String),
+    DownloadUrl(String, String),
+    AplInfo(String),
+    AplDownload(String),
+    StorageDelete(String),
 }
 
 fn kind_of(s: &str) -> Option<Kind> {
@@ -68,6 +78,16 @@ fn route(verb: &str, segs: &[&str]) -> Option<Route> {
     let s = |i: usize| segs[i].to_string();
     Some(match (verb, segs) {
         ("get", ["version"]) => R::Version,
+        ("get", ["nodes", _, "aplinfo"]) => R::AplInfo(s(1)),
+        ("create", ["nodes", _, "aplinfo"]) => R::AplDownload(s(1)),
+        ("create", ["nodes", _, "vzdump"]) => R::Vzdump(s(1)),
+        ("create", ["nodes", _, "qemu"]) => R::QemuCreate(s(1)),
+        ("create", ["nodes", _, "lxc"]) => R::LxcCreate(s(1)),
+        ("create", ["nodes", _, "qemu", _, "clone"]) => R::Clone(s(1), s(3)),
+        ("get", ["nodes", _, "storage", _, "prunebackups"]) => R::PruneList(s(1), s(3)),
+        ("delete", ["nodes", _, "storage", _, "prunebackups"]) => R::PruneDelete(s(1), s(3)),
+        ("create", ["nodes", _, "storage", _, "download-url"]) => R::DownloadUrl(s(1), s(3)),
+        ("delete", ["storage", _]) => R::StorageDelete(s(1)),
         ("get", ["nodes"]) => R::Nodes,
         ("get", ["nodes", _, "version"]) => R::NodeVersion(s(1)),
         ("get", ["nodes", _, "status"]) => R::NodeStatus(s(1)),
@@ -121,7 +141,138 @@ fn schema(r: &Route) -> Vec<Param> {
             p("storage", Ty::Str),
             p("target", Ty::Str),
         ],
-        R::StorageContent(..) => vec![p("content", Ty::Str), p("vmid", VMID)],
+        R::StorageContent(..) => vec![
+            p(
+                "content",
+                Ty::Enum(&[
+                    "backup", "iso", "vztmpl", "images", "rootdir", "snippets", "import",
+                ]),
+            ),
+            p("vmid", VMID),
+        ],
+        R::Vzdump(_) => {
+            let mut v = vec![p("vmid", Ty::Str), p("all", Ty::Bool)];
+            v.extend(
+                crate::backup::VZDUMP_OPTS
+                    .iter()
+                    .filter(|x| x.name != "quiet"),
+            );
+            v
+        }
+        R::QemuCreate(_) => {
+            let mut v = vec![
+                p("vmid", VMID),
+                p("archive", Ty::Str),
+                p("storage", Ty::StorageId),
+                p("force", Ty::Bool),
+                p("unique", Ty::Bool),
+                p("start", Ty::Bool),
+                p("pool", Ty::Str),
+                p("bwlimit", Ty::Int(Some(0), None)),
+                p("live-restore", Ty::Bool),
+                p("name", Ty::Str),
+                p("description", Ty::Str),
+                p("tags", Ty::Str),
+                p("memory", Ty::Int(Some(16), None)),
+                p("balloon", Ty::Int(Some(0), None)),
+                p("cores", Ty::Int(Some(1), Some(1024))),
+                p("sockets", Ty::Int(Some(1), Some(4))),
+                p("cpu", Ty::Str),
+                p("numa", Ty::Bool),
+                p("onboot", Ty::Bool),
+                p("agent", Ty::Str),
+                p("boot", Ty::Str),
+                p("bios", Ty::Enum(&["seabios", "ovmf"])),
+                p("machine", Ty::Str),
+                p("scsihw", Ty::Str),
+                p(
+                    "ostype",
+                    Ty::Enum(&[
+                        "other", "wxp", "w2k", "w2k3", "w2k8", "wvista", "win7", "win8", "win10",
+                        "win11", "l24", "l26", "solaris",
+                    ]),
+                ),
+                p("cdrom", Ty::Str),
+            ];
+            v.extend(
+                [
+                    "ide0", "ide1", "ide2", "ide3", "sata0", "sata1", "scsi0", "scsi1", "scsi2",
+                    "scsi3", "virtio0", "virtio1", "efidisk0", "net0", "net1", "net2", "net3",
+                ]
+                .map(|k| p(k, Ty::Str)),
+            );
+            v
+        }
+        R::LxcCreate(_) => {
+            let mut v = vec![
+                p("vmid", VMID),
+                p("ostemplate", Ty::Str),
+                p("restore", Ty::Bool),
+                p("force", Ty::Bool),
+                p("storage", Ty::StorageId),
+                p("unique", Ty::Bool),
+                p("start", Ty::Bool),
+                p("pool", Ty::Str),
+                p("hostname", Ty::Str),
+                p("description", Ty::Str),
+                p("tags", Ty::Str),
+                p("memory", Ty::Int(Some(16), None)),
+                p("swap", Ty::Int(Some(0), None)),
+                p("cores", Ty::Int(Some(1), Some(8192))),
+                p("cpulimit", Ty::Str),
+                p("unprivileged", Ty::Bool),
+                p("password", Ty::Str),
+                p("ssh-public-keys", Ty::Str),
+                p("features", Ty::Str),
+                p("onboot", Ty::Bool),
+                p("nameserver", Ty::Str),
+                p("searchdomain", Ty::Str),
+                p(
+                    "arch",
+                    Ty::Enum(&["amd64", "i386", "arm64", "armhf", "riscv32", "riscv64"]),
+                ),
+                p("ignore-unpack-errors", Ty::Bool),
+                p("bwlimit", Ty::Int(Some(0), None)),
+                p("ha-managed", Ty::Bool),
+            ];
+            v.extend(
+                [
+                    "rootfs", "mp0", "mp1", "mp2", "net0", "net1", "net2", "net3",
+                ]
+                .map(|k| p(k, Ty::Str)),
+            );
+            v
+        }
+        R::Clone(..) => vec![
+            p("newid", VMID),
+            p("name", Ty::Str),
+            p("description", Ty::Str),
+            p("full", Ty::Bool),
+            p("storage", Ty::StorageId),
+            p("format", Ty::Enum(&["raw", "qcow2", "vmdk"])),
+            p("target", Ty::Str),
+            p("pool", Ty::Str),
+            p("snapname", Ty::ConfigId),
+            p("bwlimit", Ty::Int(Some(0), None)),
+        ],
+        R::PruneList(..) | R::PruneDelete(..) => vec![
+            p("vmid", VMID),
+            p("type", Ty::Enum(&["qemu", "lxc"])),
+            p("prune-backups", Ty::Str),
+        ],
+        R::DownloadUrl(..) => vec![
+            p("content", Ty::Enum(&["iso", "vztmpl", "import"])),
+            p("url", Ty::Str),
+            p("filename", Ty::Str),
+            p("checksum", Ty::Str),
+            p(
+                "checksum-algorithm",
+                Ty::Enum(&["md5", "sha1", "sha224", "sha256", "sha384", "sha512"]),
+            ),
+            p("compression", Ty::Str),
+            p("verify-certificates", Ty::Bool),
+        ],
+        R::AplDownload(_) => vec![p("storage", Ty::StorageId), p("template", Ty::Str)],
         R::Tasks(_) => vec![
             p("limit", Ty::Int(Some(0), None)),
             p("start", Ty::Int(Some(0), None)),
@@ -206,8 +357,44 @@ fn route_node(r: &Route) -> Option<&str> {
         | R::SnapCreate(n, ..)
         | R::Rollback(n, ..)
         | R::SnapDelete(n, ..)
-        | R::Destroy(n, ..) => Some(n),
+        | R::Destroy(n, ..)
+        | R::Vzdump(n)
+        | R::QemuCreate(n)
+        | R::LxcCreate(n)
+        | R::Clone(n, _)
+        | R::PruneList(n, _)
+        | R::PruneDelete(n, _)
+        | R::DownloadUrl(n, _)
+        | R::AplInfo(n)
+        | R::AplDownload(n) => Some(n),
         _ => None,
+    }
+}
+
+fn route_storage(r: &Route) -> Option<&str> {
+    use Route as R;
+    match r {
+        R::StorageContent(_, s)
+        | R::PruneList(_, s)
+        | R::PruneDelete(_, s)
+        | R::DownloadUrl(_, s)
+        | R::StorageDelete(s) => Some(s),
+        _ => None,
+    }
+}
+
+/// Options the API schema does not mark optional (checked like JSONSchema does, with its
+/// `property is missing and it is not optional`).
+fn required(r: &Route) -> &'static [&'static str] {
+    use Route as R;
+    match r {
+        R::SnapCreate(..) => &["snapname"],
+        R::QemuCreate(_) => &["vmid"],
+        R::LxcCreate(_) => &["vmid", "ostemplate"],
+        R::Clone(..) => &["newid"],
+        R::DownloadUrl(..) => &["content", "filename", "url"],
+        R::AplDownload(_) => &["storage", "template"],
+        _ => &[],
     }
 }
 
@@ -221,7 +408,8 @@ fn route_vmid(r: &Route) -> Option<&str> {
         | R::SnapCreate(_, _, v)
         | R::Rollback(_, _, v, _)
         | R::SnapDelete(_, _, v, _)
-        | R::Destroy(_, _, v) => Some(v),
+        | R::Destroy(_, _, v)
+        | R::Clone(_, v) => Some(v),
         _ => None,
     }
 }
@@ -303,13 +491,42 @@ pub fn run(st: &mut State, ctx: &Ctx, argv: &[String]) -> Output {
             Err(m) => path_errors.push(("vmid".into(), m)),
         }
     }
-    if let Route::SnapCreate(..) = route
-        && parsed.get("snapname").is_none()
+    if let Some(sid) = route_storage(&route)
+        && let Err(m) = args::check(Ty::StorageId, sid)
     {
-        path_errors.push((
-            "snapname".into(),
-            "property is missing and it is not optional".into(),
-        ));
+        path_errors.push(("storage".into(), m));
+    }
+    for key in required(&route) {
+        if parsed.get(key).is_none() {
+            path_errors.push((
+                (*key).to_string(),
+                "property is missing and it is not optional".into(),
+            ));
+        }
+    }
+    if let Route::DownloadUrl(..) = route {
+        // JSONSchema `requires` in both directions, and the url `pattern`.
+        if parsed.get("checksum").is_some() && parsed.get("checksum-algorithm").is_none() {
+            path_errors.push((
+                "checksum-algorithm".into(),
+                "missing property required by 'checksum'".into(),
+            ));
+        }
+        if parsed.get("checksum-algorithm").is_some() && parsed.get("checksum").is_none() {
+            path_errors.push((
+                "checksum".into(),
+                "missing property required by 'checksum-algorithm'".into(),
+            ));
+        }
+        if parsed
+            .get("url")
+            .is_some_and(|u| !(u.starts_with("http://") || u.starts_with("https://")))
+        {
+            path_errors.push((
+                "url".into(),
+                "value does not match the regex pattern".into(),
+            ));
+        }
     }
     if !path_errors.is_empty() {
         return args::param_error(&path_errors, &usage(verb));
@@ -356,8 +573,16 @@ pub fn run(st: &mut State, ctx: &Ctx, argv: &[String]) -> Output {
     let result = execute(st, ctx, &route, vmid, &parsed);
     let mut out = match result {
         Ok(Reply::Data(v)) => Output::ok(render(&v, &format)),
+        // A `null` result prints nothing, in every format (FORMATS §1.6).
+        Ok(Reply::Nothing) => Output::default(),
         Ok(Reply::Task(t)) => task_output(&t, &format, proxy.is_some()),
-        Err(f) => {
+        Err(mut f) => {
+            // A parameter exception from the handler gets pvesh's usage like a schema error
+            // (`RESTHandler::cli_handler` [SRC]).
+            if f.msg.starts_with("400 Parameter verification failed.\n") && !f.msg.contains("\n\n")
+            {
+                f.msg = format!("{}\n\n{}", f.msg.trim_end(), usage(verb));
+            }
             let mut o = Output::from(f.clone());
             if let Some(px) = &proxy {
                 o.stderr.push_str(&format!(
@@ -379,6 +604,7 @@ pub fn run(st: &mut State, ctx: &Ctx, argv: &[String]) -> Output {
 enum Reply {
     Data(Value),
     Task(TaskRun),
+    Nothing,
 }
 
 fn execute(
@@ -480,7 +706,115 @@ fn execute(
         }
         R::SnapDelete(n, k, _, s) => ops::delsnapshot(st, ctx, n, *k, vmid, s).map(Reply::Task),
         R::Destroy(n, k, _) => ops::destroy(st, ctx, n, *k, vmid, o.flag("purge")).map(Reply::Task),
+        R::Vzdump(n) => {
+            if o.get("vmid").is_none() && !o.flag("all") {
+                return Err(param_exc("vmid", "property is missing"));
+            }
+            let ids = crate::backup::vmid_list(o.get("vmid").unwrap_or_default())
+                .map_err(|m| param_exc("vmid", &m))?;
+            match crate::backup::vzdump_job(st, ctx, Some(n), &ids, o) {
+                Some(t) => Ok(Reply::Task(t)),
+                // "silent exit if specified VMs run on other nodes" [SRC API2/VZDump.pm]
+                None => data(Value::String("OK".into())),
+            }
+        }
+        R::QemuCreate(n) => {
+            let id = o
+                .int("vmid")
+                .and_then(|v| u32::try_from(v).ok())
+                .unwrap_or(0);
+            match o.get("archive") {
+                Some(archive) => {
+                    if let Some(k) = o.opts.keys().find(|k| {
+                        ["ide", "sata", "scsi", "virtio", "efidisk"]
+                            .iter()
+                            .any(|p| k.strip_prefix(p).is_some_and(|n| n.parse::<u32>().is_ok()))
+                    }) {
+                        return Err(param_exc(k, "option conflicts with option 'archive'"));
+                    }
+                    provision::qemu_restore(
+                        st,
+                        ctx,
+                        &provision::QemuRestore {
+                            node: n,
+                            vmid: id,
+                            archive,
+                            storage: o.get("storage"),
+                            force: o.flag("force"),
+                            start: o.flag("start"),
+                        },
+                    )
+                    .map(Reply::Task)
+                }
+                None => provision::qemu_create(st, ctx, n, id, o).map(Reply::Task),
+            }
+        }
+        R::LxcCreate(n) => {
+            let id = o
+                .int("vmid")
+                .and_then(|v| u32::try_from(v).ok())
+                .unwrap_or(0);
+            provision::lxc_create(st, ctx, n, id, o).map(Reply::Task)
+        }
+        R::Clone(n, _) => {
+            let newid = o
+                .int("newid")
+                .and_then(|v| u32::try_from(v).ok())
+                .unwrap_or(0);
+            provision::clone(st, ctx, n, vmid, newid, o).map(Reply::Task)
+        }
+        R::PruneList(n, sid) => data(storage_ops::prune_dryrun(
+            st,
+            n,
+            sid,
+            o.get("prune-backups"),
+            o.int("vmid").and_then(|v| u32::try_from(v).ok()),
+            o.get("type"),
+        )?),
+        R::PruneDelete(n, sid) => storage_ops::prune(
+            st,
+            ctx,
+            n,
+            sid,
+            o.get("prune-backups"),
+            o.int("vmid").and_then(|v| u32::try_from(v).ok()),
+            o.get("type"),
+        )
+        .map(Reply::Task),
+        R::DownloadUrl(n, sid) => storage_ops::download_url(
+            st,
+            ctx,
+            &storage_ops::DownloadUrl {
+                node: n,
+                storage: sid,
+                content: o.get("content").unwrap_or_default(),
+                url: o.get("url").unwrap_or_default(),
+                filename: o.get("filename").unwrap_or_default(),
+                checksum: o.get("checksum-algorithm").zip(o.get("checksum")),
+            },
+        )
+        .map(Reply::Task),
+        R::AplInfo(_) => data(storage_ops::aplinfo()),
+        R::AplDownload(n) => storage_ops::apl_download(
+            st,
+            ctx,
+            n,
+            o.get("storage").unwrap_or_default(),
+            o.get("template").unwrap_or_default(),
+        )
+        .map(Reply::Task),
+        R::StorageDelete(sid) => {
+            storage_ops::delete_storage(st, sid)?;
+            Ok(Reply::Nothing)
+        }
     }
+}
+
+/// A parameter exception raised by a handler (`raise_param_exc`), printed like a schema error.
+fn param_exc(key: &str, msg: &str) -> Failure {
+    Failure::die(format!(
+        "400 Parameter verification failed.\n{key}: {msg}\n"
+    ))
 }
 
 /// Print an API result (`PVE::CLIFormatter::print_api_result`, FORMATS §1.6). `json`: canonical

@@ -161,6 +161,38 @@ pub struct Guest {
     pub config: BTreeMap<String, Value>,
     /// Snapshots in creation order.
     pub snapshots: Vec<Snapshot>,
+    /// HA resource (`vm:<id>` / `ct:<id>` in `ha/resources.cfg`), when HA-managed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ha: Option<Ha>,
+}
+
+/// The HA side of a guest: the requested state and, while the LRM has not acted yet, when it
+/// will have (HA requests return at once and the guest follows later, FORMATS §1.3).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Ha {
+    /// Requested state (`ha-manager set --state`): `started` or `stopped`.
+    pub request: String,
+    /// Epoch seconds at which the LRM will have carried the request out; `None` once settled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub due: Option<i64>,
+}
+
+/// Seconds an HA request takes to reach the guest (CRM + LRM rounds on a real cluster take
+/// ~10-20 s; kept short so tests poll briefly).
+pub const HA_DELAY: i64 = 2;
+
+impl Ha {
+    /// The CRM service state `ha-manager status`, `status/current` `ha.state` and
+    /// `/cluster/resources` `hastate` show: `request_start`/`request_stop` while the request is
+    /// pending, then `started`/`stopped` (pve-ha-manager `$valid_service_states` [SRC]).
+    pub fn service_state(&self) -> &'static str {
+        match (self.request.as_str(), self.due.is_some()) {
+            ("started", true) => "request_start",
+            ("started", false) => "started",
+            (_, true) => "request_stop",
+            (_, false) => "stopped",
+        }
+    }
 }
 
 impl Guest {
@@ -588,6 +620,7 @@ pub fn initial(now: i64) -> State {
             true,
         ),
         snapshots: vec![],
+        ha: None,
     });
     add(Guest {
         vmid: 101,
@@ -607,6 +640,7 @@ pub fn initial(now: i64) -> State {
             true,
         ),
         snapshots: vec![],
+        ha: None,
     });
     let build_cfg = qemu_config(
         102,
@@ -646,6 +680,7 @@ pub fn initial(now: i64) -> State {
                 config: build_cfg,
             },
         ],
+        ha: None,
     });
     add(Guest {
         vmid: 103,
@@ -665,6 +700,31 @@ pub fn initial(now: i64) -> State {
             false,
         ),
         snapshots: vec![],
+        ha: None,
+    });
+    // An HA-managed VM (FORMATS §1.3, §3.13): starts/stops only through HA requests.
+    add(Guest {
+        vmid: 104,
+        kind: Kind::Qemu,
+        node: "pve2".into(),
+        running: false,
+        paused: false,
+        started_at: None,
+        pid: None,
+        maxdisk: 32 * GIB,
+        config: qemu_config(
+            104,
+            "ha-web",
+            2048,
+            2,
+            "local-lvm:vm-104-disk-0,iothread=1,size=32G",
+            true,
+        ),
+        snapshots: vec![],
+        ha: Some(Ha {
+            request: "stopped".into(),
+            due: None,
+        }),
     });
     let mut tmpl = qemu_config(
         9000,
@@ -686,6 +746,7 @@ pub fn initial(now: i64) -> State {
         maxdisk: 8 * GIB,
         config: tmpl,
         snapshots: vec![],
+        ha: None,
     });
     add(Guest {
         vmid: 200,
@@ -698,6 +759,7 @@ pub fn initial(now: i64) -> State {
         maxdisk: 8 * GIB,
         config: lxc_config(200, "dns", 512, "local-lvm:vm-200-disk-0,size=8G", true),
         snapshots: vec![],
+        ha: None,
     });
     add(Guest {
         vmid: 201,
@@ -710,6 +772,7 @@ pub fn initial(now: i64) -> State {
         maxdisk: 8 * GIB,
         config: lxc_config(201, "proxy", 1024, "local-lvm:vm-201-disk-0,size=8G", true),
         snapshots: vec![],
+        ha: None,
     });
     add(Guest {
         vmid: 202,
@@ -722,6 +785,7 @@ pub fn initial(now: i64) -> State {
         maxdisk: 4 * GIB,
         config: lxc_config(202, "legacy", 256, "local-lvm:vm-202-disk-0,size=4G", false),
         snapshots: vec![],
+        ha: None,
     });
 
     let storages = vec![
@@ -763,8 +827,8 @@ pub fn initial(now: i64) -> State {
         guest_config: None,
         disk_size: None,
     };
-    let file = |volname: &str, content: &str, format: &str, size: u64, t: i64| Volume {
-        node: "pve1".into(),
+    let file = |node: &str, volname: &str, content: &str, format: &str, size: u64, t: i64| Volume {
+        node: node.into(),
         storage: "local".into(),
         volname: volname.into(),
         content: content.into(),
@@ -776,32 +840,61 @@ pub fn initial(now: i64) -> State {
         guest_config: None,
         disk_size: None,
     };
-    let mut volumes = vec![
-        backup("pve1", "qemu", 100, last_night, "vma.zst", 1_234_567_890),
-        backup("pve1", "lxc", 200, last_night + 600, "tar.zst", 187_654_321),
-        backup(
-            "pve2",
+    // `local` on every node holds the installer ISO, two container templates and last night's
+    // backups of VM 100 and CT 200 (so a restore works on any node); pve2 also has VM 101's.
+    let mut volumes = Vec::new();
+    for node in ["pve1", "pve2", "pve3"] {
+        volumes.push(backup(
+            node,
             "qemu",
-            101,
-            last_night + 300,
+            100,
+            last_night,
             "vma.zst",
-            2_345_678_901,
-        ),
-        file(
+            1_234_567_890,
+        ));
+        volumes.push(backup(
+            node,
+            "lxc",
+            200,
+            last_night + 600,
+            "tar.zst",
+            187_654_321,
+        ));
+        if node == "pve2" {
+            volumes.push(backup(
+                node,
+                "qemu",
+                101,
+                last_night + 300,
+                "vma.zst",
+                2_345_678_901,
+            ));
+        }
+        volumes.push(file(
+            node,
             "iso/debian-13.2.0-amd64-netinst.iso",
             "iso",
             "iso",
             790_626_304,
             now - 86_400 * 20,
-        ),
-        file(
+        ));
+        volumes.push(file(
+            node,
+            "vztmpl/debian-12-standard_12.7-1_amd64.tar.zst",
+            "vztmpl",
+            "tzst",
+            125_607_936,
+            now - 86_400 * 40,
+        ));
+        volumes.push(file(
+            node,
             "vztmpl/debian-13-standard_13.1-2_amd64.tar.zst",
             "vztmpl",
             "tzst",
             130_262_528,
             now - 86_400 * 20,
-        ),
-    ];
+        ));
+    }
 
     for v in &mut volumes {
         if let Some(g) = v.vmid.and_then(|id| guests.get(&id)) {
@@ -967,6 +1060,27 @@ mod tests {
         assert!(!s.guests[&202].config.contains_key("unprivileged"));
         assert_eq!(s.guests[&201].config["unprivileged"], json!(1));
         assert_eq!(s.guests[&103].name(), "archive");
+        let ha = s.guests[&104].ha.as_ref().unwrap();
+        assert_eq!(
+            (s.guests[&104].node.as_str(), ha.service_state()),
+            ("pve2", "stopped")
+        );
+        for node in ["pve1", "pve2", "pve3"] {
+            let has = |volname: &str| {
+                s.volumes.iter().any(|v| {
+                    v.node == node && v.storage == "local" && v.volname.starts_with(volname)
+                })
+            };
+            assert!(has("iso/debian-13.2.0-amd64-netinst.iso"), "{node}");
+            assert!(
+                has("vztmpl/debian-12-standard_12.7-1_amd64.tar.zst"),
+                "{node}"
+            );
+            assert!(
+                has("backup/vzdump-qemu-100-") && has("backup/vzdump-lxc-200-"),
+                "{node}"
+            );
+        }
         assert_eq!(s.tasks.len(), 5);
     }
 
@@ -975,7 +1089,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::new(dir.path().join("sub/state.json"));
         let n = store.transact(1_790_000_000, |s| s.guests.len()).unwrap();
-        assert_eq!(n, 8);
+        assert_eq!(n, 9);
         let meta = fs::metadata(store.path()).unwrap();
         use std::os::unix::fs::PermissionsExt;
         assert_eq!(meta.permissions().mode() & 0o777, 0o600);
@@ -993,11 +1107,11 @@ mod tests {
             })
             .unwrap();
         let n = store.transact(1_790_000_100, |s| s.guests.len()).unwrap();
-        assert_eq!(n, 7);
+        assert_eq!(n, 8);
         store.reset(1_790_000_200).unwrap();
         assert_eq!(
             store.transact(1_790_000_300, |s| s.guests.len()).unwrap(),
-            8
+            9
         );
     }
 }

@@ -3,13 +3,12 @@
 //! each function.
 
 use crate::args::{self, Ty, p};
-use crate::ops;
 use crate::qm::cli_task_output;
-use crate::state::{State, Volume};
-use crate::{Ctx, Failure, Output, timefmt};
+use crate::state::State;
+use crate::{Ctx, Failure, Output, storage_ops, timefmt};
 
 /// `pvesm …`.
-pub fn pvesm(st: &mut State, _ctx: &Ctx, argv: &[String]) -> Output {
+pub fn pvesm(st: &mut State, ctx: &Ctx, argv: &[String]) -> Output {
     match argv.first().map(String::as_str) {
         Some("status") => {
             let schema = [
@@ -44,6 +43,7 @@ pub fn pvesm(st: &mut State, _ctx: &Ctx, argv: &[String]) -> Output {
                 Err(e) => args::param_error(&e, usage),
             }
         }
+        Some("free") => pvesm_free(st, ctx, &argv[1..]),
         Some(c) => Output::err(
             &format!("unknown command 'pvesm {c}'\nUSAGE: pvesm <COMMAND> [ARGS] [OPTIONS]"),
             255,
@@ -150,28 +150,6 @@ pub fn pvesm_list(
     Ok(out)
 }
 
-/// Templates `pveam available` offers (names from REAL `pveam_available_section_system_pve8.txt`
-/// plus Debian 13 and two TurnKey appliances).
-const APPLIANCES: &[(&str, &str)] = &[
-    ("system", "almalinux-9-default_20240911_amd64.tar.xz"),
-    ("system", "alpine-3.22-default_20250617_amd64.tar.xz"),
-    ("system", "archlinux-base_20240911-1_amd64.tar.zst"),
-    ("system", "debian-12-standard_12.12-1_amd64.tar.zst"),
-    ("system", "debian-13-standard_13.1-2_amd64.tar.zst"),
-    ("system", "fedora-42-default_20250428_amd64.tar.xz"),
-    ("system", "rockylinux-9-default_20240912_amd64.tar.xz"),
-    ("system", "ubuntu-24.04-standard_24.04-2_amd64.tar.zst"),
-    ("system", "ubuntu-25.04-standard_25.04-1.1_amd64.tar.zst"),
-    (
-        "turnkeylinux",
-        "debian-12-turnkey-nextcloud_18.1-1_amd64.tar.gz",
-    ),
-    (
-        "turnkeylinux",
-        "debian-12-turnkey-wordpress_18.2-1_amd64.tar.gz",
-    ),
-];
-
 /// `pveam …` (FORMATS §3.12).
 pub fn pveam(st: &mut State, ctx: &Ctx, argv: &[String]) -> Output {
     let cmd = argv.first().map(String::as_str);
@@ -186,7 +164,7 @@ pub fn pveam(st: &mut State, ctx: &Ctx, argv: &[String]) -> Output {
             };
             // REAL pveam_available_section_system_pve8.txt: "%-15s %s\n" (2 columns before 9.2.7).
             Output::ok(
-                APPLIANCES
+                storage_ops::APPLIANCES
                     .iter()
                     .filter(|(s, _)| o.get("section").is_none_or(|x| x == *s))
                     .map(|(s, t)| format!("{s:<15} {t}\n"))
@@ -233,8 +211,9 @@ pub fn pveam(st: &mut State, ctx: &Ctx, argv: &[String]) -> Output {
     }
 }
 
-/// `pveam download <storage> <template>`: a `download` task whose UPID id is the file name; the
-/// log lines of FORMATS §3.12 [SRC]; exit 0 even when the task failed [INFER].
+/// `pveam download <storage> <template>`: [`storage_ops::apl_download`] (a `download` task whose
+/// UPID id is the file name, FORMATS §3.12 [SRC]); no UPID printed, exit 0 even when the task
+/// failed (no outsub in pveam's cmddef [INFER]); pre-fork errors exit 255.
 fn pveam_download(st: &mut State, ctx: &Ctx, rest: &[String]) -> Output {
     if rest.len() != 2 {
         return Output::err(
@@ -242,73 +221,112 @@ fn pveam_download(st: &mut State, ctx: &Ctx, rest: &[String]) -> Output {
             255,
         );
     }
-    let (sid, tmpl) = (rest[0].clone(), rest[1].clone());
-    let Some(storage) = st.storage(&sid).cloned() else {
-        return Output::err(&format!("storage '{sid}' does not exist"), 255);
-    };
-    if !APPLIANCES.iter().any(|(_, t)| *t == tmpl) {
-        return Output::err(
-            "400 Parameter verification failed.\ntemplate: no such template\n\npveam download <storage> <template>",
-            255,
-        );
-    }
     let local = st.local_node.clone();
-    let dest = format!(
-        "{}/template/cache/{tmpl}",
-        storage.path.clone().unwrap_or_default()
-    );
-    let url = format!("http://download.proxmox.com/images/system/{tmpl}");
-    let run = ops::run_task(st, ctx, &local, "download", &tmpl, |st, log| {
-        let volname = format!("vztmpl/{tmpl}");
-        if st
-            .volumes
-            .iter()
-            .any(|v| v.node == local && v.storage == sid && v.volname == volname)
-        {
-            log.push("OK, got correct file already, no need to download".into());
-            return Ok(());
+    match storage_ops::apl_download(st, ctx, &local, &rest[0], &rest[1]) {
+        Ok(run) => {
+            let mut out = cli_task_output(&run);
+            out.code = 0;
+            out
         }
-        log.push(format!("downloading {url} to {dest}"));
-        log.push("calculating checksum...OK, checksum verified".into());
-        log.push(format!("download of '{url}' to '{dest}' finished"));
-        let format = if tmpl.ends_with(".tar.zst") {
-            "tzst"
-        } else if tmpl.ends_with(".tar.gz") {
-            "tgz"
-        } else {
-            "txz"
-        };
-        st.volumes.push(Volume {
-            node: local.clone(),
-            storage: sid.clone(),
-            volname,
-            content: "vztmpl".into(),
-            format: format.into(),
-            size: 125_829_120,
-            ctime: ctx.now,
-            vmid: None,
-            subtype: None,
-            guest_config: None,
-            disk_size: None,
-        });
-        Ok(())
-    });
-    let mut out = cli_task_output(&run);
-    out.code = 0;
-    out
+        Err(f) => {
+            let mut o = Output::from(f);
+            if o.stderr.starts_with("400 ") {
+                o.stderr.push_str("\npveam download <storage> <template>\n");
+            }
+            o
+        }
+    }
 }
 
-/// `ha-manager status` (FORMATS §3.13): with no HA resources configured, PVE prints the quorum
-/// line and the (idle) CRM master line, time as Perl scalar `localtime` (day space-padded, REAL
-/// `ha_manager_status_pve9.2_fencing_crs.txt` for the line shapes).
+/// `pvesm free <volume> [--storage S] [--delay N]`: [`storage_ops::free`]; the task log on stdout,
+/// no UPID, exit 0 even when the task failed (no outsub [INFER, as `pveam download`]).
+fn pvesm_free(st: &mut State, ctx: &Ctx, argv: &[String]) -> Output {
+    let usage = "pvesm free <volume> [OPTIONS]";
+    let schema = [
+        p("storage", Ty::StorageId),
+        p("delay", Ty::Int(Some(1), Some(30))),
+    ];
+    let o = match args::parse(argv, &schema) {
+        Ok(o) => o,
+        Err(e) => return args::param_error(&e, usage),
+    };
+    if o.pos.len() != 1 {
+        let what = if o.pos.is_empty() {
+            "not enough"
+        } else {
+            "too many"
+        };
+        return Output::err(&format!("400 {what} arguments\n{usage}"), 255);
+    }
+    match storage_ops::free(st, ctx, &o.pos[0], o.get("storage")) {
+        Ok(run) => {
+            let mut out = cli_task_output(&run);
+            out.code = 0;
+            out
+        }
+        Err(f) => {
+            let mut out = Output::from(f);
+            if out.stderr.starts_with("400 ") {
+                out.stderr.push_str(&format!("\n{usage}\n"));
+            }
+            out
+        }
+    }
+}
+
+/// `ha-manager status` (FORMATS §3.13, §6: the PVE 9.1 layout of the REAL
+/// `ha_manager_status_pve9.2_fencing_crs.txt` without 9.2's CRS suffix): quorum, the CRM master,
+/// the fencing line, one `lrm` line per node (`active, watchdog active` on nodes with HA
+/// services, else `idle, watchdog standby`) and one `service vm:<id> (<node>, <state>)` line per
+/// HA resource. Times are Perl scalar `localtime` (day space-padded). With no HA resource only
+/// the quorum line and an idle master remain.
 pub fn ha_manager(st: &mut State, ctx: &Ctx, argv: &[String]) -> Output {
     match argv.first().map(String::as_str) {
         Some("status") => {
             let master = st.local_node.clone();
-            Output::ok(format!(
-                "quorum OK\nmaster {master} (idle, {})\n",
-                timefmt::ctime(ctx.now - 7)
-            ))
+            let services: Vec<(String, String, &'static str)> = st
+                .guests
+                .values()
+                .filter_map(|g| {
+                    let ha = g.ha.as_ref()?;
+                    let kind = if g.kind == crate::state::Kind::Qemu {
+                        "vm"
+                    } else {
+                        "ct"
+                    };
+                    Some((
+                        format!("{kind}:{}", g.vmid),
+                        g.node.clone(),
+                        ha.service_state(),
+                    ))
+                })
+                .collect();
+            if services.is_empty() {
+                return Output::ok(format!(
+                    "quorum OK\nmaster {master} (idle, {})\n",
+                    timefmt::ctime(ctx.now - 7)
+                ));
+            }
+            let mut s = format!(
+                "quorum OK\nmaster {master} (active, {})\nfencing armed (CRM watchdog active)\n",
+                timefmt::ctime(ctx.now - 3)
+            );
+            for (i, n) in st.nodes.iter().enumerate() {
+                let state = if services.iter().any(|(_, node, _)| *node == n.name) {
+                    "active, watchdog active"
+                } else {
+                    "idle, watchdog standby"
+                };
+                s.push_str(&format!(
+                    "lrm {} ({state}, {})\n",
+                    n.name,
+                    timefmt::ctime(ctx.now - 1 - i as i64)
+                ));
+            }
+            for (sid, node, state) in services {
+                s.push_str(&format!("service {sid} ({node}, {state})\n"));
+            }
+            Output::ok(s)
         }
         Some(c) => Output::err(
             &format!(

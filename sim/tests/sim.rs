@@ -182,7 +182,7 @@ mod formats {
             .map(|e| e["type"].as_str().unwrap())
             .collect();
         assert!(types.iter().all(|t| *t == "qemu" || *t == "lxc"));
-        assert_eq!(types.len(), 8);
+        assert_eq!(types.len(), 9);
         let ct = entry(&vms, |e| e["vmid"] == 200);
         assert_eq!(
             (
@@ -510,8 +510,23 @@ mod formats {
         assert!(ours.ends_with("0x00000003          1 10.10.10.13\n"));
         let nodes = bed.run("pvecm nodes").stdout;
         assert!(nodes.contains("    Nodeid      Votes Name\n         1          1 pve1 (local)\n"));
+        // With VM 104 HA-managed: the PVE 9.1+ layout of the REAL capture (line kinds in order).
         let ha = bed.run("ha-manager status").stdout;
-        assert!(ha.starts_with("quorum OK\nmaster pve1 (idle, "));
+        let real = fixture("ha_manager_status_pve9.2_fencing_crs.txt");
+        let kinds = |t: &str| {
+            t.lines()
+                .map(|l| l.split(' ').next().unwrap_or("").to_string())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(kinds(&ha), kinds(&real));
+        assert!(ha.starts_with("quorum OK\nmaster pve1 (active, "));
+        assert!(
+            ha.contains(
+                "\nfencing armed (CRM watchdog active)\nlrm pve1 (idle, watchdog standby, "
+            )
+        );
+        assert!(ha.contains("\nlrm pve2 (active, watchdog active, "));
+        assert!(ha.ends_with("\nservice vm:104 (pve2, stopped)\n"));
     }
 }
 
@@ -797,5 +812,855 @@ mod behaviour {
         upids.sort_unstable();
         upids.dedup();
         assert_eq!(upids.len(), 9, "UPIDs are unique");
+    }
+}
+
+/// The endpoints that make, copy, back up, restore and clean up guests and files, HA requests.
+mod provisioning {
+    use super::*;
+
+    /// The UPID a `pvesh create|delete` task call printed last (FORMATS §1.3).
+    fn upid_of(r: &Run) -> String {
+        assert_eq!(r.code, 0, "task endpoints exit 0: {}", r.stderr);
+        let last = r.stdout.lines().last().unwrap_or_default();
+        let upid: String = serde_json::from_str(last).unwrap_or_else(|e| panic!("{last}: {e}"));
+        assert!(upid.starts_with("UPID:") && upid.ends_with(":root@pam:"));
+        upid
+    }
+
+    fn exitstatus(bed: &Bed, node: &str, upid: &str) -> String {
+        let s = bed.json(&format!(
+            "pvesh get /nodes/{node}/tasks/{upid}/status --output-format json"
+        ));
+        assert_eq!(s["status"], "stopped");
+        s["exitstatus"].as_str().unwrap().to_string()
+    }
+
+    fn volids(v: &Value) -> Vec<String> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["volid"].as_str().unwrap().to_string())
+            .collect()
+    }
+
+    /// `vzdump-(qemu|lxc)-<vmid>-YYYY_MM_DD-HH_MM_SS.<ext>` (FORMATS §3.10).
+    fn archive_ok(file: &str, kind: &str, vmid: u32, ext: &str) -> bool {
+        let Some(rest) = file.strip_prefix(&format!("vzdump-{kind}-{vmid}-")) else {
+            return false;
+        };
+        let (stamp, e) = rest.split_at(19.min(rest.len()));
+        let shape = stamp.chars().enumerate().all(|(i, c)| match i {
+            4 | 7 | 13 | 16 => c == '_',
+            10 => c == '-',
+            _ => c.is_ascii_digit(),
+        });
+        shape && e == format!(".{ext}")
+    }
+
+    #[test]
+    fn vzdump_through_pvesh() {
+        let bed = Bed::new();
+        let r = bed.run("pvesh create /nodes/pve1/vzdump --vmid 100 --storage local --mode snapshot --compress zstd --output-format json");
+        let upid = upid_of(&r);
+        assert!(upid.contains(":vzdump:100:"));
+        let lines: Vec<&str> = r.stdout.lines().collect();
+        assert_eq!(
+            lines[0],
+            "INFO: starting new backup job: vzdump 100 --compress zstd --mode snapshot --node pve1 --storage local"
+        );
+        assert_eq!(lines[1], "INFO: Starting Backup of VM 100 (qemu)");
+        assert!(r.stdout.contains("INFO: VM Name: web\n"));
+        assert_eq!(
+            lines[lines.len() - 2],
+            "INFO: Backup job finished successfully"
+        );
+        assert_eq!(exitstatus(&bed, "pve1", &upid), "OK");
+        let b = bed.json("pvesh get /nodes/pve1/storage/local/content --content backup --vmid 100 --output-format json");
+        let ids = volids(&b);
+        assert_eq!(ids.len(), 2, "last night's + this one: {ids:?}");
+        let newest = ids[1].strip_prefix("local:backup/").unwrap();
+        assert!(archive_ok(newest, "qemu", 100, "vma.zst"), "{newest}");
+        assert!(r.stdout.contains(&format!(
+            "INFO: creating vzdump archive '/var/lib/vz/dump/{newest}'"
+        )));
+        assert_eq!(b[1]["format"], "vma.zst");
+        assert!(b[1]["size"].as_u64().unwrap() > 0);
+
+        // A container, stop mode, no compression: a bare .tar and the CT log lines.
+        let r = bed.run("pvesh create /nodes/pve1/vzdump --vmid 200 --storage local --mode stop --compress 0 --output-format json");
+        upid_of(&r);
+        assert!(r.stdout.contains("INFO: CT Name: dns\n"));
+        assert!(
+            r.stdout
+                .contains("INFO: including mount point rootfs ('/') in backup\n")
+        );
+        let b = bed.json("pvesh get /nodes/pve1/storage/local/content --content backup --vmid 200 --output-format json");
+        let file = volids(&b)[1]
+            .trim_start_matches("local:backup/")
+            .to_string();
+        assert!(archive_ok(&file, "lxc", 200, "tar"), "{file}");
+        assert_eq!(b[1]["subtype"], "lxc");
+
+        // No backup content: the task fails (exit 0, error on stderr, exitstatus).
+        let r = bed.run(
+            "pvesh create /nodes/pve1/vzdump --vmid 100 --storage local-lvm --output-format json",
+        );
+        let upid = upid_of(&r);
+        let msg = "could not get storage information for 'local-lvm': can't use storage 'local-lvm' for backups - wrong content type";
+        assert_eq!(r.stderr, format!("{msg}\n"));
+        assert_eq!(exitstatus(&bed, "pve1", &upid), msg);
+        // A guest of another node: the API returns 'OK' and starts nothing [SRC].
+        let r = bed
+            .run("pvesh create /nodes/pve1/vzdump --vmid 101 --storage local --output-format json");
+        assert_eq!(
+            (r.stdout.as_str(), r.stderr.as_str(), r.code),
+            ("\"OK\"\n", "", 0)
+        );
+        // Unknown VMID: the job fails.
+        let r = bed
+            .run("pvesh create /nodes/pve1/vzdump --vmid 777 --storage local --output-format json");
+        upid_of(&r);
+        assert_eq!(r.stderr, "job errors\n");
+        assert!(
+            r.stdout
+                .contains("ERROR: Backup of VM 777 failed - unable to find VM '777'\n")
+        );
+    }
+
+    #[test]
+    fn storage_content_filters_and_seeded_files() {
+        let bed = Bed::new();
+        for node in ["pve1", "pve2", "pve3"] {
+            let all = bed.json(&format!(
+                "pvesh get /nodes/{node}/storage/local/content --output-format json"
+            ));
+            let ids = volids(&all);
+            assert!(ids.contains(&"local:iso/debian-13.2.0-amd64-netinst.iso".to_string()));
+            assert!(
+                ids.contains(&"local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst".to_string())
+            );
+            assert!(
+                ids.iter()
+                    .any(|v| v.starts_with("local:backup/vzdump-qemu-100-"))
+            );
+            assert!(
+                ids.iter()
+                    .any(|v| v.starts_with("local:backup/vzdump-lxc-200-"))
+            );
+        }
+        let iso = bed
+            .json("pvesh get /nodes/pve2/storage/local/content --content iso --output-format json");
+        assert_eq!(iso.as_array().unwrap().len(), 1);
+        let e = &iso[0];
+        assert_eq!(
+            (e["format"].as_str(), e["content"].as_str()),
+            (Some("iso"), Some("iso"))
+        );
+        assert!(e["ctime"].is_i64() && e["size"].is_u64() && e.get("vmid").is_none());
+        let t = bed.json(
+            "pvesh get /nodes/pve1/storage/local/content --content vztmpl --output-format json",
+        );
+        assert!(t.as_array().unwrap().iter().all(|e| e["format"] == "tzst"));
+        let ct = bed.json("pvesh get /nodes/pve1/storage/local/content --content backup --vmid 200 --output-format json");
+        assert_eq!(ct[0]["subtype"], "lxc");
+        assert_eq!(ct[0]["format"], "tar.zst");
+        let imgs = bed.json("pvesh get /nodes/pve1/storage/local-lvm/content --content images --vmid 100 --output-format json");
+        assert_eq!(volids(&imgs), ["local-lvm:vm-100-disk-0"]);
+        let r = bed
+            .run("pvesh get /nodes/pve1/storage/local/content --content nope --output-format json");
+        assert_eq!(r.code, 255);
+    }
+
+    #[test]
+    fn backup_restore_round_trip() {
+        let bed = Bed::new();
+        upid_of(&bed.run("pvesh create /nodes/pve1/vzdump --vmid 100 --storage local --compress zstd --output-format json"));
+        let b = bed.json("pvesh get /nodes/pve1/storage/local/content --content backup --vmid 100 --output-format json");
+        let archive = volids(&b)[1].clone();
+        let orig = bed.json("pvesh get /nodes/pve1/qemu/100/config --output-format json");
+
+        // Existing VMID without --force: pre-fork, no task (qemu-server create_vm [SRC]).
+        let r = bed.run(&format!(
+            "pvesh create /nodes/pve1/qemu --vmid 100 --archive {archive} --output-format json"
+        ));
+        assert_eq!(
+            (r.code, r.stdout.as_str(), r.stderr.as_str()),
+            (
+                255,
+                "",
+                "unable to restore VM 100 - VM 100 already exists on node 'pve1'\n"
+            )
+        );
+        let r = bed.run(&format!("pvesh create /nodes/pve1/qemu --vmid 150 --archive {archive} --storage local-lvm --output-format json"));
+        let upid = upid_of(&r);
+        assert!(upid.contains(":qmrestore:150:"));
+        assert!(
+            r.stdout.starts_with(
+                "restore vma archive: zstd -q -d -c /var/lib/vz/dump/vzdump-qemu-100-"
+            )
+        );
+        assert!(
+            r.stdout
+                .contains("new volume ID is 'local-lvm:vm-150-disk-0'\n")
+        );
+        assert!(r.stdout.contains("rescan volumes...\n\"UPID:pve1:"));
+        let restored = bed.json("pvesh get /nodes/pve1/qemu/150/config --output-format json");
+        for (k, v) in orig.as_object().unwrap() {
+            match k.as_str() {
+                "digest" => {}
+                "scsi0" => assert_eq!(
+                    restored["scsi0"],
+                    "local-lvm:vm-150-disk-0,iothread=1,size=32G"
+                ),
+                _ => assert_eq!(&restored[k], v, "restored {k}"),
+            }
+        }
+        let cur = bed.json("pvesh get /nodes/pve1/qemu/150/status/current --output-format json");
+        assert_eq!(
+            (cur["status"].as_str(), cur["name"].as_str()),
+            (Some("stopped"), Some("web"))
+        );
+
+        // --force over a running VM: the task fails; over a stopped one it replaces it.
+        let r = bed.run(&format!("pvesh create /nodes/pve1/qemu --vmid 100 --archive {archive} --force 1 --output-format json"));
+        upid_of(&r);
+        assert_eq!(r.stderr, "unable to restore VM 100 - vm is running\n");
+        let r = bed.run(&format!("pvesh create /nodes/pve1/qemu --vmid 102 --archive {archive} --force 1 --output-format json"));
+        upid_of(&r);
+        assert_eq!(r.stderr, "");
+        assert!(
+            r.stdout
+                .contains("  Logical volume \"vm-102-disk-0\" successfully removed.\n")
+        );
+        let g = bed.json("pvesh get /nodes/pve1/qemu/102/config --output-format json");
+        assert_eq!((g["name"].as_str(), g.get("parent")), (Some("web"), None));
+        assert_eq!(
+            bed.json("pvesh get /nodes/pve1/qemu/102/snapshot --output-format json")
+                .as_array()
+                .unwrap()
+                .len(),
+            1
+        );
+        // Wrong archives.
+        let r = bed.run("pvesh create /nodes/pve1/qemu --vmid 151 --archive local:backup/vzdump-qemu-100-2001_01_01-00_00_00.vma.zst --output-format json");
+        assert_eq!(
+            (r.code, r.stderr.as_str()),
+            (
+                2,
+                "can't find file 'local:backup/vzdump-qemu-100-2001_01_01-00_00_00.vma.zst'\n"
+            )
+        );
+        let r = bed.run("pvesh create /nodes/pve1/qemu --vmid 151 --archive local:iso/debian-13.2.0-amd64-netinst.iso --output-format json");
+        assert_eq!(
+            r.stderr,
+            "unable to use volume local:iso/debian-13.2.0-amd64-netinst.iso - content type needs to be 'backup'\n"
+        );
+        let ct_archive = volids(&bed.json("pvesh get /nodes/pve1/storage/local/content --content backup --vmid 200 --output-format json"))[0].clone();
+        let r = bed.run(&format!(
+            "pvesh create /nodes/pve1/qemu --vmid 151 --archive {ct_archive} --output-format json"
+        ));
+        upid_of(&r);
+        assert!(
+            r.stderr
+                .ends_with("does not look like a QemuServer vzdump backup\n"),
+            "{}",
+            r.stderr
+        );
+        assert_eq!(bed.run("qm status 151").code, 2);
+
+        // The container side: pct restore through the API, with --storage.
+        let r = bed.run(&format!("pvesh create /nodes/pve1/lxc --vmid 250 --ostemplate {ct_archive} --restore 1 --output-format json"));
+        assert_eq!(r.code, 255, "default storage 'local' has no rootdir");
+        assert!(r.stderr.starts_with("400 Parameter verification failed.\nstorage: storage 'local' does not support container directories\n"));
+        let r = bed.run(&format!("pvesh create /nodes/pve1/lxc --vmid 250 --ostemplate {ct_archive} --restore 1 --storage local-lvm --output-format json"));
+        let upid = upid_of(&r);
+        assert!(upid.contains(":vzrestore:250:"));
+        assert!(r.stdout.starts_with(&format!(
+            "recovering backed-up configuration from '{ct_archive}'\n"
+        )));
+        assert!(
+            r.stdout
+                .contains("merging backed-up and given configuration..\n")
+        );
+        let orig = bed.json("pvesh get /nodes/pve1/lxc/200/config --output-format json");
+        let ct = bed.json("pvesh get /nodes/pve1/lxc/250/config --output-format json");
+        for k in [
+            "hostname",
+            "memory",
+            "net0",
+            "unprivileged",
+            "ostype",
+            "swap",
+            "cores",
+        ] {
+            assert_eq!(ct[k], orig[k], "{k}");
+        }
+        assert_eq!(ct["rootfs"], "local-lvm:vm-250-disk-0,size=8G");
+        let r = bed.run(&format!("pvesh create /nodes/pve1/lxc --vmid 200 --ostemplate {ct_archive} --restore 1 --storage local-lvm --force 1 --output-format json"));
+        assert_eq!(
+            (r.code, r.stderr.as_str()),
+            (255, "can't overwrite running container\n")
+        );
+        let r = bed.run(&format!("pvesh create /nodes/pve1/lxc --vmid 201 --ostemplate {ct_archive} --restore 1 --storage local-lvm --output-format json"));
+        assert_eq!(
+            (r.code, r.stderr.as_str()),
+            (255, "CT 201 already exists on node 'pve2'\n")
+        );
+    }
+
+    #[test]
+    fn create_vm_and_container() {
+        let bed = Bed::new();
+        let used = |bed: &Bed| {
+            let s = bed.json("pvesh get /nodes/pve1/storage --output-format json");
+            entry(&s, |e| e["storage"] == "local-lvm")["used"]
+                .as_u64()
+                .unwrap()
+        };
+        let before = used(&bed);
+        assert_eq!(
+            bed.json("pvesh get /cluster/nextid --output-format json"),
+            "105"
+        );
+        let create = "pvesh create /nodes/pve1/qemu --vmid 105 --name newvm --memory 2048 --cores 2 --scsi0 local-lvm:32 --cdrom local:iso/debian-13.2.0-amd64-netinst.iso --net0 virtio,bridge=vmbr0 --ostype l26 --output-format json";
+        let r = bed.run(create);
+        let upid = upid_of(&r);
+        assert!(upid.contains(":qmcreate:105:"));
+        assert_eq!(
+            r.stdout.lines().take(2).collect::<Vec<_>>(),
+            [
+                "  Logical volume \"vm-105-disk-0\" created.",
+                "scsi0: successfully created disk 'local-lvm:vm-105-disk-0,size=32G'"
+            ]
+        );
+        let c = bed.json("pvesh get /nodes/pve1/qemu/105/config --output-format json");
+        assert_eq!(c["name"], "newvm");
+        assert_eq!(c["memory"], "2048");
+        assert_eq!(c["cores"], 2);
+        assert_eq!(c["ostype"], "l26");
+        assert_eq!(c["scsi0"], "local-lvm:vm-105-disk-0,size=32G");
+        assert_eq!(
+            c["ide2"],
+            "local:iso/debian-13.2.0-amd64-netinst.iso,media=cdrom,size=754M"
+        );
+        let net = c["net0"].as_str().unwrap();
+        assert!(
+            net.starts_with("virtio=BC:24:11:")
+                && net.ends_with(",bridge=vmbr0")
+                && net.len() == "virtio=BC:24:11:00:00:00,bridge=vmbr0".len(),
+            "{net}"
+        );
+        assert_eq!(c["boot"], "order=scsi0;ide2;net0");
+        let cur = bed.json("pvesh get /nodes/pve1/qemu/105/status/current --output-format json");
+        assert_eq!(
+            (cur["status"].as_str(), cur["maxdisk"].as_u64()),
+            (Some("stopped"), Some(32 << 30))
+        );
+        assert!(used(&bed) > before, "the new disk takes space");
+        assert_eq!(
+            bed.json("pvesh get /cluster/nextid --output-format json"),
+            "106"
+        );
+        assert!(bed.run("qm list").stdout.contains(
+            "       105 newvm                stopped    2048              32.00 0         \n"
+        ));
+
+        // Pre-fork errors.
+        let r = bed.run(create);
+        assert_eq!(
+            (r.code, r.stderr.as_str()),
+            (
+                255,
+                "unable to create VM 105 - VM 105 already exists on node 'pve1'\n"
+            )
+        );
+        let r = bed.run(
+            &create
+                .replace("--vmid 105", "--vmid 106")
+                .replace("local-lvm:32", "local:32"),
+        );
+        assert_eq!(r.code, 255);
+        assert!(r.stderr.starts_with("400 Parameter verification failed.\nstorage: storage 'local' does not support vm images\n"));
+        // In-task errors: a missing ISO, no room.
+        let r = bed.run(
+            &create
+                .replace("--vmid 105", "--vmid 106")
+                .replace("netinst.iso", "netinst-nope.iso"),
+        );
+        let upid = upid_of(&r);
+        let msg = "unable to create VM 106 - volume local:iso/debian-13.2.0-amd64-netinst-nope.iso does not exist";
+        assert_eq!(r.stderr, format!("{msg}\n"));
+        assert_eq!(exitstatus(&bed, "pve1", &upid), msg);
+        let r = bed.run(
+            &create
+                .replace("--vmid 105", "--vmid 106")
+                .replace("local-lvm:32", "local-lvm:5000"),
+        );
+        upid_of(&r);
+        assert_eq!(
+            r.stderr,
+            "unable to create VM 106 - lvcreate 'pve/vm-106-disk-0' error: Cannot create new thin volume, free space in thin pool pve/data reached threshold.\n"
+        );
+        assert_eq!(bed.run("qm status 106").code, 2, "nothing left behind");
+
+        // A container.
+        let ct = "pvesh create /nodes/pve1/lxc --vmid 210 --hostname web1 --ostemplate local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst --memory 512 --cores 1 --rootfs local-lvm:8 --net0 name=eth0,bridge=vmbr0,ip=dhcp --unprivileged 1 --output-format json";
+        let r = bed.run(ct);
+        let upid = upid_of(&r);
+        assert!(upid.contains(":vzcreate:210:"));
+        assert!(r.stdout.starts_with("  Logical volume \"vm-210-disk-0\" created.\nCreating filesystem with 2097152 4k blocks"));
+        assert!(r.stdout.contains("extracting archive '/var/lib/vz/template/cache/debian-12-standard_12.7-1_amd64.tar.zst'\n"));
+        let c = bed.json("pvesh get /nodes/pve1/lxc/210/config --output-format json");
+        assert_eq!(
+            (
+                c["hostname"].as_str(),
+                c["memory"].as_i64(),
+                c["cores"].as_i64(),
+                c["unprivileged"].as_i64(),
+                c["ostype"].as_str()
+            ),
+            (Some("web1"), Some(512), Some(1), Some(1), Some("debian"))
+        );
+        assert_eq!(c["rootfs"], "local-lvm:vm-210-disk-0,size=8G");
+        let net = c["net0"].as_str().unwrap();
+        assert!(
+            net.starts_with("name=eth0,bridge=vmbr0,hwaddr=BC:24:11:")
+                && net.ends_with(",ip=dhcp,type=veth"),
+            "{net}"
+        );
+        assert_eq!(bed.run("pct status 210").stdout, "status: stopped\n");
+        let r = bed.run(ct);
+        assert_eq!(
+            (r.code, r.stderr.as_str()),
+            (255, "CT 210 already exists on node 'pve1'\n")
+        );
+        let r = bed.run(&ct.replace("210", "211").replace("12.7-1", "12.0-0"));
+        upid_of(&r);
+        assert_eq!(
+            r.stderr,
+            "unable to create CT 211 - can't find file 'local:vztmpl/debian-12-standard_12.0-0_amd64.tar.zst'\n"
+        );
+        assert!(
+            r.stdout
+                .contains("  Logical volume \"vm-211-disk-0\" successfully removed.\n")
+        );
+        let r = bed.run(&ct.replace("210", "211").replace(
+            "local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst",
+            "local:iso/debian-13.2.0-amd64-netinst.iso",
+        ));
+        assert_eq!(
+            r.stderr,
+            "unable to use volume local:iso/debian-13.2.0-amd64-netinst.iso - content type needs to be 'vztmpl'\n"
+        );
+    }
+
+    #[test]
+    fn clone_linked_full_and_errors() {
+        let bed = Bed::new();
+        // From a template: linked by default.
+        let r = bed.run("pvesh create /nodes/pve1/qemu/9000/clone --newid 170 --name linked1 --output-format json");
+        let upid = upid_of(&r);
+        assert!(upid.contains(":qmclone:9000:"), "id is the source VMID");
+        assert_eq!(
+            r.stdout.lines().take(3).collect::<Vec<_>>(),
+            [
+                "creating a clone of VM 9000 with ID 170",
+                "create linked clone of drive scsi0 (local-lvm:base-9000-disk-0)",
+                "  Logical volume \"vm-170-disk-0\" created."
+            ]
+        );
+        let c = bed.json("pvesh get /nodes/pve1/qemu/170/config --output-format json");
+        assert_eq!(
+            c["scsi0"],
+            "local-lvm:base-9000-disk-0/vm-170-disk-0,size=8G"
+        );
+        assert_eq!(
+            (c["name"].as_str(), c.get("template")),
+            (Some("linked1"), None)
+        );
+        let src = bed.json("pvesh get /nodes/pve1/qemu/9000/config --output-format json");
+        assert_ne!(c["net0"], src["net0"], "a new MAC");
+        assert_ne!(c["smbios1"], src["smbios1"]);
+        // A normal stopped VM: a full copy, default name.
+        let r = bed.run("pvesh create /nodes/pve1/qemu/102/clone --newid 171 --output-format json");
+        upid_of(&r);
+        assert!(
+            r.stdout
+                .contains("create full clone of drive scsi0 (local-lvm:vm-102-disk-0)\n")
+        );
+        assert!(
+            r.stdout
+                .contains("transferred 100.0 GiB of 100.0 GiB (100.00%)\n")
+        );
+        let c = bed.json("pvesh get /nodes/pve1/qemu/171/config --output-format json");
+        assert_eq!(c["name"], "Copy-of-VM-build");
+        assert_eq!(c["scsi0"], "local-lvm:vm-171-disk-0,iothread=1,size=100G");
+        assert!(c.get("parent").is_none());
+        assert_eq!(
+            bed.json("pvesh get /nodes/pve1/qemu/171/status/current --output-format json")["status"],
+            "stopped"
+        );
+        // A running VM, --full 1: drive mirror.
+        let r = bed.run(
+            "pvesh create /nodes/pve1/qemu/100/clone --newid 172 --full 1 --output-format json",
+        );
+        upid_of(&r);
+        assert!(
+            r.stdout
+                .contains("drive mirror is starting for drive-scsi0\n")
+        );
+        assert!(r.stdout.contains("all 'mirror' jobs are ready\n"));
+        // Errors before the fork.
+        let r = bed.run(
+            "pvesh create /nodes/pve1/qemu/100/clone --newid 173 --full 0 --output-format json",
+        );
+        assert_eq!(
+            (r.code, r.stderr.as_str()),
+            (
+                255,
+                "Linked clone feature is not supported for 'local-lvm:vm-100-disk-0' (scsi0)\n"
+            )
+        );
+        let r = bed.run("pvesh create /nodes/pve1/qemu/100/clone --newid 101 --output-format json");
+        assert_eq!(
+            (r.code, r.stderr.as_str()),
+            (255, "unable to create VM 101: config file already exists\n")
+        );
+        let r = bed.run("pvesh create /nodes/pve1/qemu/101/clone --newid 174 --output-format json");
+        assert_eq!(
+            (r.code, r.stderr.as_str()),
+            (
+                2,
+                "Configuration file 'nodes/pve1/qemu-server/101.conf' does not exist\n"
+            )
+        );
+        let r = bed.run("pvesh create /nodes/pve1/qemu/100/clone --output-format json");
+        assert!(
+            r.stderr
+                .contains("newid: property is missing and it is not optional\n")
+        );
+    }
+
+    #[test]
+    fn prune_keeps_the_newest() {
+        let bed = Bed::new();
+        for _ in 0..3 {
+            upid_of(&bed.run("pvesh create /nodes/pve1/vzdump --vmid 100 --storage local --compress zstd --output-format json"));
+        }
+        let all = volids(&bed.json("pvesh get /nodes/pve1/storage/local/content --content backup --vmid 100 --output-format json"));
+        assert_eq!(all.len(), 4);
+        let dry = bed.json("pvesh get /nodes/pve1/storage/local/prunebackups --vmid 100 --prune-backups keep-last=2 --output-format json");
+        let marks: Vec<(&str, &str)> = dry
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| (e["volid"].as_str().unwrap(), e["mark"].as_str().unwrap()))
+            .collect();
+        let want: Vec<(&str, &str)> = all
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (v.as_str(), if i < 2 { "remove" } else { "keep" }))
+            .collect();
+        assert_eq!(marks, want);
+        assert!(
+            dry.as_array()
+                .unwrap()
+                .iter()
+                .all(|e| e["type"] == "qemu" && e["vmid"] == 100 && e["ctime"].is_i64())
+        );
+        // Nothing removed by the dry run.
+        assert_eq!(volids(&bed.json("pvesh get /nodes/pve1/storage/local/content --content backup --vmid 100 --output-format json")).len(), 4);
+        let r = bed.run("pvesh delete /nodes/pve1/storage/local/prunebackups --vmid 100 --prune-backups keep-last=2 --output-format json");
+        let upid = upid_of(&r);
+        assert!(upid.contains(":prunebackups:100@local:"));
+        assert_eq!(
+            r.stdout
+                .lines()
+                .filter(|l| l.starts_with("removing backup "))
+                .collect::<Vec<_>>(),
+            [
+                format!("removing backup '{}'", all[0]),
+                format!("removing backup '{}'", all[1])
+            ]
+        );
+        assert_eq!(exitstatus(&bed, "pve1", &upid), "OK");
+        assert_eq!(volids(&bed.json("pvesh get /nodes/pve1/storage/local/content --content backup --vmid 100 --output-format json")), all[2..]);
+        // Other guests' backups are untouched.
+        assert_eq!(volids(&bed.json("pvesh get /nodes/pve1/storage/local/content --content backup --vmid 200 --output-format json")).len(), 1);
+        let r = bed.run("pvesh delete /nodes/pve1/storage/local-lvm/prunebackups --vmid 100 --prune-backups keep-last=1 --output-format json");
+        upid_of(&r);
+        assert_eq!(r.stderr, "storage 'local-lvm' does not support backups\n");
+        let r = bed.run("pvesh get /nodes/pve1/storage/local/prunebackups --vmid 100 --prune-backups keep-latest=1 --output-format json");
+        assert!(r.stderr.starts_with("400 Parameter verification failed.\nprune-backups: invalid format - invalid key in comma-separated list property: keep-latest\n"));
+    }
+
+    #[test]
+    fn pvesm_free_and_storage_delete() {
+        let bed = Bed::new();
+        let b = volids(&bed.json("pvesh get /nodes/pve1/storage/local/content --content backup --vmid 200 --output-format json"));
+        let r = bed.run(&format!("pvesm free {}", b[0]));
+        assert_eq!(
+            (r.code, r.stdout.clone(), r.stderr.as_str()),
+            (0, format!("Removed volume '{}'\n", b[0]), "")
+        );
+        assert!(volids(&bed.json("pvesh get /nodes/pve1/storage/local/content --content backup --vmid 200 --output-format json")).is_empty());
+        assert_eq!(volids(&bed.json("pvesh get /nodes/pve2/storage/local/content --content backup --vmid 200 --output-format json")).len(), 1, "pve2's copy stays");
+        let tasks =
+            bed.json("pvesh get /nodes/pve1/tasks --typefilter imgdel --output-format json");
+        assert_eq!(
+            (tasks[0]["id"].as_str(), tasks[0]["status"].as_str()),
+            (Some("200@local"), Some("OK"))
+        );
+        // Gone already: only a warning inside the task (Plugin::free_image [SRC]).
+        let r = bed.run(&format!("pvesm free {}", b[0]));
+        assert_eq!(r.code, 0);
+        assert!(
+            r.stdout
+                .starts_with("disk image '/var/lib/vz/dump/vzdump-lxc-200-")
+        );
+        let r = bed.run("pvesm free nas:iso/x.iso");
+        assert_eq!(
+            (r.code, r.stderr.as_str()),
+            (255, "storage 'nas' does not exist\n")
+        );
+        let r = bed.run("pvesm free x.iso");
+        assert!(r.stderr.starts_with("400 Parameter verification failed.\nvolume: no storage specified - incomplete volume ID\n"));
+
+        // DELETE /storage/{id}: null result, printed as nothing; gone on every node.
+        let r = bed.run("pvesh delete /storage/nas --output-format json");
+        assert_eq!(
+            (r.code, r.stderr.as_str()),
+            (255, "delete storage failed: storage 'nas' does not exist\n")
+        );
+        let r = bed.run("pvesh delete /storage/local-lvm --output-format json");
+        assert_eq!((r.code, r.stdout.as_str(), r.stderr.as_str()), (0, "", ""));
+        for node in ["pve1", "pve2", "pve3"] {
+            let s = bed.json(&format!(
+                "pvesh get /nodes/{node}/storage --output-format json"
+            ));
+            assert_eq!(s.as_array().unwrap().len(), 1);
+            assert_eq!(s[0]["storage"], "local");
+        }
+        let res = bed.json("pvesh get /cluster/resources --type storage --output-format json");
+        assert!(
+            res.as_array()
+                .unwrap()
+                .iter()
+                .all(|e| e["storage"] == "local")
+        );
+        assert!(!bed.run("pvesm status").stdout.contains("local-lvm"));
+    }
+
+    #[test]
+    fn download_url_pretends_and_checks() {
+        let bed = Bed::new();
+        let url = "https://cdimage.debian.org/debian-cd/current/amd64/iso-cd/debian-13.3.0-amd64-netinst.iso";
+        let sum = "ab".repeat(32);
+        let r = bed.run(&format!("pvesh create /nodes/pve1/storage/local/download-url --content iso --url {url} --filename debian-13.3.0-amd64-netinst.iso --checksum-algorithm sha256 --checksum {sum} --output-format json"));
+        let upid = upid_of(&r);
+        assert!(upid.contains(":download:debian-13.3.0-amd64-netinst.iso:"));
+        let dest = "/var/lib/vz/template/iso/debian-13.3.0-amd64-netinst.iso";
+        let lines: Vec<&str> = r.stdout.lines().collect();
+        assert_eq!(lines[0], format!("downloading {url} to {dest}"));
+        assert!(lines.contains(&"calculating checksum...OK, checksum verified"));
+        assert_eq!(
+            lines[lines.len() - 2],
+            format!("download of '{url}' to '{dest}' finished")
+        );
+        let iso = volids(&bed.json(
+            "pvesh get /nodes/pve1/storage/local/content --content iso --output-format json",
+        ));
+        assert!(iso.contains(&"local:iso/debian-13.3.0-amd64-netinst.iso".to_string()));
+        // Only on that node.
+        assert_eq!(
+            volids(&bed.json(
+                "pvesh get /nodes/pve2/storage/local/content --content iso --output-format json"
+            ))
+            .len(),
+            1
+        );
+        // The same file again, without a checksum: refused.
+        let r = bed.run(&format!("pvesh create /nodes/pve1/storage/local/download-url --content iso --url {url} --filename debian-13.3.0-amd64-netinst.iso --output-format json"));
+        upid_of(&r);
+        assert_eq!(
+            r.stderr,
+            format!("refusing to override existing file '{dest}'\n")
+        );
+        // Test hook: an all-zero checksum does not match.
+        let zeros = "0".repeat(64);
+        let r = bed.run(&format!("pvesh create /nodes/pve1/storage/local/download-url --content iso --url https://example.org/x.iso --filename x.iso --checksum-algorithm sha256 --checksum {zeros} --output-format json"));
+        let upid = upid_of(&r);
+        assert!(
+            r.stderr.starts_with("checksum mismatch: got '")
+                && r.stderr.ends_with(&format!("' != expect '{zeros}'\n")),
+            "{}",
+            r.stderr
+        );
+        assert!(exitstatus(&bed, "pve1", &upid).starts_with("checksum mismatch: got '"));
+        assert!(
+            !volids(&bed.json(
+                "pvesh get /nodes/pve1/storage/local/content --content iso --output-format json"
+            ))
+            .contains(&"local:iso/x.iso".to_string())
+        );
+        // Pre-fork errors.
+        let r = bed.run("pvesh create /nodes/pve1/storage/local/download-url --content iso --url https://example.org/x.txt --filename x.txt --output-format json");
+        assert!(
+            r.stderr.starts_with(
+                "400 Parameter verification failed.\nfilename: wrong file extension\n"
+            )
+        );
+        let r = bed.run("pvesh create /nodes/pve1/storage/local-lvm/download-url --content iso --url https://example.org/x.iso --filename x.iso --output-format json");
+        assert_eq!(
+            r.stderr,
+            "can't upload to storage type 'lvmthin', not a file based storage!\n"
+        );
+        // A fault rule fails the task.
+        let add = Command::new(env!("CARGO_BIN_EXE_pve-sim"))
+            .args(["fault", "add", r#"{"match":"download-url","action":"fail","message":"download failed: wget: unable to resolve host address","times":1}"#])
+            .env("PVE_SIM_FAULTS", bed.faults())
+            .output()
+            .unwrap();
+        assert!(add.status.success());
+        let r = bed.run("pvesh create /nodes/pve1/storage/local/download-url --content iso --url https://example.org/y.iso --filename y.iso --output-format json");
+        upid_of(&r);
+        assert_eq!(
+            r.stderr,
+            "download failed: wget: unable to resolve host address\n"
+        );
+    }
+
+    #[test]
+    fn aplinfo_lists_and_downloads_templates() {
+        let bed = Bed::new();
+        let list = bed.json("pvesh get /nodes/pve1/aplinfo --output-format json");
+        let deb = entry(&list, |e| {
+            e["template"] == "debian-12-standard_12.7-1_amd64.tar.zst"
+        });
+        assert_eq!(
+            (
+                deb["section"].as_str(),
+                deb["package"].as_str(),
+                deb["version"].as_str(),
+                deb["os"].as_str(),
+                deb["type"].as_str()
+            ),
+            (
+                Some("system"),
+                Some("debian-12-standard"),
+                Some("12.7-1"),
+                Some("debian-12"),
+                Some("lxc")
+            )
+        );
+        assert!(deb["headline"].is_string() && deb["sha512sum"].as_str().unwrap().len() == 128);
+        // Every name of the REAL `pveam available --section system` capture is offered.
+        for line in fixture("pveam_available_section_system_pve8.txt").lines() {
+            let t = line.split_whitespace().nth(1).unwrap();
+            assert!(
+                list.as_array().unwrap().iter().any(|e| e["template"] == t),
+                "{t}"
+            );
+        }
+        let t = "ubuntu-24.04-standard_24.04-2_amd64.tar.zst";
+        let r = bed.run(&format!(
+            "pvesh create /nodes/pve1/aplinfo --storage local --template {t} --output-format json"
+        ));
+        let upid = upid_of(&r);
+        assert!(upid.contains(&format!(":download:{t}:")));
+        assert!(r.stdout.starts_with(&format!("downloading http://download.proxmox.com/images/system/{t} to /var/lib/vz/template/cache/{t}\n")));
+        assert!(
+            r.stdout
+                .contains("calculating checksum...OK, checksum verified\n")
+        );
+        let tm = volids(&bed.json(
+            "pvesh get /nodes/pve1/storage/local/content --content vztmpl --output-format json",
+        ));
+        assert!(tm.contains(&format!("local:vztmpl/{t}")));
+        // Already there: no download.
+        let r = bed.run("pvesh create /nodes/pve1/aplinfo --storage local --template debian-12-standard_12.7-1_amd64.tar.zst --output-format json");
+        upid_of(&r);
+        assert!(r.stdout.contains("calculating checksum of existing file...OK, got correct file already, no need to download\n"));
+        let r = bed.run("pvesh create /nodes/pve1/aplinfo --storage local --template nope.tar.zst --output-format json");
+        assert_eq!(r.code, 255);
+        assert!(
+            r.stderr
+                .starts_with("400 Parameter verification failed.\ntemplate: no such template\n")
+        );
+        let r = bed.run(&format!("pvesh create /nodes/pve1/aplinfo --storage local-lvm --template {t} --output-format json"));
+        assert_eq!(r.stderr, "storage 'local-lvm' does not support templates\n");
+    }
+
+    #[test]
+    fn ha_requests_reach_the_guest_later() {
+        let bed = Bed::new();
+        let cur = || bed.json("pvesh get /nodes/pve2/qemu/104/status/current --output-format json");
+        let c = cur();
+        assert_eq!(
+            c["ha"],
+            serde_json::json!({"managed": 1, "state": "stopped"})
+        );
+        assert_eq!(c["status"], "stopped");
+        let res = bed.json("pvesh get /cluster/resources --type vm --output-format json");
+        assert_eq!(entry(&res, |e| e["vmid"] == 104)["hastate"], "stopped");
+        assert!(entry(&res, |e| e["vmid"] == 100).get("hastate").is_none());
+
+        let started = std::time::Instant::now();
+        let r = bed.run("pvesh create /nodes/pve2/qemu/104/status/start --output-format json");
+        assert_eq!((r.code, r.stderr.as_str()), (0, ""));
+        // pve2 is not the local node: the remote log + UPID come back as one JSON string.
+        let raw: String = serde_json::from_str(r.stdout.trim_end()).unwrap();
+        assert!(
+            raw.starts_with("Requesting HA start for VM 104\n\"UPID:pve2:"),
+            "{raw}"
+        );
+        assert!(raw.contains(":hastart:104:root@pam:"));
+        let c = cur();
+        assert_eq!(
+            (c["status"].as_str(), c["ha"]["state"].as_str()),
+            (Some("stopped"), Some("request_start"))
+        );
+        let mut running = false;
+        while started.elapsed() < std::time::Duration::from_secs(6) {
+            if cur()["status"] == "running" {
+                running = true;
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+        assert!(running, "HA start reached the guest");
+        assert!(
+            started.elapsed() >= std::time::Duration::from_millis(1000),
+            "not at once"
+        );
+        assert_eq!(cur()["ha"]["state"], "started");
+        assert!(
+            bed.run("ha-manager status")
+                .stdout
+                .ends_with("service vm:104 (pve2, started)\n")
+        );
+
+        let r = bed.run("pvesh create /nodes/pve2/qemu/104/status/shutdown --output-format json");
+        let raw: String = serde_json::from_str(r.stdout.trim_end()).unwrap();
+        assert!(raw.starts_with("Requesting HA stop for VM 104\n") && raw.contains(":hastop:104:"));
+        assert_eq!(cur()["ha"]["state"], "request_stop");
+        let t = std::time::Instant::now();
+        while cur()["status"] != "stopped" {
+            assert!(
+                t.elapsed() < std::time::Duration::from_secs(6),
+                "HA stop reached the guest"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+        // Destroying needs --purge.
+        let r = bed.run("pvesh delete /nodes/pve2/qemu/104 --output-format json");
+        assert!(r.stderr.starts_with(
+            "unable to remove VM 104 - used in HA resources and purge parameter not set.\n"
+        ));
+        // `pve-sim dump` shows the HA resource.
+        let dump = bed.run("dump");
+        let st: Value = serde_json::from_str(&dump.stdout).unwrap();
+        assert_eq!(st["guests"]["104"]["ha"]["request"], "stopped");
     }
 }
