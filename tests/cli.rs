@@ -259,10 +259,24 @@ fn the_checked_in_template_is_the_default_render() {
         "/templates/zen-agent-sudoers"
     ))
     .unwrap();
+    if let Some((n, (a, b))) = r
+        .stdout
+        .lines()
+        .zip(template.lines())
+        .enumerate()
+        .find(|(_, (a, b))| a != b)
+    {
+        panic!(
+            "templates/zen-agent-sudoers is stale at line {}: render has {a:?}, file has {b:?}; run `cargo run -q -- sudoers render > templates/zen-agent-sudoers`",
+            n + 1
+        );
+    }
     assert_eq!(
-        r.stdout, template,
-        "templates/zen-agent-sudoers is stale: run `cargo run -q -- sudoers render > templates/zen-agent-sudoers`"
+        r.stdout.lines().count(),
+        template.lines().count(),
+        "templates/zen-agent-sudoers is stale (length)"
     );
+    assert_eq!(r.stdout, template);
 }
 
 #[test]

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::Command;
 use std::sync::Mutex;
 
-use pxagent::catalog::{Area, How, Kind, OPS, Op, Profile};
+use pxagent::catalog::{OPS, Op, Profile};
 use pxagent::pve::Tool;
 
 /// The throwaway account these tests install rules for.
@@ -138,37 +138,12 @@ fn allowed(argv: &[String]) -> bool {
     out.status.success()
 }
 
-/// Example values for every optional-parameter combination of an op.
+/// The command line of every optional-parameter combination of an op.
 fn samples(op: &Op) -> Vec<Vec<String>> {
-    let optional: Vec<_> = op
-        .params
+    pxagent::catalog::samples(op)
         .iter()
-        .filter(|p| matches!(p.how, How::Option | How::Flag))
-        .collect();
-    let mut out = Vec::new();
-    for mask in 0..(1u32 << optional.len()) {
-        let mut values = std::collections::BTreeMap::new();
-        for p in op.params {
-            let v = match (p.kind, op.area) {
-                (Kind::Vmid, Area::Ct) => "200".to_string(),
-                (k, _) => k.parse(p.name, k.example()).unwrap(),
-            };
-            let on = match p.how {
-                How::Option | How::Flag => {
-                    mask & (1 << optional.iter().position(|o| o.name == p.name).unwrap()) != 0
-                }
-                _ => true,
-            };
-            if on {
-                values.insert(p.name, v);
-            }
-        }
-        if op.selected_by.is_some_and(|s| !values.contains_key(s)) {
-            continue;
-        }
-        out.push(op.argv(&values));
-    }
-    out
+        .map(|v| op.argv(v))
+        .collect()
 }
 
 fn w(words: &[&str]) -> Vec<String> {

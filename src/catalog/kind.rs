@@ -23,6 +23,11 @@ pub const VMID_MIN: u64 = 100;
 /// option when sudo joins argv with spaces before matching (issue 2, design §6).
 const FREE_WORD: &str = "[A-Za-z0-9_.@+/][A-Za-z0-9_.@+/-]{0,63}";
 
+/// Checksum algorithms Proxmox's download-url accepts.
+const CHECKSUM_ALGOS: &str = "(md5|sha1|sha224|sha256|sha384|sha512)";
+/// A hex digest.
+const CHECKSUM_HEX: &str = "[0-9a-fA-F]{32,128}";
+
 /// The kind of a parameter value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -45,6 +50,30 @@ pub enum Kind {
     Count,
     /// A boolean switch: present or absent; on the wire it becomes `1`.
     Flag,
+    /// A backup archive volume id: `local:backup/vzdump-qemu-100-2026_11_01-02_00_00.vma.zst`.
+    Archive,
+    /// An ISO volume id: `local:iso/debian-13.2.0-amd64-netinst.iso`.
+    IsoVolume,
+    /// A container template volume id: `local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst`.
+    TemplateVolume,
+    /// A template name from the appliance index: `debian-12-standard_12.7-1_amd64.tar.zst`.
+    TemplateName,
+    /// A file name for a download: letters, digits, `._-`, no slash.
+    FileName,
+    /// An http(s) URL without credentials, query or fragment.
+    Url,
+    /// `ALGO:HEX` (`sha256:…`); parts `{name:0}` and `{name:1}` in templates.
+    Checksum,
+    /// A guest name or container host name (PVE `dns-name`).
+    GuestName,
+    /// Memory in MiB, 16–4194304.
+    Mebibytes,
+    /// CPU cores, 1–512.
+    Cores,
+    /// Disk size in GiB, 1–65536.
+    Gibibytes,
+    /// A Linux bridge: `vmbr0`.
+    Bridge,
     /// One of a fixed set of values.
     Choice(&'static [Choice]),
 }
@@ -62,6 +91,15 @@ pub struct Choice {
 }
 
 impl Kind {
+    /// The ERE for one `:`-separated part of a value (`{checksum:0}` in a template).
+    pub fn part_regex(self, idx: usize) -> String {
+        match (self, idx) {
+            (Kind::Checksum, 0) => CHECKSUM_ALGOS.into(),
+            (Kind::Checksum, 1) => CHECKSUM_HEX.into(),
+            _ => panic!("{self:?} has no part {idx}"),
+        }
+    }
+
     /// The POSIX ERE (unanchored) that matches every wire value of this kind.
     pub fn regex(self) -> String {
         match self {
@@ -80,6 +118,25 @@ impl Kind {
             Kind::Seconds => "[0-9]{1,4}".into(),
             Kind::Count => "[1-9][0-9]{0,4}".into(),
             Kind::Flag => "1".into(),
+            Kind::Archive => concat!(
+                "[a-z][a-z0-9_.-]{0,62}[a-z0-9]:backup/vzdump-(qemu|lxc)-[1-9][0-9]{2,8}",
+                "-[0-9]{4}_[0-9]{2}_[0-9]{2}-[0-9]{2}_[0-9]{2}_[0-9]{2}",
+                "[.](vma|tar)([.](zst|gz|lzo))?"
+            )
+            .into(),
+            Kind::IsoVolume => "[a-z][a-z0-9_.-]{0,62}[a-z0-9]:iso/[A-Za-z0-9][A-Za-z0-9_.-]{0,250}[.]iso".into(),
+            Kind::TemplateVolume => {
+                "[a-z][a-z0-9_.-]{0,62}[a-z0-9]:vztmpl/[A-Za-z0-9][A-Za-z0-9_.-]{0,250}[.]tar[.](gz|xz|zst)".into()
+            }
+            Kind::TemplateName => "[A-Za-z0-9][A-Za-z0-9_.-]{0,250}[.]tar[.](gz|xz|zst)".into(),
+            Kind::FileName => "[A-Za-z0-9][A-Za-z0-9_.-]{0,250}".into(),
+            Kind::Url => "https?://[A-Za-z0-9.-]{1,253}(:[0-9]{1,5})?(/[A-Za-z0-9._~%+-]{0,255}){0,32}".into(),
+            Kind::Checksum => format!("{}:{}", CHECKSUM_ALGOS, CHECKSUM_HEX),
+            Kind::GuestName => "[a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?([.][a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?){0,8}".into(),
+            Kind::Mebibytes => "[1-9][0-9]{1,6}".into(),
+            Kind::Cores => "[1-9][0-9]{0,2}".into(),
+            Kind::Gibibytes => "[1-9][0-9]{0,4}".into(),
+            Kind::Bridge => "vmbr[0-9]{1,4}".into(),
             Kind::Choice(choices) => {
                 let mut wires: Vec<&str> = Vec::new();
                 for c in choices {
@@ -106,6 +163,18 @@ impl Kind {
             Kind::Seconds => "whole seconds (0-9999)".into(),
             Kind::Count => "a count (1-99999)".into(),
             Kind::Flag => "a switch".into(),
+            Kind::Archive => "a backup volume (STORAGE:backup/vzdump-qemu|lxc-VMID-DATE.vma|tar[.zst|.gz|.lzo])".into(),
+            Kind::IsoVolume => "an ISO volume (STORAGE:iso/NAME.iso)".into(),
+            Kind::TemplateVolume => "a container template volume (STORAGE:vztmpl/NAME.tar.zst)".into(),
+            Kind::TemplateName => "a template name from `pxagent template list`".into(),
+            Kind::FileName => "a file name (letters, digits, '.', '_', '-')".into(),
+            Kind::Url => "an http or https URL without user:password, query or fragment".into(),
+            Kind::Checksum => "ALGO:HEX with ALGO one of md5, sha1, sha224, sha256, sha384, sha512".into(),
+            Kind::GuestName => "a DNS-style name (letters, digits, inner '-', dots between labels)".into(),
+            Kind::Mebibytes => "MiB (16-4194304)".into(),
+            Kind::Cores => "cores (1-512)".into(),
+            Kind::Gibibytes => "GiB (1-65536)".into(),
+            Kind::Bridge => "a bridge such as vmbr0".into(),
             Kind::Choice(choices) => {
                 let names: Vec<&str> = choices.iter().map(|c| c.cli).collect();
                 format!("one of {}", names.join(", "))
@@ -125,6 +194,22 @@ impl Kind {
             Kind::Seconds => "120",
             Kind::Count => "50",
             Kind::Flag => "1",
+            Kind::Archive => "local:backup/vzdump-qemu-100-2026_11_01-02_00_00.vma.zst",
+            Kind::IsoVolume => "local:iso/debian-13.2.0-amd64-netinst.iso",
+            Kind::TemplateVolume => "local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst",
+            Kind::TemplateName => "debian-12-standard_12.7-1_amd64.tar.zst",
+            Kind::FileName => "debian-13.2.0-amd64-netinst.iso",
+            Kind::Url => {
+                "https://cdimage.debian.org/debian-cd/current/amd64/iso-cd/debian-13.2.0-amd64-netinst.iso"
+            }
+            Kind::Checksum => {
+                "sha256:0e2c6b1c3ad7c4d1b3f3c1f0a2b5d6e7f8091a2b3c4d5e6f708192a3b4c5d6e7"
+            }
+            Kind::GuestName => "web01",
+            Kind::Mebibytes => "2048",
+            Kind::Cores => "2",
+            Kind::Gibibytes => "32",
+            Kind::Bridge => "vmbr0",
             Kind::Choice(choices) => choices[0].cli,
         }
     }
@@ -166,6 +251,21 @@ impl Kind {
             Kind::Text if raw.len() > 200 => {
                 return Err(bad("longer than 200 characters".into()));
             }
+            Kind::Mebibytes if !(16..=4_194_304).contains(&raw.parse::<u64>().unwrap_or(0)) => {
+                return Err(bad(format!("expected {}", self.describe())));
+            }
+            Kind::Cores if !(1..=512).contains(&raw.parse::<u64>().unwrap_or(0)) => {
+                return Err(bad(format!("expected {}", self.describe())));
+            }
+            Kind::Gibibytes if !(1..=65_536).contains(&raw.parse::<u64>().unwrap_or(0)) => {
+                return Err(bad(format!("expected {}", self.describe())));
+            }
+            Kind::GuestName if raw.len() > 253 => {
+                return Err(bad("longer than 253 characters".into()));
+            }
+            Kind::FileName | Kind::TemplateName if raw.contains("..") => {
+                return Err(bad("'..' is not allowed".into()));
+            }
             _ => {}
         }
         Ok(raw.to_string())
@@ -189,7 +289,7 @@ pub fn printable(raw: &str) -> String {
 mod tests {
     use super::*;
 
-    const ALL: [Kind; 9] = [
+    const ALL: [Kind; 21] = [
         Kind::Vmid,
         Kind::Node,
         Kind::SnapName,
@@ -199,6 +299,18 @@ mod tests {
         Kind::Seconds,
         Kind::Count,
         Kind::Flag,
+        Kind::Archive,
+        Kind::IsoVolume,
+        Kind::TemplateVolume,
+        Kind::TemplateName,
+        Kind::FileName,
+        Kind::Url,
+        Kind::Checksum,
+        Kind::GuestName,
+        Kind::Mebibytes,
+        Kind::Cores,
+        Kind::Gibibytes,
+        Kind::Bridge,
     ];
 
     #[test]
@@ -215,7 +327,7 @@ mod tests {
             let re = k.regex();
             for bad in ['*', '+', '=', '#', '"', '\\', '\n'] {
                 // `+` is allowed only inside bracket expressions (free text allows a literal '+').
-                if bad == '+' && k == Kind::Text {
+                if bad == '+' && matches!(k, Kind::Text | Kind::Url) {
                     continue;
                 }
                 assert!(!re.contains(bad), "{k:?} regex has {bad:?}: {re}");
@@ -297,6 +409,57 @@ mod tests {
         ] {
             assert!(Kind::Upid.parse("UPID", bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn urls_are_plain_http_or_https() {
+        assert!(Kind::Url.parse("url", Kind::Url.example()).is_ok());
+        for bad in [
+            "ftp://x/y.iso",
+            "https://user:pw@host/x.iso",
+            "https://host/x.iso?a=b",
+            "https://host/x.iso#f",
+            "file:///etc/shadow",
+            "https://host/a b.iso",
+            "https://host/$(id)",
+        ] {
+            assert!(Kind::Url.parse("url", bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn volumes_and_sizes() {
+        assert!(
+            Kind::Archive
+                .parse(
+                    "a",
+                    "local:backup/vzdump-lxc-200-2026_11_01-02_00_00.tar.gz"
+                )
+                .is_ok()
+        );
+        assert!(
+            Kind::Archive
+                .parse("a", "local:backup/../../etc/shadow")
+                .is_err()
+        );
+        assert!(
+            Kind::Archive
+                .parse("a", "local:images/vm-100-disk-0")
+                .is_err()
+        );
+        assert!(Kind::IsoVolume.parse("i", "local:iso/../x.iso").is_err());
+        assert!(Kind::FileName.parse("f", "../x.iso").is_err());
+        assert!(Kind::FileName.parse("f", "a/b.iso").is_err());
+        assert!(Kind::Mebibytes.parse("m", "8").is_err());
+        assert!(Kind::Mebibytes.parse("m", "4096").is_ok());
+        assert!(Kind::Cores.parse("c", "513").is_err());
+        assert!(Kind::Gibibytes.parse("g", "0").is_err());
+        assert!(Kind::Checksum.parse("c", "sha256:zz").is_err());
+        assert!(
+            Kind::Checksum
+                .parse("c", "crc32:00000000000000000000000000000000")
+                .is_err()
+        );
     }
 
     #[test]

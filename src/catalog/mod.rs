@@ -108,6 +108,8 @@ pub enum Area {
     Storage,
     /// Proxmox tasks.
     Task,
+    /// Backups (of VMs and containers).
+    Backup,
 }
 
 impl Area {
@@ -120,6 +122,7 @@ impl Area {
             Area::Ct => "CT",
             Area::Storage => "STORAGE",
             Area::Task => "TASK",
+            Area::Backup => "BACKUP",
         }
     }
 }
@@ -146,6 +149,16 @@ pub enum How {
     Option,
     /// An optional `--name` switch.
     Flag,
+    /// A required `--name VALUE`.
+    Required,
+    /// An optional `--name VALUE` with this default.
+    Defaulted(&'static str),
+    /// An optional `--vmid` for a new guest: when absent, the cluster's next free VMID
+    /// (`/cluster/nextid`) is used.
+    NextId,
+    /// An optional `--name VALUE` that defaults to the last path segment of another
+    /// parameter (a download's file name from its URL).
+    BasenameOf(&'static str),
     /// The `node` of a `/nodes/{node}` path: `--node NODE` pins it, else it is resolved.
     Node(NodeFrom),
 }
@@ -185,12 +198,42 @@ pub enum View {
     Nodes,
     /// `/nodes/N/storage` entries.
     Storages,
+    /// A storage's content (`volid`, `size`, `ctime` …): backups, ISOs, templates, disks.
+    Content,
+    /// An array of objects shown with these `(key, header)` columns.
+    Table(&'static [(&'static str, &'static str)]),
     /// A guest's snapshots.
     Snapshots,
     /// A task's log lines.
     Log,
     /// An action: the task it ran and how it ended.
     Task,
+    /// An action that runs no Proxmox task: its exit status is the result.
+    Done,
+}
+
+/// A check made on the host before an action is sent, so that an obviously doomed or
+/// surprising request is refused with a clear message (nothing is sent when it fails).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Precheck {
+    /// The VMID in this parameter must not exist yet (restores and creates go to a *new*
+    /// guest; overwriting is a separate confirm op).
+    NewVmid(&'static str),
+    /// The storage named by the second parameter must have room for the GiB in the first.
+    SpaceGib(&'static str, &'static str),
+    /// The storage named by the second parameter must have room for the archive named by
+    /// the first (when that storage parameter is given).
+    SpaceForArchive(&'static str, &'static str),
+}
+
+/// A condition that selects one of several ops sharing a CLI path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Select {
+    /// The switch is given (`vm snapshot --vmstate`).
+    Flag(&'static str),
+    /// The parameter's value contains this text; the third field is an example value that
+    /// does (for `catalog` and tests).
+    Contains(&'static str, &'static str, &'static str),
 }
 
 /// The soft-blacklist data of a `confirm` op.
@@ -210,7 +253,7 @@ pub struct Op {
     /// Stable id, e.g. `vm.start`.
     pub id: &'static str,
     /// The CLI path, e.g. `["vm", "start"]`. Two ops may share a path when one is a
-    /// variant selected by a switch (see `selected_by`).
+    /// variant chosen by its values (see `select`).
     pub cli: &'static [&'static str],
     /// One line of help.
     pub about: &'static str,
@@ -226,10 +269,16 @@ pub struct Op {
     pub args: &'static [Arg],
     /// Confirmation data; present exactly for `confirm` ops.
     pub confirm: Option<Confirm>,
-    /// For a variant sharing its CLI path with a base op: the switch that selects it.
-    pub selected_by: Option<&'static str>,
+    /// Conditions that select this op among those sharing its CLI path; all must hold, and
+    /// the op with the most satisfied conditions wins. Empty for a plain op.
+    pub select: &'static [Select],
+    /// For guest actions: the status the guest settles in. HA-managed guests only *request*
+    /// a state (the task ends at once), so pxagent polls until this status is reached.
+    pub settles: Option<&'static str>,
     /// How the result is parsed and shown.
     pub view: View,
+    /// Checks made on the host before the action is sent.
+    pub prechecks: &'static [Precheck],
 }
 
 impl Op {
@@ -251,12 +300,28 @@ impl Op {
             .collect()
     }
 
-    /// Which guest fence applies to this op's VMIDs.
+    /// Which guest fence applies to this op's VMIDs (backups take either kind of guest).
     pub fn fence_area(&self) -> Option<Area> {
         match self.area {
-            Area::Vm | Area::Ct => Some(self.area),
+            Area::Vm | Area::Ct | Area::Backup => Some(self.area),
             _ => None,
         }
+    }
+
+    /// Whether all of this op's selection conditions hold for these raw values.
+    pub fn selected(&self, raw: &BTreeMap<&'static str, String>) -> bool {
+        self.select.iter().all(|s| match s {
+            Select::Flag(f) => raw.contains_key(f),
+            Select::Contains(p, needle, _) => raw.get(p).is_some_and(|v| v.contains(needle)),
+        })
+    }
+
+    /// The names of the switches that select this op (for help and CLI args).
+    pub fn selecting_flags(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.select.iter().filter_map(|s| match s {
+            Select::Flag(f) => Some(*f),
+            Select::Contains(..) => None,
+        })
     }
 
     /// A usage line: `vm snapshot <vmid> <name> [--description <text>] [--node <node>]`.
@@ -268,7 +333,13 @@ impl Op {
                 How::Positional => s.push_str(&format!(" <{flag}>")),
                 How::Option => s.push_str(&format!(" [--{flag} <{flag}>]")),
                 How::Flag => s.push_str(&format!(" [--{flag}]")),
+                How::Required => s.push_str(&format!(" --{flag} <{flag}>")),
+                How::Defaulted(d) => s.push_str(&format!(" [--{flag} <{flag}> (default {d})]")),
                 How::Node(_) => s.push_str(" [--node <node>]"),
+                How::NextId => s.push_str(&format!(" [--{flag} <{flag}> (default: next free)]")),
+                How::BasenameOf(of) => {
+                    s.push_str(&format!(" [--{flag} <{flag}> (default: from <{of}>)]"))
+                }
             }
         }
         s
@@ -278,12 +349,14 @@ impl Op {
     /// regex when one is given.
     pub fn args_regex(&self, vmid_regex: Option<&str>) -> String {
         let param_re = |name: &str| -> String {
+            let (name, part) = split_part(name);
             let p = self
                 .param(name)
                 .unwrap_or_else(|| panic!("op {} template names unknown param {name}", self.id));
-            match (p.kind, vmid_regex) {
-                (Kind::Vmid, Some(fence)) => format!("({fence})"),
-                (kind, _) => wrap(&kind.regex()),
+            match (p.kind, vmid_regex, part) {
+                (kind, _, Some(i)) => kind.part_regex(i),
+                (Kind::Vmid, Some(fence), None) => format!("({fence})"),
+                (kind, _, None) => wrap(&kind.regex()),
             }
         };
         let mut out = String::from("^");
@@ -328,10 +401,12 @@ impl Op {
     /// that is absent is rendered as `<node>` (only dry-run may show that).
     pub fn argv(&self, values: &BTreeMap<&'static str, String>) -> Vec<String> {
         let get = |name: &str| -> String {
-            values
-                .get(name)
-                .cloned()
-                .unwrap_or_else(|| format!("<{name}>"))
+            let (base, part) = split_part(name);
+            match (values.get(base), part) {
+                (Some(v), None) => v.clone(),
+                (Some(v), Some(i)) => v.split(':').nth(i).unwrap_or_default().to_string(),
+                (None, _) => format!("<{base}>"),
+            }
         };
         let mut argv = vec![self.tool.path().to_string()];
         for arg in self.args {
@@ -341,7 +416,7 @@ impl Op {
                     Seg::Param(n) => get(n),
                 })),
                 Arg::Opt(name, words) => {
-                    if values.contains_key(name) {
+                    if values.contains_key(split_part(name).0) {
                         for w in *words {
                             argv.push(expand(w, |seg| match seg {
                                 Seg::Lit(l) => l.to_string(),
@@ -367,6 +442,14 @@ pub fn fill(template: &str, values: &BTreeMap<&'static str, String>) -> String {
         Seg::Lit(l) => l.to_string(),
         Seg::Param(n) => values.get(n).cloned().unwrap_or_else(|| format!("<{n}>")),
     })
+}
+
+/// `checksum:1` → (`checksum`, Some(1)); `vmid` → (`vmid`, None).
+fn split_part(name: &str) -> (&str, Option<usize>) {
+    match name.split_once(':') {
+        Some((n, i)) => (n, i.parse().ok()),
+        None => (name, None),
+    }
 }
 
 /// Wrap a regex in a group when it has a top-level alternation or optional tail.
@@ -400,11 +483,14 @@ fn expand(template: &str, mut f: impl FnMut(Seg<'_>) -> String) -> String {
     out
 }
 
-/// Escape ERE metacharacters in a literal.
+/// Escape ERE metacharacters in a literal, and the characters sudoers' lexer gives meaning
+/// inside a command line (`,` separates commands, `=` and `:` are syntax): sudo 1.9.13 and
+/// 1.9.16 take `\,` and `\=` in a regex argument as the plain character (checked with
+/// `visudo -c` and `sudo -l`), and so does Rust's regex.
 fn escape_ere(lit: &str) -> String {
     let mut s = String::new();
     for c in lit.chars() {
-        if ".[]{}()*+?^$|\\".contains(c) {
+        if ".[]{}()*+?^$|\\,=".contains(c) {
             s.push('\\');
         }
         s.push(c);
@@ -425,13 +511,97 @@ pub fn example_values(op: &Op) -> BTreeMap<&'static str, String> {
             How::Positional | How::Node(_) => {
                 v.insert(p.name, example.to_string());
             }
-            How::Flag if op.selected_by == Some(p.name) => {
-                v.insert(p.name, "1".to_string());
+            How::Required | How::Defaulted(_) | How::NextId | How::BasenameOf(_) => {
+                v.insert(p.name, example.to_string());
             }
             _ => {}
         }
     }
+    for s in op.select {
+        match s {
+            Select::Flag(f) => {
+                v.insert(f, "1".to_string());
+            }
+            Select::Contains(p, _, example) => {
+                v.insert(p, example.to_string());
+            }
+        }
+    }
     v
+}
+
+/// Example values for every combination of an op's optional parameters (present or
+/// absent), with its selecting values set. The catalog tests and the real-sudo proof build
+/// their command lines from these.
+pub fn samples(op: &Op) -> Vec<BTreeMap<&'static str, String>> {
+    let optional: Vec<&Param> = op
+        .params
+        .iter()
+        .filter(|p| matches!(p.how, How::Option | How::Flag))
+        .collect();
+    let mut out = Vec::new();
+    for mask in 0..(1u32 << optional.len()) {
+        let mut v = BTreeMap::new();
+        for p in op.params {
+            let example = match (p.kind, op.area) {
+                (Kind::Vmid, Area::Ct) => "200".to_string(),
+                (k, _) => k.parse(p.name, k.example()).unwrap(),
+            };
+            match p.how {
+                How::Positional
+                | How::Node(_)
+                | How::Required
+                | How::Defaulted(_)
+                | How::NextId
+                | How::BasenameOf(_) => {
+                    v.insert(p.name, example);
+                }
+                How::Option | How::Flag => {
+                    let i = optional.iter().position(|o| o.name == p.name).unwrap();
+                    if mask & (1 << i) != 0 {
+                        v.insert(p.name, example);
+                    }
+                }
+            }
+        }
+        // A variant is only ever built with its selector set.
+        for sel in op.select {
+            match sel {
+                Select::Flag(f) => {
+                    v.insert(f, "1".to_string());
+                }
+                Select::Contains(p, _, example) => {
+                    v.insert(p, example.to_string());
+                }
+            }
+        }
+        if !op.selected(&v) {
+            continue;
+        }
+        out.push(v);
+    }
+    out
+}
+
+/// Choose the op at a CLI path for these raw values: the one whose selection conditions all
+/// hold, the most specific first.
+pub fn select(path: &[&str], raw: &BTreeMap<&'static str, String>) -> Result<&'static Op> {
+    let ops = ops_at(path);
+    ops.iter()
+        .filter(|o| o.selected(raw))
+        .max_by_key(|o| o.select.len())
+        .copied()
+        .ok_or_else(|| {
+            let needs: Vec<String> = ops
+                .iter()
+                .flat_map(|o| o.select.iter())
+                .filter_map(|s| match s {
+                    Select::Contains(p, needle, _) => Some(format!("<{p}> containing '{needle}'")),
+                    Select::Flag(_) => None,
+                })
+                .collect();
+            Error::usage(format!("`{}` needs {}", path.join(" "), needs.join(" or ")))
+        })
 }
 
 /// All ops with a given CLI path (a base op and its variants).

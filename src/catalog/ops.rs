@@ -7,7 +7,9 @@
 //!
 //! `--output-format json` is always last so that free text can never end a rule.
 
-use super::{Area, Arg, Choice, Confirm, How, Kind, NodeFrom, Op, Param, Risk, View};
+use super::{
+    Area, Arg, Choice, Confirm, How, Kind, NodeFrom, Op, Param, Precheck, Risk, Select, View,
+};
 use crate::pve::Tool;
 
 const VMID: Param = Param {
@@ -132,8 +134,10 @@ macro_rules! read {
             tool: Tool::Pvesh,
             args: &[Arg::Word("get"), Arg::Word($path), $($opt,)* JSON[0], JSON[1]],
             confirm: None,
-            selected_by: None,
+            select: &[],
+            settles: None,
             view: $view,
+            prechecks: &[],
         }
     };
 }
@@ -141,6 +145,9 @@ macro_rules! read {
 /// An action through `pvesh VERB PATH [options] --output-format json`.
 macro_rules! action {
     ($id:literal, [$($cli:literal),+], $area:expr, $risk:expr, $about:literal, [$($p:expr),*], $verb:literal, $path:literal, [$($opt:expr),*], $confirm:expr, $sel:expr) => {
+        action!($id, [$($cli),+], $area, $risk, $about, [$($p),*], $verb, $path, [$($opt),*], $confirm, $sel, None)
+    };
+    ($id:literal, [$($cli:literal),+], $area:expr, $risk:expr, $about:literal, [$($p:expr),*], $verb:literal, $path:literal, [$($opt:expr),*], $confirm:expr, $sel:expr, $settles:expr) => {
         Op {
             id: $id,
             cli: &[$($cli),+],
@@ -151,11 +158,312 @@ macro_rules! action {
             tool: Tool::Pvesh,
             args: &[Arg::Word($verb), Arg::Word($path), $($opt,)* JSON[0], JSON[1]],
             confirm: $confirm,
-            selected_by: $sel,
+            select: $sel,
+            settles: $settles,
             view: View::Task,
+            prechecks: &[],
         }
     };
 }
+
+// --- parameters of the backup, storage, ISO, template and create ops ----------------------
+
+const BACKUP_STORAGE: Param = Param {
+    name: "storage",
+    kind: Kind::StorageId,
+    how: How::Defaulted("local"),
+    help: "the storage that holds the backups",
+};
+const BACKUP_MODE: Param = Param {
+    name: "mode",
+    kind: Kind::Choice(&[
+        Choice {
+            cli: "snapshot",
+            wire: "snapshot",
+            keep_type: None,
+        },
+        Choice {
+            cli: "suspend",
+            wire: "suspend",
+            keep_type: None,
+        },
+        Choice {
+            cli: "stop",
+            wire: "stop",
+            keep_type: None,
+        },
+    ]),
+    how: How::Option,
+    help: "how to get a consistent backup (Proxmox default: snapshot)",
+};
+const COMPRESS: Param = Param {
+    name: "compress",
+    kind: Kind::Choice(&[
+        Choice {
+            cli: "zstd",
+            wire: "zstd",
+            keep_type: None,
+        },
+        Choice {
+            cli: "gzip",
+            wire: "gzip",
+            keep_type: None,
+        },
+        Choice {
+            cli: "lzo",
+            wire: "lzo",
+            keep_type: None,
+        },
+        Choice {
+            cli: "none",
+            wire: "0",
+            keep_type: None,
+        },
+    ]),
+    how: How::Option,
+    help: "archive compression",
+};
+const VMID_FILTER: Param = Param {
+    name: "vmid",
+    kind: Kind::Vmid,
+    how: How::Option,
+    help: "only this guest's backups",
+};
+const ARCHIVE: Param = Param {
+    name: "archive",
+    kind: Kind::Archive,
+    how: How::Positional,
+    help: "the backup to restore (see `pxagent backup list`)",
+};
+const RESTORE_VMID: Param = Param {
+    name: "vmid",
+    kind: Kind::Vmid,
+    how: How::Required,
+    help: "the VMID of the restored guest",
+};
+const RESTORE_STORAGE: Param = Param {
+    name: "storage",
+    kind: Kind::StorageId,
+    how: How::Option,
+    help: "put the restored disks on this storage (default: where they were)",
+};
+const FORCE: Param = Param {
+    name: "force",
+    kind: Kind::Flag,
+    how: How::Flag,
+    help: "overwrite an existing guest with that VMID (needs confirmation)",
+};
+const GUEST_VMID: Param = Param {
+    name: "vmid",
+    kind: Kind::Vmid,
+    how: How::Positional,
+    help: "the guest's id",
+};
+const KEEP_LAST: Param = Param {
+    name: "keep_last",
+    kind: Kind::Count,
+    how: How::Required,
+    help: "how many of the newest backups to keep",
+};
+const STORAGE: Param = Param {
+    name: "storage",
+    kind: Kind::StorageId,
+    how: How::Positional,
+    help: "the storage id",
+};
+const CONTENT: Param = Param {
+    name: "content",
+    kind: Kind::Choice(&[
+        Choice {
+            cli: "iso",
+            wire: "iso",
+            keep_type: None,
+        },
+        Choice {
+            cli: "backup",
+            wire: "backup",
+            keep_type: None,
+        },
+        Choice {
+            cli: "vztmpl",
+            wire: "vztmpl",
+            keep_type: None,
+        },
+        Choice {
+            cli: "images",
+            wire: "images",
+            keep_type: None,
+        },
+        Choice {
+            cli: "rootdir",
+            wire: "rootdir",
+            keep_type: None,
+        },
+    ]),
+    how: How::Option,
+    help: "only this kind of content",
+};
+const URL: Param = Param {
+    name: "url",
+    kind: Kind::Url,
+    how: How::Positional,
+    help: "where the host downloads the ISO from",
+};
+const LOCAL_STORAGE: Param = Param {
+    name: "storage",
+    kind: Kind::StorageId,
+    how: How::Defaulted("local"),
+    help: "the target storage",
+};
+const FILENAME: Param = Param {
+    name: "filename",
+    kind: Kind::FileName,
+    how: How::BasenameOf("url"),
+    help: "the file name on the storage (default: the URL's last path segment)",
+};
+const CHECKSUM: Param = Param {
+    name: "checksum",
+    kind: Kind::Checksum,
+    how: How::Option,
+    help: "verify the download, e.g. sha256:HEX",
+};
+const TEMPLATE_NAME: Param = Param {
+    name: "template",
+    kind: Kind::TemplateName,
+    how: How::Positional,
+    help: "the template (see `pxagent template list`)",
+};
+const NEW_VMID: Param = Param {
+    name: "vmid",
+    kind: Kind::Vmid,
+    how: How::NextId,
+    help: "the new guest's VMID",
+};
+const VM_NAME: Param = Param {
+    name: "name",
+    kind: Kind::GuestName,
+    how: How::Required,
+    help: "the VM's name",
+};
+const ISO: Param = Param {
+    name: "iso",
+    kind: Kind::IsoVolume,
+    how: How::Required,
+    help: "the installer ISO (see `pxagent iso list`)",
+};
+const fn memory(default: &'static str) -> Param {
+    Param {
+        name: "memory",
+        kind: Kind::Mebibytes,
+        how: How::Defaulted(default),
+        help: "memory in MiB",
+    }
+}
+const fn cores(default: &'static str) -> Param {
+    Param {
+        name: "cores",
+        kind: Kind::Cores,
+        how: How::Defaulted(default),
+        help: "CPU cores",
+    }
+}
+const fn disk_size(default: &'static str) -> Param {
+    Param {
+        name: "disk_size",
+        kind: Kind::Gibibytes,
+        how: How::Defaulted(default),
+        help: "disk size in GiB",
+    }
+}
+const DISK_STORAGE: Param = Param {
+    name: "disk_storage",
+    kind: Kind::StorageId,
+    how: How::Defaulted("local-lvm"),
+    help: "the storage for the disk",
+};
+const BRIDGE: Param = Param {
+    name: "bridge",
+    kind: Kind::Bridge,
+    how: How::Defaulted("vmbr0"),
+    help: "the network bridge",
+};
+const OSTYPE: Param = Param {
+    name: "ostype",
+    kind: Kind::Choice(&[
+        Choice {
+            cli: "l26",
+            wire: "l26",
+            keep_type: None,
+        },
+        Choice {
+            cli: "win11",
+            wire: "win11",
+            keep_type: None,
+        },
+        Choice {
+            cli: "win10",
+            wire: "win10",
+            keep_type: None,
+        },
+        Choice {
+            cli: "other",
+            wire: "other",
+            keep_type: None,
+        },
+    ]),
+    how: How::Defaulted("l26"),
+    help: "the guest OS type (l26 = Linux)",
+};
+const NEWID: Param = Param {
+    name: "newid",
+    kind: Kind::Vmid,
+    how: How::Positional,
+    help: "the clone's VMID",
+};
+const CLONE_NAME: Param = Param {
+    name: "name",
+    kind: Kind::GuestName,
+    how: How::Option,
+    help: "the clone's name",
+};
+const FULL: Param = Param {
+    name: "full",
+    kind: Kind::Flag,
+    how: How::Flag,
+    help: "a full copy instead of a linked clone (linked clones need a template)",
+};
+const CT_HOSTNAME: Param = Param {
+    name: "hostname",
+    kind: Kind::GuestName,
+    how: How::Required,
+    help: "the container's host name",
+};
+const CT_TEMPLATE: Param = Param {
+    name: "template",
+    kind: Kind::TemplateVolume,
+    how: How::Required,
+    help: "the OS template (see `pxagent storage content local --content vztmpl`)",
+};
+
+const QEMU_ARCHIVE: &str = "local:backup/vzdump-qemu-100-2026_11_01-02_00_00.vma.zst";
+const LXC_ARCHIVE: &str = "local:backup/vzdump-lxc-200-2026_11_01-02_00_00.tar.zst";
+
+/// Defaults for the rows written with struct-update syntax: a pvesh action that runs a task.
+const TASK: Op = Op {
+    id: "",
+    cli: &[],
+    about: "",
+    risk: Risk::Change,
+    area: Area::Backup,
+    params: &[],
+    tool: Tool::Pvesh,
+    args: &[],
+    confirm: None,
+    select: &[],
+    settles: None,
+    view: View::Task,
+    prechecks: &[],
+};
 
 /// Every operation pxagent knows. Order is the order of `pxagent catalog`.
 pub static OPS: &[Op] = &[
@@ -325,7 +633,8 @@ pub static OPS: &[Op] = &[
         "/nodes/{node}/qemu/{vmid}/status/start",
         [],
         None,
-        None
+        &[],
+        Some("running")
     ),
     action!(
         "vm.shutdown",
@@ -341,7 +650,8 @@ pub static OPS: &[Op] = &[
             &["--timeout", "{shutdown_timeout}"]
         )],
         None,
-        None
+        &[],
+        Some("stopped")
     ),
     action!(
         "vm.reboot",
@@ -354,7 +664,7 @@ pub static OPS: &[Op] = &[
         "/nodes/{node}/qemu/{vmid}/status/reboot",
         [],
         None,
-        None
+        &[]
     ),
     action!(
         "vm.suspend",
@@ -367,7 +677,7 @@ pub static OPS: &[Op] = &[
         "/nodes/{node}/qemu/{vmid}/status/suspend",
         [],
         None,
-        None
+        &[]
     ),
     action!(
         "vm.resume",
@@ -380,7 +690,7 @@ pub static OPS: &[Op] = &[
         "/nodes/{node}/qemu/{vmid}/status/resume",
         [],
         None,
-        None
+        &[]
     ),
     action!(
         "vm.stop",
@@ -399,7 +709,8 @@ pub static OPS: &[Op] = &[
                 "try `pxagent vm shutdown {vmid}` first: it asks the guest to power off cleanly"
             ),
         }),
-        None
+        &[],
+        Some("stopped")
     ),
     action!(
         "vm.destroy",
@@ -416,7 +727,7 @@ pub static OPS: &[Op] = &[
             consequence: "this deletes the VM and its disks irrecoverably",
             hint: None,
         }),
-        None
+        &[]
     ),
     // --- VMs: snapshots -----------------------------------------------------------------
     action!(
@@ -434,7 +745,7 @@ pub static OPS: &[Op] = &[
             Arg::Opt("description", &["--description", "{description}"])
         ],
         None,
-        None
+        &[]
     ),
     action!(
         "vm.snapshot-vmstate",
@@ -457,7 +768,7 @@ pub static OPS: &[Op] = &[
             consequence: "this writes VM {vmid}'s whole RAM (secrets in memory included) to storage and pauses the VM while it does",
             hint: Some("leave out --vmstate for a disk-only snapshot"),
         }),
-        Some("vmstate")
+        &[Select::Flag("vmstate")]
     ),
     action!(
         "vm.rollback",
@@ -474,7 +785,7 @@ pub static OPS: &[Op] = &[
             consequence: "this discards every change made to VM {vmid} since snapshot {snapshot}",
             hint: Some("take a snapshot of the current state first if you may want it back"),
         }),
-        None
+        &[]
     ),
     action!(
         "vm.delsnapshot",
@@ -491,7 +802,7 @@ pub static OPS: &[Op] = &[
             consequence: "this deletes snapshot {snapshot} of VM {vmid} irrecoverably",
             hint: None,
         }),
-        None
+        &[]
     ),
     // --- containers: lifecycle ----------------------------------------------------------
     action!(
@@ -505,7 +816,8 @@ pub static OPS: &[Op] = &[
         "/nodes/{node}/lxc/{vmid}/status/start",
         [],
         None,
-        None
+        &[],
+        Some("running")
     ),
     action!(
         "ct.shutdown",
@@ -521,7 +833,8 @@ pub static OPS: &[Op] = &[
             &["--timeout", "{shutdown_timeout}"]
         )],
         None,
-        None
+        &[],
+        Some("stopped")
     ),
     action!(
         "ct.reboot",
@@ -534,7 +847,7 @@ pub static OPS: &[Op] = &[
         "/nodes/{node}/lxc/{vmid}/status/reboot",
         [],
         None,
-        None
+        &[]
     ),
     action!(
         "ct.stop",
@@ -553,7 +866,8 @@ pub static OPS: &[Op] = &[
                 "try `pxagent ct shutdown {vmid}` first: it asks the container to stop cleanly"
             ),
         }),
-        None
+        &[],
+        Some("stopped")
     ),
     action!(
         "ct.destroy",
@@ -570,7 +884,7 @@ pub static OPS: &[Op] = &[
             consequence: "this deletes the container and its volumes irrecoverably",
             hint: None,
         }),
-        None
+        &[]
     ),
     // --- containers: snapshots ----------------------------------------------------------
     action!(
@@ -588,7 +902,7 @@ pub static OPS: &[Op] = &[
             Arg::Opt("description", &["--description", "{description}"])
         ],
         None,
-        None
+        &[]
     ),
     action!(
         "ct.rollback",
@@ -605,7 +919,7 @@ pub static OPS: &[Op] = &[
             consequence: "this discards every change made to container {vmid} since snapshot {snapshot}",
             hint: Some("take a snapshot of the current state first if you may want it back"),
         }),
-        None
+        &[]
     ),
     action!(
         "ct.delsnapshot",
@@ -622,6 +936,425 @@ pub static OPS: &[Op] = &[
             consequence: "this deletes snapshot {snapshot} of container {vmid} irrecoverably",
             hint: None,
         }),
-        None
+        &[]
     ),
+    // --- backups ------------------------------------------------------------------------
+    Op {
+        id: "backup.create",
+        cli: &["backup", "create"],
+        about: "Back a guest up with vzdump (never --script, --dumpdir, --stdout or --tmpdir)",
+        params: &[
+            GUEST_VMID,
+            BACKUP_STORAGE,
+            BACKUP_MODE,
+            COMPRESS,
+            GUEST_NODE,
+        ],
+        args: &[
+            Arg::Word("create"),
+            Arg::Word("/nodes/{node}/vzdump"),
+            Arg::Word("--vmid"),
+            Arg::Word("{vmid}"),
+            Arg::Word("--storage"),
+            Arg::Word("{storage}"),
+            Arg::Opt("mode", &["--mode", "{mode}"]),
+            Arg::Opt("compress", &["--compress", "{compress}"]),
+            JSON[0],
+            JSON[1],
+        ],
+        ..TASK
+    },
+    read!(
+        "backup.list",
+        ["backup", "list"],
+        Area::Backup,
+        View::Content,
+        "List the backups on a storage",
+        [BACKUP_STORAGE, VMID_FILTER, LOCAL_NODE],
+        "/nodes/{node}/storage/{storage}/content",
+        Arg::Word("--content"),
+        Arg::Word("backup"),
+        Arg::Opt("vmid", &["--vmid", "{vmid}"])
+    ),
+    Op {
+        id: "backup.restore",
+        cli: &["backup", "restore"],
+        about: "Restore a VM backup to a new VMID",
+        params: &[ARCHIVE, RESTORE_VMID, RESTORE_STORAGE, LOCAL_NODE],
+        args: &[
+            Arg::Word("create"),
+            Arg::Word("/nodes/{node}/qemu"),
+            Arg::Word("--vmid"),
+            Arg::Word("{vmid}"),
+            Arg::Word("--archive"),
+            Arg::Word("{archive}"),
+            Arg::Opt("storage", &["--storage", "{storage}"]),
+            JSON[0],
+            JSON[1],
+        ],
+        select: &[Select::Contains(
+            "archive",
+            ":backup/vzdump-qemu-",
+            QEMU_ARCHIVE,
+        )],
+        prechecks: &[
+            Precheck::NewVmid("vmid"),
+            Precheck::SpaceForArchive("archive", "storage"),
+        ],
+        ..TASK
+    },
+    Op {
+        id: "backup.restore-ct",
+        cli: &["backup", "restore"],
+        about: "Restore a container backup to a new VMID",
+        params: &[ARCHIVE, RESTORE_VMID, RESTORE_STORAGE, LOCAL_NODE],
+        args: &[
+            Arg::Word("create"),
+            Arg::Word("/nodes/{node}/lxc"),
+            Arg::Word("--vmid"),
+            Arg::Word("{vmid}"),
+            Arg::Word("--ostemplate"),
+            Arg::Word("{archive}"),
+            Arg::Word("--restore"),
+            Arg::Word("1"),
+            Arg::Opt("storage", &["--storage", "{storage}"]),
+            JSON[0],
+            JSON[1],
+        ],
+        select: &[Select::Contains(
+            "archive",
+            ":backup/vzdump-lxc-",
+            LXC_ARCHIVE,
+        )],
+        prechecks: &[
+            Precheck::NewVmid("vmid"),
+            Precheck::SpaceForArchive("archive", "storage"),
+        ],
+        ..TASK
+    },
+    Op {
+        id: "backup.restore-overwrite",
+        cli: &["backup", "restore"],
+        about: "Restore a VM backup over an existing VM",
+        risk: Risk::Confirm,
+        params: &[ARCHIVE, RESTORE_VMID, RESTORE_STORAGE, FORCE, LOCAL_NODE],
+        args: &[
+            Arg::Word("create"),
+            Arg::Word("/nodes/{node}/qemu"),
+            Arg::Word("--vmid"),
+            Arg::Word("{vmid}"),
+            Arg::Word("--archive"),
+            Arg::Word("{archive}"),
+            Arg::Word("--force"),
+            Arg::Word("1"),
+            Arg::Opt("storage", &["--storage", "{storage}"]),
+            JSON[0],
+            JSON[1],
+        ],
+        confirm: Some(Confirm {
+            phrase: "yes overwrite {vmid}",
+            consequence: "this replaces VM {vmid} and its disks with the backup's content; what is there now is lost",
+            hint: Some("restore to a new VMID instead (leave out --force) and compare first"),
+        }),
+        select: &[
+            Select::Contains("archive", ":backup/vzdump-qemu-", QEMU_ARCHIVE),
+            Select::Flag("force"),
+        ],
+        prechecks: &[Precheck::SpaceForArchive("archive", "storage")],
+        ..TASK
+    },
+    Op {
+        id: "backup.restore-ct-overwrite",
+        cli: &["backup", "restore"],
+        about: "Restore a container backup over an existing container",
+        risk: Risk::Confirm,
+        params: &[ARCHIVE, RESTORE_VMID, RESTORE_STORAGE, FORCE, LOCAL_NODE],
+        args: &[
+            Arg::Word("create"),
+            Arg::Word("/nodes/{node}/lxc"),
+            Arg::Word("--vmid"),
+            Arg::Word("{vmid}"),
+            Arg::Word("--ostemplate"),
+            Arg::Word("{archive}"),
+            Arg::Word("--restore"),
+            Arg::Word("1"),
+            Arg::Word("--force"),
+            Arg::Word("1"),
+            Arg::Opt("storage", &["--storage", "{storage}"]),
+            JSON[0],
+            JSON[1],
+        ],
+        confirm: Some(Confirm {
+            phrase: "yes overwrite {vmid}",
+            consequence: "this replaces container {vmid} and its volumes with the backup's content; what is there now is lost",
+            hint: Some("restore to a new VMID instead (leave out --force) and compare first"),
+        }),
+        select: &[
+            Select::Contains("archive", ":backup/vzdump-lxc-", LXC_ARCHIVE),
+            Select::Flag("force"),
+        ],
+        prechecks: &[Precheck::SpaceForArchive("archive", "storage")],
+        ..TASK
+    },
+    Op {
+        id: "backup.prune",
+        cli: &["backup", "prune"],
+        about: "Delete all but the newest backups of a guest",
+        risk: Risk::Confirm,
+        params: &[GUEST_VMID, KEEP_LAST, BACKUP_STORAGE, LOCAL_NODE],
+        args: &[
+            Arg::Word("delete"),
+            Arg::Word("/nodes/{node}/storage/{storage}/prunebackups"),
+            Arg::Word("--vmid"),
+            Arg::Word("{vmid}"),
+            Arg::Word("--prune-backups"),
+            Arg::Word("keep-last={keep_last}"),
+            JSON[0],
+            JSON[1],
+        ],
+        confirm: Some(Confirm {
+            phrase: "yes prune {vmid}",
+            consequence: "this deletes every backup of guest {vmid} on {storage} but the newest {keep_last}, irrecoverably",
+            hint: None,
+        }),
+        ..TASK
+    },
+    Op {
+        id: "backup.remove",
+        cli: &["backup", "remove"],
+        about: "Delete one backup archive",
+        risk: Risk::Confirm,
+        params: &[ARCHIVE],
+        tool: Tool::Pvesm,
+        args: &[Arg::Word("free"), Arg::Word("{archive}")],
+        confirm: Some(Confirm {
+            phrase: "yes remove {archive}",
+            consequence: "this deletes the backup {archive} irrecoverably",
+            hint: None,
+        }),
+        view: View::Done,
+        ..TASK
+    },
+    // --- storage, ISOs and templates ----------------------------------------------------
+    read!(
+        "storage.content",
+        ["storage", "content"],
+        Area::Storage,
+        View::Content,
+        "List what a storage holds",
+        [STORAGE, CONTENT, LOCAL_NODE],
+        "/nodes/{node}/storage/{storage}/content",
+        Arg::Opt("content", &["--content", "{content}"])
+    ),
+    Op {
+        id: "storage.remove",
+        cli: &["storage", "remove"],
+        about: "Remove a storage from the cluster configuration (its data stays where it is)",
+        risk: Risk::Confirm,
+        area: Area::Storage,
+        params: &[STORAGE],
+        args: &[
+            Arg::Word("delete"),
+            Arg::Word("/storage/{storage}"),
+            JSON[0],
+            JSON[1],
+        ],
+        confirm: Some(Confirm {
+            phrase: "yes remove {storage}",
+            consequence: "this removes storage {storage} from every node's configuration; guests with disks there stop working",
+            hint: None,
+        }),
+        view: View::Done,
+        ..TASK
+    },
+    Op {
+        id: "iso.download",
+        cli: &["iso", "download"],
+        about: "Let the host download an ISO image into a storage",
+        area: Area::Storage,
+        params: &[URL, LOCAL_STORAGE, FILENAME, CHECKSUM, LOCAL_NODE],
+        args: &[
+            Arg::Word("create"),
+            Arg::Word("/nodes/{node}/storage/{storage}/download-url"),
+            Arg::Word("--content"),
+            Arg::Word("iso"),
+            Arg::Word("--url"),
+            Arg::Word("{url}"),
+            Arg::Word("--filename"),
+            Arg::Word("{filename}"),
+            Arg::Opt(
+                "checksum",
+                &[
+                    "--checksum-algorithm",
+                    "{checksum:0}",
+                    "--checksum",
+                    "{checksum:1}",
+                ],
+            ),
+            JSON[0],
+            JSON[1],
+        ],
+        ..TASK
+    },
+    read!(
+        "iso.list",
+        ["iso", "list"],
+        Area::Storage,
+        View::Content,
+        "List the ISO images on a storage",
+        [LOCAL_STORAGE, LOCAL_NODE],
+        "/nodes/{node}/storage/{storage}/content",
+        Arg::Word("--content"),
+        Arg::Word("iso")
+    ),
+    read!(
+        "template.list",
+        ["template", "list"],
+        Area::Storage,
+        View::Table(&[
+            ("template", "TEMPLATE"),
+            ("section", "SECTION"),
+            ("headline", "DESCRIPTION")
+        ]),
+        "List the container templates Proxmox offers",
+        [LOCAL_NODE],
+        "/nodes/{node}/aplinfo"
+    ),
+    Op {
+        id: "template.download",
+        cli: &["template", "download"],
+        about: "Download a container template into a storage",
+        area: Area::Storage,
+        params: &[TEMPLATE_NAME, LOCAL_STORAGE, LOCAL_NODE],
+        args: &[
+            Arg::Word("create"),
+            Arg::Word("/nodes/{node}/aplinfo"),
+            Arg::Word("--storage"),
+            Arg::Word("{storage}"),
+            Arg::Word("--template"),
+            Arg::Word("{template}"),
+            JSON[0],
+            JSON[1],
+        ],
+        ..TASK
+    },
+    read!(
+        "cluster.nextid",
+        ["cluster", "nextid"],
+        Area::Cluster,
+        View::Object,
+        "Show the next free VMID",
+        [],
+        "/cluster/nextid"
+    ),
+    // --- creating guests ----------------------------------------------------------------
+    Op {
+        id: "vm.create",
+        cli: &["vm", "create"],
+        about: "Create a VM that boots an installer ISO",
+        area: Area::Vm,
+        params: &[
+            NEW_VMID,
+            VM_NAME,
+            ISO,
+            memory("2048"),
+            cores("2"),
+            disk_size("32"),
+            DISK_STORAGE,
+            BRIDGE,
+            OSTYPE,
+            LOCAL_NODE,
+        ],
+        args: &[
+            Arg::Word("create"),
+            Arg::Word("/nodes/{node}/qemu"),
+            Arg::Word("--vmid"),
+            Arg::Word("{vmid}"),
+            Arg::Word("--name"),
+            Arg::Word("{name}"),
+            Arg::Word("--memory"),
+            Arg::Word("{memory}"),
+            Arg::Word("--cores"),
+            Arg::Word("{cores}"),
+            Arg::Word("--scsi0"),
+            Arg::Word("{disk_storage}:{disk_size}"),
+            Arg::Word("--cdrom"),
+            Arg::Word("{iso}"),
+            Arg::Word("--net0"),
+            Arg::Word("virtio,bridge={bridge}"),
+            Arg::Word("--ostype"),
+            Arg::Word("{ostype}"),
+            JSON[0],
+            JSON[1],
+        ],
+        prechecks: &[
+            Precheck::NewVmid("vmid"),
+            Precheck::SpaceGib("disk_size", "disk_storage"),
+        ],
+        ..TASK
+    },
+    Op {
+        id: "vm.clone",
+        cli: &["vm", "clone"],
+        about: "Clone a VM (linked from a template, or --full)",
+        area: Area::Vm,
+        params: &[VMID, NEWID, CLONE_NAME, FULL, GUEST_NODE],
+        args: &[
+            Arg::Word("create"),
+            Arg::Word("/nodes/{node}/qemu/{vmid}/clone"),
+            Arg::Word("--newid"),
+            Arg::Word("{newid}"),
+            Arg::Opt("name", &["--name", "{name}"]),
+            Arg::Opt("full", &["--full", "1"]),
+            JSON[0],
+            JSON[1],
+        ],
+        prechecks: &[Precheck::NewVmid("newid")],
+        ..TASK
+    },
+    Op {
+        id: "ct.create",
+        cli: &["ct", "create"],
+        about: "Create an unprivileged container from a template",
+        area: Area::Ct,
+        params: &[
+            NEW_VMID,
+            CT_HOSTNAME,
+            CT_TEMPLATE,
+            memory("512"),
+            cores("1"),
+            disk_size("8"),
+            DISK_STORAGE,
+            BRIDGE,
+            LOCAL_NODE,
+        ],
+        args: &[
+            Arg::Word("create"),
+            Arg::Word("/nodes/{node}/lxc"),
+            Arg::Word("--vmid"),
+            Arg::Word("{vmid}"),
+            Arg::Word("--hostname"),
+            Arg::Word("{hostname}"),
+            Arg::Word("--ostemplate"),
+            Arg::Word("{template}"),
+            Arg::Word("--memory"),
+            Arg::Word("{memory}"),
+            Arg::Word("--cores"),
+            Arg::Word("{cores}"),
+            Arg::Word("--rootfs"),
+            Arg::Word("{disk_storage}:{disk_size}"),
+            Arg::Word("--net0"),
+            Arg::Word("name=eth0,bridge={bridge},ip=dhcp"),
+            // Always unprivileged: a privileged container's root is close to the host's root.
+            Arg::Word("--unprivileged"),
+            Arg::Word("1"),
+            JSON[0],
+            JSON[1],
+        ],
+        prechecks: &[
+            Precheck::NewVmid("vmid"),
+            Precheck::SpaceGib("disk_size", "disk_storage"),
+        ],
+        ..TASK
+    },
 ];
