@@ -1,0 +1,939 @@
+//! The audit trail: one JSON line per invocation, hash-chained (issue 5 item 6).
+//!
+//! Every invocation — allowed, confirmed, refused, dry-run, failed — appends one [`Record`]
+//! to `$XDG_STATE_HOME/pxagent/audit.jsonl`, so a human can later see what an agent asked
+//! for and what pxagent did about it, including what it refused.
+//!
+//! Why a hash chain: each line carries `prev`, the SHA-256 of the previous line's bytes, and
+//! a consecutive `seq`. Editing, inserting, deleting or reordering any line breaks the chain
+//! at that point, and [`verify`] names the first broken line. What it cannot do, honestly:
+//!
+//! - it is not a signature: whoever can write the file can rewrite the whole chain from the
+//!   edit onwards. It makes casual or partial tampering evident; it does not stop the
+//!   account owner. The records that root controls are sudo's own logs on the host (design
+//!   §1); compare against those, or keep [`Verified::head`] somewhere else;
+//! - nothing follows the last line, so cutting lines off the end (or deleting the whole
+//!   file) and editing the last line into another valid record are invisible to the chain
+//!   alone. [`Verified::head`] compared with a copy kept elsewhere catches both.
+//!
+//! The log is never rotated by pxagent (a rotated-away head would break `seq` and `prev`);
+//! to archive it, move the whole file away and a new chain starts at seq 1.
+//!
+//! Concurrency: [`append`] holds an exclusive `flock` on the log itself across reading the
+//! last line, writing the new one and `fsync`, so concurrent pxagent processes (CLI runs, an
+//! MCP server) never interleave, fork the chain or lose lines. Readers take a shared lock,
+//! so they never see a half-written line.
+
+use std::fs::{DirBuilder, File, OpenOptions};
+use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::LazyLock;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use regex::Regex;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::error::{Error, Result};
+
+/// The `prev` of the first line: 64 zeros.
+pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+/// What pxagent decided about an invocation. The outcome of what ran is in `exit_code`,
+/// `error` and `upid`, not here: a remote op that ran and failed is `allowed` (or
+/// `confirmed`) with exit code 1.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// Passed every local check and was sent (no phrase was needed).
+    Allowed,
+    /// Needed a confirmation phrase (catalog or policy), got the right one, and was sent.
+    Confirmed,
+    /// Not sent: local policy (exit 3), a missing or wrong phrase (exit 4) or a rate limit
+    /// (exit 8); `exit_code` says which.
+    Refused,
+    /// `--dry-run`: reported, not sent.
+    DryRun,
+    /// Stopped before a verdict: invalid input, an unreadable config, an internal error
+    /// (exit 2, 10…). Nothing was sent.
+    Failed,
+}
+
+/// Which front end the invocation came through.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[serde(rename_all = "lowercase")]
+pub enum Via {
+    /// The command line.
+    Cli,
+    /// The MCP server.
+    Mcp,
+}
+
+/// One line of the audit log (compact JSON, fields in this order).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Record {
+    /// 1-based and consecutive: line N has seq N.
+    pub seq: u64,
+    /// When the record was written, RFC 3339 UTC with milliseconds
+    /// (`2026-11-30T06:00:00.123Z`).
+    pub time: String,
+    /// The target host as shown to the user (`zen-agent@192.0.2.10:22`), when known.
+    pub host: Option<String>,
+    /// The SSH account, when known.
+    pub account: Option<String>,
+    /// The op id (`vm.start`) or command (`preflight`, `status`).
+    pub op: String,
+    /// The remote argv (`sudo -n /usr/bin/pvesh …`); empty when nothing was built.
+    pub argv: Vec<String>,
+    /// What pxagent decided.
+    pub decision: Verdict,
+    /// The confirmation phrase that was accepted, if one was needed.
+    pub phrase: Option<String>,
+    /// pxagent's exit code.
+    pub exit_code: u8,
+    /// Wall time of the invocation.
+    pub duration_ms: u64,
+    /// The Proxmox task, when one ran.
+    pub upid: Option<String>,
+    /// CLI or MCP.
+    pub via: Via,
+    /// The error message, when the invocation did not succeed.
+    pub error: Option<String>,
+    /// Hex SHA-256 of the previous line's bytes (without its newline); [`GENESIS`] first.
+    pub prev: String,
+}
+
+/// A record to append: everything except what [`append`] fills in (`seq`, `time`, `prev`).
+///
+/// Store nothing user-typed besides the argv and the accepted phrase: a wrong phrase typed
+/// at a prompt could be anything (a password typed into the wrong window), so a
+/// confirmation error is best recorded by its kind, not with the typed text.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewRecord {
+    /// See [`Record::host`].
+    pub host: Option<String>,
+    /// See [`Record::account`].
+    pub account: Option<String>,
+    /// See [`Record::op`].
+    pub op: String,
+    /// See [`Record::argv`].
+    pub argv: Vec<String>,
+    /// See [`Record::decision`].
+    pub decision: Verdict,
+    /// See [`Record::phrase`].
+    pub phrase: Option<String>,
+    /// See [`Record::exit_code`].
+    pub exit_code: u8,
+    /// See [`Record::duration_ms`].
+    pub duration_ms: u64,
+    /// See [`Record::upid`].
+    pub upid: Option<String>,
+    /// See [`Record::via`].
+    pub via: Via,
+    /// See [`Record::error`].
+    pub error: Option<String>,
+}
+
+impl NewRecord {
+    /// A record with the rest empty (exit code 0); set the other fields directly.
+    pub fn new(op: impl Into<String>, via: Via, decision: Verdict) -> NewRecord {
+        NewRecord {
+            host: None,
+            account: None,
+            op: op.into(),
+            argv: Vec::new(),
+            decision,
+            phrase: None,
+            exit_code: 0,
+            duration_ms: 0,
+            upid: None,
+            via,
+            error: None,
+        }
+    }
+}
+
+/// The result of [`verify`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verified {
+    /// How many lines the file has (0 when it does not exist).
+    pub lines: u64,
+    /// The first line that breaks the chain and why, or `None` when the chain is intact.
+    pub first_broken: Option<(u64, String)>,
+    /// SHA-256 of the last line ([`GENESIS`] for an empty log): the chain's head. Kept
+    /// somewhere else and compared later, it reveals what the chain alone cannot — lines cut
+    /// off the end, an edited last line, a rewritten chain.
+    pub head: String,
+}
+
+/// `$XDG_STATE_HOME/pxagent/audit.jsonl`, else `~/.local/state/pxagent/audit.jsonl`.
+pub fn default_path() -> Option<PathBuf> {
+    // The XDG spec says relative values are invalid and must be ignored.
+    if let Some(x) = std::env::var_os("XDG_STATE_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+    {
+        return Some(x.join("pxagent/audit.jsonl"));
+    }
+    std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(|h| PathBuf::from(h).join(".local/state/pxagent/audit.jsonl"))
+}
+
+/// Append one record and return it as written. Creates the directory (0700) and the file
+/// (0600) when missing. Holds an exclusive lock on the log from reading its last line to
+/// `fsync`, so concurrent processes append one after another. Reads only the last line,
+/// seeking from the end, however long the log is.
+///
+/// Refuses to append after a last line that is incomplete or not a record (a crash mid-write
+/// or a hand edit): chaining onto it would bury the damage. `pxagent audit verify` then
+/// names the line.
+pub fn append(path: &Path, rec: NewRecord) -> Result<Record> {
+    let write_err = |what: &str, e: io::Error| {
+        // There is no write-error class in `Error` yet; this is not a user mistake, so it is
+        // reported as internal (exit 10) with the path and the OS error.
+        Error::Internal(format!(
+            "cannot {what} the audit log {}: {e}",
+            path.display()
+        ))
+    };
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|e| write_err("create the directory of", e))?;
+    }
+    let mut f = OpenOptions::new()
+        .read(true)
+        .append(true)
+        .create(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| write_err("open", e))?;
+    // Released when `f` is closed at the end of this function.
+    f.lock().map_err(|e| write_err("lock", e))?;
+    let len = f.seek(SeekFrom::End(0)).map_err(|e| write_err("read", e))?;
+    let (seq, prev) = if len == 0 {
+        (1, GENESIS.to_string())
+    } else {
+        let last = last_line(&mut f, len).map_err(|e| write_err("read", e))?;
+        let Some(last) = last else {
+            return Err(Error::Internal(format!(
+                "the audit log {} ends with an incomplete line (an interrupted write?); run `pxagent audit verify` and repair or move the file before pxagent can append",
+                path.display()
+            )));
+        };
+        let seq = serde_json::from_slice::<serde_json::Value>(&last)
+            .ok()
+            .and_then(|v| v.get("seq").and_then(serde_json::Value::as_u64))
+            .ok_or_else(|| {
+                Error::Internal(format!(
+                    "the last line of the audit log {} is not an audit record; run `pxagent audit verify` and repair or move the file before pxagent can append",
+                    path.display()
+                ))
+            })?;
+        (seq + 1, sha256_hex(&last))
+    };
+    let record = Record {
+        seq,
+        time: format_time(SystemTime::now()),
+        host: rec.host,
+        account: rec.account,
+        op: rec.op,
+        argv: rec.argv,
+        decision: rec.decision,
+        phrase: rec.phrase,
+        exit_code: rec.exit_code,
+        duration_ms: rec.duration_ms,
+        upid: rec.upid,
+        via: rec.via,
+        error: rec.error,
+        prev,
+    };
+    // Compact JSON escapes every newline inside strings, so one record is one line.
+    let mut line = serde_json::to_vec(&record)
+        .map_err(|e| Error::Internal(format!("cannot encode an audit record: {e}")))?;
+    line.push(b'\n');
+    if let Err(e) = f.write_all(&line).and_then(|()| f.sync_data()) {
+        // A short write (disk full) would leave half a line that blocks every later append;
+        // we still hold the lock, so cut the file back to where it was.
+        let _ = f.set_len(len);
+        return Err(write_err("write", e));
+    }
+    Ok(record)
+}
+
+/// The last line of a non-empty file without its newline, or `None` when the file does not
+/// end with a newline. Reads backwards in chunks, never the whole file.
+fn last_line(f: &mut File, len: u64) -> io::Result<Option<Vec<u8>>> {
+    const CHUNK: u64 = 4096;
+    let mut byte = [0u8];
+    f.seek(SeekFrom::Start(len - 1))?;
+    f.read_exact(&mut byte)?;
+    if byte[0] != b'\n' {
+        return Ok(None);
+    }
+    let mut tail: Vec<u8> = Vec::new();
+    let mut end = len - 1;
+    loop {
+        let start = end.saturating_sub(CHUNK);
+        let mut chunk = vec![0u8; (end - start) as usize];
+        f.seek(SeekFrom::Start(start))?;
+        f.read_exact(&mut chunk)?;
+        let cut = chunk.iter().rposition(|&b| b == b'\n');
+        if let Some(i) = cut {
+            chunk.drain(..=i);
+        }
+        chunk.extend_from_slice(&tail);
+        tail = chunk;
+        if cut.is_some() || start == 0 {
+            return Ok(Some(tail));
+        }
+        end = start;
+    }
+}
+
+/// Check the whole chain: every line parses as a record, line N has seq N, and its `prev` is
+/// the hash of line N-1 (64 zeros for line 1). Stops judging at the first broken line but
+/// still counts the rest. A missing file is an empty, intact log (0 lines): the caller
+/// should say "no audit log yet at PATH" — and remember that a deleted log looks the same.
+pub fn verify(path: &Path) -> Result<Verified> {
+    let read_err = |source| Error::ReadFile {
+        path: path.to_path_buf(),
+        source,
+    };
+    let f = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Ok(Verified {
+                lines: 0,
+                first_broken: None,
+                head: GENESIS.into(),
+            });
+        }
+        Err(e) => return Err(read_err(e)),
+    };
+    f.lock_shared().map_err(read_err)?;
+    let mut reader = BufReader::new(f);
+    let mut line = Vec::new();
+    let (mut lines, mut first_broken, mut head) = (0u64, None, GENESIS.to_string());
+    loop {
+        line.clear();
+        if reader.read_until(b'\n', &mut line).map_err(read_err)? == 0 {
+            break;
+        }
+        lines += 1;
+        let complete = line.last() == Some(&b'\n');
+        if complete {
+            line.pop();
+        }
+        if first_broken.is_none() {
+            let verdict = if complete {
+                check_line(&line, lines, &head)
+            } else {
+                Err("the line is incomplete (no newline at its end): a write was interrupted or the file was cut".into())
+            };
+            if let Err(why) = verdict {
+                first_broken = Some((lines, why));
+            }
+        }
+        head = sha256_hex(&line);
+    }
+    Ok(Verified {
+        lines,
+        first_broken,
+        head,
+    })
+}
+
+/// Judge line `n` given the hash of line `n - 1`.
+fn check_line(line: &[u8], n: u64, prev_hash: &str) -> std::result::Result<(), String> {
+    let rec: Record = serde_json::from_slice(line)
+        .map_err(|e| format!("the line is not an audit record ({e})"))?;
+    if rec.seq != n {
+        return Err(format!(
+            "seq is {} where {n} was expected: lines were deleted, inserted or moved before this one",
+            rec.seq
+        ));
+    }
+    if rec.prev != prev_hash {
+        return Err(if n == 1 {
+            "prev is not the start of a chain (64 zeros): lines were deleted from the beginning"
+                .into()
+        } else {
+            format!(
+                "prev does not match the hash of line {}: that line was edited, or lines were inserted, deleted or moved here",
+                n - 1
+            )
+        });
+    }
+    Ok(())
+}
+
+/// Every record, oldest first, keeping those written at or after `since`. A missing file
+/// has no records. A line that is not a record is an error naming it (run [`verify`] for
+/// the chain itself).
+pub fn read(path: &Path, since: Option<SystemTime>) -> Result<Vec<Record>> {
+    let bad = |msg: String| Error::ReadFile {
+        path: path.to_path_buf(),
+        source: io::Error::new(io::ErrorKind::InvalidData, msg),
+    };
+    let f = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => {
+            return Err(Error::ReadFile {
+                path: path.to_path_buf(),
+                source,
+            });
+        }
+    };
+    let read_err = |source| Error::ReadFile {
+        path: path.to_path_buf(),
+        source,
+    };
+    f.lock_shared().map_err(read_err)?;
+    let mut out = Vec::new();
+    for (i, line) in BufReader::new(f).split(b'\n').enumerate() {
+        let line = line.map_err(read_err)?;
+        let n = i + 1;
+        let rec: Record = serde_json::from_slice(&line).map_err(|e| {
+            bad(format!(
+                "line {n} is not an audit record ({e}); run `pxagent audit verify`"
+            ))
+        })?;
+        if let Some(since) = since {
+            let t = parse_rfc3339(&rec.time).ok_or_else(|| {
+                bad(format!(
+                    "line {n} has an unreadable time {:?}; run `pxagent audit verify`",
+                    rec.time
+                ))
+            })?;
+            if t < since {
+                continue;
+            }
+        }
+        out.push(rec);
+    }
+    Ok(out)
+}
+
+/// Parse `--since`: an RFC 3339 time (`2026-11-30T06:00:00Z`, `…+01:00`, fractions allowed),
+/// a date (`2026-11-30`, midnight UTC), or an age before `now` (`90s`, `30m`, `1h`, `2d`,
+/// `1w`). Anything else is a usage error (exit 2).
+pub fn parse_since(s: &str, now: SystemTime) -> Result<SystemTime> {
+    static AGE: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(r"^([0-9]{1,9})([smhdw])$").expect("age regex"));
+    let s = s.trim();
+    let bad = || {
+        Error::usage(format!(
+            "--since {s:?}: expected an RFC 3339 time such as 2026-11-30T06:00:00Z, a date such as 2026-11-30, or an age such as 30m, 1h, 2d"
+        ))
+    };
+    if let Some(c) = AGE.captures(s) {
+        let n: u64 = c[1].parse().map_err(|_| bad())?;
+        let unit = match &c[2] {
+            "s" => 1,
+            "m" => 60,
+            "h" => 3600,
+            "d" => 86_400,
+            _ => 7 * 86_400,
+        };
+        return now
+            .checked_sub(Duration::from_secs(n * unit))
+            .filter(|t| *t >= UNIX_EPOCH)
+            .ok_or_else(bad);
+    }
+    parse_rfc3339(s).ok_or_else(bad)
+}
+
+/// Format a time as RFC 3339 UTC with milliseconds: `2026-11-30T06:00:00.123Z`. Times
+/// before 1970 (a badly wrong clock) are written as the epoch.
+pub fn format_time(t: SystemTime) -> String {
+    let d = t.duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO);
+    let secs = d.as_secs();
+    let (y, m, day) = civil_from_days((secs / 86_400) as i64);
+    let s = secs % 86_400;
+    format!(
+        "{y:04}-{m:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        s / 3600,
+        s / 60 % 60,
+        s % 60,
+        d.subsec_millis()
+    )
+}
+
+/// Parse RFC 3339 (`T`, `t` or a space between date and time; `Z` or an offset), or a bare
+/// date as midnight UTC. `None` for anything else, including times before 1970.
+pub fn parse_rfc3339(s: &str) -> Option<SystemTime> {
+    static RFC3339: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(
+            r"^([0-9]{4})-([0-9]{2})-([0-9]{2})(?:[Tt ]([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]{1,9}))?(?:([Zz])|([+-])([0-9]{2}):([0-9]{2})))?$",
+        )
+        .expect("rfc3339 regex")
+    });
+    let c = RFC3339.captures(s)?;
+    let num = |i: usize| -> i64 { c.get(i).map_or(0, |m| m.as_str().parse().unwrap_or(0)) };
+    let (y, mo, d) = (num(1), num(2), num(3));
+    let (h, mi, sec) = (num(4), num(5), num(6));
+    if !(1..=12).contains(&mo) || d < 1 || d > days_in_month(y, mo) {
+        return None;
+    }
+    // 60 is a leap second; it is read as the next second.
+    if h > 23 || mi > 59 || sec > 60 {
+        return None;
+    }
+    let offset = match c.get(9).map(|m| m.as_str()) {
+        Some(sign) => {
+            let (oh, om) = (num(10), num(11));
+            if oh > 23 || om > 59 {
+                return None;
+            }
+            let o = oh * 3600 + om * 60;
+            if sign == "-" { -o } else { o }
+        }
+        None => 0,
+    };
+    let secs = days_from_civil(y, mo, d) * 86_400 + h * 3600 + mi * 60 + sec - offset;
+    let nanos = c.get(7).map_or(0, |f| {
+        let digits = f.as_str();
+        digits.parse::<u32>().unwrap_or(0) * 10u32.pow(9 - digits.len() as u32)
+    });
+    let secs = u64::try_from(secs).ok()?;
+    Some(UNIX_EPOCH + Duration::new(secs, nanos))
+}
+
+fn is_leap(y: i64) -> bool {
+    y % 4 == 0 && (y % 100 != 0 || y % 400 == 0)
+}
+
+fn days_in_month(y: i64, m: i64) -> i64 {
+    match m {
+        2 if is_leap(y) => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
+}
+
+/// Days since 1970-01-01 → (year, month, day) in the proleptic Gregorian calendar
+/// (Howard Hinnant's `civil_from_days`).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+/// (year, month, day) → days since 1970-01-01 (Hinnant's `days_from_civil`).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y.rem_euclid(400);
+    let mp = if m > 2 { m - 3 } else { m + 9 };
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    /// Set by [`separate_processes_never_interleave`] for the child processes it spawns.
+    const CHILD_ENV: &str = "PXAGENT_AUDIT_TEST_CHILD_LOG";
+
+    fn rec(op: &str) -> NewRecord {
+        NewRecord {
+            host: Some("zen-agent@127.0.0.1:2222".into()),
+            account: Some("zen-agent".into()),
+            argv: vec![
+                "sudo".into(),
+                "-n".into(),
+                "/usr/bin/pvesh".into(),
+                "create".into(),
+                "/nodes/pve1/qemu/100/status/start".into(),
+            ],
+            duration_ms: 1234,
+            upid: Some("UPID:pve1:0000A1B2:00C0FFEE:6752F0A1:qmstart:100:root@pam:".into()),
+            ..NewRecord::new(op, Via::Cli, Verdict::Allowed)
+        }
+    }
+
+    fn log_with(n: usize) -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state/pxagent/audit.jsonl");
+        for i in 0..n {
+            append(&path, rec(&format!("op{i}"))).unwrap();
+        }
+        (dir, path)
+    }
+
+    fn lines(path: &Path) -> Vec<String> {
+        std::fs::read_to_string(path)
+            .unwrap()
+            .lines()
+            .map(String::from)
+            .collect()
+    }
+
+    fn write_lines(path: &Path, lines: &[String]) {
+        let mut text = lines.join("\n");
+        text.push('\n');
+        std::fs::write(path, text).unwrap();
+    }
+
+    fn broken_at(path: &Path) -> (u64, String) {
+        verify(path)
+            .unwrap()
+            .first_broken
+            .expect("the chain should be broken")
+    }
+
+    #[test]
+    fn chain_verifies_after_many_appends() {
+        let (_d, path) = log_with(200);
+        let v = verify(&path).unwrap();
+        assert_eq!(v.lines, 200);
+        assert_eq!(v.first_broken, None);
+        let all = read(&path, None).unwrap();
+        assert_eq!(all.len(), 200);
+        assert!(all.iter().enumerate().all(|(i, r)| r.seq == i as u64 + 1));
+        assert_eq!(all[0].prev, GENESIS);
+        assert_eq!(all[1].prev, sha256_hex(lines(&path)[0].as_bytes()));
+        assert_eq!(v.head, sha256_hex(lines(&path)[199].as_bytes()));
+    }
+
+    #[test]
+    fn append_returns_what_it_wrote_as_one_compact_line() {
+        let (_d, path) = log_with(0);
+        let mut r = rec("vm.destroy");
+        r.decision = Verdict::Refused;
+        r.exit_code = 4;
+        r.error = Some("line one\nline two".into());
+        let written = append(&path, r).unwrap();
+        assert_eq!(written.seq, 1);
+        assert_eq!(written.prev, GENESIS);
+        assert!(parse_rfc3339(&written.time).is_some(), "{}", written.time);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text.matches('\n').count(), 1);
+        assert!(text.starts_with("{\"seq\":1,\"time\":"), "{text}");
+        assert!(text.contains("\"decision\":\"refused\""), "{text}");
+        assert!(text.contains("\"via\":\"cli\""), "{text}");
+        assert_eq!(read(&path, None).unwrap(), vec![written]);
+    }
+
+    #[test]
+    fn creates_a_private_directory_and_file() {
+        let (d, path) = log_with(1);
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&path), 0o600);
+        assert_eq!(mode(path.parent().unwrap()), 0o700);
+        assert_eq!(mode(&d.path().join("state")), 0o700);
+    }
+
+    #[test]
+    fn an_edited_middle_line_is_detected() {
+        let (_d, path) = log_with(10);
+        let mut l = lines(&path);
+        // Still valid JSON: only the next line's `prev` can tell.
+        l[4] = l[4].replace("\"duration_ms\":1234", "\"duration_ms\":1235");
+        write_lines(&path, &l);
+        let (n, why) = broken_at(&path);
+        assert_eq!(n, 6);
+        assert!(why.contains("hash of line 5"), "{why}");
+
+        // One byte that breaks the JSON: the line itself is named.
+        let (_d, path) = log_with(10);
+        let mut l = lines(&path);
+        l[4].replace_range(0..1, "[");
+        write_lines(&path, &l);
+        let (n, why) = broken_at(&path);
+        assert_eq!(n, 5);
+        assert!(why.contains("not an audit record"), "{why}");
+    }
+
+    #[test]
+    fn deleted_inserted_and_swapped_lines_are_detected() {
+        let (_d, path) = log_with(10);
+        let orig = lines(&path);
+
+        let mut l = orig.clone();
+        l.remove(3);
+        write_lines(&path, &l);
+        assert_eq!(broken_at(&path).0, 4);
+
+        let mut l = orig.clone();
+        l.insert(3, orig[3].clone());
+        write_lines(&path, &l);
+        assert_eq!(broken_at(&path).0, 5);
+
+        // An inserted forgery with the right seq and prev still breaks the next line.
+        let mut l = orig.clone();
+        let mut forged: Record = serde_json::from_str(&orig[3]).unwrap();
+        forged.op = "vm.forged".into();
+        l[3] = serde_json::to_string(&forged).unwrap();
+        write_lines(&path, &l);
+        assert_eq!(broken_at(&path).0, 5);
+
+        let mut l = orig.clone();
+        l.swap(3, 4);
+        write_lines(&path, &l);
+        let (n, why) = broken_at(&path);
+        assert_eq!(n, 4);
+        assert!(why.contains("seq is 5 where 4"), "{why}");
+
+        let mut l = orig.clone();
+        l.remove(0);
+        write_lines(&path, &l);
+        assert_eq!(broken_at(&path).0, 1);
+
+        // Lines after the break are still counted.
+        let mut l = orig.clone();
+        l.remove(3);
+        write_lines(&path, &l);
+        assert_eq!(verify(&path).unwrap().lines, 9);
+    }
+
+    #[test]
+    fn truncating_the_tail_is_invisible_to_the_chain_but_not_to_the_head() {
+        let (_d, path) = log_with(10);
+        let head = verify(&path).unwrap().head;
+        let l = lines(&path);
+        write_lines(&path, &l[..7]);
+        let v = verify(&path).unwrap();
+        assert_eq!((v.lines, v.first_broken), (7, None));
+        assert_ne!(v.head, head);
+    }
+
+    #[test]
+    fn an_incomplete_last_line_is_reported_and_blocks_appending() {
+        let (_d, path) = log_with(3);
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(&path, &text[..text.len() - 10]).unwrap();
+        let (n, why) = broken_at(&path);
+        assert_eq!(n, 3);
+        assert!(why.contains("incomplete"), "{why}");
+        let e = append(&path, rec("vm.start")).unwrap_err().to_string();
+        assert!(e.contains("incomplete line"), "{e}");
+    }
+
+    #[test]
+    fn long_last_lines_are_read_from_the_end() {
+        let (_d, path) = log_with(2);
+        let mut r = rec("vm.snapshot");
+        r.argv.push("x".repeat(20_000));
+        append(&path, r).unwrap();
+        append(&path, rec("after")).unwrap();
+        let v = verify(&path).unwrap();
+        assert_eq!((v.lines, v.first_broken), (4, None));
+    }
+
+    #[test]
+    fn a_missing_log_verifies_as_empty() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("nope.jsonl");
+        assert_eq!(
+            verify(&path).unwrap(),
+            Verified {
+                lines: 0,
+                first_broken: None,
+                head: GENESIS.into()
+            }
+        );
+        assert!(read(&path, None).unwrap().is_empty());
+    }
+
+    #[test]
+    fn concurrent_threads_never_interleave() {
+        let (_d, path) = log_with(0);
+        let barrier = std::sync::Barrier::new(20);
+        std::thread::scope(|s| {
+            for i in 0..20 {
+                let (path, barrier) = (&path, &barrier);
+                s.spawn(move || {
+                    barrier.wait();
+                    append(path, rec(&format!("thread{i}"))).unwrap();
+                });
+            }
+        });
+        let v = verify(&path).unwrap();
+        assert_eq!((v.lines, v.first_broken), (20, None));
+    }
+
+    /// Helper for [`separate_processes_never_interleave`]: appends one record when run as
+    /// its child (the env var names the log); a no-op in a normal test run.
+    #[test]
+    fn child_process_appends_once() {
+        if let Some(path) = std::env::var_os(CHILD_ENV) {
+            append(Path::new(&path), rec("child")).unwrap();
+        }
+    }
+
+    #[test]
+    fn separate_processes_never_interleave() {
+        let (_d, path) = log_with(0);
+        let exe = std::env::current_exe().unwrap();
+        let children: Vec<_> = (0..20)
+            .map(|_| {
+                std::process::Command::new(&exe)
+                    .args([
+                        "--exact",
+                        "audit::tests::child_process_appends_once",
+                        "--test-threads=1",
+                        "--quiet",
+                    ])
+                    .env(CHILD_ENV, &path)
+                    .stdout(std::process::Stdio::null())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        for mut c in children {
+            assert!(c.wait().unwrap().success());
+        }
+        let v = verify(&path).unwrap();
+        assert_eq!((v.lines, v.first_broken), (20, None));
+        assert!(read(&path, None).unwrap().iter().all(|r| r.op == "child"));
+    }
+
+    #[test]
+    fn time_formatting_against_known_epochs() {
+        let at = |secs: u64, ms: u32| format_time(UNIX_EPOCH + Duration::new(secs, ms * 1_000_000));
+        assert_eq!(at(0, 0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(at(951_782_400, 0), "2000-02-29T00:00:00.000Z");
+        assert_eq!(at(1_700_000_000, 5), "2023-11-14T22:13:20.005Z");
+        assert_eq!(at(1_796_018_400, 123), "2026-11-30T06:00:00.123Z");
+        assert_eq!(at(4_102_444_800, 0), "2100-01-01T00:00:00.000Z");
+        assert_eq!(at(253_402_300_799, 999), "9999-12-31T23:59:59.999Z");
+        // Sub-millisecond digits are cut, not rounded up into the next second.
+        assert_eq!(
+            format_time(UNIX_EPOCH + Duration::new(59, 999_999_999)),
+            "1970-01-01T00:00:59.999Z"
+        );
+        assert_eq!(
+            format_time(UNIX_EPOCH - Duration::from_secs(5)),
+            "1970-01-01T00:00:00.000Z"
+        );
+        for secs in (0..4_000_000_000u64).step_by(7_777_777) {
+            let t = UNIX_EPOCH + Duration::new(secs, 250_000_000);
+            assert_eq!(parse_rfc3339(&format_time(t)), Some(t), "{secs}");
+        }
+    }
+
+    #[test]
+    fn rfc3339_parsing() {
+        let t = |secs: u64| Some(UNIX_EPOCH + Duration::from_secs(secs));
+        assert_eq!(parse_rfc3339("2026-11-30T06:00:00Z"), t(1_796_018_400));
+        assert_eq!(parse_rfc3339("2026-11-30t06:00:00z"), t(1_796_018_400));
+        assert_eq!(parse_rfc3339("2026-11-30 07:30:00+01:30"), t(1_796_018_400));
+        assert_eq!(parse_rfc3339("2026-11-30T01:00:00-05:00"), t(1_796_018_400));
+        assert_eq!(parse_rfc3339("2026-11-30"), t(1_795_996_800));
+        assert_eq!(
+            parse_rfc3339("1970-01-01T00:00:00.5Z"),
+            Some(UNIX_EPOCH + Duration::from_millis(500))
+        );
+        for bad in [
+            "",
+            "2026-11-30T06:00:00",
+            "2026-13-01",
+            "2026-02-29",
+            "2026-11-31",
+            "2026-11-30T24:00:00Z",
+            "2026-11-30T06:00:00+24:00",
+            "1969-12-31T23:59:59Z",
+            "2026-11-30T06:00Z",
+            "yesterday",
+        ] {
+            assert_eq!(parse_rfc3339(bad), None, "{bad}");
+        }
+        assert!(parse_rfc3339("2024-02-29").is_some());
+    }
+
+    #[test]
+    fn since_accepts_times_and_ages() {
+        let now = UNIX_EPOCH + Duration::from_secs(1_796_018_400);
+        let ago = |secs: u64| now - Duration::from_secs(secs);
+        assert_eq!(parse_since("90s", now).unwrap(), ago(90));
+        assert_eq!(parse_since("30m", now).unwrap(), ago(1800));
+        assert_eq!(parse_since("1h", now).unwrap(), ago(3600));
+        assert_eq!(parse_since(" 2d ", now).unwrap(), ago(172_800));
+        assert_eq!(parse_since("1w", now).unwrap(), ago(604_800));
+        assert_eq!(parse_since("2026-11-30T05:00:00Z", now).unwrap(), ago(3600));
+        for bad in ["", "1", "1y", "-1h", "1.5h", "h", "999999999w", "soon"] {
+            let e = parse_since(bad, now).unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{bad}");
+            assert!(e.to_string().contains("--since"), "{e}");
+        }
+    }
+
+    #[test]
+    fn read_filters_by_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let mut l = Vec::new();
+        let mut prev = GENESIS.to_string();
+        for (i, time) in [
+            "2026-11-30T05:00:00.000Z",
+            "2026-11-30T06:00:00.000Z",
+            "2026-11-30T07:00:00.000Z",
+        ]
+        .iter()
+        .enumerate()
+        {
+            let r = Record {
+                seq: i as u64 + 1,
+                time: time.to_string(),
+                host: None,
+                account: None,
+                op: format!("op{i}"),
+                argv: vec![],
+                decision: Verdict::DryRun,
+                phrase: None,
+                exit_code: 0,
+                duration_ms: 0,
+                upid: None,
+                via: Via::Mcp,
+                error: None,
+                prev: prev.clone(),
+            };
+            let line = serde_json::to_string(&r).unwrap();
+            prev = sha256_hex(line.as_bytes());
+            l.push(line);
+        }
+        write_lines(&path, &l);
+        assert_eq!(verify(&path).unwrap().first_broken, None);
+        let since = parse_rfc3339("2026-11-30T06:00:00Z");
+        let ops: Vec<String> = read(&path, since)
+            .unwrap()
+            .into_iter()
+            .map(|r| r.op)
+            .collect();
+        assert_eq!(ops, ["op1", "op2"]);
+        assert_eq!(read(&path, None).unwrap().len(), 3);
+    }
+
+    #[test]
+    fn default_path_follows_xdg() {
+        // Only checks the shape: the environment is the developer's.
+        if let Some(p) = default_path() {
+            assert!(p.ends_with("pxagent/audit.jsonl"), "{}", p.display());
+        }
+    }
+}
