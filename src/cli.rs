@@ -102,10 +102,16 @@ fn param_arg(p: &Param) -> Arg {
             .required(true)
             .value_name(value_name)
             .help(help),
-        How::Option => Arg::new(p.name)
+        // Required options are checked by the invocation (one error path, exit 2), so that
+        // a variant-only option does not become required for its siblings.
+        How::Option | How::Required | How::NextId | How::BasenameOf(_) => Arg::new(p.name)
             .long(flag)
             .value_name(value_name)
             .help(help),
+        How::Defaulted(d) => Arg::new(p.name)
+            .long(flag)
+            .value_name(value_name)
+            .help(format!("{help} (default {d})")),
         How::Flag => Arg::new(p.name)
             .long(flag)
             .action(ArgAction::SetTrue)
@@ -118,10 +124,11 @@ fn param_arg(p: &Param) -> Arg {
 }
 
 fn op_command(name: &str, ops: &[&'static Op]) -> Command {
+    // The least specific op describes the command; variants are listed after it.
     let base = ops
         .iter()
-        .find(|o| o.selected_by.is_none())
-        .expect("catalog invariant: one base op per path");
+        .min_by_key(|o| o.select.len())
+        .expect("catalog invariant: every CLI path has an op");
     let mut long = format!(
         "{}\n\nop: {} · risk: {}",
         base.about,
@@ -131,10 +138,18 @@ fn op_command(name: &str, ops: &[&'static Op]) -> Command {
     if let Some(c) = base.confirm {
         long.push_str(&format!("\nneeds the confirmation phrase `{}`", c.phrase));
     }
-    for v in ops.iter().filter(|o| o.selected_by.is_some()) {
+    for v in ops.iter().filter(|o| o.id != base.id) {
+        let when: Vec<String> = v
+            .select
+            .iter()
+            .map(|s| match s {
+                crate::catalog::Select::Flag(f) => format!("--{}", f.replace('_', "-")),
+                crate::catalog::Select::Contains(p, needle, _) => format!("<{p}> with '{needle}'"),
+            })
+            .collect();
         long.push_str(&format!(
-            "\nwith --{}: op {} · risk {}{}",
-            v.selected_by.unwrap_or_default(),
+            "\nwith {}: op {} · risk {}{}",
+            when.join(" and "),
             v.id,
             v.risk.name(),
             v.confirm
@@ -179,6 +194,20 @@ pub fn command() -> Command {
                     .help("The profile whose rules must be present: readonly, operator or full")),
         )
         .subcommand(Command::new("status").about("One summary of the host or cluster: version, nodes, storages, guests by state"))
+        .subcommand(
+            Command::new("audit")
+                .about("The local audit trail: one hash-chained JSON line per invocation")
+                .subcommand_required(true)
+                .subcommand(
+                    Command::new("show").about("List audit records").arg(
+                        Arg::new("since")
+                            .long("since")
+                            .value_name("WHEN")
+                            .help("Only records from then on: RFC 3339, a date, or an age like 30m, 2h, 1d"),
+                    ),
+                )
+                .subcommand(Command::new("verify").about("Check the hash chain; exit 1 naming the first broken line")),
+        )
         .subcommand(
             Command::new("sudoers")
                 .about("Render pxagent's sudoers whitelist, or lint any sudoers file")
@@ -260,8 +289,22 @@ mod tests {
             for p in op.params.iter().filter(|p| p.how == How::Positional) {
                 argv.push(p.kind.example().to_string());
             }
-            if let Some(sel) = op.selected_by {
-                argv.push(format!("--{sel}"));
+            for (name, value) in crate::catalog::example_values(op) {
+                let p = op.param(name).unwrap();
+                match p.how {
+                    How::Flag => argv.push(format!("--{}", name.replace('_', "-"))),
+                    How::Required | How::Defaulted(_) => {
+                        argv.push(format!("--{}", name.replace('_', "-")));
+                        argv.push(value);
+                    }
+                    How::Positional => {
+                        // Selection by value: put the selecting example in its place.
+                        if let Some(pos) = argv.iter().position(|a| a == p.kind.example()) {
+                            argv[pos] = value;
+                        }
+                    }
+                    _ => {}
+                }
             }
             assert!(command().try_get_matches_from(&argv).is_ok(), "{argv:?}");
         }

@@ -31,6 +31,9 @@ pub struct Config {
     /// Named hosts.
     #[serde(default)]
     pub hosts: BTreeMap<String, HostEntry>,
+    /// Local policy (see [`crate::policy`]).
+    #[serde(default)]
+    pub policy: crate::policy::PolicyConfig,
     /// Where this config was read from (not a key in the file).
     #[serde(skip)]
     pub path: Option<PathBuf>,
@@ -105,6 +108,18 @@ pub fn parse(text: &str, path: &Path) -> Result<Config> {
         )));
     }
     Ok(cfg)
+}
+
+impl Config {
+    /// The compiled local policy of this config (the built-in default without a file).
+    pub fn policy(&self) -> Result<crate::policy::Policy> {
+        match &self.path {
+            Some(p) => {
+                crate::policy::Policy::from_config(self.policy.clone(), &p.display().to_string())
+            }
+            None => Ok(crate::policy::Policy::default()),
+        }
+    }
 }
 
 /// Expand a leading `~/` with `$HOME`.

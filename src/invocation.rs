@@ -26,31 +26,27 @@ pub struct Invocation {
 impl Invocation {
     /// Build from the matches of an op's subcommand (`path` is the CLI path).
     pub fn from_matches(path: &[&str], m: &ArgMatches) -> Result<Invocation> {
-        let ops = catalog::ops_at(path);
-        let base = ops
-            .iter()
-            .find(|o| o.selected_by.is_none())
-            .ok_or_else(|| Error::Internal(format!("no op at {}", path.join(" "))))?;
-        // A variant is chosen by its switch (e.g. `vm snapshot --vmstate`).
-        let op = ops
-            .iter()
-            .find(|o| o.selected_by.is_some_and(|s| m.get_flag(s)))
-            .unwrap_or(base);
+        // Collect every parameter any op at this path has (the CLI merged them), then let
+        // the values choose the op (e.g. `vm snapshot --vmstate`, a qemu or lxc archive).
         let mut raw: BTreeMap<&'static str, String> = BTreeMap::new();
-        for p in op.params {
-            match p.how {
-                How::Flag => {
-                    if m.get_flag(p.name) {
-                        raw.insert(p.name, "1".into());
+        for op in catalog::ops_at(path) {
+            for p in op.params {
+                match p.how {
+                    How::Flag => {
+                        if m.try_get_one::<bool>(p.name).ok().flatten() == Some(&true) {
+                            raw.insert(p.name, "1".into());
+                        }
                     }
-                }
-                _ => {
-                    if let Some(v) = m.get_one::<String>(p.name) {
-                        raw.insert(p.name, v.clone());
+                    _ => {
+                        if let Some(v) = m.try_get_one::<String>(p.name).ok().flatten() {
+                            raw.insert(p.name, v.clone());
+                        }
                     }
                 }
             }
         }
+        let op = catalog::select(path, &raw)?;
+        raw.retain(|k, _| op.param(k).is_some());
         Invocation::new(op, raw)
     }
 
@@ -74,9 +70,33 @@ impl Invocation {
             }
             values.insert(p.name, p.kind.parse(&label, &v)?);
         }
-        for p in op.params.iter().filter(|p| p.how == How::Positional) {
-            if !values.contains_key(p.name) {
-                return Err(Error::usage(format!("{} needs <{}>", op.id, p.name)));
+        for p in op.params {
+            match p.how {
+                How::Positional if !values.contains_key(p.name) => {
+                    return Err(Error::usage(format!("{} needs <{}>", op.id, p.name)));
+                }
+                How::Required if !values.contains_key(p.name) => {
+                    return Err(Error::usage(format!(
+                        "{} needs --{}",
+                        op.id,
+                        p.name.replace('_', "-")
+                    )));
+                }
+                How::Defaulted(d) if !values.contains_key(p.name) => {
+                    values.insert(p.name, p.kind.parse(p.name, d)?);
+                }
+                How::BasenameOf(of) if !values.contains_key(p.name) => {
+                    if let Some(base) = values.get(of).and_then(|v| v.rsplit('/').next()) {
+                        let base = base.to_string();
+                        let label = format!(
+                            "{} (from <{of}>; pass --{} to choose one)",
+                            p.name,
+                            p.name.replace('_', "-")
+                        );
+                        values.insert(p.name, p.kind.parse(&label, &base)?);
+                    }
+                }
+                _ => {}
             }
         }
         let mut inv = Invocation {
@@ -144,7 +164,11 @@ impl Invocation {
             };
             match p.how {
                 How::Positional => s.push_str(&format!(" {}", quote_word(v))),
-                How::Option => s.push_str(&format!(
+                How::Option
+                | How::Required
+                | How::Defaulted(_)
+                | How::NextId
+                | How::BasenameOf(_) => s.push_str(&format!(
                     " --{} {}",
                     p.name.replace('_', "-"),
                     quote_word(v)
@@ -195,6 +219,9 @@ impl Invocation {
             "profiles": self.op.profiles().iter().map(|p| p.name()).collect::<Vec<_>>(),
             "phrase": self.phrase(),
             "node": node_note,
+            "vmid": self.op.params.iter().any(|p| p.how == How::NextId && !self.values.contains_key(p.name))
+                .then_some("the next free VMID is read from /cluster/nextid at run time (pass --vmid to pin it)"),
+            "prechecks": self.op.prechecks.iter().map(|c| format!("{c:?}")).collect::<Vec<_>>(),
             "sent": false,
         })
     }

@@ -35,21 +35,74 @@ pub struct Remote {
     pub session: Session,
     /// `user@host:port`, for messages.
     pub target: String,
+    /// How long to wait for an HA-managed guest to reach its requested state.
+    pub settle_timeout: std::time::Duration,
 }
 
 impl Remote {
-    /// Run one invocation: resolve its node if needed, execute, classify, parse.
+    /// Wrap a session; HA guests get 120 s to settle unless `timeout` says otherwise.
+    pub fn new(session: Session, target: String, timeout: Option<std::time::Duration>) -> Remote {
+        let settle_timeout = timeout.unwrap_or(std::time::Duration::from_secs(120));
+        Remote {
+            session,
+            target,
+            settle_timeout,
+        }
+    }
+
+    /// Run one invocation: resolve what the host must tell, execute, classify, parse.
     pub async fn run(&self, inv: &Invocation) -> Result<Outcome> {
+        let inv = self.prepare(inv).await?;
+        self.send(&inv).await
+    }
+
+    /// Fill in what the host must tell (node, next free VMID) and run the op's prechecks.
+    /// Reads only; nothing that changes state has been sent when this fails.
+    pub async fn prepare(&self, inv: &Invocation) -> Result<Invocation> {
         let mut inv = inv.clone();
         if inv.needs_node() {
             let node = self.resolve_node(&inv).await?;
             inv.values.insert("node", node);
         }
+        for p in inv
+            .op
+            .params
+            .iter()
+            .filter(|p| p.how == catalog::How::NextId)
+        {
+            if !inv.values.contains_key(p.name) {
+                let next = self.read_op("cluster.nextid", &[]).await?;
+                let id = as_u64(&next)
+                    .ok_or_else(|| Error::Remote(format!("/cluster/nextid returned {next}")))?;
+                let v = p.kind.parse(p.name, &id.to_string())?;
+                inv.values.insert(p.name, v);
+            }
+        }
+        for check in inv.op.prechecks {
+            self.precheck(&inv, *check).await?;
+        }
+        Ok(inv)
+    }
+
+    /// Send a prepared invocation and follow its task.
+    pub async fn send(&self, inv: &Invocation) -> Result<Outcome> {
         let out = self.exec(&inv.remote_argv()).await?;
         let warnings = warning_lines(&out);
         let node = inv.values.get("node").cloned();
         if inv.op.risk == catalog::Risk::Read {
-            let data = parse_json(&out, &inv)?;
+            let data = parse_json(&out, inv)?;
+            return Ok(Outcome {
+                data,
+                warnings,
+                upid: None,
+                node,
+            });
+        }
+        let found = find_upid(&out.stdout_text());
+        if found.is_none() && inv.op.view == catalog::View::Done {
+            // No task: the exit status (already classified) is the result.
+            let text = out.stdout_text().trim().to_string();
+            let data = serde_json::json!({"done": true, "output": text});
             return Ok(Outcome {
                 data,
                 warnings,
@@ -59,7 +112,7 @@ impl Remote {
         }
         // Actions: pvesh printed the task log, then the UPID; it exits 0 even when the task
         // failed (FORMATS.md §1.3), so the task's own status decides.
-        let upid = find_upid(&out.stdout_text()).ok_or_else(|| {
+        let upid = found.ok_or_else(|| {
             Error::Remote(format!(
                 "`{}` returned no task id; stdout: {}; stderr: {}",
                 inv.display(),
@@ -83,12 +136,148 @@ impl Remote {
                 }
             )));
         }
+        // HA-managed guests only get a request: the task (hastart/hastop) ends at once and
+        // the guest reaches its state later, so poll its status (FORMATS.md §1.3).
+        if let Some(want) = inv.op.settles
+            && upid.split(':').nth(5).is_some_and(|t| t.starts_with("ha"))
+        {
+            self.settle(inv, want).await?;
+        }
         Ok(Outcome {
             data: status,
             warnings,
             upid: Some(upid),
             node,
         })
+    }
+
+    /// Poll a guest's status until it is `want` (at most the command timeout, default 120 s).
+    async fn settle(&self, inv: &Invocation, want: &str) -> Result<()> {
+        let status_op = match inv.op.area {
+            catalog::Area::Ct => "ct.status",
+            _ => "vm.status",
+        };
+        let vmid = inv.values.get("vmid").cloned().unwrap_or_default();
+        let node = inv.values.get("node").cloned().unwrap_or_default();
+        let deadline = tokio::time::Instant::now() + self.settle_timeout;
+        loop {
+            let st = self
+                .read_op(status_op, &[("vmid", &vmid), ("node", &node)])
+                .await?;
+            if st.get("status").and_then(Value::as_str) == Some(want) {
+                return Ok(());
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(Error::Remote(format!(
+                    "HA was asked to make guest {vmid} {want}, but after {}s it is {}",
+                    self.settle_timeout.as_secs(),
+                    st.get("status")
+                        .and_then(Value::as_str)
+                        .unwrap_or("unknown")
+                )));
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        }
+    }
+
+    async fn precheck(&self, inv: &Invocation, check: catalog::Precheck) -> Result<()> {
+        use catalog::Precheck;
+        let node = inv.values.get("node").cloned().unwrap_or_default();
+        match check {
+            Precheck::NewVmid(param) => {
+                let Some(id) = inv.values.get(param).and_then(|v| v.parse::<u64>().ok()) else {
+                    return Ok(());
+                };
+                let resources = self.read_op("cluster.resources", &[]).await?;
+                let taken = resources
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .find(|r| r.get("vmid").and_then(as_u64) == Some(id));
+                if let Some(r) = taken {
+                    let kind = match r.get("type").and_then(Value::as_str) {
+                        Some("lxc") => "container",
+                        _ => "VM",
+                    };
+                    let hint = if inv.op.cli == ["backup", "restore"] {
+                        format!(
+                            "; to restore over it add --force (needs the phrase `yes overwrite {id}`), or pick a free VMID (`pxagent cluster nextid`)"
+                        )
+                    } else {
+                        "; pick a free VMID (`pxagent cluster nextid`)".to_string()
+                    };
+                    return Err(Error::usage(format!(
+                        "{kind} {id} already exists (on {}){hint}",
+                        r.get("node").and_then(Value::as_str).unwrap_or("?")
+                    )));
+                }
+                Ok(())
+            }
+            Precheck::SpaceGib(size_param, storage_param) => {
+                let (Some(size), Some(storage)) =
+                    (inv.values.get(size_param), inv.values.get(storage_param))
+                else {
+                    return Ok(());
+                };
+                let need = size.parse::<u64>().unwrap_or(0) * 1024 * 1024 * 1024;
+                self.need_space(&node, storage, need, &format!("{size} GiB"))
+                    .await
+            }
+            Precheck::SpaceForArchive(archive_param, storage_param) => {
+                let Some(archive) = inv.values.get(archive_param) else {
+                    return Ok(());
+                };
+                let src = archive.split(':').next().unwrap_or("");
+                let content = self
+                    .read_op(
+                        "storage.content",
+                        &[("storage", src), ("content", "backup"), ("node", &node)],
+                    )
+                    .await?;
+                let size = content
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .find(|c| c.get("volid").and_then(Value::as_str) == Some(archive.as_str()))
+                    .map(|c| c.get("size").and_then(as_u64).unwrap_or(0))
+                    .ok_or_else(|| {
+                        Error::usage(format!(
+                            "backup {archive} does not exist on {node} (see `pxagent backup list --storage {src}`)"
+                        ))
+                    })?;
+                let Some(storage) = inv.values.get(storage_param) else {
+                    return Ok(());
+                };
+                // A compressed archive expands: its size is only a floor for what restore needs.
+                let what = format!(
+                    "at least {} (the archive's size)",
+                    crate::views::bytes(size as f64)
+                );
+                self.need_space(&node, storage, size, &what).await
+            }
+        }
+    }
+
+    async fn need_space(&self, node: &str, storage: &str, need: u64, what: &str) -> Result<()> {
+        let list = self.read_op("storage.list", &[("node", node)]).await?;
+        let entry = list
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|s| s.get("storage").and_then(Value::as_str) == Some(storage))
+            .ok_or_else(|| {
+                Error::usage(format!(
+                    "storage '{storage}' does not exist on {node} (see `pxagent storage list`)"
+                ))
+            })?;
+        let avail = entry.get("avail").and_then(as_u64).unwrap_or(0);
+        if need > avail {
+            return Err(Error::usage(format!(
+                "storage '{storage}' on {node} has {} free, but this needs {what}; free space first or choose another storage",
+                crate::views::bytes(avail as f64)
+            )));
+        }
+        Ok(())
     }
 
     /// Execute one remote argv and classify failures.

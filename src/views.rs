@@ -247,6 +247,43 @@ pub struct Snapshot {
     pub extra: BTreeMap<String, Value>,
 }
 
+/// One volume on a storage (FORMATS.md §2.11): a backup, ISO, template or disk.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ContentEntry {
+    /// `local:backup/vzdump-qemu-100-….vma.zst`.
+    pub volid: String,
+    /// `backup`, `iso`, `vztmpl`, `images`, `rootdir`.
+    #[serde(default)]
+    pub content: String,
+    /// `vma.zst`, `iso`, `tzst`, `raw` …
+    #[serde(default)]
+    pub format: String,
+    /// Bytes.
+    #[serde(
+        default,
+        deserialize_with = "lenient_u64",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub size: Option<u64>,
+    /// Unix time created (backups: from the file name, node-local time).
+    #[serde(
+        default,
+        deserialize_with = "lenient_u64",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub ctime: Option<u64>,
+    /// The guest a backup or disk belongs to.
+    #[serde(
+        default,
+        deserialize_with = "lenient_u64",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub vmid: Option<u64>,
+    /// The rest (notes, subtype, protected, verification …).
+    #[serde(flatten)]
+    pub extra: BTreeMap<String, Value>,
+}
+
 /// One line of a task log (`{"n":1,"t":"…"}`, FORMATS.md §1.5).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LogLine {
@@ -290,11 +327,25 @@ pub fn normalize(view: View, data: &Value, keep_type: Option<&str>) -> Result<Va
             list.sort_by_key(|s| s.snaptime.unwrap_or(u64::MAX));
             value(&list)
         }
+        View::Content => {
+            let mut list: Vec<ContentEntry> = parse(data, "storage content")?;
+            list.sort_by(|a, b| {
+                (a.content.as_str(), a.vmid, a.ctime, a.volid.as_str()).cmp(&(
+                    b.content.as_str(),
+                    b.vmid,
+                    b.ctime,
+                    b.volid.as_str(),
+                ))
+            });
+            value(&list)
+        }
         View::Log => {
             let list: Vec<LogLine> = parse(data, "task log")?;
             value(&list)
         }
-        View::Object | View::ClusterStatus | View::Task => data.clone(),
+        View::Object | View::ClusterStatus | View::Task | View::Done | View::Table(_) => {
+            data.clone()
+        }
     })
 }
 
@@ -435,12 +486,37 @@ pub fn human(view: View, data: &Value) -> String {
                 })
                 .collect::<Vec<_>>(),
         ),
+        View::Content => table(
+            &["VOLUME", "FORMAT", "SIZE", "CREATED", "VMID"],
+            &rows(data)
+                .iter()
+                .map(|c| {
+                    vec![
+                        s(c, "volid"),
+                        s(c, "format"),
+                        num(c.get("size")).map(bytes).unwrap_or_default(),
+                        c.get("ctime")
+                            .and_then(Value::as_u64)
+                            .map(utc)
+                            .unwrap_or_default(),
+                        s(c, "vmid"),
+                    ]
+                })
+                .collect::<Vec<_>>(),
+        ),
+        View::Table(columns) => table(
+            &columns.iter().map(|(_, h)| *h).collect::<Vec<_>>(),
+            &rows(data)
+                .iter()
+                .map(|r| columns.iter().map(|(k, _)| s(r, k)).collect())
+                .collect::<Vec<_>>(),
+        ),
         View::Log => rows(data)
             .iter()
             .map(|l| s(l, "t"))
             .collect::<Vec<_>>()
             .join("\n"),
-        View::Object | View::Task => fields(data, ""),
+        View::Object | View::Task | View::Done => fields(data, ""),
     }
 }
 

@@ -466,8 +466,9 @@ fn io_logging_off_fails_the_preflight() {
 fn a_hanging_command_hits_the_timeout_and_does_not_linger() {
     let _g = lock();
     clear_faults();
-    fault(r#"{"match":"get /version","action":"hang","seconds":30,"times":1}"#);
-    let r = px(&["--timeout", "2", "version", "-o", "json"]);
+    // A command no other test (or benchmark) sends, so nothing else consumes the fault.
+    fault(r#"{"match":"get /nodes/pve3/status","action":"hang","seconds":30,"times":1}"#);
+    let r = px(&["--timeout", "2", "node", "status", "pve3", "-o", "json"]);
     clear_faults();
     assert_eq!(r.code, 7, "{}", r.stdout);
     assert_eq!(r.json()["error"]["kind"], "connection_failed");
@@ -475,7 +476,7 @@ fn a_hanging_command_hits_the_timeout_and_does_not_linger() {
     let mut gone = false;
     for _ in 0..50 {
         let p = Proc::new("pgrep")
-            .args(["-f", "pvesh get /version"])
+            .args(["-f", "pvesh get /nodes/pve3/status"])
             .output()
             .unwrap();
         if !p.status.success() {
@@ -492,7 +493,7 @@ fn sshd_killed_mid_command_is_a_lost_connection() {
     let _g = lock();
     let b = bed();
     clear_faults();
-    fault(r#"{"match":"get /cluster/status","action":"hang","seconds":20,"times":1}"#);
+    fault(r#"{"match":"get /nodes/pve2/status","action":"hang","seconds":20,"times":1}"#);
     let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("pxagent"))
         .env_clear()
         .env("PATH", "/usr/bin:/bin")
@@ -508,8 +509,9 @@ fn sshd_killed_mid_command_is_a_lost_connection() {
             &b.identity,
             "--known-hosts",
             &b.known_hosts,
-            "cluster",
+            "node",
             "status",
+            "pve2",
             "-o",
             "json",
         ])
@@ -522,7 +524,7 @@ fn sshd_killed_mid_command_is_a_lost_connection() {
     let mut killed = false;
     for _ in 0..100 {
         if Proc::new("pgrep")
-            .args(["-f", "pvesh get /cluster/status"])
+            .args(["-f", "pvesh get /nodes/pve2/status"])
             .output()
             .unwrap()
             .status

@@ -1,0 +1,667 @@
+//! The commands' bodies: each turns parsed matches into a result printed through
+//! [`Output`]. `lib.rs` dispatches; this file does the work.
+
+use clap::ArgMatches;
+use serde_json::{Value, json};
+
+use crate::catalog;
+use crate::error::{Error, Result};
+use crate::invocation::{self, Invocation};
+use crate::output::{self, Format, Output};
+
+/// An error plus optional data for the JSON error document.
+pub type Failure = (Error, Option<Value>);
+
+/// What one invocation did, gathered while it runs, for its audit record.
+#[derive(Debug, Default)]
+pub struct Trail {
+    /// Whether this invocation is audited (it was meant for a host).
+    pub audited: bool,
+    /// `user@host:port`.
+    pub host: Option<String>,
+    /// The agent account.
+    pub account: Option<String>,
+    /// The remote argv of the op.
+    pub argv: Vec<String>,
+    /// The confirmation phrase that was accepted.
+    pub phrase: Option<String>,
+    /// The task the op ran.
+    pub upid: Option<String>,
+    /// Only reported (dry run).
+    pub dry_run: bool,
+}
+
+impl Trail {
+    /// Append this invocation's record to the audit log. A failure to write is a warning on
+    /// stderr; it never changes the exit code of what already happened.
+    pub fn record(
+        &self,
+        op: &str,
+        m: &ArgMatches,
+        err: Option<&Error>,
+        code: u8,
+        took: std::time::Duration,
+    ) {
+        use crate::audit::{NewRecord, Verdict, Via};
+        let Some(path) = crate::audit::default_path() else {
+            eprintln!(
+                "pxagent: warning: no HOME or XDG_STATE_HOME, so this invocation was not audited"
+            );
+            return;
+        };
+        let decision = match err {
+            _ if self.dry_run => Verdict::DryRun,
+            Some(Error::Policy(_) | Error::ConfirmationRequired { .. } | Error::RateLimited(_)) => {
+                Verdict::Refused
+            }
+            Some(Error::Usage(_) | Error::ReadFile { .. } | Error::Internal(_)) => Verdict::Failed,
+            _ if self.phrase.is_some() => Verdict::Confirmed,
+            _ => Verdict::Allowed,
+        };
+        let mut rec = NewRecord::new(op, Via::Cli, decision);
+        rec.host = self
+            .host
+            .clone()
+            .or_else(|| m.get_one::<String>("host").cloned());
+        rec.account = self.account.clone();
+        rec.argv = self.argv.clone();
+        rec.phrase = self.phrase.clone();
+        rec.exit_code = code;
+        rec.duration_ms = took.as_millis() as u64;
+        rec.upid = self.upid.clone();
+        // A wrong phrase's message quotes what was typed: keep only the error's kind.
+        rec.error = err.map(|e| match e {
+            Error::ConfirmationRequired { .. } => e.kind().to_string(),
+            _ => e.to_string(),
+        });
+        if let Err(e) = crate::audit::append(&path, rec) {
+            eprintln!(
+                "pxagent: warning: could not write the audit log {}: {e}",
+                path.display()
+            );
+        }
+    }
+}
+use crate::catalog::{OPS, Profile};
+use crate::sudoers::lint::{self, Severity};
+use crate::sudoers::ranges::Ranges;
+use crate::sudoers::render::{self, RenderOptions};
+
+pub fn catalog(out: &Output) -> Result<u8> {
+    let ops: Vec<Value> = OPS
+        .iter()
+        .map(|op| {
+            let samples = catalog::example_values(op);
+            json!({
+                "id": op.id,
+                "usage": op.usage(),
+                "about": op.about,
+                "risk": op.risk.name(),
+                "profiles": op.profiles().iter().map(|p| p.name()).collect::<Vec<_>>(),
+                "example_argv": op.argv(&samples),
+                "sudoers_rule": op.sudoers_rule(None),
+                "phrase": op.confirm.map(|c| c.phrase),
+                "mcp_tool": op.tool_name(),
+            })
+        })
+        .collect();
+    out.success("catalog", json!(ops), |data| {
+        let mut text = String::new();
+        for o in data.as_array().into_iter().flatten() {
+            let s = |k: &str| o[k].as_str().unwrap_or("").to_string();
+            let words: Vec<String> = o["example_argv"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .map(invocation::quote_word)
+                .collect();
+            let profiles: Vec<&str> = o["profiles"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .collect();
+            text.push_str(&format!(
+                "{}  [{}; {}]  {}\n",
+                s("id"),
+                s("risk"),
+                profiles.join(","),
+                s("about")
+            ));
+            text.push_str(&format!("  usage:   pxagent {}\n", s("usage")));
+            text.push_str(&format!("  remote:  sudo -n {}\n", words.join(" ")));
+            text.push_str(&format!("  sudoers: {}\n", s("sudoers_rule")));
+            if let Some(p) = o["phrase"].as_str() {
+                text.push_str(&format!("  confirm: {p}\n"));
+            }
+        }
+        text
+    });
+    Ok(0)
+}
+
+pub fn sudoers_render(m: &ArgMatches, r: &ArgMatches, out: &Output) -> Result<u8> {
+    let user = m
+        .get_one::<String>("user")
+        .map(String::as_str)
+        .unwrap_or("zen-agent");
+    let mut opts = RenderOptions::new(user)?;
+    if let Some(p) = r.get_one::<String>("profile") {
+        opts.profile = Profile::parse(p)?;
+    }
+    if let Some(v) = r.get_one::<String>("vmids") {
+        opts.vmids = Some(Ranges::parse("--vmids", v)?);
+    }
+    if let Some(v) = r.get_one::<String>("ctids") {
+        opts.ctids = Some(Ranges::parse("--ctids", v)?);
+    }
+    let text = render::render(&opts);
+    match out.format {
+        Format::Json => out.success(
+            "sudoers.render",
+            json!({"user": opts.user, "profile": opts.profile.name(), "sudoers": text}),
+            |_| String::new(),
+        ),
+        Format::Table => output::write_raw(&text),
+    }
+    Ok(0)
+}
+
+pub fn sudoers_lint(l: &ArgMatches, out: &Output) -> std::result::Result<u8, Failure> {
+    let file = l
+        .get_one::<String>("file")
+        .map(String::as_str)
+        .unwrap_or("-");
+    let text = if file == "-" {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut s).map_err(|e| {
+            (
+                Error::ReadFile {
+                    path: "-".into(),
+                    source: e,
+                },
+                None,
+            )
+        })?;
+        s
+    } else {
+        std::fs::read_to_string(file).map_err(|e| {
+            (
+                Error::ReadFile {
+                    path: file.into(),
+                    source: e,
+                },
+                None,
+            )
+        })?
+    };
+    let findings = lint::lint(&text);
+    let errors = findings
+        .iter()
+        .filter(|f| matches!(f.severity, Severity::Error))
+        .count();
+    let data = json!({"file": file, "errors": errors, "findings": findings});
+    let human = |findings: &[lint::Finding]| {
+        let mut s = String::new();
+        for f in findings {
+            let sev = serde_json::to_value(f.severity)
+                .ok()
+                .and_then(|v| v.as_str().map(String::from))
+                .unwrap_or_default();
+            s.push_str(&format!(
+                "{file}:{}: {sev} [{}] {}\n    {}\n    why: {}\n    fix: {}\n",
+                f.line,
+                f.code,
+                f.source.lines().next().unwrap_or(""),
+                f.source.lines().skip(1).collect::<Vec<_>>().join(" "),
+                f.why,
+                f.fix
+            ));
+        }
+        s.push_str(&format!(
+            "{} finding(s), {errors} error(s)\n",
+            findings.len()
+        ));
+        s.replace("\n    \n", "\n")
+    };
+    if errors > 0 {
+        if out.format == Format::Table {
+            output::write_raw(&human(&findings));
+        }
+        return Err((
+            Error::Findings(format!("{errors} error-severity finding(s) in {file}")),
+            Some(data),
+        ));
+    }
+    out.success("sudoers.lint", data, |_| human(&findings));
+    Ok(0)
+}
+
+/// A current-thread runtime: one invocation is one connection; concurrency comes from
+/// channels, not threads.
+pub fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::Internal(format!("cannot start the async runtime: {e}")))
+}
+
+/// A spinner on stderr while an action's task runs, only at a terminal (never for agents,
+/// never in JSON mode's stdout).
+fn spinner(inv: &Invocation) -> Option<indicatif::ProgressBar> {
+    use std::io::IsTerminal;
+    if inv.op.risk == catalog::Risk::Read || !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let pb = indicatif::ProgressBar::new_spinner();
+    pb.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} {msg} ({elapsed})")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+    );
+    pb.set_message(format!("{}: waiting for the Proxmox task", inv.display()));
+    pb.enable_steady_tick(std::time::Duration::from_millis(120));
+    Some(pb)
+}
+
+/// The tags of the guest an invocation targets (empty when it has none or does not exist).
+async fn guest_tags(remote: &crate::remote::Remote, inv: &Invocation) -> Result<Vec<String>> {
+    let vmid = inv.vmid().unwrap_or(0);
+    let resources = remote.read_op("cluster.resources", &[]).await?;
+    Ok(resources
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|r| r.get("vmid").and_then(Value::as_u64) == Some(vmid))
+        .and_then(|r| r.get("tags").and_then(Value::as_str))
+        .map(crate::policy::parse_tags)
+        .unwrap_or_default())
+}
+
+/// Connect to the host the flags and config name; returns the output with the host set.
+fn connect_target(m: &ArgMatches, out: &Output) -> Result<(crate::ssh::Target, Output)> {
+    let cfg = load_config(m)?;
+    connect_target_with(m, out, &cfg)
+}
+
+fn load_config(m: &ArgMatches) -> Result<crate::config::Config> {
+    crate::config::load(m.get_one::<String>("config").map(std::path::Path::new))
+}
+
+fn connect_target_with(
+    m: &ArgMatches,
+    out: &Output,
+    cfg: &crate::config::Config,
+) -> Result<(crate::ssh::Target, Output)> {
+    let target = crate::settings::target(m, cfg)?;
+    let out = Output {
+        host: Some(target.display()),
+        ..out.clone()
+    };
+    Ok((target, out))
+}
+
+async fn open(target: &crate::ssh::Target) -> Result<crate::remote::Remote> {
+    let session = crate::ssh::Session::connect(target).await?;
+    if let Some(note) = session.recorded_host_key() {
+        eprintln!("pxagent: {note}");
+    }
+    Ok(crate::remote::Remote::new(
+        session,
+        target.display(),
+        target.command_timeout,
+    ))
+}
+
+pub fn preflight(
+    m: &ArgMatches,
+    sub: &ArgMatches,
+    out: &Output,
+    trail: &mut Trail,
+) -> std::result::Result<u8, Failure> {
+    trail.audited = true;
+    let profile = Profile::parse(
+        sub.get_one::<String>("profile")
+            .map(String::as_str)
+            .unwrap_or("full"),
+    )
+    .map_err(|e| (e, None))?;
+    let (target, out) = connect_target(m, out).map_err(|e| (e, None))?;
+    let user = target.user.clone();
+    trail.host = Some(target.display());
+    trail.account = Some(user.clone());
+    let checks = runtime().map_err(|e| (e, None))?.block_on(async {
+        match open(&target).await {
+            Ok(remote) => {
+                let c = crate::preflight::run(&remote, profile, &user).await;
+                remote.session.close().await;
+                c
+            }
+            Err(e) => vec![crate::preflight::Check {
+                name: "ssh",
+                status: crate::preflight::Status::Fail,
+                remedy: match e.exit_code() {
+                    6 => "check the key, the account and known_hosts (see the message)".into(),
+                    _ => "check the host, port and that sshd runs".into(),
+                },
+                detail: e.to_string(),
+            }],
+        }
+    });
+    let data = json!({"profile": profile.name(), "checks": checks});
+    let human = |checks: &[crate::preflight::Check]| {
+        let mut s = String::new();
+        for c in checks {
+            let tag = match c.status {
+                crate::preflight::Status::Pass => "PASS",
+                crate::preflight::Status::Warn => "WARN",
+                crate::preflight::Status::Fail => "FAIL",
+            };
+            s.push_str(&format!("{tag}  {:<16} {}\n", c.name, c.detail));
+            if !c.remedy.is_empty() && c.status != crate::preflight::Status::Pass {
+                s.push_str(&format!("      {:<16} fix: {}\n", "", c.remedy));
+            }
+        }
+        s
+    };
+    if crate::preflight::failed(&checks) {
+        let n = checks
+            .iter()
+            .filter(|c| c.status == crate::preflight::Status::Fail)
+            .count();
+        if out.format == Format::Table {
+            output::write_raw(&human(&checks));
+        }
+        return Err((
+            Error::Preflight(format!("preflight: {n} check(s) failed")),
+            Some(data),
+        ));
+    }
+    out.success("preflight", data, |_| human(&checks));
+    Ok(0)
+}
+
+pub fn status(m: &ArgMatches, out: &Output, trail: &mut Trail) -> Result<u8> {
+    trail.audited = true;
+    let (target, out) = connect_target(m, out)?;
+    trail.host = Some(target.display());
+    trail.account = Some(target.user.clone());
+    let (version, cluster, resources) = runtime()?.block_on(async {
+        let remote = open(&target).await?;
+        // Gathered concurrently over the one connection.
+        let (v, c, r) = tokio::join!(
+            remote.read_op("pve.version", &[]),
+            remote.read_op("cluster.status", &[]),
+            remote.read_op("cluster.resources", &[]),
+        );
+        remote.session.close().await;
+        Ok::<_, Error>((v?, c?, r?))
+    })?;
+    let resources = crate::views::normalize(catalog::View::Resources(None), &resources, None)?;
+    let list = resources.as_array().cloned().unwrap_or_default();
+    let of = |t: &str| {
+        list.iter()
+            .filter(|r| r["type"] == t)
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    let mut guests = serde_json::Map::new();
+    for g in list
+        .iter()
+        .filter(|r| r["type"] == "qemu" || r["type"] == "lxc")
+    {
+        let key = format!(
+            "{}_{}",
+            if g["type"] == "qemu" { "vm" } else { "ct" },
+            g["status"].as_str().unwrap_or("unknown")
+        );
+        let n = guests.get(&key).and_then(Value::as_u64).unwrap_or(0);
+        guests.insert(key, json!(n + 1));
+    }
+    let cluster_entry = cluster
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|e| e["type"] == "cluster")
+        .cloned();
+    let data = json!({
+        "version": version,
+        "cluster": cluster_entry,
+        "nodes": of("node"),
+        "storages": of("storage"),
+        "guests": guests,
+    });
+    out.success("status", data, |d| {
+        let mut s = format!(
+            "Proxmox VE {}",
+            d["version"]["version"].as_str().unwrap_or("?")
+        );
+        if let Some(c) = d["cluster"].as_object() {
+            s.push_str(&format!(
+                ", cluster {} ({} nodes, {})",
+                c.get("name").and_then(Value::as_str).unwrap_or("?"),
+                c.get("nodes").map(|v| v.to_string()).unwrap_or_default(),
+                if c.get("quorate").and_then(Value::as_u64) == Some(1) {
+                    "quorate"
+                } else {
+                    "NOT quorate"
+                }
+            ));
+        }
+        s.push_str("\n\nNodes\n");
+        s.push_str(&crate::views::human(
+            catalog::View::Resources(None),
+            &d["nodes"],
+        ));
+        s.push_str("\n\nStorages\n");
+        s.push_str(&crate::views::human(
+            catalog::View::Resources(None),
+            &d["storages"],
+        ));
+        s.push_str("\n\nGuests\n");
+        let g = d["guests"].as_object().cloned().unwrap_or_default();
+        s.push_str(
+            &g.iter()
+                .map(|(k, v)| format!("{k}: {v}"))
+                .collect::<Vec<_>>()
+                .join("\n"),
+        );
+        s
+    });
+    Ok(0)
+}
+
+pub fn run_op(m: &ArgMatches, inv: &Invocation, out: &Output, trail: &mut Trail) -> Result<u8> {
+    trail.argv = inv.remote_argv();
+    let cfg = load_config(m)?;
+    let policy = cfg.policy()?;
+    if m.get_flag("dry_run") {
+        trail.dry_run = true;
+        // Without a connection, tags are unknown: tag protection is checked at run time.
+        let verdict = policy.check(inv, Some(&[])).map(|d| match d {
+            crate::policy::Decision::Allow => "allowed".to_string(),
+            crate::policy::Decision::Confirm(c) => {
+                format!("needs the phrase `{}` ({})", c.phrase, c.rule)
+            }
+        });
+        let mut data = inv.dry_run();
+        data["policy"] = match verdict {
+            Ok(v) => json!(v),
+            Err(e) => json!(format!("refused: {e}")),
+        };
+        out.success(inv.op.id, data, |d| {
+            let mut s = format!("{} (risk: {})\n", inv.op.id, inv.op.risk.name());
+            s.push_str(&format!(
+                "  remote:   {}\n",
+                d["command"].as_str().unwrap_or("")
+            ));
+            s.push_str(&format!(
+                "  sudoers:  {}\n",
+                d["sudoers_rule"].as_str().unwrap_or("")
+            ));
+            let profiles: Vec<&str> = d["profiles"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .collect();
+            s.push_str(&format!(
+                "  profiles: {}\n",
+                if profiles.is_empty() {
+                    "none (opt-in)".into()
+                } else {
+                    profiles.join(", ")
+                }
+            ));
+            if let Some(p) = d["phrase"].as_str() {
+                s.push_str(&format!("  confirm:  needs the phrase `{p}`\n"));
+            }
+            if let Some(n) = d["node"].as_str() {
+                s.push_str(&format!("  node:     {n}\n"));
+            }
+            if let Some(n) = d["vmid"].as_str() {
+                s.push_str(&format!("  vmid:     {n}\n"));
+            }
+            if let Some(p) = d["policy"].as_str() {
+                s.push_str(&format!("  policy:   {p}\n"));
+            }
+            s.push_str("  dry run: nothing was sent\n");
+            s
+        });
+        return Ok(0);
+    }
+    let (target, out) = connect_target_with(m, out, &cfg)?;
+    trail.host = Some(target.display());
+    trail.account = Some(target.user.clone());
+    let given = m.get_one::<String>("confirm").map(String::as_str);
+    let spinner_inv = inv.clone();
+    let runtime = runtime()?;
+    let outcome = runtime.block_on(async {
+        // Policy first (exit 3), then the phrase (exit 4): neither sends anything. Only
+        // tag protection needs a read first, to learn the guest's tags.
+        let mut remote = None;
+        let tags = if policy.needs_guest_tags()
+            && inv.op.risk != catalog::Risk::Read
+            && inv.vmid().is_some()
+        {
+            let r = open(&target).await?;
+            let t = guest_tags(&r, inv).await?;
+            remote = Some(r);
+            Some(t)
+        } else {
+            None
+        };
+        let decision = policy.check(inv, tags.as_deref())?;
+        let policy_confirm = matches!(decision, crate::policy::Decision::Confirm(_));
+        trail.phrase = crate::confirm::gate(inv, given, policy_confirm)?;
+        let remote = match remote {
+            Some(r) => r,
+            None => open(&target).await?,
+        };
+        let prepared = remote.prepare(inv).await;
+        let result = match prepared {
+            Ok(p) => {
+                trail.argv = p.remote_argv();
+                let spinner = spinner(&spinner_inv);
+                let r = remote.send(&p).await;
+                if let Some(s) = spinner {
+                    s.finish_and_clear();
+                }
+                r
+            }
+            Err(e) => Err(e),
+        };
+        remote.session.close().await;
+        result
+    })?;
+    trail.upid = outcome.upid.clone();
+    let data = crate::views::normalize(inv.op.view, &outcome.data, inv.keep_type)?;
+    let data = match outcome.upid {
+        Some(upid) => json!({"upid": upid, "node": outcome.node, "task": data}),
+        None => data,
+    };
+    out.success_with_warnings(inv.op.id, data, &outcome.warnings, |d| match inv.op.view {
+        catalog::View::Task => format!(
+            "{}: {} (task {})",
+            inv.display(),
+            d["task"]["exitstatus"].as_str().unwrap_or("done"),
+            d["upid"].as_str().unwrap_or("")
+        ),
+        catalog::View::Done => format!("{}: done", inv.display()),
+        view => crate::views::human(view, d),
+    });
+    Ok(0)
+}
+
+/// `pxagent audit show [--since WHEN]`.
+pub fn audit_show(a: &ArgMatches, out: &Output) -> Result<u8> {
+    let path = crate::audit::default_path()
+        .ok_or_else(|| Error::usage("no HOME or XDG_STATE_HOME: there is no audit log"))?;
+    let since = match a.get_one::<String>("since") {
+        Some(s) => Some(crate::audit::parse_since(s, std::time::SystemTime::now())?),
+        None => None,
+    };
+    let records = crate::audit::read(&path, since)?;
+    out.success("audit.show", json!(records), |d| {
+        let rows: Vec<Vec<String>> = d
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|r| {
+                let s = |k: &str| match &r[k] {
+                    Value::String(s) => s.clone(),
+                    Value::Null => String::new(),
+                    v => v.to_string(),
+                };
+                vec![
+                    s("seq"),
+                    s("time"),
+                    s("via"),
+                    s("op"),
+                    s("decision"),
+                    s("exit_code"),
+                    s("host"),
+                    s("error"),
+                ]
+            })
+            .collect();
+        output::table(
+            &[
+                "SEQ", "TIME", "VIA", "OP", "DECISION", "EXIT", "HOST", "ERROR",
+            ],
+            &rows,
+        )
+    });
+    Ok(0)
+}
+
+/// `pxagent audit verify`: exit 1 naming the first broken line.
+pub fn audit_verify(out: &Output) -> std::result::Result<u8, Failure> {
+    let path = crate::audit::default_path().ok_or_else(|| {
+        (
+            Error::usage("no HOME or XDG_STATE_HOME: there is no audit log"),
+            None,
+        )
+    })?;
+    let v = crate::audit::verify(&path).map_err(|e| (e, None))?;
+    let data = json!({"path": path, "lines": v.lines, "head": v.head, "first_broken": v.first_broken.as_ref().map(|(n, why)| json!({"line": n, "why": why}))});
+    if let Some((n, why)) = &v.first_broken {
+        return Err((
+            Error::Findings(format!("audit log {} line {n}: {why}", path.display())),
+            Some(data),
+        ));
+    }
+    out.success("audit.verify", data, |_| {
+        if v.lines == 0 {
+            format!("no audit log yet at {}", path.display())
+        } else {
+            format!(
+                "{}: {} line(s), chain intact; head {}",
+                path.display(),
+                v.lines,
+                v.head
+            )
+        }
+    });
+    Ok(0)
+}

@@ -1,0 +1,177 @@
+//! The soft blacklist: a destructive op runs only with its exact confirmation phrase.
+//!
+//! The phrase is bound to the target (`yes destroy 100` never confirms `vm destroy 101`).
+//! At a terminal the user types it; an agent (no terminal) must pass `--confirm PHRASE`,
+//! which it can only have got from its human, and otherwise gets the refusal text telling it
+//! what to ask for. Nothing has been sent when this refuses (exit 4).
+
+use std::io::IsTerminal;
+
+use crate::catalog::How;
+use crate::error::{Error, Result};
+use crate::invocation::Invocation;
+
+/// The phrase for an op that local policy turned into a confirm op (it has none of its own):
+/// `yes` followed by the command words and the positional values (`yes vm start 100`).
+pub fn policy_phrase(inv: &Invocation) -> String {
+    let mut words = vec!["yes".to_string()];
+    words.extend(inv.op.cli.iter().map(|s| s.to_string()));
+    for p in inv.op.params.iter().filter(|p| p.how == How::Positional) {
+        if let Some(v) = inv.values.get(p.name) {
+            words.push(v.clone());
+        }
+    }
+    words.join(" ")
+}
+
+/// Decide whether `inv` may run. `policy_confirm` is set when local policy demands
+/// confirmation for an op that has no phrase of its own. Returns the phrase that confirmed
+/// it (for the audit trail), or `None` when none was needed.
+pub fn gate(inv: &Invocation, given: Option<&str>, policy_confirm: bool) -> Result<Option<String>> {
+    let interactive = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
+    gate_with(inv, given, policy_confirm, interactive, prompt)
+}
+
+/// [`gate`] with the terminal check and the prompt injected (for tests).
+pub fn gate_with(
+    inv: &Invocation,
+    given: Option<&str>,
+    policy_confirm: bool,
+    interactive: bool,
+    ask: impl FnOnce(&str) -> Result<String>,
+) -> Result<Option<String>> {
+    let (expected, refusal) = match inv.phrase() {
+        Some(p) => (p, inv.refusal()),
+        None if policy_confirm => {
+            let p = policy_phrase(inv);
+            let refusal = Error::ConfirmationRequired {
+                message: format!(
+                    "I won't run `{}` without explicit confirmation — local policy requires it for {}. Reply `{p}` if you want me to proceed.",
+                    inv.display(),
+                    inv.op.id
+                ),
+                phrase: p.clone(),
+                hint: None,
+            };
+            (p, Some(refusal))
+        }
+        None => return Ok(None),
+    };
+    let mismatch = |given: &str| Error::ConfirmationRequired {
+        message: format!(
+            "the confirmation `{}` does not match: `{}` needs exactly `{expected}`",
+            crate::catalog::kind::printable(given),
+            inv.display()
+        ),
+        phrase: expected.clone(),
+        hint: None,
+    };
+    match given {
+        Some(g) if g == expected => Ok(Some(expected)),
+        Some(g) => Err(mismatch(g)),
+        None if interactive => {
+            let what = match &refusal {
+                Some(Error::ConfirmationRequired { message, .. }) => message
+                    .split(" — ")
+                    .nth(1)
+                    .and_then(|m| m.split(". Reply").next())
+                    .unwrap_or("")
+                    .to_string(),
+                _ => String::new(),
+            };
+            let typed = ask(&format!(
+                "`{}`: {what}.\nType `{expected}` to proceed",
+                inv.display()
+            ))?;
+            if typed.trim_end_matches(['\r', '\n']) == expected {
+                Ok(Some(expected))
+            } else {
+                Err(mismatch(&typed))
+            }
+        }
+        None => {
+            Err(refusal
+                .unwrap_or_else(|| Error::Internal("confirm op without refusal text".into())))
+        }
+    }
+}
+
+/// Ask on the terminal (stderr), never with a default and never echoing a hint.
+fn prompt(text: &str) -> Result<String> {
+    dialoguer::Input::<String>::new()
+        .with_prompt(text)
+        .allow_empty(true)
+        .interact_text()
+        .map_err(|e| Error::ConfirmationRequired {
+            message: format!("no confirmation was typed ({e})"),
+            phrase: String::new(),
+            hint: None,
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog;
+
+    fn inv(id: &str, kv: &[(&'static str, &str)]) -> Invocation {
+        Invocation::new(
+            catalog::find(id).unwrap(),
+            kv.iter().map(|(k, v)| (*k, v.to_string())).collect(),
+        )
+        .unwrap()
+    }
+
+    fn no_prompt(_: &str) -> Result<String> {
+        panic!("must not prompt")
+    }
+
+    #[test]
+    fn phrase_is_bound_to_the_target() {
+        let i = inv("vm.destroy", &[("vmid", "101")]);
+        let e = gate_with(&i, Some("yes destroy 100"), false, false, no_prompt).unwrap_err();
+        assert_eq!(e.exit_code(), 4);
+        assert!(
+            e.to_string().contains("needs exactly `yes destroy 101`"),
+            "{e}"
+        );
+        assert_eq!(
+            gate_with(&i, Some("yes destroy 101"), false, false, no_prompt)
+                .unwrap()
+                .as_deref(),
+            Some("yes destroy 101")
+        );
+    }
+
+    #[test]
+    fn agents_without_a_phrase_get_the_reference_refusal() {
+        let i = inv("vm.destroy", &[("vmid", "100")]);
+        let e = gate_with(&i, None, false, false, no_prompt).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("I won't run `vm destroy 100` without explicit confirmation"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_terminal_user_types_the_phrase() {
+        let i = inv("vm.stop", &[("vmid", "100")]);
+        let ok = gate_with(&i, None, false, true, |q| {
+            assert!(q.contains("Type `yes stop 100` to proceed"), "{q}");
+            Ok("yes stop 100".into())
+        });
+        assert_eq!(ok.unwrap().as_deref(), Some("yes stop 100"));
+        let bad = gate_with(&i, None, false, true, |_| Ok("yes".into())).unwrap_err();
+        assert_eq!(bad.exit_code(), 4);
+    }
+
+    #[test]
+    fn ops_without_a_phrase_pass_unless_policy_says_confirm() {
+        let i = inv("vm.start", &[("vmid", "100")]);
+        assert_eq!(gate_with(&i, None, false, false, no_prompt).unwrap(), None);
+        let e = gate_with(&i, None, true, false, no_prompt).unwrap_err();
+        assert!(e.to_string().contains("Reply `yes vm start 100`"), "{e}");
+        assert!(gate_with(&i, Some("yes vm start 100"), true, false, no_prompt).is_ok());
+    }
+}
