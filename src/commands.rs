@@ -563,7 +563,12 @@ pub fn run_op(m: &ArgMatches, inv: &Invocation, out: &Output, trail: &mut Trail)
             Ok(p) => {
                 trail.argv = p.remote_argv();
                 let spinner = spinner(&spinner_inv);
-                let r = remote.send(&p).await;
+                let mut show = |line: &str| {
+                    if let Some(pb) = &spinner {
+                        pb.set_message(format!("{}: {line}", spinner_inv.display()));
+                    }
+                };
+                let r = remote.send_with_progress(&p, &mut show).await;
                 if let Some(s) = spinner {
                     s.finish_and_clear();
                 }

@@ -86,7 +86,31 @@ impl Remote {
 
     /// Send a prepared invocation and follow its task.
     pub async fn send(&self, inv: &Invocation) -> Result<Outcome> {
-        let out = self.exec(&inv.remote_argv()).await?;
+        self.send_with_progress(inv, &mut |_| {}).await
+    }
+
+    /// [`Remote::send`], handing each complete line the task prints (its log, as it runs) to
+    /// `progress`.
+    pub async fn send_with_progress(
+        &self,
+        inv: &Invocation,
+        progress: &mut (dyn FnMut(&str) + Send),
+    ) -> Result<Outcome> {
+        let mut pending = Vec::new();
+        let mut on_stdout = |chunk: &[u8]| {
+            pending.extend_from_slice(chunk);
+            while let Some(i) = pending.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = pending.drain(..=i).collect();
+                let line = String::from_utf8_lossy(&line);
+                let line = line.trim();
+                if !line.is_empty() {
+                    progress(line);
+                }
+            }
+        };
+        let argv = inv.remote_argv();
+        let out = self.session.exec_streaming(&argv, &mut on_stdout).await?;
+        classify(&out, &argv, &self.target)?;
         let warnings = warning_lines(&out);
         let node = inv.values.get("node").cloned();
         if inv.op.risk == catalog::Risk::Read {

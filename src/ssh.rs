@@ -363,6 +363,17 @@ impl Session {
     /// The command timeout counts from the moment the command gets one of the
     /// [`MAX_CONCURRENT_CHANNELS`] slots, so waiting behind other commands does not eat it.
     pub async fn exec(&self, argv: &[String]) -> Result<Output> {
+        self.exec_streaming(argv, &mut |_| {}).await
+    }
+
+    /// Like [`Session::exec`], and hands every chunk of stdout to `on_stdout` as it arrives
+    /// (a Proxmox task prints its log while it runs). The returned [`Output`] still holds
+    /// everything.
+    pub async fn exec_streaming(
+        &self,
+        argv: &[String],
+        on_stdout: &mut (dyn FnMut(&[u8]) + Send),
+    ) -> Result<Output> {
         let command = command_line(argv)?;
         let _slot = self
             .inner
@@ -370,7 +381,9 @@ impl Session {
             .acquire()
             .await
             .map_err(|_| Error::Internal("channel semaphore closed".into()))?;
-        self.run(&command, &argv[0]).await
+        // Name the command in messages by its first words (`sudo -n /usr/bin/pvesh get …`).
+        let label: String = argv.iter().take(5).cloned().collect::<Vec<_>>().join(" ");
+        self.run(&command, &label, on_stdout).await
     }
 
     /// Runs several commands concurrently over this one connection, at most
@@ -422,7 +435,12 @@ impl Session {
             .await;
     }
 
-    async fn run(&self, command: &str, argv0: &str) -> Result<Output> {
+    async fn run(
+        &self,
+        command: &str,
+        argv0: &str,
+        on_stdout: &mut (dyn FnMut(&[u8]) + Send),
+    ) -> Result<Output> {
         let deadline = self.inner.command_timeout.map(|t| Instant::now() + t);
         let timed_out = || {
             Error::Connection(format!(
@@ -459,7 +477,10 @@ impl Session {
                 Some(Some(msg)) => msg,
             };
             match msg {
-                ChannelMsg::Data { data } => out.stdout.extend_from_slice(&data),
+                ChannelMsg::Data { data } => {
+                    on_stdout(&data);
+                    out.stdout.extend_from_slice(&data);
+                }
                 // Extended data type 1 is SSH_EXTENDED_DATA_STDERR (RFC 4254 §5.2).
                 ChannelMsg::ExtendedData { data, ext: 1 } => out.stderr.extend_from_slice(&data),
                 ChannelMsg::ExitStatus { exit_status } => status = Some(exit_status),
