@@ -12,76 +12,8 @@ use crate::output::{self, Format, Output};
 /// An error plus optional data for the JSON error document.
 pub type Failure = (Error, Option<Value>);
 
-/// What one invocation did, gathered while it runs, for its audit record.
-#[derive(Debug, Default)]
-pub struct Trail {
-    /// Whether this invocation is audited (it was meant for a host).
-    pub audited: bool,
-    /// `user@host:port`.
-    pub host: Option<String>,
-    /// The agent account.
-    pub account: Option<String>,
-    /// The remote argv of the op.
-    pub argv: Vec<String>,
-    /// The confirmation phrase that was accepted.
-    pub phrase: Option<String>,
-    /// The task the op ran.
-    pub upid: Option<String>,
-    /// Only reported (dry run).
-    pub dry_run: bool,
-}
+pub use crate::engine::Trail;
 
-impl Trail {
-    /// Append this invocation's record to the audit log. A failure to write is a warning on
-    /// stderr; it never changes the exit code of what already happened.
-    pub fn record(
-        &self,
-        op: &str,
-        m: &ArgMatches,
-        err: Option<&Error>,
-        code: u8,
-        took: std::time::Duration,
-    ) {
-        use crate::audit::{NewRecord, Verdict, Via};
-        let Some(path) = crate::audit::default_path() else {
-            eprintln!(
-                "pxagent: warning: no HOME or XDG_STATE_HOME, so this invocation was not audited"
-            );
-            return;
-        };
-        let decision = match err {
-            _ if self.dry_run => Verdict::DryRun,
-            Some(Error::Policy(_) | Error::ConfirmationRequired { .. } | Error::RateLimited(_)) => {
-                Verdict::Refused
-            }
-            Some(Error::Usage(_) | Error::ReadFile { .. } | Error::Internal(_)) => Verdict::Failed,
-            _ if self.phrase.is_some() => Verdict::Confirmed,
-            _ => Verdict::Allowed,
-        };
-        let mut rec = NewRecord::new(op, Via::Cli, decision);
-        rec.host = self
-            .host
-            .clone()
-            .or_else(|| m.get_one::<String>("host").cloned());
-        rec.account = self.account.clone();
-        rec.argv = self.argv.clone();
-        rec.phrase = self.phrase.clone();
-        rec.exit_code = code;
-        rec.duration_ms = took.as_millis() as u64;
-        rec.upid = self.upid.clone();
-        // A wrong phrase's message quotes what was typed: keep only the error's kind.
-        rec.error = err.map(|e| match e {
-            Error::ConfirmationRequired { .. } => e.kind().to_string(),
-            _ => e.to_string(),
-        });
-        if let Err(e) = crate::audit::append(&path, rec) {
-            eprintln!(
-                "pxagent: warning: could not write the audit log {}: {e}",
-                path.display()
-            );
-        }
-    }
-}
 use crate::catalog::{OPS, Profile};
 use crate::sudoers::lint::{self, Severity};
 use crate::sudoers::ranges::Ranges;
@@ -262,20 +194,6 @@ fn spinner(inv: &Invocation) -> Option<indicatif::ProgressBar> {
     pb.set_message(format!("{}: waiting for the Proxmox task", inv.display()));
     pb.enable_steady_tick(std::time::Duration::from_millis(120));
     Some(pb)
-}
-
-/// The tags of the guest an invocation targets (empty when it has none or does not exist).
-async fn guest_tags(remote: &crate::remote::Remote, inv: &Invocation) -> Result<Vec<String>> {
-    let vmid = inv.vmid().unwrap_or(0);
-    let resources = remote.read_op("cluster.resources", &[]).await?;
-    Ok(resources
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|r| r.get("vmid").and_then(Value::as_u64) == Some(vmid))
-        .and_then(|r| r.get("tags").and_then(Value::as_str))
-        .map(crate::policy::parse_tags)
-        .unwrap_or_default())
 }
 
 /// Connect to the host the flags and config name; returns the output with the host set.
@@ -534,66 +452,29 @@ pub fn run_op(m: &ArgMatches, inv: &Invocation, out: &Output, trail: &mut Trail)
     trail.host = Some(target.display());
     trail.account = Some(target.user.clone());
     let given = m.get_one::<String>("confirm").map(String::as_str);
-    let spinner_inv = inv.clone();
-    let runtime = runtime()?;
-    let outcome = runtime.block_on(async {
-        // Policy first (exit 3), then the phrase (exit 4): neither sends anything. Only
-        // tag protection needs a read first, to learn the guest's tags.
-        let mut remote = None;
-        let tags = if policy.needs_guest_tags()
-            && inv.op.risk != catalog::Risk::Read
-            && inv.vmid().is_some()
-        {
-            let r = open(&target).await?;
-            let t = guest_tags(&r, inv).await?;
-            remote = Some(r);
-            Some(t)
-        } else {
-            None
-        };
-        let decision = policy.check(inv, tags.as_deref())?;
-        let policy_confirm = matches!(decision, crate::policy::Decision::Confirm(_));
-        trail.phrase = crate::confirm::gate(inv, given, policy_confirm)?;
-        let remote = match remote {
-            Some(r) => r,
-            None => open(&target).await?,
-        };
-        let prepared = remote.prepare(inv).await;
-        let result = match prepared {
-            Ok(p) => {
-                trail.argv = p.remote_argv();
-                let spinner = spinner(&spinner_inv);
-                let mut show = |line: &str| {
-                    if let Some(pb) = &spinner {
-                        pb.set_message(format!("{}: {line}", spinner_inv.display()));
-                    }
-                };
-                let r = remote.send_with_progress(&p, &mut show).await;
-                if let Some(s) = spinner {
-                    s.finish_and_clear();
-                }
-                r
-            }
-            Err(e) => Err(e),
-        };
-        remote.session.close().await;
-        result
-    })?;
-    trail.upid = outcome.upid.clone();
-    let data = crate::views::normalize(inv.op.view, &outcome.data, inv.keep_type)?;
-    let data = match outcome.upid {
-        Some(upid) => json!({"upid": upid, "node": outcome.node, "task": data}),
-        None => data,
+    let connector = crate::engine::OnceConnector::new(target);
+    let engine = crate::engine::Engine {
+        policy: &policy,
+        connector: &connector,
+        interactive: true,
     };
-    out.success_with_warnings(inv.op.id, data, &outcome.warnings, |d| match inv.op.view {
-        catalog::View::Task => format!(
-            "{}: {} (task {})",
-            inv.display(),
-            d["task"]["exitstatus"].as_str().unwrap_or("done"),
-            d["upid"].as_str().unwrap_or("")
-        ),
-        catalog::View::Done => format!("{}: done", inv.display()),
-        view => crate::views::human(view, d),
+    let spinner = spinner(inv);
+    let mut show = |line: &str| {
+        if let Some(pb) = &spinner {
+            pb.set_message(format!("{}: {line}", inv.display()));
+        }
+    };
+    let done = runtime()?.block_on(async {
+        let r = engine.execute(inv, given, trail, &mut show).await;
+        connector.close().await;
+        r
+    });
+    if let Some(s) = &spinner {
+        s.finish_and_clear();
+    }
+    let done = done?;
+    out.success_with_warnings(inv.op.id, done.data, &done.warnings, |d| {
+        crate::engine::human(inv, d)
     });
     Ok(0)
 }

@@ -9,6 +9,7 @@ pub mod catalog;
 pub mod cli;
 pub mod config;
 pub mod confirm;
+pub mod engine;
 pub mod error;
 pub mod invocation;
 pub mod output;
@@ -52,9 +53,12 @@ pub fn run(args: Vec<OsString>) -> u8 {
         Err((err, _)) => err.exit_code(),
     };
     if trail.audited {
+        if trail.host.is_none() {
+            trail.host = matches.get_one::<String>("host").cloned();
+        }
         trail.record(
             &op_name,
-            &matches,
+            audit::Via::Cli,
             result.as_ref().err().map(|(e, _)| e),
             code,
             started.elapsed(),

@@ -749,10 +749,10 @@ fn a_warning_on_success_is_shown_but_not_a_failure() {
     let _g = lock();
     clear_faults();
     fault(
-        r#"{"match":"get /version","action":"warn","message":"storage 'nas' is not online","times":2}"#,
+        r#"{"match":"get /nodes/pve1/status","action":"warn","message":"storage 'nas' is not online","times":2}"#,
     );
-    let r = px(&["version", "-o", "json"]);
-    let h = px(&["version"]);
+    let r = px(&["node", "status", "pve1", "-o", "json"]);
+    let h = px(&["node", "status", "pve1"]);
     clear_faults();
     assert_eq!(r.code, 0);
     assert_eq!(r.json()["warnings"][0], "storage 'nas' is not online");
