@@ -84,6 +84,11 @@ fn global_args() -> Vec<Arg> {
             .global(true)
             .action(ArgAction::Count)
             .help("More log output on stderr (repeat for more)"),
+        Arg::new("no_wait")
+            .long("no-wait")
+            .global(true)
+            .action(ArgAction::SetTrue)
+            .help("Return the task's UPID as soon as it runs; a background pxagent follows it to the end"),
         Arg::new("timeout")
             .long("timeout")
             .env("PXAGENT_TIMEOUT")

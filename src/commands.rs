@@ -452,6 +452,9 @@ pub fn run_op(m: &ArgMatches, inv: &Invocation, out: &Output, trail: &mut Trail)
     trail.host = Some(target.display());
     trail.account = Some(target.user.clone());
     let given = m.get_one::<String>("confirm").map(String::as_str);
+    if m.get_flag("no_wait") && inv.op.view == catalog::View::Task {
+        return no_wait(inv, &policy, target, given, &out, trail);
+    }
     let connector = crate::engine::OnceConnector::new(target);
     let engine = crate::engine::Engine {
         policy: &policy,
@@ -477,6 +480,155 @@ pub fn run_op(m: &ArgMatches, inv: &Invocation, out: &Output, trail: &mut Trail)
         crate::engine::human(inv, d)
     });
     Ok(0)
+}
+
+/// The arguments pxagent was started with (for `--no-wait`'s follower).
+pub static ARGS: std::sync::OnceLock<Vec<std::ffi::OsString>> = std::sync::OnceLock::new();
+
+/// `--no-wait`: pvesh runs a task synchronously and prints its UPID only at the end, and
+/// closing its channel would hang the task up. So the decision (policy, phrase) is made
+/// here, a detached pxagent (its own process group, no terminal) runs the op to its end and
+/// writes its own audit record, and this process returns as soon as the task shows up in
+/// the node's task list.
+fn no_wait(
+    inv: &Invocation,
+    policy: &crate::policy::Policy,
+    target: crate::ssh::Target,
+    given: Option<&str>,
+    out: &Output,
+    trail: &mut Trail,
+) -> Result<u8> {
+    use std::process::{Command, Stdio};
+    let connector = crate::engine::OnceConnector::new(target);
+    let engine = crate::engine::Engine {
+        policy,
+        connector: &connector,
+        interactive: true,
+    };
+    runtime()?.block_on(async {
+        engine.decide(inv, given, trail).await?;
+        let remote = crate::engine::Connector::remote(&connector).await?;
+        let prepared = remote.prepare(inv).await?;
+        let node = prepared.values.get("node").cloned().unwrap_or_default();
+        let vmid = prepared.values.get("vmid").cloned();
+        let mut filter: Vec<(&'static str, &str)> = vec![("node", &node)];
+        if let Some(v) = &vmid {
+            filter.push(("vmid", v));
+        }
+        let upids = |list: &Value| -> Vec<String> {
+            list.as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|t| t.get("upid").and_then(Value::as_str).map(String::from))
+                .collect()
+        };
+        let before = upids(&remote.read_op("task.list", &filter).await?);
+
+        // The follower: the same command line without --no-wait, with the accepted phrase.
+        let args = ARGS.get().cloned().unwrap_or_default();
+        let exe = std::env::current_exe().map_err(|e| Error::Internal(format!("cannot find my own binary: {e}")))?;
+        let mut cmd = Command::new(exe);
+        cmd.args(follower_args(&args));
+        if given.is_none()
+            && let Some(p) = &trail.phrase
+        {
+            cmd.args(["--confirm", p]);
+        }
+        cmd.args(["-o", "json"]);
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        let mut child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| Error::Internal(format!("cannot start the follower: {e}")))?;
+
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            if let Some(status) = child.try_wait().map_err(|e| Error::Internal(e.to_string()))? {
+                // The follower finished before the task showed up: relay its answer.
+                let mut text = String::new();
+                if let Some(mut so) = child.stdout.take() {
+                    let _ = std::io::Read::read_to_string(&mut so, &mut text);
+                }
+                let doc: Value = serde_json::from_str(text.trim()).unwrap_or(Value::Null);
+                if doc["ok"] == true {
+                    let upid = doc["data"]["upid"].as_str().map(String::from);
+                    trail.upid = upid.clone();
+                    return Ok(json!({"upid": upid, "node": node, "following": false, "task": doc["data"]["task"]}));
+                }
+                let msg = doc["error"]["message"].as_str().unwrap_or("the follower failed").to_string();
+                return Err(error_for_code(status.code().unwrap_or(10) as u8, msg));
+            }
+            let now = upids(&remote.read_op("task.list", &filter).await?);
+            if let Some(upid) = now.into_iter().find(|u| !before.contains(u)) {
+                trail.upid = Some(upid.clone());
+                return Ok(json!({"upid": upid, "node": node, "following": true, "follower_pid": child.id()}));
+            }
+            if std::time::Instant::now() > deadline {
+                return Err(Error::Remote(format!(
+                    "no task for `{}` appeared within 60 s; the follower (pid {}) is still trying: see `pxagent task list` and `pxagent audit show`",
+                    inv.display(),
+                    child.id()
+                )));
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        }
+    })
+    .map(|data| {
+        out.success(inv.op.id, data, |d| {
+            format!(
+                "{}: started task {}{}",
+                inv.display(),
+                d["upid"].as_str().unwrap_or("?"),
+                if d["following"] == true { " (not waiting; `pxagent task status UPID` follows it)" } else { "" }
+            )
+        });
+        0
+    })
+}
+
+/// The follower's arguments: ours without `--no-wait` and without any output format (it
+/// always answers in JSON, to this process).
+fn follower_args(args: &[std::ffi::OsString]) -> Vec<std::ffi::OsString> {
+    let mut out = Vec::new();
+    let mut skip_next = false;
+    for a in args.iter().skip(1) {
+        if skip_next {
+            skip_next = false;
+            continue;
+        }
+        let s = a.to_string_lossy();
+        if s == "--no-wait" || s.starts_with("--output=") || (s.starts_with("-o") && s.len() > 2) {
+            continue;
+        }
+        if s == "-o" || s == "--output" {
+            skip_next = true;
+            continue;
+        }
+        out.push(a.clone());
+    }
+    out
+}
+
+/// An error of the class that `code` stands for (to relay another pxagent's failure).
+fn error_for_code(code: u8, msg: String) -> Error {
+    match code {
+        1 => Error::Remote(msg),
+        2 => Error::Usage(msg),
+        3 => Error::Policy(msg),
+        4 => Error::ConfirmationRequired {
+            message: msg,
+            phrase: String::new(),
+            hint: None,
+        },
+        5 => Error::Preflight(msg),
+        6 => Error::Auth(msg),
+        7 => Error::Connection(msg),
+        8 => Error::RateLimited(msg),
+        9 => Error::SudoRefused(msg),
+        _ => Error::Internal(msg),
+    }
 }
 
 /// `pxagent audit show [--since WHEN]`.

@@ -110,17 +110,16 @@ pub struct Engine<'a, C: Connector> {
 }
 
 impl<C: Connector> Engine<'_, C> {
-    /// Run one op. `given` is a confirmation phrase passed along (`--confirm`, MCP
-    /// `confirm`); `progress` receives each line the task prints while it runs.
-    pub async fn execute(
+    /// Decide whether `inv` may run: local policy (exit 3), then the confirmation phrase
+    /// (exit 4). Sends nothing, except one read of the guest's tags when the policy protects
+    /// tags. Records the accepted phrase in `trail`.
+    pub async fn decide(
         &self,
         inv: &Invocation,
         given: Option<&str>,
         trail: &mut Trail,
-        progress: &mut (dyn FnMut(&str) + Send),
-    ) -> Result<Done> {
+    ) -> Result<()> {
         trail.argv = inv.remote_argv();
-        // Tag protection needs the guest's tags: the only read before the decision.
         let tags = if self.policy.needs_guest_tags()
             && inv.op.risk != Risk::Read
             && inv.vmid().is_some()
@@ -138,6 +137,19 @@ impl<C: Connector> Engine<'_, C> {
                 Err(Error::Internal("no terminal to ask".into()))
             })?
         };
+        Ok(())
+    }
+
+    /// Run one op. `given` is a confirmation phrase passed along (`--confirm`, MCP
+    /// `confirm`); `progress` receives each line the task prints while it runs.
+    pub async fn execute(
+        &self,
+        inv: &Invocation,
+        given: Option<&str>,
+        trail: &mut Trail,
+        progress: &mut (dyn FnMut(&str) + Send),
+    ) -> Result<Done> {
+        self.decide(inv, given, trail).await?;
         let remote = self.connector.remote().await?;
         let prepared = remote.prepare(inv).await?;
         trail.argv = prepared.remote_argv();

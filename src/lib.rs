@@ -33,6 +33,7 @@ use output::{Format, Output};
 
 /// Run pxagent with these arguments (program name first) and return the exit code.
 pub fn run(args: Vec<OsString>) -> u8 {
+    let _ = commands::ARGS.set(args.clone());
     let format = prescan_format(&args);
     let matches = match cli::command().try_get_matches_from(&args) {
         Ok(m) => m,

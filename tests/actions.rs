@@ -817,3 +817,53 @@ fn twenty_concurrent_invocations_leave_twenty_intact_lines() {
     assert_eq!(r.code, 0, "{}", r.stdout);
     assert_eq!(r.json()["data"]["lines"], 20);
 }
+
+#[test]
+fn no_wait_returns_the_upid_and_a_follower_finishes_the_task() {
+    let _g = lock();
+    let dir = tempfile::tempdir().unwrap();
+    if status_of(102) == "running" {
+        assert_eq!(px_in(dir.path(), &["vm", "shutdown", "102"]).code, 0);
+    }
+    // Slow the start down so the task is still ahead when pxagent returns.
+    clear_faults();
+    fault(r#"{"match":"qemu/102/status/start","action":"hang","seconds":3,"times":1}"#);
+    let r = px_in(
+        dir.path(),
+        &["vm", "start", "102", "--no-wait", "-o", "json"],
+    );
+    assert_eq!(r.code, 0, "{}", r.stdout);
+    let upid = r.json()["data"]["upid"].as_str().unwrap().to_string();
+    assert!(upid.contains(":qmstart:102:"), "{upid}");
+    // The follower runs the task to its end.
+    let mut running = false;
+    for _ in 0..100 {
+        if status_of(102) == "running" {
+            running = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    clear_faults();
+    assert!(running, "the follower did not finish the start");
+    // Both processes wrote their audit record (the follower after the task ended).
+    let mut lines = 0;
+    for _ in 0..50 {
+        let recs = px_in(dir.path(), &["audit", "show", "-o", "json"]).json()["data"].clone();
+        lines = recs
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["op"] == "vm.start")
+            .count();
+        if lines >= 2 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(
+        lines >= 2,
+        "expected the caller's and the follower's audit records"
+    );
+    assert_eq!(px_in(dir.path(), &["vm", "shutdown", "102"]).code, 0);
+}

@@ -612,6 +612,24 @@ pub static OPS: &[Op] = &[
         "/nodes/{node}/tasks/{upid}/status"
     ),
     read!(
+        "task.list",
+        ["task", "list"],
+        Area::Task,
+        View::Table(&[
+            ("upid", "UPID"),
+            ("type", "TYPE"),
+            ("id", "ID"),
+            ("status", "STATUS"),
+            ("starttime", "STARTED")
+        ]),
+        "List a node's recent and running tasks, newest first",
+        [LOCAL_NODE, VMID_FILTER],
+        "/nodes/{node}/tasks",
+        Arg::Word("--source"),
+        Arg::Word("all"),
+        Arg::Opt("vmid", &["--vmid", "{vmid}"])
+    ),
+    read!(
         "task.log",
         ["task", "log"],
         Area::Task,
