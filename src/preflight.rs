@@ -583,11 +583,8 @@ mod tests {
             "Matching Defaults entries for u on h:\n    log_input, log_output\n\nUser u may run the following commands on h:\n    (root) NOPASSWD: {}\n",
             cmds.join(", ")
         );
-        assert!(!failed(&sudo_rules(
-            Some(&ok(&listing)),
-            Profile::Full,
-            "u"
-        )));
+        let checks = sudo_rules(Some(&ok(&listing)), Profile::Full, "u");
+        assert!(!failed(&checks), "{checks:#?}");
     }
 
     #[test]

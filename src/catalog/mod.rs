@@ -303,7 +303,7 @@ impl Op {
     /// Which guest fence applies to this op's VMIDs (backups take either kind of guest).
     pub fn fence_area(&self) -> Option<Area> {
         match self.area {
-            Area::Vm | Area::Ct | Area::Backup => Some(self.area),
+            Area::Vm | Area::Ct | Area::Backup | Area::Task => Some(self.area),
             _ => None,
         }
     }

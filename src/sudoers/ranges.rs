@@ -59,6 +59,12 @@ impl Ranges {
         Ok(Ranges(merged))
     }
 
+    /// Both fences together.
+    pub fn union(&self, other: &Ranges) -> Ranges {
+        let text = format!("{},{}", self.display(), other.display());
+        Ranges::parse("fence", &text).unwrap_or_else(|_| self.clone())
+    }
+
     /// Whether `n` is inside the fence.
     pub fn contains(&self, n: u64) -> bool {
         self.0.iter().any(|&(lo, hi)| (lo..=hi).contains(&n))

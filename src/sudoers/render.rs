@@ -40,10 +40,15 @@ impl RenderOptions {
 
     /// The fence regex that applies to an op, if any.
     pub fn fence_for(&self, op: &Op) -> Option<String> {
+        let cts = self.ctids.as_ref().or(self.vmids.as_ref());
         let ranges = match op.fence_area()? {
-            Area::Vm => self.vmids.as_ref(),
-            Area::Ct => self.ctids.as_ref().or(self.vmids.as_ref()),
-            _ => None,
+            Area::Vm => self.vmids.clone(),
+            Area::Ct => cts.cloned(),
+            // Backups and task filters name VMs and containers alike: either fence admits.
+            _ => match (self.vmids.as_ref(), cts) {
+                (Some(v), Some(c)) => Some(v.union(c)),
+                (v, c) => v.or(c).cloned(),
+            },
         }?;
         Some(ranges.regex())
     }
@@ -244,6 +249,20 @@ mod tests {
         assert!(!s.contains("/qemu/[1-9][0-9]{2,8}"), "{s}");
         assert!(s.contains("# /etc/sudoers.d/zen-agent: rendered by pxagent"));
         assert!(s.contains("vmids 100-199, ctids 300"));
+    }
+
+    #[test]
+    fn backups_are_fenced_by_both_fences() {
+        let mut o = RenderOptions::new("zen-agent").unwrap();
+        o.vmids = Some(Ranges::parse("--vmids", "100-199").unwrap());
+        o.ctids = Some(Ranges::parse("--ctids", "300").unwrap());
+        let s = render(&o);
+        let vzdump = s.lines().find(|l| l.contains("/vzdump --vmid")).unwrap();
+        assert!(vzdump.contains("--vmid (1[0-9]{2}|300) "), "{vzdump}");
+        assert!(
+            !s.contains("--vmid [1-9][0-9]{2,8}"),
+            "an unfenced VMID is left"
+        );
     }
 
     #[test]
