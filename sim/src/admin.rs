@@ -13,6 +13,10 @@ pub const USAGE: &str = "USAGE: pve-sim <TOOL> [ARGS]     (TOOL: qm pct pvesh pv
        pve-sim fault add '<json>'   add a fault rule {\"match\",\"action\":\"hang|fail|warn\",\"message\",\"seconds\",\"times\"}
        pve-sim fault list           print the fault rules
        pve-sim fault clear          remove all fault rules
+       pve-sim qga VMID up|down     let the VM's guest agent answer or not (agent configured, VM running)
+       pve-sim sandbox [out-limit=BYTES] [timeout=SECONDS]
+                                    show/set the guest-command limits (output kept per stream, kill after)
+       (internal: pve-sim guest-run …, pve-sim guest-io … are the sandbox's helpers, see sandbox.rs)
 State file: $PVE_SIM_STATE or /var/lib/pve-sim/state.json; faults: $PVE_SIM_FAULTS or /var/lib/pve-sim/faults.json";
 
 /// Run an admin subcommand.
@@ -48,6 +52,51 @@ pub fn run(cmd: &str, args: &[String], env: &Env, now: i64) -> Output {
             )),
             Err(e) => Output::err(&format!("pve-sim: {e}"), 255),
         },
+        ("qga", Some(id)) if args.len() == 2 => {
+            let (Ok(vmid), Some(up)) = (
+                id.parse::<u32>(),
+                match args[1].as_str() {
+                    "up" => Some(true),
+                    "down" => Some(false),
+                    _ => None,
+                },
+            ) else {
+                return Output::err(USAGE, 2);
+            };
+            match store.transact(now, |st| {
+                if up {
+                    st.qga_down.remove(&vmid);
+                } else {
+                    st.qga_down.insert(vmid);
+                }
+            }) {
+                Ok(()) => Output::default(),
+                Err(e) => Output::err(&format!("pve-sim: {e}"), 255),
+            }
+        }
+        ("sandbox", _) => {
+            let mut set = Vec::new();
+            for a in args {
+                match a.split_once('=').map(|(k, v)| (k, v.parse::<u64>())) {
+                    Some(("out-limit", Ok(n))) => set.push((true, n)),
+                    Some(("timeout", Ok(n))) if n > 0 => set.push((false, n)),
+                    _ => return Output::err(USAGE, 2),
+                }
+            }
+            match store.transact(now, |st| {
+                for (is_limit, n) in &set {
+                    if *is_limit {
+                        st.sandbox.out_limit = *n;
+                    } else {
+                        st.sandbox.timeout = *n;
+                    }
+                }
+                st.sandbox
+            }) {
+                Ok(l) => Output::ok(format!("out-limit={} timeout={}\n", l.out_limit, l.timeout)),
+                Err(e) => Output::err(&format!("pve-sim: {e}"), 255),
+            }
+        }
         ("help" | "--help" | "-h", _) => Output::ok(format!("{USAGE}\n")),
         _ => Output::err(USAGE, 2),
     }

@@ -17,6 +17,11 @@ pub enum Ty {
     Bool,
     /// Free string.
     Str,
+    /// String with a `maxLength` (Perl `length` of the undecoded argv: bytes).
+    MaxLen(usize),
+    /// `type => 'array'` of strings: the option repeats (`-command a -command b`), values kept in
+    /// [`Parsed::lists`] (Getopt::Long `=s@`, FORMATS §1.7).
+    List,
     /// One of the listed values.
     Enum(&'static [&'static str]),
     /// `pve-configid` (snapshot names): `^[a-z][a-z0-9_-]+$`i, at most 40 characters.
@@ -47,6 +52,8 @@ pub struct Parsed {
     pub pos: Vec<String>,
     /// Options by name.
     pub opts: BTreeMap<String, String>,
+    /// Array options ([`Ty::List`]) by name, values in order.
+    pub lists: BTreeMap<String, Vec<String>>,
 }
 
 impl Parsed {
@@ -104,7 +111,10 @@ pub fn check(ty: Ty, v: &str) -> Result<String, String> {
         Ty::Bool => bool_value(v)
             .map(str::to_string)
             .ok_or_else(|| format!("type check ('boolean') failed - got '{v}'")),
-        Ty::Str => Ok(v.to_string()),
+        Ty::Str | Ty::List => Ok(v.to_string()),
+        // PVE::JSONSchema check_type `maxLength` [SRC pve-common].
+        Ty::MaxLen(max) if v.len() > max => Err(format!("value may only be {max} characters long")),
+        Ty::MaxLen(_) => Ok(v.to_string()),
         Ty::Enum(vals) => {
             if vals.contains(&v) {
                 Ok(v.to_string())
@@ -206,6 +216,7 @@ pub fn parse(args: &[String], schema: &[Param]) -> Result<Parsed, ParamErrors> {
             },
         };
         match check(param.ty, &raw) {
+            Ok(v) if matches!(param.ty, Ty::List) => out.lists.entry(name).or_default().push(v),
             Ok(v) => {
                 out.opts.insert(name, v);
             }
@@ -259,6 +270,14 @@ mod tests {
         );
         assert_eq!(e[1].0, "bogus");
         assert_eq!(e[2].1, "invalid format - invalid configuration ID '1a'");
+        let r = parse(
+            &v(&["-command", "uname", "--command", "-a", "--input", "x"]),
+            &[p("command", Ty::List), p("input", Ty::MaxLen(1))],
+        )
+        .unwrap();
+        assert_eq!(r.lists["command"], v(&["uname", "-a"]));
+        let long = parse(&v(&["--input", "xy"]), &[p("input", Ty::MaxLen(1))]).unwrap_err();
+        assert_eq!(long[0].1, "value may only be 1 characters long");
         let out = param_error(&e[..1].to_vec(), "qm start <vmid> [OPTIONS]");
         assert_eq!(
             out.stderr,

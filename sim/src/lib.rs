@@ -7,17 +7,24 @@
 //! Flow of one call: identity check (non-root is refused like pmxcfs refuses it) → fault rules
 //! (`faults`, evaluated and slept on *before* the state lock) → the tool, run inside one exclusive
 //! read-modify-write of the state (`state::Store::transact`) → [`Output`].
+//!
+//! Commands inside guests (guest-agent exec and files, `pct exec`) really run, in a sandbox of
+//! their own ([`sandbox`], [`guest`]); `pct exec` checks under the state lock and runs the
+//! command after releasing it, with the caller's stdio.
 
 pub mod access;
 pub mod admin;
 pub mod api;
 pub mod args;
+pub mod b64;
 pub mod backup;
 pub mod faults;
+pub mod guest;
 pub mod ops;
 pub mod provision;
 pub mod pvesh;
 pub mod qm;
+pub mod sandbox;
 pub mod state;
 pub mod storage_ops;
 pub mod task;
@@ -150,6 +157,9 @@ pub struct Ctx {
     pub fail: Option<String>,
     /// Set when a task consumed [`Ctx::fail`]; otherwise the call fails as a whole.
     pub fail_used: Cell<bool>,
+    /// Base directory of the guest sandboxes (`<state dir>/guests`); `None` in-process, where
+    /// guest commands are refused.
+    pub guests: Option<PathBuf>,
 }
 
 impl Ctx {
@@ -159,6 +169,7 @@ impl Ctx {
             now,
             fail: None,
             fail_used: Cell::new(false),
+            guests: None,
         }
     }
     /// Take the fail fault for a task.
@@ -185,10 +196,18 @@ pub fn run(argv: &[String], env: &Env) -> Output {
             None => return Output::err(admin::USAGE, 255),
         }
     };
+    if tool == "guest-io" {
+        // The sandbox's file helper, run *as the sandbox account* (so not behind the root
+        // check): plain file I/O with the caller's own identity, nothing more.
+        return sandbox::guest_io(args);
+    }
     if let Err(refusal) = access::check(env.euid) {
         return refusal;
     }
     let now = env.now.unwrap_or_else(timefmt::now);
+    if tool == "guest-run" {
+        return sandbox::runner(args);
+    }
     if !TOOLS.contains(&tool.as_str()) {
         return admin::run(&tool, args, env, now);
     }
@@ -205,10 +224,17 @@ pub fn run(argv: &[String], env: &Env) -> Output {
         // Sleep before taking the state lock, so a hung call never blocks the others.
         std::thread::sleep(std::time::Duration::from_secs(effects.hang_secs));
     }
+    if tool == "pct" && args.first().map(String::as_str) == Some("exec") {
+        let mut out = guest::pct_exec(&args[1..], env, now, &effects);
+        let w: String = effects.warn.iter().map(|m| format!("{m}\n")).collect();
+        out.stderr.insert_str(0, &w);
+        return out;
+    }
     let ctx = Ctx {
         now,
         fail: effects.fail.clone(),
         fail_used: Cell::new(false),
+        guests: Some(sandbox::base_dir(&env.state_path)),
     };
     let store = Store::new(&env.state_path);
     let result = store.transact(now, |st: &mut State| dispatch(&tool, args, st, &ctx));

@@ -534,6 +534,11 @@ pub fn destroy(
                     ));
                 }
             }
+            // The guest's disks are gone, and with them its files and agent [sim-only].
+            st.qga_down.remove(&vmid);
+            if let Some(base) = &ctx.guests {
+                let _ = std::fs::remove_dir_all(base.join(vmid.to_string()));
+            }
             Ok(())
         },
     ))

@@ -8,13 +8,16 @@
 //! pvesh cannot decode the remote output and returns the raw text (FORMATS §1.6 [SRC; INFER]).
 //! Errors on a proxied path get pvesh's `proxy handler failed: …` line after the remote's message
 //! and exit 255 [INFER from pvesh.pm `proxy_handler` / `run_command`].
+//!
+//! The guest-agent endpoints (`…/qemu/{vmid}/agent/exec|exec-status|file-write|file-read`) are
+//! in [`crate::guest`]; their commands really run in [`crate::sandbox`].
 
 use serde_json::Value;
 
 use crate::args::{self, Param, Parsed, Ty, p};
 use crate::ops::{self, Power, TaskRun};
 use crate::state::{Kind, State};
-use crate::{Ctx, Failure, Output, api, provision, storage_ops};
+use crate::{Ctx, Failure, Output, api, guest, provision, storage_ops};
 
 const OUTPUT_OPTS: [Param; 5] = [
     p(
@@ -63,6 +66,10 @@ enum Route {
     AplInfo(String),
     AplDownload(String),
     StorageDelete(String),
+    AgentExec(String, String),
+    AgentExecStatus(String, String),
+    AgentFileWrite(String, String),
+    AgentFileRead(String, String),
 }
 
 fn kind_of(s: &str) -> Option<Kind> {
@@ -88,6 +95,10 @@ fn route(verb: &str, segs: &[&str]) -> Option<Route> {
         ("delete", ["nodes", _, "storage", _, "prunebackups"]) => R::PruneDelete(s(1), s(3)),
         ("create", ["nodes", _, "storage", _, "download-url"]) => R::DownloadUrl(s(1), s(3)),
         ("delete", ["storage", _]) => R::StorageDelete(s(1)),
+        ("create", ["nodes", _, "qemu", _, "agent", "exec"]) => R::AgentExec(s(1), s(3)),
+        ("get", ["nodes", _, "qemu", _, "agent", "exec-status"]) => R::AgentExecStatus(s(1), s(3)),
+        ("create", ["nodes", _, "qemu", _, "agent", "file-write"]) => R::AgentFileWrite(s(1), s(3)),
+        ("get", ["nodes", _, "qemu", _, "agent", "file-read"]) => R::AgentFileRead(s(1), s(3)),
         ("get", ["nodes"]) => R::Nodes,
         ("get", ["nodes", _, "version"]) => R::NodeVersion(s(1)),
         ("get", ["nodes", _, "status"]) => R::NodeStatus(s(1)),
@@ -323,6 +334,26 @@ fn schema(r: &Route) -> Vec<Param> {
             v
         }
         R::Rollback(..) => vec![p("start", Ty::Bool)],
+        // API2/Qemu/Agent.pm [SRC] (see `guest`).
+        R::AgentExec(..) => vec![
+            p("command", Ty::List),
+            p("input-data", Ty::MaxLen(crate::guest::INPUT_DATA_MAX)),
+        ],
+        R::AgentExecStatus(..) => vec![p("pid", Ty::Int(None, None))],
+        R::AgentFileWrite(..) => vec![
+            p("file", Ty::Str),
+            p("content", Ty::MaxLen(crate::guest::FILE_WRITE_MAX)),
+            p("encode", Ty::Bool),
+        ],
+        R::AgentFileRead(..) => vec![
+            p("file", Ty::Str),
+            p(
+                "count",
+                Ty::Int(Some(1), Some(crate::guest::MAX_READ_SIZE as i64)),
+            ),
+            p("decode", Ty::Bool),
+            p("offset", Ty::Int(Some(0), None)),
+        ],
         R::SnapDelete(..) => vec![p("force", Ty::Bool)],
         R::Destroy(_, kind, _) => {
             let mut v = vec![
@@ -366,7 +397,11 @@ fn route_node(r: &Route) -> Option<&str> {
         | R::PruneDelete(n, _)
         | R::DownloadUrl(n, _)
         | R::AplInfo(n)
-        | R::AplDownload(n) => Some(n),
+        | R::AplDownload(n)
+        | R::AgentExec(n, _)
+        | R::AgentExecStatus(n, _)
+        | R::AgentFileWrite(n, _)
+        | R::AgentFileRead(n, _) => Some(n),
         _ => None,
     }
 }
@@ -394,6 +429,10 @@ fn required(r: &Route) -> &'static [&'static str] {
         R::Clone(..) => &["newid"],
         R::DownloadUrl(..) => &["content", "filename", "url"],
         R::AplDownload(_) => &["storage", "template"],
+        R::AgentExec(..) => &["command"],
+        R::AgentExecStatus(..) => &["pid"],
+        R::AgentFileWrite(..) => &["file", "content"],
+        R::AgentFileRead(..) => &["file"],
         _ => &[],
     }
 }
@@ -409,7 +448,11 @@ fn route_vmid(r: &Route) -> Option<&str> {
         | R::Rollback(_, _, v, _)
         | R::SnapDelete(_, _, v, _)
         | R::Destroy(_, _, v)
-        | R::Clone(_, v) => Some(v),
+        | R::Clone(_, v)
+        | R::AgentExec(_, v)
+        | R::AgentExecStatus(_, v)
+        | R::AgentFileWrite(_, v)
+        | R::AgentFileRead(_, v) => Some(v),
         _ => None,
     }
 }
@@ -497,7 +540,7 @@ pub fn run(st: &mut State, ctx: &Ctx, argv: &[String]) -> Output {
         path_errors.push(("storage".into(), m));
     }
     for key in required(&route) {
-        if parsed.get(key).is_none() {
+        if parsed.get(key).is_none() && !parsed.lists.contains_key(*key) {
             path_errors.push((
                 (*key).to_string(),
                 "property is missing and it is not optional".into(),
@@ -552,13 +595,22 @@ pub fn run(st: &mut State, ctx: &Ctx, argv: &[String]) -> Output {
             words.extend(
                 ["pvesh", "--noproxy", verb, path, "--output-format", "json"].map(String::from),
             );
-            for (k, v) in parsed
+            let mut params: std::collections::BTreeMap<&str, Vec<&String>> = parsed
                 .opts
                 .iter()
-                .filter(|(k, _)| *k != "output-format" && *k != "quiet")
+                .map(|(k, v)| (k.as_str(), vec![v]))
+                .collect();
+            for (k, vs) in &parsed.lists {
+                params.insert(k, vs.iter().collect());
+            }
+            for (k, vs) in params
+                .iter()
+                .filter(|(k, _)| **k != "output-format" && **k != "quiet")
             {
-                words.push(format!("--{k}"));
-                words.push(v.clone());
+                for v in vs {
+                    words.push(format!("--{k}"));
+                    words.push((*v).clone());
+                }
             }
             proxy = Some(Proxy {
                 cmdline: words
@@ -573,6 +625,11 @@ pub fn run(st: &mut State, ctx: &Ctx, argv: &[String]) -> Output {
     let result = execute(st, ctx, &route, vmid, &parsed);
     let mut out = match result {
         Ok(Reply::Data(v)) => Output::ok(render(&v, &format)),
+        Ok(Reply::DataWarn(v, warnings)) => Output {
+            stdout: render(&v, &format),
+            stderr: warnings.iter().map(|w| format!("{w}\n")).collect(),
+            code: 0,
+        },
         // A `null` result prints nothing, in every format (FORMATS §1.6).
         Ok(Reply::Nothing) => Output::default(),
         Ok(Reply::Task(t)) => task_output(&t, &format, proxy.is_some()),
@@ -603,6 +660,8 @@ pub fn run(st: &mut State, ctx: &Ctx, argv: &[String]) -> Output {
 /// What a route produced.
 enum Reply {
     Data(Value),
+    /// Data plus `warn` lines on stderr.
+    DataWarn(Value, Vec<String>),
     Task(TaskRun),
     Nothing,
 }
@@ -806,6 +865,51 @@ fn execute(
         R::StorageDelete(sid) => {
             storage_ops::delete_storage(st, sid)?;
             Ok(Reply::Nothing)
+        }
+        R::AgentExec(n, _) => data(guest::exec(
+            st,
+            ctx,
+            n,
+            vmid,
+            o.lists.get("command").map_or(&[][..], Vec::as_slice),
+            o.get("input-data"),
+        )?),
+        R::AgentExecStatus(n, _) => data(guest::exec_status(
+            st,
+            ctx,
+            n,
+            vmid,
+            o.int("pid").unwrap_or(-1),
+        )?),
+        R::AgentFileWrite(n, _) => {
+            guest::file_write(
+                st,
+                ctx,
+                n,
+                vmid,
+                o.get("file").unwrap_or_default(),
+                o.get("content").unwrap_or_default(),
+                o.get("encode") != Some("0"),
+            )?;
+            Ok(Reply::Nothing)
+        }
+        R::AgentFileRead(n, _) => {
+            let (v, warnings) = guest::file_read(
+                st,
+                ctx,
+                n,
+                vmid,
+                &guest::FileRead {
+                    file: o.get("file").unwrap_or_default(),
+                    count: o.int("count").and_then(|c| u64::try_from(c).ok()),
+                    offset: o
+                        .int("offset")
+                        .and_then(|c| u64::try_from(c).ok())
+                        .unwrap_or(0),
+                    decode: o.get("decode") != Some("0"),
+                },
+            )?;
+            Ok(Reply::DataWarn(v, warnings))
         }
     }
 }

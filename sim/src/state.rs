@@ -12,7 +12,7 @@
 //! strips the variable, so a caller going through sudo always gets the default root-owned file;
 //! the override is for tests that run the binary directly (as root) against a temp file.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, DirBuilder, File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
@@ -52,6 +52,37 @@ pub struct State {
     pub tasks: Vec<Task>,
     /// Monotonic counter for PIDs and task ids, so UPIDs never repeat.
     pub seq: u64,
+    /// VMs whose QEMU guest agent does not answer although `agent` is configured and the VM runs
+    /// (qemu-guest-agent not installed or not started in the guest) [sim-only knob:
+    /// `pve-sim qga VMID up|down`].
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub qga_down: BTreeSet<u32>,
+    /// Limits of the guest-command sandbox ([`crate::sandbox`]).
+    #[serde(default)]
+    pub sandbox: SandboxLimits,
+}
+
+/// Limits of the guest-command sandbox, settable with `pve-sim sandbox out-limit=N timeout=S`.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SandboxLimits {
+    /// Bytes of stdout and of stderr an agent-run command keeps; beyond them `out-truncated` /
+    /// `err-truncated`. Default: qemu-guest-agent's GUEST_EXEC_MAX_OUTPUT, 16 MiB [SRC qemu
+    /// qga/commands.c].
+    pub out_limit: u64,
+    /// Seconds before a guest command is killed [sim-only; the real agent has no limit].
+    pub timeout: u64,
+}
+
+/// qemu-guest-agent's GUEST_EXEC_MAX_OUTPUT (16 MiB per stream) [SRC qemu qga/commands.c].
+pub const GUEST_EXEC_MAX_OUTPUT: u64 = 16 * 1024 * 1024;
+
+impl Default for SandboxLimits {
+    fn default() -> Self {
+        SandboxLimits {
+            out_limit: GUEST_EXEC_MAX_OUTPUT,
+            timeout: 300,
+        }
+    }
 }
 
 /// `{"release","repoid","version"}` of `/version` (FORMATS §2.1).
@@ -726,6 +757,28 @@ pub fn initial(now: i64) -> State {
             due: None,
         }),
     });
+    // Agent configured, VM running, but nothing answers inside (no qemu-guest-agent in the
+    // guest): the "QEMU guest agent is not running" case (see `qga_down` below).
+    add(Guest {
+        vmid: 110,
+        kind: Kind::Qemu,
+        node: "pve1".into(),
+        running: true,
+        paused: false,
+        started_at: Some(now - 86_400),
+        pid: Some(4_127),
+        maxdisk: 16 * GIB,
+        config: qemu_config(
+            110,
+            "appliance",
+            1024,
+            1,
+            "local-lvm:vm-110-disk-0,iothread=1,size=16G",
+            true,
+        ),
+        snapshots: vec![],
+        ha: None,
+    });
     let mut tmpl = qemu_config(
         9000,
         "debian13-tmpl",
@@ -919,6 +972,8 @@ pub fn initial(now: i64) -> State {
         volumes,
         tasks: vec![],
         seq: 0,
+        qga_down: BTreeSet::from([110]),
+        sandbox: SandboxLimits::default(),
     };
     let history: [(&str, &str, &str, i64, Vec<String>); 5] = [
         ("pve1", "vzdump", "100", last_night, vec![]),
@@ -1082,6 +1137,9 @@ mod tests {
             );
         }
         assert_eq!(s.tasks.len(), 5);
+        assert!(s.guests[&110].running && s.guests[&110].agent());
+        assert!(s.qga_down.contains(&110) && !s.qga_down.contains(&100));
+        assert!(!s.guests[&102].config.contains_key("agent"));
     }
 
     #[test]
@@ -1089,7 +1147,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::new(dir.path().join("sub/state.json"));
         let n = store.transact(1_790_000_000, |s| s.guests.len()).unwrap();
-        assert_eq!(n, 9);
+        assert_eq!(n, 10);
         let meta = fs::metadata(store.path()).unwrap();
         use std::os::unix::fs::PermissionsExt;
         assert_eq!(meta.permissions().mode() & 0o777, 0o600);
@@ -1107,11 +1165,11 @@ mod tests {
             })
             .unwrap();
         let n = store.transact(1_790_000_100, |s| s.guests.len()).unwrap();
-        assert_eq!(n, 8);
+        assert_eq!(n, 9);
         store.reset(1_790_000_200).unwrap();
         assert_eq!(
             store.transact(1_790_000_300, |s| s.guests.len()).unwrap(),
-            9
+            10
         );
     }
 }

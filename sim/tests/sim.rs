@@ -182,7 +182,7 @@ mod formats {
             .map(|e| e["type"].as_str().unwrap())
             .collect();
         assert!(types.iter().all(|t| *t == "qemu" || *t == "lxc"));
-        assert_eq!(types.len(), 9);
+        assert_eq!(types.len(), 10);
         let ct = entry(&vms, |e| e["vmid"] == 200);
         assert_eq!(
             (
