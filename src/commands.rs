@@ -88,6 +88,9 @@ pub fn sudoers_render(m: &ArgMatches, r: &ArgMatches, out: &Output) -> Result<u8
     if let Some(v) = r.get_one::<String>("ctids") {
         opts.ctids = Some(Ranges::parse("--ctids", v)?);
     }
+    if let Some(v) = r.get_one::<String>("ct_exec") {
+        opts.ct_exec = Some(Ranges::parse("--ct-exec", v)?);
+    }
     let text = render::render(&opts);
     match out.format {
         Format::Json => out.success(
@@ -392,7 +395,8 @@ pub fn status(m: &ArgMatches, out: &Output, trail: &mut Trail) -> Result<u8> {
 pub fn run_op(m: &ArgMatches, inv: &Invocation, out: &Output, trail: &mut Trail) -> Result<u8> {
     trail.argv = inv.remote_argv();
     let cfg = load_config(m)?;
-    let policy = cfg.policy()?;
+    let policy =
+        crate::policy::Policy::effective(m.get_one::<String>("policy").map(String::as_str), &cfg)?;
     if m.get_flag("dry_run") {
         trail.dry_run = true;
         // Without a connection, tags are unknown: tag protection is checked at run time.

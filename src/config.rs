@@ -34,6 +34,9 @@ pub struct Config {
     /// Local policy (see [`crate::policy`]).
     #[serde(default)]
     pub policy: crate::policy::PolicyConfig,
+    /// A policy file instead of the `policy:` section: pxagent's YAML form or the MCP
+    /// gateway's JSON form (relative paths are relative to this config file).
+    pub policy_file: Option<PathBuf>,
     /// Where this config was read from (not a key in the file).
     #[serde(skip)]
     pub path: Option<PathBuf>,
@@ -111,8 +114,30 @@ pub fn parse(text: &str, path: &Path) -> Result<Config> {
 }
 
 impl Config {
-    /// The compiled local policy of this config (the built-in default without a file).
+    /// The compiled local policy: the file named by `PXAGENT_POLICY` (the environment form of
+    /// `--policy`), else `policy_file:`, else the `policy:` section (the built-in default
+    /// without a config file).
     pub fn policy(&self) -> Result<crate::policy::Policy> {
+        if let Some(f) = std::env::var_os("PXAGENT_POLICY").filter(|v| !v.is_empty()) {
+            return crate::policy::Policy::from_file(&expand_home(Path::new(&f)));
+        }
+        if let Some(f) = &self.policy_file {
+            if self.policy != crate::policy::PolicyConfig::default() {
+                return Err(Error::usage(format!(
+                    "config {}: both `policy:` and `policy_file:` are set; keep one",
+                    self.path
+                        .as_ref()
+                        .map(|p| p.display().to_string())
+                        .unwrap_or_default()
+                )));
+            }
+            let f = expand_home(f);
+            let f = match (&self.path, f.is_relative()) {
+                (Some(cfg), true) => cfg.parent().unwrap_or(Path::new(".")).join(f),
+                _ => f,
+            };
+            return crate::policy::Policy::from_file(&f);
+        }
         match &self.path {
             Some(p) => {
                 crate::policy::Policy::from_config(self.policy.clone(), &p.display().to_string())

@@ -137,6 +137,9 @@ impl<C: Connector> Engine<'_, C> {
                 Err(Error::Internal("no terminal to ask".into()))
             })?
         };
+        // Quota is taken only once policy and confirmation have said yes (issue 6): a
+        // refused call never uses up a limit.
+        crate::limits::admit(inv.op, self.policy)?;
         Ok(())
     }
 

@@ -38,9 +38,29 @@
 //! (non-`*`) characters wins; between equally specific globs the stricter action wins
 //! (deny > confirm > allow), so the outcome never depends on key order.
 //!
-//! Issue 6 extends this module: per-op `limits` and exec allowlists go into the map form of a
-//! [`Rule`], and the MCP gateway's JSON form (`default: deny`, `tools: {vm_exec: …}`) compiles
-//! to the same [`PolicyConfig`] (`"*": deny` plus one exact rule per listed tool).
+//! Commands inside guests (issue 6) add three things. The map form of a rule takes `limits`
+//! (rate limits, see [`crate::limits`]; ops that run a guest command default to 10 per
+//! minute) and `commands` (an argv allowlist, see [`crate::allowlist`]; without it any
+//! command is allowed), both taken from the most specific rule; `action` may then be left
+//! out (it is `allow`). And `allow_privileged_ct_exec: true` lets `ct exec` enter privileged
+//! containers, which it refuses by default:
+//!
+//! ```yaml
+//! policy:
+//!   allow_privileged_ct_exec: false
+//!   ops:
+//!     vm.exec:
+//!       limits: [{counter: vm_exec_rate, window: minute, max: 10}]
+//!       commands:
+//!         - [uname, -a]
+//!         - [systemctl, status, {regex: '[a-z][a-z0-9@_.-]{0,63}'}]
+//! ```
+//!
+//! A policy may also come from its own file (`--policy FILE`, `PXAGENT_POLICY`, or the
+//! config's `policy_file:`): this section's YAML, or the MCP gateway's JSON form
+//! (`{"version":"1","default":"deny","tools":{"vm_exec":{"limits":[…]}}}`, see
+//! [`crate::gateway`]), which compiles to the same [`PolicyConfig`] (`"*": deny` plus one
+//! exact rule per listed tool).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -74,6 +94,10 @@ pub struct PolicyConfig {
     /// Protected guests: any op that changes state on them is refused.
     #[serde(default)]
     pub protect: Vec<Protect>,
+    /// Let `ct exec` run in privileged containers (no `unprivileged: 1`), where root in the
+    /// container is close to root on the host. Off by default.
+    #[serde(default)]
+    pub allow_privileged_ct_exec: bool,
 }
 
 /// What a rule does with the ops it matches. Ordered by strictness (used to break ties).
@@ -104,13 +128,30 @@ impl Action {
     }
 }
 
-/// One `ops` entry: `deny`, or `{action: deny, reason: "use vm shutdown"}`.
+/// One `ops` entry: `deny`, or `{action: deny, reason: "use vm shutdown"}`, with optional
+/// `limits` and `commands` (then `action` defaults to `allow`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rule {
     /// What happens to matching ops.
     pub action: Action,
     /// Why, shown in refusals and confirmation prompts (one line).
     pub reason: Option<String>,
+    /// Rate limits of the matching ops (replacing the default of guest commands).
+    pub limits: Option<Vec<crate::limits::Limit>>,
+    /// The guest commands the matching ops may run (argv shapes).
+    pub commands: Option<Vec<crate::allowlist::CommandRule>>,
+}
+
+impl Rule {
+    /// A rule with only an action.
+    pub fn new(action: Action) -> Rule {
+        Rule {
+            action,
+            reason: None,
+            limits: None,
+            commands: None,
+        }
+    }
 }
 
 impl<'de> Deserialize<'de> for Rule {
@@ -127,16 +168,14 @@ impl<'de> Deserialize<'de> for Rule {
             fn visit_str<E: de::Error>(self, s: &str) -> std::result::Result<Rule, E> {
                 let action =
                     Action::parse(s).ok_or_else(|| E::invalid_value(Unexpected::Str(s), &self))?;
-                Ok(Rule {
-                    action,
-                    reason: None,
-                })
+                Ok(Rule::new(action))
             }
             fn visit_map<A: MapAccess<'de>>(
                 self,
                 mut map: A,
             ) -> std::result::Result<Rule, A::Error> {
-                let (mut action, mut reason) = (None, None);
+                const FIELDS: &[&str] = &["action", "reason", "limits", "commands"];
+                let (mut action, mut reason, mut limits, mut commands) = (None, None, None, None);
                 while let Some(key) = map.next_key::<String>()? {
                     match key.as_str() {
                         "action" if action.is_none() => {
@@ -146,15 +185,27 @@ impl<'de> Deserialize<'de> for Rule {
                             })?);
                         }
                         "reason" if reason.is_none() => reason = Some(map.next_value::<String>()?),
-                        "action" => return Err(de::Error::duplicate_field("action")),
-                        "reason" => return Err(de::Error::duplicate_field("reason")),
+                        "limits" if limits.is_none() => limits = Some(map.next_value()?),
+                        "commands" if commands.is_none() => commands = Some(map.next_value()?),
+                        "action" | "reason" | "limits" | "commands" => {
+                            return Err(de::Error::custom(format!("duplicate field `{key}`")));
+                        }
                         other => {
-                            return Err(de::Error::unknown_field(other, &["action", "reason"]));
+                            return Err(de::Error::unknown_field(other, FIELDS));
                         }
                     }
                 }
-                let action = action.ok_or_else(|| de::Error::missing_field("action"))?;
-                Ok(Rule { action, reason })
+                let action = match action {
+                    Some(a) => a,
+                    None if limits.is_some() || commands.is_some() => Action::Allow,
+                    None => return Err(de::Error::missing_field("action")),
+                };
+                Ok(Rule {
+                    action,
+                    reason,
+                    limits,
+                    commands,
+                })
             }
         }
         d.deserialize_any(V)
@@ -251,6 +302,7 @@ impl Confirmation {
 struct Compiled {
     key: String,
     rule: Rule,
+    commands: Option<crate::allowlist::Allowlist>,
     glob: bool,
     /// Literal (non-`*`) characters: the specificity of a glob.
     literals: usize,
@@ -264,6 +316,7 @@ pub struct Policy {
     protect_ids: BTreeSet<u64>,
     /// Lower-cased.
     protect_tags: Vec<String>,
+    allow_privileged_ct_exec: bool,
     source: String,
 }
 
@@ -275,6 +328,7 @@ impl Default for Policy {
             rules: Vec::new(),
             protect_ids: BTreeSet::new(),
             protect_tags: Vec::new(),
+            allow_privileged_ct_exec: false,
             source: "built-in defaults".into(),
         }
     }
@@ -302,9 +356,38 @@ impl Policy {
                 continue;
             }
             let literals = key.chars().filter(|&c| c != '*').count();
+            for l in rule.limits.iter().flatten() {
+                if let Some(p) = l.problems() {
+                    problems.push(format!("policy.ops.{key}.limits: {p}"));
+                }
+            }
+            let commands = match &rule.commands {
+                None => None,
+                Some(c) => {
+                    if !OPS
+                        .iter()
+                        .any(|op| glob_match(&key, op.id) && op.runs_guest_command())
+                    {
+                        problems.push(format!(
+                            "policy.ops.{key}.commands: only ops that run a command in a guest (vm.exec, ct.exec) take a command allowlist"
+                        ));
+                    }
+                    match crate::allowlist::Allowlist::compile(
+                        c,
+                        &format!("policy.ops.{key}.commands"),
+                    ) {
+                        Ok(a) => Some(a),
+                        Err(p) => {
+                            problems.extend(p);
+                            None
+                        }
+                    }
+                }
+            };
             rules.push(Compiled {
                 key,
                 rule,
+                commands,
                 glob,
                 literals,
             });
@@ -338,8 +421,99 @@ impl Policy {
             rules,
             protect_ids,
             protect_tags,
+            allow_privileged_ct_exec: cfg.allow_privileged_ct_exec,
             source: source.to_string(),
         })
+    }
+
+    /// Load a policy file: pxagent's YAML form (the config's `policy:` section) or the MCP
+    /// gateway's JSON form (recognized by its `version`, `default` or `tools` keys). Errors
+    /// name the file and what is wrong (exit 2).
+    pub fn from_file(path: &std::path::Path) -> Result<Policy> {
+        let text = std::fs::read_to_string(path).map_err(|source| Error::ReadFile {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let shown = path.display().to_string();
+        let cfg = if crate::gateway::is_gateway_form(&text) {
+            crate::gateway::parse(&text, &shown)?
+        } else if text.trim().is_empty() {
+            PolicyConfig::default()
+        } else {
+            yaml_serde::from_str::<PolicyConfig>(&text).map_err(|e| {
+                let at = e
+                    .location()
+                    .map(|l| format!(":{}:{}", l.line(), l.column()))
+                    .unwrap_or_default();
+                Error::usage(format!("policy {shown}{at}: {e}"))
+            })?
+        };
+        Policy::from_config(cfg, &shown)
+    }
+
+    /// The policy in force for a command: `--policy FILE` (also `PXAGENT_POLICY`) when given,
+    /// else the config's (its `policy_file:` or its `policy:` section).
+    pub fn effective(flag: Option<&str>, cfg: &crate::config::Config) -> Result<Policy> {
+        match flag.filter(|f| !f.is_empty()) {
+            Some(f) => Policy::from_file(&crate::config::expand_home(std::path::Path::new(f))),
+            None => cfg.policy(),
+        }
+    }
+
+    /// The rate limits of an op: the most specific rule's `limits`, else 10 per minute for
+    /// ops that run a command in a guest, else none.
+    pub fn limits_for(&self, op: &Op) -> Vec<crate::limits::Limit> {
+        match self.compiled_for(op.id).and_then(|c| c.rule.limits.clone()) {
+            Some(l) => l,
+            None if op.runs_guest_command() => vec![crate::limits::Limit::exec_default(op)],
+            None => Vec::new(),
+        }
+    }
+
+    /// Where an op's limits were written (`None`: pxagent's default).
+    pub fn limits_source(&self, op: &Op) -> Option<String> {
+        let c = self.compiled_for(op.id)?;
+        c.rule
+            .limits
+            .as_ref()
+            .map(|_| format!("policy.ops.{}.limits in {}", c.key, self.source))
+    }
+
+    /// Whether the most specific rule's allowlist admits this guest command (program first).
+    /// `Err` is [`Error::Policy`] (exit 3) naming the allowed shapes.
+    pub fn check_command(&self, inv: &Invocation, argv: &[String]) -> Result<()> {
+        let Some(c) = self.compiled_for(inv.op.id) else {
+            return Ok(());
+        };
+        let Some(list) = &c.commands else {
+            return Ok(());
+        };
+        if list.admits(argv) {
+            return Ok(());
+        }
+        let target = match inv.vmid() {
+            Some(id) => format!("{} on {id}", inv.op.id),
+            None => inv.op.id.to_string(),
+        };
+        Err(Error::Policy(format!(
+            "policy refuses {target}: `{}` is not one of the allowed commands ({}) (policy.ops.{}.commands in {})",
+            crate::catalog::kind::printable(&crate::invocation::quote_argv(argv)),
+            crate::catalog::kind::printable(&list.describe()),
+            c.key,
+            self.source
+        )))
+    }
+
+    /// Whether `ct exec` may enter privileged containers.
+    pub fn allow_privileged_ct_exec(&self) -> bool {
+        self.allow_privileged_ct_exec
+    }
+
+    fn compiled_for(&self, op_id: &str) -> Option<&Compiled> {
+        self.rules
+            .iter()
+            .filter(|c| glob_match(&c.key, op_id))
+            .max_by_key(|c| (!c.glob, c.literals, c.rule.action))
     }
 
     /// Where this policy came from.
@@ -355,11 +529,7 @@ impl Policy {
     /// The rule that applies to an op id and the key it was written under (for dry-run
     /// output and, later, rate limits): the most specific match, as the module doc says.
     pub fn rule_for(&self, op_id: &str) -> Option<(&str, &Rule)> {
-        self.rules
-            .iter()
-            .filter(|c| glob_match(&c.key, op_id))
-            .max_by_key(|c| (!c.glob, c.literals, c.rule.action))
-            .map(|c| (c.key.as_str(), &c.rule))
+        self.compiled_for(op_id).map(|c| (c.key.as_str(), &c.rule))
     }
 
     /// Decide before anything is sent. `guest_tags` are the tags of the guest named by the
@@ -890,35 +1060,45 @@ protect: [100, 105, keep]
                         "*".into(),
                         Rule {
                             action: Action::Allow,
-                            reason: None
+                            reason: None,
+                            limits: None,
+                            commands: None
                         }
                     ),
                     (
                         "vm.destroy".into(),
                         Rule {
                             action: Action::Deny,
-                            reason: None
+                            reason: None,
+                            limits: None,
+                            commands: None
                         }
                     ),
                     (
                         "vm.stop".into(),
                         Rule {
                             action: Action::Deny,
-                            reason: Some("use `vm shutdown` instead".into())
+                            reason: Some("use `vm shutdown` instead".into()),
+                            limits: None,
+                            commands: None
                         }
                     ),
                     (
                         "ct.*".into(),
                         Rule {
                             action: Action::Confirm,
-                            reason: None
+                            reason: None,
+                            limits: None,
+                            commands: None
                         }
                     ),
                     (
                         "vm.start".into(),
                         Rule {
                             action: Action::Confirm,
-                            reason: Some("production host".into())
+                            reason: Some("production host".into()),
+                            limits: None,
+                            commands: None
                         }
                     ),
                 ]),
@@ -927,6 +1107,7 @@ protect: [100, 105, keep]
                     Protect::Vmid(105),
                     Protect::Tag("keep".into())
                 ],
+                allow_privileged_ct_exec: false,
             }
         );
         let p = Policy::from_config(cfg, SRC).unwrap();

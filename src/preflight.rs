@@ -186,7 +186,7 @@ fn words(w: &[&str]) -> Vec<String> {
 
 fn needed_tools(profile: Profile) -> Vec<&'static str> {
     let mut tools: Vec<&'static str> = Vec::new();
-    for op in OPS.iter().filter(|o| profile.allows(o.risk)) {
+    for op in OPS.iter().filter(|o| profile.allows_op(o)) {
         if !tools.contains(&op.tool.path()) {
             tools.push(op.tool.path());
         }
@@ -390,7 +390,7 @@ pub fn sudo_rules(out: Option<&Output>, profile: Profile, user: &str) -> Vec<Che
     let mut checks = Vec::new();
     let expected: Vec<(&Op, Regex)> = OPS
         .iter()
-        .filter(|op| profile.allows(op.risk))
+        .filter(|op| profile.allows_op(op))
         .map(|op| (op, rule_matcher(op)))
         .collect();
     let all: Vec<Regex> = OPS.iter().map(rule_matcher).collect();
@@ -555,7 +555,7 @@ mod tests {
         for profile in Profile::ALL {
             let cmds: Vec<String> = OPS
                 .iter()
-                .filter(|o| profile.allows(o.risk))
+                .filter(|o| profile.allows_op(o))
                 .map(|o| o.sudoers_rule(None))
                 .collect();
             let listing = format!(

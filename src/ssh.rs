@@ -383,7 +383,23 @@ impl Session {
             .map_err(|_| Error::Internal("channel semaphore closed".into()))?;
         // Name the command in messages by its first words (`sudo -n /usr/bin/pvesh get …`).
         let label: String = argv.iter().take(5).cloned().collect::<Vec<_>>().join(" ");
-        self.run(&command, &label, on_stdout).await
+        self.run(&command, &label, on_stdout, None).await
+    }
+
+    /// Like [`Session::exec`], and writes `input` to the command's stdin, then EOF. The
+    /// input is written while the output is read, so a command that echoes (`tee`) cannot
+    /// stall on a full window. A command that exits without reading all of it is not an
+    /// error here: its exit status tells.
+    pub async fn exec_with_stdin(&self, argv: &[String], input: &[u8]) -> Result<Output> {
+        let command = command_line(argv)?;
+        let _slot = self
+            .inner
+            .slots
+            .acquire()
+            .await
+            .map_err(|_| Error::Internal("channel semaphore closed".into()))?;
+        let label: String = argv.iter().take(5).cloned().collect::<Vec<_>>().join(" ");
+        self.run(&command, &label, &mut |_| {}, Some(input)).await
     }
 
     /// Runs several commands concurrently over this one connection, at most
@@ -415,6 +431,11 @@ impl Session {
         self.inner.auth_methods.clone()
     }
 
+    /// Whether the connection is gone (the MCP server drops a dead one before reusing it).
+    pub fn is_closed(&self) -> bool {
+        self.inner.handle.is_closed()
+    }
+
     /// The server's host key as `ssh-ed25519 key SHA256:…`.
     pub fn host_key(&self) -> &str {
         &self.inner.host_key
@@ -440,6 +461,7 @@ impl Session {
         command: &str,
         argv0: &str,
         on_stdout: &mut (dyn FnMut(&[u8]) + Send),
+        input: Option<&[u8]>,
     ) -> Result<Output> {
         let deadline = self.inner.command_timeout.map(|t| Instant::now() + t);
         let timed_out = || {
@@ -467,8 +489,20 @@ impl Session {
         let mut out = Output::default();
         let mut status = None;
         let mut signal = None;
+        let mut writer =
+            input.map(|data| Box::pin(write_then_eof(channel.make_writer(), data.to_vec())));
         loop {
-            let msg = match until(deadline, channel.wait()).await {
+            let next = match writer.as_mut() {
+                Some(w) => tokio::select! {
+                    _ = w => {
+                        writer = None;
+                        continue;
+                    }
+                    m = until(deadline, channel.wait()) => m,
+                },
+                None => until(deadline, channel.wait()).await,
+            };
+            let msg = match next {
                 None => {
                     abort(&mut channel).await;
                     return Err(timed_out());
@@ -575,6 +609,20 @@ fn sig_name(sig: &Sig) -> String {
         Sig::USR1 => "USR1".into(),
         Sig::Custom(s) => s.clone(),
     }
+}
+
+/// Writes all of `data` to a channel's stdin, then EOF. Errors (the command exited and the
+/// channel closed) end the writing quietly: the exit status tells what happened.
+async fn write_then_eof(mut w: impl tokio::io::AsyncWrite + Unpin, data: Vec<u8>) {
+    use std::pin::Pin;
+    let mut off = 0;
+    while off < data.len() {
+        match std::future::poll_fn(|cx| Pin::new(&mut w).poll_write(cx, &data[off..])).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => off += n,
+        }
+    }
+    let _ = std::future::poll_fn(|cx| Pin::new(&mut w).poll_shutdown(cx)).await;
 }
 
 /// Runs `f` until `deadline`; `None` if the deadline passed first.

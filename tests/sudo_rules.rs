@@ -232,15 +232,8 @@ fn escapes() -> Vec<Vec<String>> {
             j[0],
             j[1],
         ]),
-        w(&[
-            pvesh,
-            "create",
-            "/nodes/pve1/qemu/100/agent/exec",
-            "--command",
-            "id",
-            j[0],
-            j[1],
-        ]),
+        // (guest-agent exec is the catalog's vm.exec since issue 6: in `full` only, see
+        // vm_exec_rules_are_full_only_and_fenced)
         // vzdump hooks and output redirection
         w(&["/usr/bin/vzdump", "100", "--script", "/tmp/x"]),
         w(&["/usr/bin/vzdump", "100", "--dumpdir", "/etc/sudoers.d"]),
@@ -413,6 +406,8 @@ fn every_profile_and_fenced_render_passes_visudo() {
             vec!["--vmids", "100-199,250", "--ctids", "200-299"],
         ),
         ("readonly", vec!["--ctids", "1000-1999"]),
+        ("full", vec!["--ct-exec", "200-299"]),
+        ("readonly", vec!["--ct-exec", "200,250-260"]),
     ];
     for (i, (profile, extra)) in renders.iter().enumerate() {
         let text = render(profile, extra);
@@ -440,7 +435,7 @@ fn each_op_is_allowed_exactly_in_its_profiles() {
         let _installed = Installed::new(&render(profile.name(), &[]));
         for op in OPS {
             for argv in samples(op) {
-                let expected = profile.allows(op.risk);
+                let expected = profile.allows_op(op);
                 assert_eq!(
                     allowed(&argv),
                     expected,
@@ -542,4 +537,175 @@ fn fences_admit_only_their_ids() {
         "--output-format",
         "json"
     ])));
+}
+
+/// Issue 6: `pct exec` is in no profile; `--ct-exec RANGES` adds it for those containers only,
+/// and only as `pct exec ID -- …` (never `pct enter`, `push`, `pull` or an option before `--`).
+#[test]
+fn container_exec_only_with_ct_exec_and_only_in_its_fence() {
+    let _guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let pct = "/usr/sbin/pct";
+    let exec = |id: &str, rest: &[&str]| {
+        let mut v = w(&[pct, "exec", id, "--"]);
+        v.extend(rest.iter().map(|s| s.to_string()));
+        v
+    };
+    {
+        let _installed = Installed::new(&render("full", &[]));
+        assert!(
+            !allowed(&exec("200", &["uname", "-a"])),
+            "full without --ct-exec"
+        );
+    }
+    let _installed = Installed::new(&render("readonly", &["--ct-exec", "200-209"]));
+    for (argv, ok) in [
+        (exec("200", &["uname", "-a"]), true),
+        (exec("209", &["/usr/bin/tee", "/tmp/a b"]), true),
+        (exec("205", &["sh", "-c", "echo a; echo b\nc"]), true),
+        (exec("210", &["uname"]), false),
+        (exec("100", &["uname"]), false),
+        (
+            w(&[pct, "exec", "200", "--keep-env", "1", "--", "sh"]),
+            false,
+        ),
+        (w(&[pct, "exec", "200", "sh"]), false),
+        (w(&[pct, "enter", "200"]), false),
+        (w(&[pct, "push", "200", "/etc/shadow", "/tmp/x"]), false),
+        (
+            w(&[pct, "pull", "200", "/tmp/x", "/etc/sudoers.d/x"]),
+            false,
+        ),
+    ] {
+        assert_eq!(allowed(&argv), ok, "{argv:?}");
+    }
+    // The readonly profile's other rules are untouched: no VM exec, no changes.
+    for op in OPS {
+        for argv in samples(op) {
+            if op.id == "ct.exec" {
+                continue; // its sample uses VMID 200, inside the fence: checked above
+            }
+            let expected = Profile::Readonly.allows_op(op);
+            assert_eq!(allowed(&argv), expected, "{} {argv:?}", op.id);
+        }
+    }
+}
+
+/// Issue 6: guest-agent exec is in `full` only, fenced like every VM op, and its rules admit
+/// nothing but the agent endpoints (no monitor, no other path on the same tool).
+#[test]
+fn vm_exec_rules_are_full_only_and_fenced() {
+    let _guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let pvesh = "/usr/bin/pvesh";
+    let j = ["--output-format", "json"];
+    let exec = |id: &str, words: &[&str]| {
+        let mut v = w(&[
+            pvesh,
+            "create",
+            &format!("/nodes/pve1/qemu/{id}/agent/exec"),
+        ]);
+        for word in words {
+            v.push("--command".into());
+            v.push(word.to_string());
+        }
+        v.extend(j.iter().map(|s| s.to_string()));
+        v
+    };
+    {
+        let _installed = Installed::new(&render("operator", &[]));
+        assert!(!allowed(&exec("100", &["uname"])));
+    }
+    let _installed = Installed::new(&render("full", &["--vmids", "100-199"]));
+    for (argv, ok) in [
+        (exec("100", &["uname", "-a"]), true),
+        (exec("150", &["ls", "-la", "--output-format", "a; b"]), true),
+        (exec("200", &["uname"]), false),
+        (
+            w(&[
+                pvesh,
+                "get",
+                "/nodes/pve1/qemu/100/agent/exec-status",
+                "--pid",
+                "12",
+                j[0],
+                j[1],
+            ]),
+            true,
+        ),
+        (
+            w(&[
+                pvesh,
+                "get",
+                "/nodes/pve1/qemu/100/agent/exec-status",
+                "--pid",
+                "x",
+                j[0],
+                j[1],
+            ]),
+            false,
+        ),
+        (
+            w(&[
+                pvesh,
+                "create",
+                "/nodes/pve1/qemu/100/agent/file-write",
+                "--file",
+                "/tmp/x",
+                "--content",
+                "aGk=",
+                "--encode",
+                "0",
+                j[0],
+                j[1],
+            ]),
+            true,
+        ),
+        (
+            w(&[
+                pvesh,
+                "get",
+                "/nodes/pve1/qemu/100/agent/file-read",
+                "--file",
+                "/tmp/x",
+                j[0],
+                j[1],
+            ]),
+            true,
+        ),
+        (
+            w(&[
+                pvesh,
+                "create",
+                "/nodes/pve1/qemu/100/monitor",
+                "--command",
+                "info",
+                j[0],
+                j[1],
+            ]),
+            false,
+        ),
+        (
+            w(&[
+                pvesh,
+                "create",
+                "/nodes/pve1/execute",
+                "--commands",
+                "x",
+                j[0],
+                j[1],
+            ]),
+            false,
+        ),
+        (
+            w(&[
+                pvesh,
+                "create",
+                "/nodes/pve1/qemu/100/agent/exec",
+                "--command",
+                "x",
+            ]),
+            false,
+        ),
+    ] {
+        assert_eq!(allowed(&argv), ok, "{argv:?}");
+    }
 }

@@ -76,6 +76,29 @@ pub enum Kind {
     Bridge,
     /// One of a fixed set of values.
     Choice(&'static [Choice]),
+    /// A command to run inside a guest: the program, then its arguments, as a JSON array of
+    /// strings on the wire (`["uname","-a"]`). Expanded one argv word per element by
+    /// [`super::Arg::List`]. Any characters but NUL: the guest receives an argv, no shell.
+    GuestArgv,
+    /// An absolute path inside a guest: no NUL or other control characters, no `..`.
+    GuestPath,
+    /// Data handed to a guest (stdin for the guest agent, a file's base64): any characters
+    /// but NUL, at most 64 KiB (the guest agent's own limits are checked by the exec flow).
+    GuestData,
+    /// A process id inside a guest (as the guest agent reports it).
+    Pid,
+}
+
+/// Most words a guest command may have.
+pub const GUEST_ARGV_MAX_WORDS: usize = 256;
+/// Most bytes a guest command may have, all words together.
+pub const GUEST_ARGV_MAX_BYTES: usize = 32 * 1024;
+/// Most bytes of [`Kind::GuestData`] (PVE's `input-data` maxLength, 64 KiB).
+pub const GUEST_DATA_MAX_BYTES: usize = 64 * 1024;
+
+/// Parse a [`Kind::GuestArgv`] wire value back into its words.
+pub fn guest_argv(wire: &str) -> Vec<String> {
+    serde_json::from_str(wire).unwrap_or_default()
 }
 
 /// One value of a [`Kind::Choice`].
@@ -137,6 +160,13 @@ impl Kind {
             Kind::Cores => "[1-9][0-9]{0,2}".into(),
             Kind::Gibibytes => "[1-9][0-9]{0,4}".into(),
             Kind::Bridge => "vmbr[0-9]{1,4}".into(),
+            // Guest commands and data are the capability itself (root in that guest): after the
+            // op's fixed, anchored prefix, sudoers admits any words here. `.*` is the only
+            // form sudo can take (its regex checker refuses bounds above 255, and glibc's
+            // regcomp would expand a nested bound into tens of thousands of states).
+            Kind::GuestArgv | Kind::GuestData => ".*".into(),
+            Kind::GuestPath => "/.*".into(),
+            Kind::Pid => "[1-9][0-9]{0,9}".into(),
             Kind::Choice(choices) => {
                 let mut wires: Vec<&str> = Vec::new();
                 for c in choices {
@@ -179,6 +209,12 @@ impl Kind {
                 let names: Vec<&str> = choices.iter().map(|c| c.cli).collect();
                 format!("one of {}", names.join(", "))
             }
+            Kind::GuestArgv => "a program and its arguments (no NUL bytes)".into(),
+            Kind::GuestPath => {
+                "an absolute guest path without control characters or '..'".into()
+            }
+            Kind::GuestData => "data without NUL bytes, at most 64 KiB".into(),
+            Kind::Pid => "a process id".into(),
         }
     }
 
@@ -211,6 +247,10 @@ impl Kind {
             Kind::Gibibytes => "32",
             Kind::Bridge => "vmbr0",
             Kind::Choice(choices) => choices[0].cli,
+            Kind::GuestArgv => r#"["uname","-a"]"#,
+            Kind::GuestPath => "/tmp/pxagent-example.txt",
+            Kind::GuestData => "aGVsbG8K",
+            Kind::Pid => "4242",
         }
     }
 
@@ -228,6 +268,23 @@ impl Kind {
         }
         if let Kind::Flag = self {
             return Ok("1".into());
+        }
+        match self {
+            Kind::GuestArgv => return parse_guest_argv(raw).map_err(bad),
+            Kind::GuestPath => return parse_guest_path(raw).map_err(bad),
+            Kind::GuestData => {
+                if raw.contains('\0') {
+                    return Err(bad("NUL bytes cannot travel in a command line".into()));
+                }
+                if raw.len() > GUEST_DATA_MAX_BYTES {
+                    return Err(bad(format!(
+                        "{} bytes, more than the {GUEST_DATA_MAX_BYTES} allowed",
+                        raw.len()
+                    )));
+                }
+                return Ok(raw.to_string());
+            }
+            _ => {}
         }
         let re = regex::Regex::new(&format!("^(?:{})$", self.regex()))
             .map_err(|e| Error::Internal(format!("kind regex for {what}: {e}")))?;
@@ -270,6 +327,58 @@ impl Kind {
         }
         Ok(raw.to_string())
     }
+}
+
+/// Validate a guest command given as a JSON array of strings; returns it re-serialized.
+fn parse_guest_argv(raw: &str) -> std::result::Result<String, String> {
+    let words: Vec<String> = serde_json::from_str(raw)
+        .map_err(|_| "expected a JSON array of strings: program, then arguments".to_string())?;
+    guest_argv_checked(&words)?;
+    serde_json::to_string(&words).map_err(|e| e.to_string())
+}
+
+/// The rules every guest command obeys, whatever front end built it.
+pub fn guest_argv_checked(words: &[String]) -> std::result::Result<(), String> {
+    match words.first() {
+        None => return Err("no program given".into()),
+        Some(p) if p.is_empty() => return Err("the program is empty".into()),
+        _ => {}
+    }
+    if words.len() > GUEST_ARGV_MAX_WORDS {
+        return Err(format!(
+            "{} words, more than the {GUEST_ARGV_MAX_WORDS} allowed",
+            words.len()
+        ));
+    }
+    let total: usize = words.iter().map(|w| w.len() + 1).sum();
+    if total > GUEST_ARGV_MAX_BYTES {
+        return Err(format!(
+            "{total} bytes, more than the {GUEST_ARGV_MAX_BYTES} allowed"
+        ));
+    }
+    if let Some(i) = words.iter().position(|w| w.contains('\0')) {
+        return Err(format!(
+            "word {i} contains a NUL byte, which no command line can carry"
+        ));
+    }
+    Ok(())
+}
+
+/// Validate an absolute guest path.
+fn parse_guest_path(raw: &str) -> std::result::Result<String, String> {
+    if !raw.starts_with('/') {
+        return Err("a guest path must be absolute (start with '/')".into());
+    }
+    if raw.chars().any(char::is_control) {
+        return Err("control characters (NUL, newline …) are not allowed in a guest path".into());
+    }
+    if raw.split('/').any(|c| c == "..") {
+        return Err("'..' is not allowed in a guest path".into());
+    }
+    if raw.len() > 4096 || raw == "/" || raw.ends_with('/') {
+        return Err("expected a file path (not a directory), at most 4096 bytes".into());
+    }
+    Ok(raw.to_string())
 }
 
 /// Render a value for an error message without letting control characters through.
@@ -460,6 +569,57 @@ mod tests {
                 .parse("c", "crc32:00000000000000000000000000000000")
                 .is_err()
         );
+    }
+
+    #[test]
+    fn guest_kinds() {
+        for k in [Kind::GuestArgv, Kind::GuestPath, Kind::GuestData, Kind::Pid] {
+            assert!(k.parse("x", k.example()).is_ok(), "{k:?}");
+        }
+        let argv = Kind::GuestArgv
+            .parse("command", r#"["sh","-c","a; $(b)\nc","-la",""]"#)
+            .unwrap();
+        assert_eq!(guest_argv(&argv), ["sh", "-c", "a; $(b)\nc", "-la", ""]);
+        for bad in [
+            r#"[]"#,
+            r#"[""]"#,
+            r#""uname""#,
+            r#"["a\u0000b"]"#,
+            "not json",
+        ] {
+            assert_eq!(
+                Kind::GuestArgv
+                    .parse("command", bad)
+                    .unwrap_err()
+                    .exit_code(),
+                2,
+                "{bad}"
+            );
+        }
+        let many = serde_json::to_string(&vec!["x"; GUEST_ARGV_MAX_WORDS + 1]).unwrap();
+        assert!(Kind::GuestArgv.parse("command", &many).is_err());
+        for ok in ["/tmp/in.txt", "/tmp/a b/c:d", "/x..y"] {
+            assert!(Kind::GuestPath.parse("p", ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "tmp/x",
+            "/tmp/../etc/shadow",
+            "/..",
+            "/a\nb",
+            "/a\u{0}b",
+            "/",
+            "/tmp/",
+        ] {
+            assert!(Kind::GuestPath.parse("p", bad).is_err(), "{bad:?}");
+        }
+        assert!(Kind::GuestData.parse("d", "a\0b").is_err());
+        assert!(
+            Kind::GuestData
+                .parse("d", &"a".repeat(GUEST_DATA_MAX_BYTES + 1))
+                .is_err()
+        );
+        assert!(Kind::Pid.parse("pid", "0").is_err());
+        assert!(Kind::Pid.parse("pid", "--1").is_err());
     }
 
     #[test]

@@ -81,8 +81,8 @@ impl Profile {
             })
     }
 
-    /// Whether ops of this risk class belong to the profile. Exec ops are in no profile by
-    /// default: the admin opts in per guest range.
+    /// Whether ops of this risk class belong to the profile as a class. Exec ops are
+    /// decided one by one: see [`Profile::allows_op`].
     pub fn allows(self, risk: Risk) -> bool {
         match risk {
             Risk::Read => true,
@@ -91,7 +91,24 @@ impl Profile {
             Risk::Exec => false,
         }
     }
+
+    /// Whether the op belongs to the profile. Guest-agent exec on VMs (root inside that VM,
+    /// nothing on the host) is in `full`; container exec (`pct exec`, root in the container
+    /// and close to the host's root for a privileged one) is in no profile: the admin names
+    /// the container ids (`sudoers render --ct-exec RANGES`).
+    pub fn allows_op(self, op: &Op) -> bool {
+        match (op.risk, op.area) {
+            (Risk::Exec, Area::Vm) => self >= Profile::Full,
+            (Risk::Exec, _) => false,
+            (risk, _) => self.allows(risk),
+        }
+    }
 }
+
+/// Ops that are steps of `vm exec` (file sync), not commands of their own: catalog rows so
+/// that sudoers, dry-run and the preflight know their command lines, but neither the CLI nor
+/// the MCP server offers them.
+pub const STEPS: &[&str] = &["vm.file-write", "vm.file-read"];
 
 /// What part of Proxmox an op touches; names the sudoers `Cmnd_Alias` group with the risk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -183,6 +200,9 @@ pub enum Arg {
     Word(&'static str),
     /// Present only when the named parameter was given: these argv words.
     Opt(&'static str, &'static [&'static str]),
+    /// A [`Kind::GuestArgv`] parameter, one argv word per element, each preceded by the flag
+    /// when there is one (`--command uname --command -a`). In sudoers: the flag, then `.*`.
+    List(&'static str, Option<&'static str>),
 }
 
 /// How an op's result is parsed into typed data and shown (see [`crate::views`]).
@@ -287,6 +307,16 @@ impl Op {
         self.id.replace(['.', '-'], "_")
     }
 
+    /// Whether this op is a step of another op's flow (see [`STEPS`]).
+    pub fn is_step(&self) -> bool {
+        STEPS.contains(&self.id)
+    }
+
+    /// Whether this op starts a process inside a guest (it takes a [`Kind::GuestArgv`]).
+    pub fn runs_guest_command(&self) -> bool {
+        self.params.iter().any(|p| p.kind == Kind::GuestArgv)
+    }
+
     /// Find a parameter by name.
     pub fn param(&self, name: &str) -> Option<&'static Param> {
         self.params.iter().find(|p| p.name == name)
@@ -296,7 +326,7 @@ impl Op {
     pub fn profiles(&self) -> Vec<Profile> {
         Profile::ALL
             .into_iter()
-            .filter(|p| p.allows(self.risk))
+            .filter(|p| p.allows_op(self))
             .collect()
     }
 
@@ -330,6 +360,9 @@ impl Op {
         for p in self.params {
             let flag = p.name.replace('_', "-");
             match p.how {
+                How::Positional if p.kind == Kind::GuestArgv => {
+                    s.push_str(" -- <program> [<args>…]")
+                }
                 How::Positional => s.push_str(&format!(" <{flag}>")),
                 How::Option => s.push_str(&format!(" [--{flag} <{flag}>]")),
                 How::Flag => s.push_str(&format!(" [--{flag}]")),
@@ -385,6 +418,16 @@ impl Op {
                     }
                     out.push_str(")?");
                 }
+                Arg::List(_, flag) => {
+                    if !first {
+                        out.push(' ');
+                    }
+                    if let Some(f) = flag {
+                        out.push_str(&escape_ere(f));
+                        out.push(' ');
+                    }
+                    out.push_str(&Kind::GuestArgv.regex());
+                }
             }
             first = false;
         }
@@ -425,6 +468,17 @@ impl Op {
                         }
                     }
                 }
+                Arg::List(name, flag) => match values.get(name) {
+                    Some(wire) => {
+                        for word in kind::guest_argv(wire) {
+                            if let Some(f) = flag {
+                                argv.push(f.to_string());
+                            }
+                            argv.push(word);
+                        }
+                    }
+                    None => argv.push(format!("<{name}>")),
+                },
             }
         }
         argv

@@ -1375,4 +1375,159 @@ pub static OPS: &[Op] = &[
         ],
         ..TASK
     },
+    // --- commands inside guests (issue 6) ----------------------------------------------
+    // Guest-agent exec reaches a VM on any node (pvesh proxies). The agent's exec returns a
+    // PID at once; `vm exec` then polls exec-status until the process exited. Guest words
+    // travel as `--command WORD` each: PVE's get_options declares array parameters as
+    // Getopt::Long `command=s@`, and a mandatory string value is taken as is even when it
+    // starts with `-` (`--command -la`), so no guest word can become a pvesh option.
+    Op {
+        id: "vm.exec",
+        cli: &["vm", "exec"],
+        about: "Run a command inside a VM through the QEMU guest agent and return its exit code and output",
+        risk: Risk::Exec,
+        area: Area::Vm,
+        params: &[VMID, GUEST_COMMAND, INPUT_DATA, GUEST_NODE],
+        tool: Tool::Pvesh,
+        args: &[
+            Arg::Word("create"),
+            Arg::Word("/nodes/{node}/qemu/{vmid}/agent/exec"),
+            Arg::List("command", Some("--command")),
+            Arg::Opt("input_data", &["--input-data", "{input_data}"]),
+            JSON[0],
+            JSON[1],
+        ],
+        confirm: None,
+        select: &[],
+        settles: None,
+        view: View::Object,
+        prechecks: &[],
+    },
+    Op {
+        id: "vm.exec-status",
+        cli: &["vm", "exec-status"],
+        about: "Show the state and output of a process the guest agent started (e.g. one left running after a timeout)",
+        risk: Risk::Exec,
+        area: Area::Vm,
+        params: &[VMID, GUEST_PID, GUEST_NODE],
+        tool: Tool::Pvesh,
+        args: &[
+            Arg::Word("get"),
+            Arg::Word("/nodes/{node}/qemu/{vmid}/agent/exec-status"),
+            Arg::Word("--pid"),
+            Arg::Word("{pid}"),
+            JSON[0],
+            JSON[1],
+        ],
+        confirm: None,
+        select: &[],
+        settles: None,
+        view: View::Object,
+        prechecks: &[],
+    },
+    // file-write opens with mode `wb` (truncates): there is no append, so a file travels in
+    // one call, at most 60 KiB of base64 (`--encode 0`: pxagent encodes, binary-safe).
+    Op {
+        id: "vm.file-write",
+        cli: &["vm", "file-write"],
+        about: "Write a file inside a VM through the guest agent (a step of `vm exec --push`)",
+        risk: Risk::Exec,
+        area: Area::Vm,
+        params: &[VMID, GUEST_FILE, GUEST_CONTENT, GUEST_NODE],
+        tool: Tool::Pvesh,
+        args: &[
+            Arg::Word("create"),
+            Arg::Word("/nodes/{node}/qemu/{vmid}/agent/file-write"),
+            Arg::Word("--file"),
+            Arg::Word("{file}"),
+            Arg::Word("--content"),
+            Arg::Word("{content}"),
+            Arg::Word("--encode"),
+            Arg::Word("0"),
+            JSON[0],
+            JSON[1],
+        ],
+        confirm: None,
+        select: &[],
+        settles: None,
+        view: View::Object,
+        prechecks: &[],
+    },
+    Op {
+        id: "vm.file-read",
+        cli: &["vm", "file-read"],
+        about: "Read a file inside a VM through the guest agent (a step of `vm exec --pull`)",
+        risk: Risk::Exec,
+        area: Area::Vm,
+        params: &[VMID, GUEST_FILE, GUEST_NODE],
+        tool: Tool::Pvesh,
+        args: &[
+            Arg::Word("get"),
+            Arg::Word("/nodes/{node}/qemu/{vmid}/agent/file-read"),
+            Arg::Word("--file"),
+            Arg::Word("{file}"),
+            JSON[0],
+            JSON[1],
+        ],
+        confirm: None,
+        select: &[],
+        settles: None,
+        view: View::Object,
+        prechecks: &[],
+    },
+    // `pct exec` runs only on the container's own node (pct is local), blocks until the
+    // command ends and passes stdin, stdout and the exit status through. `--` ends pct's
+    // options, so guest words are never read as pct options. File sync runs `tee`/`cat`
+    // through this same rule: never `pct push`/`pct pull`, which write host paths as root.
+    Op {
+        id: "ct.exec",
+        cli: &["ct", "exec"],
+        about: "Run a command inside a container through `pct exec` (needs `sudoers render --ct-exec`)",
+        risk: Risk::Exec,
+        area: Area::Ct,
+        params: &[CTID, GUEST_COMMAND],
+        tool: Tool::Pct,
+        args: &[
+            Arg::Word("exec"),
+            Arg::Word("{vmid}"),
+            Arg::Word("--"),
+            Arg::List("command", None),
+        ],
+        confirm: None,
+        select: &[],
+        settles: None,
+        view: View::Object,
+        prechecks: &[],
+    },
 ];
+
+const GUEST_COMMAND: Param = Param {
+    name: "command",
+    kind: Kind::GuestArgv,
+    how: How::Positional,
+    help: "the program to run in the guest, then its arguments (after `--`)",
+};
+const INPUT_DATA: Param = Param {
+    name: "input_data",
+    kind: Kind::GuestData,
+    how: How::Option,
+    help: "data the guest command reads on stdin",
+};
+const GUEST_PID: Param = Param {
+    name: "pid",
+    kind: Kind::Pid,
+    how: How::Positional,
+    help: "the PID `vm exec` reported",
+};
+const GUEST_FILE: Param = Param {
+    name: "file",
+    kind: Kind::GuestPath,
+    how: How::Required,
+    help: "the absolute path inside the guest",
+};
+const GUEST_CONTENT: Param = Param {
+    name: "content",
+    kind: Kind::GuestData,
+    how: How::Required,
+    help: "the file's content, base64-encoded",
+};

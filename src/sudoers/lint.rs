@@ -89,6 +89,7 @@ pub struct Finding {
 pub const CODES: &[&str] = &[
     // commands
     "all-commands",
+    "guest-exec",
     "unconstrained-args",
     "wildcard-args",
     "pve-dangerous-args",
@@ -1985,6 +1986,31 @@ fn merged_usr(path: &str) -> String {
 }
 
 fn check_pve_tool(tool: Tool, path: &str, args: &Args, display: &str) -> Vec<Finding> {
+    // pxagent's own exec rules (issue 6) carry a guest's argv by design: `.*` after a pinned
+    // prefix (verb, endpoint, fenced VMID). Say what they grant instead of "over-broad".
+    if let (Args::Regex(r), true) = (args, path == tool.path())
+        && let Some(op) = own_exec_op(tool, r)
+    {
+        let (severity, what) = match op.area {
+            crate::catalog::Area::Ct => (
+                Severity::Warning,
+                "root inside these containers (close to host root in a privileged one; pxagent refuses those unless its policy allows them)",
+            ),
+            _ => (
+                Severity::Info,
+                "root inside these VMs through their guest agent, nothing on the host",
+            ),
+        };
+        return vec![finding(
+            severity,
+            "guest-exec",
+            format!(
+                "`{display}` is pxagent's {} rule: it runs commands as {what}",
+                op.id
+            ),
+            "Keep it only if agents need commands inside guests; pxagent rate-limits them and checks its policy's command allowlist.",
+        )];
+    }
     let risk = tool_risk(tool);
     let name = tool.name();
     let mut out = Vec::new();
@@ -2058,6 +2084,21 @@ fn check_pve_tool(tool: Tool, path: &str, args: &Args, display: &str) -> Vec<Fin
         }
     }
     out
+}
+
+/// The catalog exec op whose rendered rule (with any VMID fence) this regex is.
+fn own_exec_op(tool: Tool, regex: &str) -> Option<&'static crate::catalog::Op> {
+    const SENTINEL: &str = "PXAVMIDFENCE";
+    crate::catalog::OPS
+        .iter()
+        .filter(|op| op.risk == crate::catalog::Risk::Exec && op.tool == tool)
+        .find(|op| {
+            let escaped = regex::escape(&op.args_regex(Some(SENTINEL))).replace(
+                &format!(r"\({SENTINEL}\)"),
+                r"(?:\[1-9\]\[0-9\]\{2,8\}|\([0-9\[\]{}|-]+\))",
+            );
+            Regex::new(&format!("^{escaped}$")).is_ok_and(|re| re.is_match(regex))
+        })
 }
 
 // --- systemd and other pager tools ------------------------------------------------------

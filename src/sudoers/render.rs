@@ -25,6 +25,8 @@ pub struct RenderOptions {
     pub vmids: Option<Ranges>,
     /// Fence for container ops' VMIDs (defaults to `vmids`: a container id is a VMID too).
     pub ctids: Option<Ranges>,
+    /// Containers `pct exec` may enter (`--ct-exec`); without it no profile has `ct.exec`.
+    pub ct_exec: Option<Ranges>,
 }
 
 impl RenderOptions {
@@ -35,11 +37,16 @@ impl RenderOptions {
             profile: Profile::Full,
             vmids: None,
             ctids: None,
+            ct_exec: None,
         })
     }
 
     /// The fence regex that applies to an op, if any.
     pub fn fence_for(&self, op: &Op) -> Option<String> {
+        // Container exec is fenced by its own opt-in list, never by the general fences.
+        if is_ct_exec(op) {
+            return self.ct_exec.as_ref().map(Ranges::regex);
+        }
         let cts = self.ctids.as_ref().or(self.vmids.as_ref());
         let ranges = match op.fence_area()? {
             Area::Vm => self.vmids.clone(),
@@ -55,8 +62,14 @@ impl RenderOptions {
 
     /// The ops this render allows, in catalog order.
     pub fn ops(&self) -> impl Iterator<Item = &'static Op> + '_ {
-        OPS.iter().filter(|op| self.profile.allows(op.risk))
+        OPS.iter()
+            .filter(|op| self.profile.allows_op(op) || (is_ct_exec(op) && self.ct_exec.is_some()))
     }
+}
+
+/// `pct exec`: root in the container, near-host-root in a privileged one (issue 6).
+fn is_ct_exec(op: &Op) -> bool {
+    op.risk == Risk::Exec && op.area == Area::Ct
 }
 
 /// Validate an account name: a plain POSIX login name, never root. It appears unquoted in
@@ -98,9 +111,13 @@ pub fn render(opts: &RenderOptions) -> String {
     let w = &mut s;
     let _ = writeln!(
         w,
-        "# /etc/sudoers.d/{user}: rendered by pxagent {} (profile {}{}{})",
+        "# /etc/sudoers.d/{user}: rendered by pxagent {} (profile {}{}{}{})",
         env!("CARGO_PKG_VERSION"),
         opts.profile.name(),
+        opts.ct_exec
+            .as_ref()
+            .map(|r| format!(", ct-exec {}", r.display()))
+            .unwrap_or_default(),
         opts.vmids
             .as_ref()
             .map(|r| format!(", vmids {}", r.display()))
@@ -229,6 +246,13 @@ mod tests {
     fn never_a_wildcard_and_always_anchored() {
         let full = render(&RenderOptions::new("zen-agent").unwrap());
         for line in full.lines().filter(|l| l.starts_with("    /")) {
+            // Exec rules end in the guest's argv or data, `.*` after a fixed prefix.
+            let exec = line.contains("/agent/") || line.contains("pct ^exec");
+            let line = if exec {
+                line.replace(".*", "")
+            } else {
+                line.to_string()
+            };
             assert!(!line.contains('*'), "{line}");
             assert!(
                 line.contains(" ^") && line.trim_end_matches([',', ' ', '\\']).ends_with('$'),
@@ -263,6 +287,23 @@ mod tests {
             !s.contains("--vmid [1-9][0-9]{2,8}"),
             "an unfenced VMID is left"
         );
+    }
+
+    #[test]
+    fn container_exec_only_with_its_own_fence() {
+        let mut o = RenderOptions::new("zen-agent").unwrap();
+        let full = render(&o);
+        assert!(!full.contains("/usr/sbin/pct ^exec"), "{full}");
+        // VM exec through the guest agent is in full, not below.
+        assert!(full.contains("/agent/exec --command .*( --input-data .*)? --output-format json$"));
+        o.profile = Profile::Operator;
+        assert!(!render(&o).contains("/agent/exec"));
+        o.ct_exec = Some(Ranges::parse("--ct-exec", "200-299").unwrap());
+        o.ctids = Some(Ranges::parse("--ctids", "200-999").unwrap());
+        let s = render(&o);
+        assert!(s.contains("/usr/sbin/pct ^exec (2[0-9]{2}) -- .*$"), "{s}");
+        assert!(s.contains("ct-exec 200-299"), "{s}");
+        assert!(!s.contains("/agent/exec"), "operator has no VM exec: {s}");
     }
 
     #[test]
