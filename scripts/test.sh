@@ -24,6 +24,9 @@ cargo fmt --all -- --check
 echo "== cargo clippy --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 
+echo "== installing the official Python MCP SDK (the real client of tests/mcp.rs)"
+python3 -m pip install --quiet 'mcp>=1.0'
+
 echo "== building pxagent and pve-sim (release)"
 cargo build --release --quiet -p pxagent -p pve-sim
 export PXAGENT_BIN="$PWD/target/release/pxagent" PVE_SIM_BIN="$PWD/target/release/pve-sim"

@@ -6,7 +6,7 @@
 
 use clap::{Arg, ArgAction, Command};
 
-use crate::catalog::{How, OPS, Op, Param, Risk};
+use crate::catalog::{How, Kind, OPS, Op, Param, Risk};
 
 /// Environment variable prefix for global flags.
 pub const ENV_PREFIX: &str = "PXAGENT_";
@@ -72,6 +72,12 @@ fn global_args() -> Vec<Arg> {
             .global(true)
             .value_name("PHRASE")
             .help("The exact confirmation phrase for a destructive op, e.g. 'yes destroy 100'"),
+        Arg::new("policy")
+            .long("policy")
+            .env("PXAGENT_POLICY")
+            .global(true)
+            .value_name("FILE")
+            .help("Policy file: pxagent's YAML policy or the MCP gateway's JSON form (overrides the config's policy)"),
         Arg::new("config")
             .long("config")
             .env("PXAGENT_CONFIG")
@@ -128,6 +134,38 @@ fn param_arg(p: &Param) -> Arg {
     }
 }
 
+/// The arguments of a command inside a guest (issue 6): the argv after `--`, stdin, and
+/// file sync.
+fn exec_args() -> Vec<Arg> {
+    vec![
+        Arg::new("command")
+            .num_args(1..)
+            .last(true)
+            .required(true)
+            .allow_hyphen_values(true)
+            .value_name("PROGRAM ARGS")
+            .help("The program to run in the guest and its arguments, after `--` (no shell in between)"),
+        Arg::new("stdin")
+            .long("stdin")
+            .value_name("FILE|-")
+            .help("Feed this file (or pxagent's stdin: -) to the command's stdin (VMs: text, at most 64 KiB)"),
+        Arg::new("push")
+            .long("push")
+            .value_name("LOCAL:GUEST")
+            .action(ArgAction::Append)
+            .help("Copy a local file to an absolute guest path before the command (repeatable; VMs: at most 46080 bytes)"),
+        Arg::new("pull")
+            .long("pull")
+            .value_name("GUEST:LOCAL")
+            .action(ArgAction::Append)
+            .help("Copy a guest file to a local path after the command exited 0 (repeatable; checksum-verified)"),
+        Arg::new("force")
+            .long("force")
+            .action(ArgAction::SetTrue)
+            .help("Overwrite existing local files when pulling"),
+    ]
+}
+
 fn op_command(name: &str, ops: &[&'static Op]) -> Command {
     // The least specific op describes the command; variants are listed after it.
     let base = ops
@@ -169,11 +207,20 @@ fn op_command(name: &str, ops: &[&'static Op]) -> Command {
     // Variants add their switch; same-named params are identical (a catalog test checks).
     for op in ops {
         for p in op.params {
-            if !seen.contains(&p.name) {
+            // A guest command's argv and stdin come from the exec arguments below.
+            let exec_input =
+                op.runs_guest_command() && matches!(p.kind, Kind::GuestArgv | Kind::GuestData);
+            if !exec_input && !seen.contains(&p.name) {
                 seen.push(p.name);
                 cmd = cmd.arg(param_arg(p));
             }
         }
+    }
+    if base.runs_guest_command() {
+        cmd = cmd.args(exec_args()).after_help(
+            "Exits 0 when the command ran in the guest, whatever its exit code (JSON: data.exitcode); \
+             rate-limited (default 10 per minute) and checked against the policy's command allowlist.",
+        );
     }
     if base.risk == Risk::Confirm {
         cmd = cmd.after_help(
@@ -197,6 +244,15 @@ pub fn command() -> Command {
                 .about("Prove the host's setup: key-only SSH, sudo version, the rules a profile needs (and nothing dangerous), audit logging")
                 .arg(Arg::new("profile").long("profile").value_name("PROFILE").default_value("full")
                     .help("The profile whose rules must be present: readonly, operator or full")),
+        )
+        .subcommand(
+            Command::new("mcp")
+                .about("Serve the catalog as Model Context Protocol tools on stdin/stdout (for AI clients)")
+                .arg(Arg::new("profile").long("profile").value_name("PROFILE").default_value("full")
+                    .value_parser(["readonly", "operator", "full"])
+                    .help("Offer only the tools of this profile: readonly, operator or full"))
+                .arg(Arg::new("list_tools").long("list-tools").action(ArgAction::SetTrue)
+                    .help("Print the tools this server would offer (name, risk, description; tab-separated) and exit")),
         )
         .subcommand(Command::new("status").about("One summary of the host or cluster: version, nodes, storages, guests by state"))
         .subcommand(
@@ -225,7 +281,9 @@ pub fn command() -> Command {
                         .arg(Arg::new("vmids").long("vmids").value_name("RANGES")
                             .help("Allow only these VM ids in every VM rule, e.g. 100-199,250"))
                         .arg(Arg::new("ctids").long("ctids").value_name("RANGES")
-                            .help("Allow only these container ids in every container rule (default: --vmids)")),
+                            .help("Allow only these container ids in every container rule (default: --vmids)"))
+                        .arg(Arg::new("ct_exec").long("ct-exec").value_name("RANGES")
+                            .help("Allow `pct exec` (ct exec: root in the container) in these containers only; without it no profile allows container exec")),
                 )
                 .subcommand(
                     Command::new("lint")
@@ -235,14 +293,16 @@ pub fn command() -> Command {
         );
 
     // Group ops by their first word, then by the rest of the path.
+    // Steps of another op's flow (vm exec's file sync) are no commands of their own.
+    let ops: Vec<&'static Op> = OPS.iter().filter(|o| !o.is_step()).collect();
     let mut tops: Vec<&str> = Vec::new();
-    for op in OPS {
+    for op in &ops {
         if !tops.contains(&op.cli[0]) {
             tops.push(op.cli[0]);
         }
     }
     for top in tops {
-        let here: Vec<&'static Op> = OPS.iter().filter(|o| o.cli[0] == top).collect();
+        let here: Vec<&'static Op> = ops.iter().copied().filter(|o| o.cli[0] == top).collect();
         if here.iter().all(|o| o.cli.len() == 1) {
             root = root.subcommand(op_command(top, &here));
             continue;
@@ -288,11 +348,18 @@ mod tests {
 
     #[test]
     fn every_op_is_reachable() {
-        for op in OPS {
+        for op in OPS.iter().filter(|o| !o.is_step()) {
             let mut argv = vec!["pxagent".to_string()];
             argv.extend(op.cli.iter().map(|s| s.to_string()));
-            for p in op.params.iter().filter(|p| p.how == How::Positional) {
+            for p in op
+                .params
+                .iter()
+                .filter(|p| p.how == How::Positional && p.kind != Kind::GuestArgv)
+            {
                 argv.push(p.kind.example().to_string());
+            }
+            if op.runs_guest_command() {
+                argv.extend(["--", "uname", "-a"].map(String::from));
             }
             for (name, value) in crate::catalog::example_values(op) {
                 let p = op.param(name).unwrap();
@@ -313,6 +380,49 @@ mod tests {
             }
             assert!(command().try_get_matches_from(&argv).is_ok(), "{argv:?}");
         }
+    }
+
+    #[test]
+    fn exec_takes_the_guest_argv_after_double_dash_only() {
+        let m = command()
+            .try_get_matches_from([
+                "pxagent",
+                "vm",
+                "exec",
+                "100",
+                "--push",
+                "a:/tmp/a",
+                "--push",
+                "b:/tmp/b",
+                "--timeout",
+                "5",
+                "--",
+                "ls",
+                "-la",
+                "--force",
+            ])
+            .unwrap();
+        let (_, vm) = m.subcommand().unwrap();
+        let (_, exec) = vm.subcommand().unwrap();
+        let words: Vec<&String> = exec.get_many::<String>("command").unwrap().collect();
+        assert_eq!(words, ["ls", "-la", "--force"]);
+        assert!(!exec.get_flag("force"));
+        assert_eq!(exec.get_many::<String>("push").unwrap().count(), 2);
+        assert_eq!(
+            m.get_one::<String>("timeout").map(String::as_str),
+            Some("5")
+        );
+        assert!(
+            command()
+                .try_get_matches_from(["pxagent", "vm", "exec", "100", "ls"])
+                .is_err()
+        );
+        assert!(
+            command()
+                .try_get_matches_from(["pxagent", "vm", "file-write", "100"])
+                .is_err(),
+            "steps are no commands"
+        );
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! The binary (`src/main.rs`) is a thin wrapper around [`run`]; everything testable lives
 //! here so tests can call it in-process.
 
+pub mod allowlist;
 pub mod audit;
 pub mod catalog;
 pub mod cli;
@@ -11,7 +12,11 @@ pub mod config;
 pub mod confirm;
 pub mod engine;
 pub mod error;
+pub mod exec;
+pub mod gateway;
 pub mod invocation;
+pub mod limits;
+pub mod mcp;
 pub mod output;
 pub mod policy;
 pub mod preflight;
@@ -107,6 +112,7 @@ fn dispatch(
                 )),
             ),
         },
+        "mcp" => ("mcp".into(), mcp::serve(m, sub).map_err(|e| (e, None))),
         "status" => (
             "status".into(),
             commands::status(m, out, trail).map_err(|e| (e, None)),
@@ -135,6 +141,13 @@ fn dispatch(
                 .first()
                 .map(|o| o.id.to_string())
                 .unwrap_or_else(|| path.join("."));
+            // Commands inside guests run their own flow (several remote steps, file sync).
+            if let Some(op) = catalog::ops_at(&path)
+                .into_iter()
+                .find(|o| o.risk == catalog::Risk::Exec)
+            {
+                return (op_id, exec::cli(m, leaf, op, out, trail));
+            }
             trail.audited = true;
             let result = Invocation::from_matches(&path, leaf)
                 .and_then(|inv| commands::run_op(m, &inv, out, trail));

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# What a warm MCP tool call costs next to the same op through the CLI (issue 7, design §9).
+# Information only: it prints numbers and asserts nothing.
+#
+#   scripts/bench-mcp.sh            # 50 MCP calls, 20 CLI runs
+#   N=200 RUNS=50 scripts/bench-mcp.sh
+#
+# MCP: one `pxagent mcp` session driven by the official Python SDK (tests/mcp_client.py
+# --bench): one warm-up call opens the SSH connection, then N `pve_version` calls, each timed
+# by the client; the server's own time per call comes from its -v log, so the difference is
+# what MCP itself adds (JSON-RPC over stdio, the SDK, serialization).
+# CLI: RUNS runs of `pxagent version`, each a new process with a new SSH connection.
+# Needs the sandbox host (`scripts/testbed.sh up`) and `python3 -m pip install 'mcp>=1.0'`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+N=${N:-50}
+RUNS=${RUNS:-20}
+if [ -z "${PXAGENT_BIN:-}" ]; then
+    cargo build --release --quiet -p pxagent
+    PXAGENT_BIN="$PWD/target/release/pxagent"
+fi
+if [ -z "${PXAGENT_HOST:-}" ]; then
+    eval "$(scripts/testbed.sh env)"
+fi
+export PXAGENT_HOST PXAGENT_PORT PXAGENT_USER PXAGENT_IDENTITY PXAGENT_KNOWN_HOSTS
+
+# Audit records of the runs go to a throwaway state dir, not the caller's log.
+export XDG_STATE_HOME
+XDG_STATE_HOME=$(mktemp -d)
+trap 'rm -rf "$XDG_STATE_HOME"' EXIT
+
+mcp=$(python3 tests/mcp_client.py "$PXAGENT_BIN" --bench "$N")
+
+python3 - "$PXAGENT_BIN" "$RUNS" "$mcp" <<'EOF'
+import json
+import statistics
+import subprocess
+import sys
+import time
+
+binary, runs, mcp = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])
+if "error" in mcp:
+    sys.exit(f"bench-mcp: the MCP call failed: {mcp['error']}")
+cli = []
+for _ in range(runs):
+    t = time.perf_counter()
+    p = subprocess.run([binary, "-o", "json", "version"], capture_output=True)
+    cli.append((time.perf_counter() - t) * 1000)
+    if p.returncode != 0:
+        sys.exit(f"bench-mcp: `pxagent version` failed: {p.stderr.decode()}")
+m, s, c = mcp["median_ms"], mcp["server_median_ms"], statistics.median(cli)
+print(f"warm MCP tool call  pve_version x{mcp['calls']} over one session: median {m:.2f} ms "
+      f"(min {mcp['min_ms']:.2f}, max {mcp['max_ms']:.2f}; first call with connect {mcp['first_ms']:.1f} ms)")
+print(f"  of which the server's own work (engine + SSH channel + sudo + tool): median {s:.2f} ms")
+print(f"CLI  pxagent version x{runs}, new process and SSH connection each: median {c:.2f} ms")
+print(f"per-call MCP overhead (client-observed - server-side): {m - s:.2f} ms")
+print(f"warm MCP call / CLI run: {m / c:.2f}")
+EOF

@@ -1,0 +1,302 @@
+#!/usr/bin/env python3
+"""A real MCP client (the official Python SDK) driving `pxagent mcp` over stdio.
+
+Usage:
+    python3 tests/mcp_client.py PXAGENT_BIN            # the live scenario; prints a JSON report
+    python3 tests/mcp_client.py PXAGENT_BIN --readonly # a --profile readonly server's tools and refusals
+    python3 tests/mcp_client.py PXAGENT_BIN --bench N  # N warm `pve_version` calls; prints timings
+
+`tests/mcp.rs` runs the scenario against the sandbox host (the PXAGENT_* variables of
+`scripts/testbed.sh env` are passed through to the server) and asserts the report, so this
+script records what happened and decides nothing itself. `scripts/bench-mcp.sh` uses --bench.
+Needs the `mcp` package (scripts/test.sh installs it); without it this exits 3 saying so.
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+try:
+    import anyio
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+except ImportError as e:  # pragma: no cover - the Rust test turns this into a loud failure
+    print(
+        f"mcp_client.py: the Python MCP SDK is not importable ({e}); "
+        "install it with: python3 -m pip install 'mcp>=1.0'",
+        file=sys.stderr,
+    )
+    sys.exit(3)
+
+
+def server_params(binary, extra=()):
+    # The SDK passes only a few variables by default: hand over the whole environment (the
+    # test isolates HOME and sets the bed's PXAGENT_* variables). -v: one stderr line per call.
+    return StdioServerParameters(
+        command=binary, args=["-v", "mcp", *extra], env=dict(os.environ)
+    )
+
+
+def server_log():
+    """A file for the server's stderr (the report carries its text)."""
+    return tempfile.TemporaryFile(mode="w+")
+
+
+def field(obj, *names):
+    """An attribute under its SDK 2.x (snake_case) or 1.x (camelCase) name."""
+    for n in names:
+        if obj is not None and hasattr(obj, n):
+            return getattr(obj, n)
+    return None
+
+
+def text_of(result):
+    return "\n".join(
+        getattr(c, "text", "") for c in (result.content or []) if getattr(c, "type", "") == "text"
+    )
+
+
+async def call(session, name, args, progress=None):
+    """One tool call, recorded as a plain dict: a tool result or a protocol error."""
+    started = time.perf_counter()
+    try:
+        result = await session.call_tool(name, args, progress_callback=progress)
+    except Exception as e:  # the SDK raises for JSON-RPC errors
+        error = getattr(e, "error", None)
+        return {
+            "tool": name,
+            "protocol_error": True,
+            "code": getattr(error, "code", getattr(e, "code", None)),
+            "message": getattr(error, "message", str(e)),
+            "ms": (time.perf_counter() - started) * 1000,
+        }
+    return {
+        "tool": name,
+        "protocol_error": False,
+        "is_error": bool(field(result, "is_error", "isError")),
+        "text": text_of(result),
+        "structured": field(result, "structured_content", "structuredContent"),
+        "ms": (time.perf_counter() - started) * 1000,
+    }
+
+
+def guest_status(list_result, vmid):
+    for g in (list_result.get("structured") or {}).get("data") or []:
+        if g.get("vmid") == vmid:
+            return g.get("status")
+    return None
+
+
+async def scenario(binary):
+    log = server_log()
+    try:
+        return await scenario_logged(binary, log)
+    finally:
+        log.seek(0)
+        sys.stderr.write(log.read())
+
+
+async def scenario_logged(binary, log):
+    report = {"steps": {}}
+    steps = report["steps"]
+    async with stdio_client(server_params(binary), errlog=log) as (read, write):
+        async with ClientSession(read, write) as session:
+            init = await session.initialize()
+            info = field(init, "server_info", "serverInfo")
+            report["server"] = {
+                "name": info.name,
+                "version": info.version,
+                "protocol": str(field(init, "protocol_version", "protocolVersion")),
+            }
+            tools = (await session.list_tools()).tools
+            report["tools"] = {
+                t.name: {
+                    "read_only": field(t.annotations, "read_only_hint", "readOnlyHint"),
+                    "destructive": field(t.annotations, "destructive_hint", "destructiveHint"),
+                    "idempotent": field(t.annotations, "idempotent_hint", "idempotentHint"),
+                    "open_world": field(t.annotations, "open_world_hint", "openWorldHint"),
+                    "required": (field(t, "input_schema", "inputSchema") or {}).get("required", []),
+                }
+                for t in tools
+            }
+
+            steps["vm_list"] = await call(session, "vm_list", {})
+            # A stopped VM to start: 102 (pve1) or 103 (pve3), whichever is stopped.
+            target = None
+            for vmid in (102, 103):
+                if guest_status(steps["vm_list"], vmid) == "stopped":
+                    target = vmid
+                    break
+            report["start_target"] = target
+            if target is not None:
+                progress = []
+
+                async def on_progress(value, total, message):
+                    progress.append({"progress": value, "message": message})
+
+                steps["vm_start"] = await call(session, "vm_start", {"vmid": target}, on_progress)
+                steps["vm_start"]["progress"] = progress
+                steps["status_after_start"] = await call(session, "vm_status", {"vmid": target})
+                steps["vm_stop_unconfirmed"] = await call(session, "vm_stop", {"vmid": target})
+                steps["vm_stop_confirmed"] = await call(
+                    session, "vm_stop", {"vmid": target, "confirm": f"yes stop {target}"}
+                )
+                steps["status_after_stop"] = await call(session, "vm_status", {"vmid": target})
+
+            steps["vm_destroy_unconfirmed"] = await call(session, "vm_destroy", {"vmid": 100})
+            steps["status_100_after_refusal"] = await call(session, "vm_status", {"vmid": 100})
+
+            # A throwaway VM, destroyed with the phrase.
+            nextid = await call(session, "cluster_nextid", {})
+            steps["cluster_nextid"] = nextid
+            data = (nextid.get("structured") or {}).get("data")
+            new = int(data) if isinstance(data, (int, str)) and str(data).isdigit() else None
+            report["throwaway"] = new
+            if new is not None:
+                steps["vm_create"] = await call(
+                    session,
+                    "vm_create",
+                    {
+                        "vmid": new,
+                        "name": "mcp-throwaway",
+                        "iso": "local:iso/debian-13.2.0-amd64-netinst.iso",
+                        "memory": 512,
+                        "cores": 1,
+                        "disk_size": 1,
+                    },
+                )
+                steps["vm_destroy_wrong_phrase"] = await call(
+                    session, "vm_destroy", {"vmid": new, "confirm": "yes destroy 100"}
+                )
+                steps["vm_destroy_confirmed"] = await call(
+                    session, "vm_destroy", {"vmid": new, "confirm": f"yes destroy {new}"}
+                )
+                steps["status_after_destroy"] = await call(session, "vm_status", {"vmid": new})
+
+            # Arguments that do not fit the schema: invalid params, nothing sent.
+            steps["bad_vmid"] = await call(session, "vm_start", {"vmid": 99})
+            steps["bad_snapshot_name"] = await call(
+                session, "vm_snapshot", {"vmid": 100, "snapshot": "; rm"}
+            )
+            steps["unknown_property"] = await call(session, "vm_status", {"vmid": 100, "force": True})
+            steps["variant_without_switch"] = await call(
+                session, "vm_snapshot_vmstate", {"vmid": 100, "snapshot": "before"}
+            )
+            steps["unknown_tool"] = await call(session, "qm_monitor", {"vmid": 100})
+
+            # Concurrent reads share the one connection (separate channels).
+            results = {}
+
+            async def one(key, name, args):
+                results[key] = await call(session, name, args)
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(one, "a", "vm_status", {"vmid": 100})
+                tg.start_soon(one, "b", "vm_status", {"vmid": 101})
+                tg.start_soon(one, "c", "ct_status", {"vmid": 200})
+                tg.start_soon(one, "d", "pve_version", {})
+                tg.start_soon(one, "e", "node_list", {})
+            steps["concurrent"] = results
+
+            # Kill the server's SSH session on the host (sshd's per-connection processes of
+            # the agent account); the next read must reconnect and work.
+            user = os.environ.get("PXAGENT_USER", "zen-agent")
+            killed = subprocess.run(
+                ["pkill", "-KILL", "-f", f"^sshd: {user}( |@)"], check=False
+            ).returncode
+            report["sshd_killed"] = killed == 0
+            await anyio.sleep(0.3)
+            steps["after_kill"] = await call(session, "vm_list", {})
+            steps["after_kill_again"] = await call(session, "pve_version", {})
+            # Again, now with a call that changes state first: it must not be retried.
+            subprocess.run(["pkill", "-KILL", "-f", f"^sshd: {user}( |@)"], check=False)
+            await anyio.sleep(0.3)
+            steps["change_after_kill"] = await call(session, "vm_start", {"vmid": 100})
+            steps["read_after_change_failed"] = await call(session, "vm_status", {"vmid": 100})
+
+            # The exec rate limit (issue 6): only when the catalog has an exec tool.
+            # The limit counts in fixed UTC minutes: start the burst early in a minute so all
+            # eleven calls land in the same window.
+            if "vm_exec" in report["tools"]:
+                if time.time() % 60 > 40:
+                    await anyio.sleep(60 - time.time() % 60 + 0.5)
+                report["exec"] = [
+                    await call(session, "vm_exec", {"vmid": 100, "command": ["uptime"]})
+                    for _ in range(11)
+                ]
+    log.seek(0)
+    report["server_stderr"] = log.read()
+    return report
+
+
+async def readonly(binary):
+    """A server with --profile readonly: only reads listed, others refused when called."""
+    log = server_log()
+    report = {}
+    async with stdio_client(server_params(binary, ["--profile", "readonly"]), errlog=log) as (
+        read,
+        write,
+    ):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            tools = (await session.list_tools()).tools
+            report["tools"] = sorted(t.name for t in tools)
+            report["vm_start"] = await call(session, "vm_start", {"vmid": 102})
+            report["vm_destroy"] = await call(session, "vm_destroy", {"vmid": 102})
+    log.seek(0)
+    report["server_stderr"] = log.read()
+    return report
+
+
+async def bench(binary, n):
+    log = server_log()
+    async with stdio_client(server_params(binary), errlog=log) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            # Warm: the first call opens the SSH connection.
+            first = await call(session, "pve_version", {})
+            times = []
+            for _ in range(n):
+                r = await call(session, "pve_version", {})
+                if r.get("protocol_error") or r.get("is_error"):
+                    return {"error": r}
+                times.append(r["ms"])
+    # The server's own time per call (its -v line: "pve_version: ok (12.34 ms)"), so the
+    # difference is what MCP adds: JSON-RPC over stdio, the SDK, serialization.
+    log.seek(0)
+    server = [
+        float(m.group(1))
+        for m in re.finditer(r"pve_version: ok \(([0-9.]+) ms\)", log.read())
+    ][1:]
+    times.sort()
+    server.sort()
+    return {
+        "calls": n,
+        "first_ms": first["ms"],
+        "median_ms": times[len(times) // 2],
+        "min_ms": times[0],
+        "max_ms": times[-1],
+        "server_median_ms": server[len(server) // 2] if server else None,
+    }
+
+
+def main():
+    if len(sys.argv) < 2:
+        print(__doc__, file=sys.stderr)
+        sys.exit(2)
+    binary = sys.argv[1]
+    if len(sys.argv) >= 4 and sys.argv[2] == "--bench":
+        out = anyio.run(bench, binary, int(sys.argv[3]))
+    elif len(sys.argv) >= 3 and sys.argv[2] == "--readonly":
+        out = anyio.run(readonly, binary)
+    else:
+        out = anyio.run(scenario, binary)
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
