@@ -223,12 +223,17 @@ impl Remote {
                         Some("lxc") => "container",
                         _ => "VM",
                     };
-                    let hint = if inv.op.cli == ["backup", "restore"] {
-                        format!(
-                            "; to restore over it add --force (needs the phrase `yes overwrite {id}`), or pick a free VMID (`pxagent cluster nextid`)"
-                        )
-                    } else {
-                        "; pick a free VMID (`pxagent cluster nextid`)".to_string()
+                    // If the catalog has a confirm variant of this command selected by a
+                    // switch (restore --force), that is the way to overwrite: say so.
+                    let overwrite = catalog::ops_at(inv.op.cli).into_iter().find_map(|o| {
+                        let flag = o.selecting_flags().next()?;
+                        Some((flag, catalog::fill(o.confirm?.phrase, &inv.values)))
+                    });
+                    let hint = match overwrite {
+                        Some((flag, phrase)) => format!(
+                            "; to overwrite it add --{flag} (needs the phrase `{phrase}`), or pick a free VMID (`pxagent cluster nextid`)"
+                        ),
+                        None => "; pick a free VMID (`pxagent cluster nextid`)".to_string(),
                     };
                     return Err(Error::usage(format!(
                         "{kind} {id} already exists (on {}){hint}",
