@@ -546,7 +546,7 @@ mod tests {
 
     fn fixture(name: &str) -> String {
         std::fs::read_to_string(format!(
-            "{}/../shared/fixtures/{name}",
+            "{}/tests/fixtures/{name}",
             env!("CARGO_MANIFEST_DIR")
         ))
         .unwrap()

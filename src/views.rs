@@ -658,7 +658,7 @@ mod tests {
 
     fn fixture_data(name: &str) -> Value {
         let text = std::fs::read_to_string(format!(
-            "{}/../shared/fixtures/pve/{name}",
+            "{}/tests/fixtures/pve/{name}",
             env!("CARGO_MANIFEST_DIR")
         ))
         .unwrap();

@@ -6,7 +6,7 @@ use assert_cmd::Command;
 use serde_json::Value;
 
 fn fixtures() -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures")
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
 }
 
 fn pxagent() -> Command {

@@ -10,8 +10,8 @@ use std::path::Path;
 use std::process::Command;
 use std::sync::Mutex;
 
+use pxagent::catalog::pve::Tool;
 use pxagent::catalog::{OPS, Op, Profile};
-use pxagent::pve::Tool;
 
 /// The throwaway account these tests install rules for.
 const ACCOUNT: &str = "pxa-sudo-test";

@@ -50,7 +50,7 @@ mod tests {
     fn refusal_matches_the_real_transcript() {
         let fixture = std::fs::read_to_string(concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/../../shared/fixtures/pve/pvesh_cluster_status_json_standalone_pve9.1_and_nonroot_error.transcript.txt"
+            "/../tests/fixtures/pve/pvesh_cluster_status_json_standalone_pve9.1_and_nonroot_error.transcript.txt"
         ))
         .expect("fixture");
         // The transcript shows the four stderr lines followed by "RC=255".

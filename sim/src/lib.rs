@@ -1,7 +1,7 @@
 //! The PVE simulator: one multi-call program that answers as `qm`, `pct`, `pvesh`, `pvesm`,
 //! `vzdump`, `qmrestore`, `pveam`, `ha-manager` and `pvecm` (chosen by `argv[0]`'s basename, or by
 //! the first argument when called as `pve-sim TOOL …`), keeps a small cluster's state in one
-//! root-owned file, and prints the formats recorded in `shared/fixtures/pve` (FORMATS.md there is
+//! root-owned file, and prints the formats recorded in `tests/fixtures/pve` (FORMATS.md there is
 //! the reference every printer cites). It is the project's only test double (design.md §8).
 //!
 //! Flow of one call: identity check (non-root is refused like pmxcfs refuses it) → fault rules

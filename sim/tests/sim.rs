@@ -1,6 +1,6 @@
 //! Black-box and format tests of the simulator: JSON shapes and text layouts against the real
-//! captures in `shared/fixtures/pve` (resolved as `../../shared/fixtures/pve` from this crate,
-//! where CI puts `shared/` beside the repository), state transitions through the real binary,
+//! captures in `tests/fixtures/pve` of the repository (copied there with their `.source` notes,
+//! so a clone alone passes), state transitions through the real binary,
 //! the non-root refusal, and concurrency (no lost update, hangs don't hold the lock).
 
 use std::collections::BTreeMap;
@@ -15,7 +15,7 @@ const NOW: i64 = 1_790_000_000;
 
 fn fixture(name: &str) -> String {
     let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/fixtures/pve")
+        .join("../tests/fixtures/pve")
         .join(name);
     std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("fixture {}: {e}", p.display()))
 }

@@ -10,14 +10,15 @@
 
 pub mod kind;
 mod ops;
+pub mod pve;
 
 use std::collections::BTreeMap;
 
 pub use kind::{Choice, Kind};
 pub use ops::OPS;
 
+use crate::catalog::pve::Tool;
 use crate::error::{Error, Result};
-use crate::pve::Tool;
 
 /// How dangerous an operation is; decides profiles, confirmation and MCP annotations.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -10,7 +10,7 @@
 use super::{
     Area, Arg, Choice, Confirm, How, Kind, NodeFrom, Op, Param, Precheck, Risk, Select, View,
 };
-use crate::pve::Tool;
+use crate::catalog::pve::Tool;
 
 const VMID: Param = Param {
     name: "vmid",

@@ -17,7 +17,7 @@ use russh::keys::ssh_key::known_hosts::HostPatterns;
 use russh::keys::{Algorithm, PublicKey};
 use sha1::Sha1;
 
-use crate::ssh_config::wildcard_match;
+use crate::ssh::config::wildcard_match;
 
 /// The name a host is recorded under: `host` on port 22, `[host]:port` otherwise.
 pub(crate) fn host_key_name(host: &str, port: u16) -> String {

@@ -1,0 +1,650 @@
+//! `pxagent preflight`: prove the host's setup before anything runs (the mission's
+//! "preflight"), each check pass / warn / fail with a one-line remedy.
+//!
+//! It is run on demand, never hidden before each op (that would double every call's round
+//! trips). All its remote commands go out concurrently over the one connection.
+
+use regex::Regex;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::catalog::{OPS, Op, Profile};
+use crate::host::sudoers::lint;
+use crate::remote::{self, Remote};
+use crate::ssh::Output;
+
+/// The outcome of one check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// Fine.
+    Pass,
+    /// Works, but should be fixed.
+    Warn,
+    /// Broken: pxagent will not work safely.
+    Fail,
+}
+
+/// One check's report.
+#[derive(Debug, Clone, Serialize)]
+pub struct Check {
+    /// Short id (`ssh`, `sudo-version`, `rules` …).
+    pub name: &'static str,
+    /// Pass, warn or fail.
+    pub status: Status,
+    /// What was found.
+    pub detail: String,
+    /// What to do about it (empty on pass).
+    pub remedy: String,
+}
+
+fn check(
+    name: &'static str,
+    status: Status,
+    detail: impl Into<String>,
+    remedy: impl Into<String>,
+) -> Check {
+    Check {
+        name,
+        status,
+        detail: detail.into(),
+        remedy: remedy.into(),
+    }
+}
+
+/// Run every check over an open connection.
+pub async fn run(remote: &Remote, profile: Profile, user: &str) -> Vec<Check> {
+    let mut checks = vec![check(
+        "ssh",
+        Status::Pass,
+        format!(
+            "key-only login as {} works non-interactively (host key {})",
+            remote.target,
+            remote.session.host_key()
+        ),
+        "",
+    )];
+    checks.push(match remote.session.server_auth_methods() {
+        Some(m) if m.iter().any(|x| x == "password" || x == "keyboard-interactive") => check(
+            "ssh-auth-methods",
+            Status::Warn,
+            format!("the server still offers {} for {user} (pxagent never uses them)", m.join(", ")),
+            format!("in sshd_config: Match User {user} / AuthenticationMethods publickey / PasswordAuthentication no / KbdInteractiveAuthentication no"),
+        ),
+        Some(m) => check("ssh-auth-methods", Status::Pass, format!("the server offers only {}", m.join(", ")), ""),
+        None => check("ssh-auth-methods", Status::Fail, "the server let the account in without any authentication", "require publickey authentication in sshd_config"),
+    });
+
+    let tools = needed_tools(profile);
+    let version_argv = crate::invocation::Invocation::new(
+        crate::catalog::find("pve.version").expect("catalog has pve.version"),
+        Default::default(),
+    )
+    .map(|i| i.remote_argv())
+    .unwrap_or_default();
+    let mut cmds: Vec<Vec<String>> = vec![
+        words(&["id", "-u"]),
+        words(&["sudo", "-V"]),
+        words(&["sudo", "-n", "-l"]),
+        version_argv.clone(),
+    ];
+    for t in &tools {
+        cmds.push(words(&["test", "-x", t]));
+    }
+    let mut results = remote.session.exec_many(cmds).await.into_iter();
+    let mut next = || {
+        results
+            .next()
+            .unwrap_or_else(|| Err(crate::Error::Internal("missing result".into())))
+    };
+    let (id, sudo_v, sudo_l, version) = (next(), next(), next(), next());
+    let tool_results: Vec<_> = tools.iter().map(|_| next()).collect();
+
+    checks.push(match &id {
+        Ok(o) if o.success() && o.stdout_text().trim() == "0" => check(
+            "account",
+            Status::Fail,
+            "the account is root (uid 0)",
+            "use a dedicated unprivileged account such as zen-agent",
+        ),
+        Ok(o) if o.success() => check(
+            "account",
+            Status::Pass,
+            format!("{user} is unprivileged (uid {})", o.stdout_text().trim()),
+            "",
+        ),
+        Ok(o) => check(
+            "account",
+            Status::Warn,
+            format!("`id -u` failed: {}", o.stderr_text().trim()),
+            "check the account's shell",
+        ),
+        Err(e) => check(
+            "account",
+            Status::Fail,
+            e.to_string(),
+            "check the connection",
+        ),
+    });
+    checks.push(sudo_version(&sudo_v));
+    let listing = sudo_l.as_ref().ok().cloned();
+    checks.extend(sudo_rules(listing.as_ref(), profile, user));
+    for (t, r) in tools.iter().zip(tool_results) {
+        checks.push(match r {
+            Ok(o) if o.success() => check("pve-tool", Status::Pass, format!("{t} exists"), ""),
+            Ok(_) => check(
+                "pve-tool",
+                Status::Fail,
+                format!("{t} does not exist or is not executable"),
+                "is this a Proxmox VE 8/9 node? pxagent uses the PVE 9 paths",
+            ),
+            Err(e) => check(
+                "pve-tool",
+                Status::Fail,
+                format!("{t}: {e}"),
+                "check the connection",
+            ),
+        });
+    }
+    checks.push(
+        match version.and_then(|o| {
+            remote::classify(&o, &version_argv, &remote.target)?;
+            Ok(o)
+        }) {
+            Ok(o) => {
+                let v: Value = serde_json::from_slice(&o.stdout).unwrap_or(Value::Null);
+                let ver = v
+                    .get("version")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string();
+                if ver.starts_with("8.") || ver.starts_with("9.") {
+                    check("pve-version", Status::Pass, format!("Proxmox VE {ver}"), "")
+                } else {
+                    check(
+                        "pve-version",
+                        Status::Warn,
+                        format!("Proxmox VE version '{ver}' is not 8.x or 9.x"),
+                        "pxagent is built and tested for PVE 8 and 9",
+                    )
+                }
+            }
+            Err(e) => check(
+                "pve-version",
+                Status::Fail,
+                format!("`pvesh get /version` failed: {e}"),
+                "the read rules or the PVE tools are missing: see the checks above",
+            ),
+        },
+    );
+    checks
+}
+
+fn words(w: &[&str]) -> Vec<String> {
+    w.iter().map(|s| s.to_string()).collect()
+}
+
+fn needed_tools(profile: Profile) -> Vec<&'static str> {
+    let mut tools: Vec<&'static str> = Vec::new();
+    for op in OPS.iter().filter(|o| profile.allows_op(o)) {
+        if !tools.contains(&op.tool.path()) {
+            tools.push(op.tool.path());
+        }
+    }
+    tools
+}
+
+/// Classic sudo >= 1.9.10 (regex arguments); not sudo-rs; installed at all.
+pub fn sudo_version(out: &crate::Result<Output>) -> Check {
+    let name = "sudo-version";
+    let o = match out {
+        Ok(o) => o,
+        Err(e) => return check(name, Status::Fail, e.to_string(), "check the connection"),
+    };
+    let text = format!("{}{}", o.stdout_text(), o.stderr_text());
+    if o.exit_status == 127 || text.contains("command not found") {
+        return check(
+            name,
+            Status::Fail,
+            "sudo is not installed (stock Proxmox VE 9 ships without it)",
+            "apt-get install sudo (classic sudo, not sudo-rs)",
+        );
+    }
+    if text.to_ascii_lowercase().contains("sudo-rs") {
+        return check(
+            name,
+            Status::Fail,
+            "the host runs sudo-rs, which has neither regex rules nor I/O logs",
+            "apt-get install sudo (classic sudo >= 1.9.10)",
+        );
+    }
+    let re = Regex::new(r"Sudo version (\d+)\.(\d+)\.(\d+)").expect("static regex");
+    match re.captures(&text) {
+        Some(c) => {
+            let v: Vec<u32> = (1..=3).map(|i| c[i].parse().unwrap_or(0)).collect();
+            let found = format!("{}.{}.{}", v[0], v[1], v[2]);
+            if (v[0], v[1], v[2]) >= (1, 9, 10) {
+                check(name, Status::Pass, format!("classic sudo {found}"), "")
+            } else {
+                check(
+                    name,
+                    Status::Fail,
+                    format!("sudo {found} is older than 1.9.10 and cannot match regex rules"),
+                    "upgrade sudo (Debian 12 has 1.9.13)",
+                )
+            }
+        }
+        None => check(
+            name,
+            Status::Fail,
+            format!(
+                "cannot tell the sudo version from `sudo -V`: {}",
+                text.lines().next().unwrap_or("")
+            ),
+            "install classic sudo >= 1.9.10",
+        ),
+    }
+}
+
+/// The parts of `sudo -n -l` output pxagent cares about.
+#[derive(Debug, Default, PartialEq)]
+pub struct SudoListing {
+    /// The "Matching Defaults entries" options.
+    pub defaults: Vec<String>,
+    /// The "Runas and Command-specific defaults" text.
+    pub command_defaults: String,
+    /// Each allowed command: (runas, tags, command spec).
+    pub commands: Vec<(String, Vec<String>, String)>,
+}
+
+/// Parse `sudo -n -l` output (wrapped or not; real samples in fixtures/sudo/).
+pub fn parse_listing(text: &str) -> SudoListing {
+    #[derive(PartialEq)]
+    enum Sec {
+        None,
+        Defaults,
+        CmdDefaults,
+        Rules,
+    }
+    let mut sec = Sec::None;
+    let mut listing = SudoListing::default();
+    let mut defaults_text = String::new();
+    let mut entries: Vec<String> = Vec::new();
+    for line in text.lines() {
+        if line.starts_with("Matching Defaults entries") {
+            sec = Sec::Defaults;
+            continue;
+        }
+        if line.starts_with("Runas and Command-specific defaults") {
+            sec = Sec::CmdDefaults;
+            continue;
+        }
+        if line.starts_with("User ") && line.contains(" may run the following commands") {
+            sec = Sec::Rules;
+            continue;
+        }
+        if line.trim().is_empty() {
+            continue;
+        }
+        match sec {
+            Sec::Defaults => {
+                defaults_text.push(' ');
+                defaults_text.push_str(line.trim());
+            }
+            Sec::CmdDefaults => {
+                listing.command_defaults.push(' ');
+                listing.command_defaults.push_str(line.trim());
+            }
+            Sec::Rules => {
+                // A wrapped continuation is indented by 8 spaces; an entry by 4.
+                if line.starts_with("        ") {
+                    if let Some(last) = entries.last_mut() {
+                        last.push(' ');
+                        last.push_str(line.trim());
+                    }
+                } else {
+                    entries.push(line.trim().to_string());
+                }
+            }
+            Sec::None => {}
+        }
+    }
+    listing.defaults = split_list(&defaults_text);
+    let tag_re = Regex::new(r"^([A-Z_]+): ").expect("static regex");
+    for e in entries {
+        let (runas, rest) = match e.strip_prefix('(').and_then(|r| r.split_once(") ")) {
+            Some((r, rest)) => (r.to_string(), rest.to_string()),
+            None => (String::new(), e.clone()),
+        };
+        let mut rest = rest.as_str();
+        let mut tags = Vec::new();
+        while let Some(c) = tag_re.captures(rest) {
+            tags.push(c[1].to_string());
+            rest = &rest[c[0].len()..];
+        }
+        for cmd in lint::split_commands(rest) {
+            listing.commands.push((runas.clone(), tags.clone(), cmd));
+        }
+    }
+    listing
+}
+
+/// Split a Defaults list on ", " (values here never contain ", ").
+fn split_list(text: &str) -> Vec<String> {
+    text.split(", ")
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
+/// A regex matching the op's rule as sudo lists it, whatever VMID fence it was rendered with.
+fn rule_matcher(op: &Op) -> Regex {
+    const SENTINEL: &str = "PXAVMIDFENCE";
+    let rule = op.sudoers_rule(Some(SENTINEL));
+    let escaped = regex::escape(&rule).replace(
+        &format!(r"\({SENTINEL}\)"),
+        r"(?:\[1-9\]\[0-9\]\{2,8\}|\([0-9\[\]{}|-]+\))",
+    );
+    Regex::new(&format!("^{escaped}$")).expect("escaped rule is a valid regex")
+}
+
+/// Checks on the parsed `sudo -n -l`: needed rules present, nothing over-broad, audit on.
+pub fn sudo_rules(out: Option<&Output>, profile: Profile, user: &str) -> Vec<Check> {
+    let Some(o) = out else {
+        return vec![check(
+            "sudo-rules",
+            Status::Fail,
+            "could not run `sudo -n -l`",
+            "check the connection",
+        )];
+    };
+    if !o.success() {
+        let err = o.stderr_text();
+        let why = if err.contains("a password is required") {
+            format!("sudo allows {user} nothing without a password (no NOPASSWD rules)")
+        } else if err.contains("command not found") {
+            "sudo is not installed".to_string()
+        } else {
+            format!("`sudo -n -l` failed: {}", err.trim())
+        };
+        let remedy = format!(
+            "install pxagent's rules: pxagent sudoers render --user {user} --profile {} (see the file's header)",
+            profile.name()
+        );
+        return vec![
+            check(
+                "sudo-rules",
+                Status::Fail,
+                format!("{why}; missing every rule of profile {}", profile.name()),
+                remedy.clone(),
+            ),
+            check(
+                "audit",
+                Status::Fail,
+                "no sudo settings for the account",
+                remedy,
+            ),
+        ];
+    }
+    let listing = parse_listing(&o.stdout_text());
+    let mut checks = Vec::new();
+    let expected: Vec<(&Op, Regex)> = OPS
+        .iter()
+        .filter(|op| profile.allows_op(op))
+        .map(|op| (op, rule_matcher(op)))
+        .collect();
+    let all: Vec<Regex> = OPS.iter().map(rule_matcher).collect();
+
+    let missing: Vec<&str> = expected
+        .iter()
+        .filter(|(_, re)| {
+            !listing.commands.iter().any(|(runas, tags, c)| {
+                re.is_match(c) && runas_root(runas) && tags.iter().any(|t| t == "NOPASSWD")
+            })
+        })
+        .map(|(op, _)| op.id)
+        .collect();
+    checks.push(if missing.is_empty() {
+        check(
+            "sudo-rules",
+            Status::Pass,
+            format!(
+                "every rule of profile {} is present ({} ops)",
+                profile.name(),
+                expected.len()
+            ),
+            "",
+        )
+    } else {
+        check(
+            "sudo-rules",
+            Status::Fail,
+            format!(
+                "missing (or not `(root) NOPASSWD`) rules for: {}",
+                missing.join(", ")
+            ),
+            format!(
+                "re-render and install: pxagent sudoers render --user {user} --profile {}",
+                profile.name()
+            ),
+        )
+    });
+
+    let mut foreign = Vec::new();
+    let mut dangerous = Vec::new();
+    for (_runas, _tags, c) in &listing.commands {
+        let findings = lint::check_command(c);
+        if lint::has_errors(&findings) || c == "ALL" {
+            let why = findings
+                .first()
+                .map(|f| f.why.clone())
+                .unwrap_or_else(|| "allows any command".into());
+            dangerous.push(format!("`{c}` ({why})"));
+        } else if !all.iter().any(|re| re.is_match(c)) {
+            foreign.push(format!("`{c}`"));
+        }
+    }
+    checks.push(if dangerous.is_empty() {
+        check(
+            "over-broad",
+            Status::Pass,
+            "no over-broad or root-equivalent rule",
+            "",
+        )
+    } else {
+        check(
+            "over-broad",
+            Status::Fail,
+            format!("root-equivalent rules: {}", dangerous.join("; ")),
+            "remove them; `pxagent sudoers lint FILE` explains each",
+        )
+    });
+    if !foreign.is_empty() {
+        checks.push(check(
+            "foreign-rules",
+            Status::Warn,
+            format!("rules pxagent did not render: {}", foreign.join(", ")),
+            "remove what the agent does not need",
+        ));
+    }
+
+    let has = |opt: &str| {
+        listing.defaults.iter().any(|d| d == opt)
+            && !listing.defaults.iter().any(|d| d == &format!("!{opt}"))
+    };
+    let mut missing_audit: Vec<&str> = ["log_input", "log_output"]
+        .into_iter()
+        .filter(|o| !has(o))
+        .collect();
+    if listing.command_defaults.contains("!log_input")
+        || listing.command_defaults.contains("!log_output")
+    {
+        missing_audit.push("(turned off for some commands)");
+    }
+    checks.push(if missing_audit.is_empty() {
+        let iolog = listing.defaults.iter().find(|d| d.starts_with("iolog_dir=")).cloned().unwrap_or_else(|| "iolog_dir default".into());
+        check("audit", Status::Pass, format!("sudo I/O logging is on ({iolog})"), "")
+    } else {
+        check(
+            "audit",
+            Status::Fail,
+            format!("sudo audit logging is off: missing {}", missing_audit.join(", ")),
+            format!("add `Defaults:{user} log_input, log_output, iolog_dir=/var/log/sudo-io/%{{user}}` (pxagent sudoers render has it)"),
+        )
+    });
+    checks
+}
+
+fn runas_root(runas: &str) -> bool {
+    runas == "root" || runas.is_empty()
+}
+
+/// Whether any check failed.
+pub fn failed(checks: &[Check]) -> bool {
+    checks.iter().any(|c| c.status == Status::Fail)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(name: &str) -> String {
+        std::fs::read_to_string(format!(
+            "{}/tests/fixtures/sudo/{name}",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap()
+    }
+
+    fn ok(stdout: &str) -> Output {
+        Output {
+            stdout: stdout.as_bytes().to_vec(),
+            stderr: Vec::new(),
+            exit_status: 0,
+        }
+    }
+
+    #[test]
+    fn parses_wrapped_and_unwrapped_listings_alike() {
+        let a = parse_listing(&fixture("04_recommended.stdout"));
+        let b = parse_listing(&fixture("19_recommended_stdout_is_pipe_no_wrap.stdout"));
+        assert_eq!(a.commands, b.commands);
+        assert_eq!(a.commands.len(), 15);
+        assert_eq!(
+            a.commands[0],
+            (
+                "root".into(),
+                vec!["NOPASSWD".into()],
+                "/usr/sbin/qm ^list$".into()
+            )
+        );
+        assert!(a.defaults.contains(&"log_input".to_string()));
+        let m = parse_listing(&fixture("24_trixie_mixed.stdout"));
+        assert!(m.commands.iter().any(|(r, t, c)| r == "ALL : ALL"
+            && t.is_empty()
+            && c == "/usr/sbin/pct ^enter [0-9]+$"));
+        assert!(m.commands.iter().any(|(_, t, c)| t
+            == &vec!["NOEXEC".to_string(), "NOPASSWD".to_string()]
+            && c.ends_with("--no-pager -o json$")));
+        assert!(m.command_defaults.contains("!log_output"));
+    }
+
+    #[test]
+    fn our_own_render_passes_when_listed() {
+        // Build what sudo would list for a rendered file: every rule on one line.
+        for profile in Profile::ALL {
+            let cmds: Vec<String> = OPS
+                .iter()
+                .filter(|o| profile.allows_op(o))
+                .map(|o| o.sudoers_rule(None))
+                .collect();
+            let listing = format!(
+                "Matching Defaults entries for zen-agent on h:\n    env_reset, log_input, log_output, iolog_dir=/var/log/sudo-io/%{{user}}\n\nUser zen-agent may run the following commands on h:\n    (root) NOPASSWD: {}\n",
+                cmds.join(", ")
+            );
+            let checks = sudo_rules(Some(&ok(&listing)), profile, "zen-agent");
+            assert!(!failed(&checks), "{profile:?}: {checks:#?}");
+            assert!(
+                checks.iter().all(|c| c.status == Status::Pass),
+                "{checks:#?}"
+            );
+        }
+    }
+
+    #[test]
+    fn fenced_rules_count_as_present() {
+        let mut o = crate::host::sudoers::render::RenderOptions::new("zen-agent").unwrap();
+        o.vmids = Some(crate::host::sudoers::ranges::Ranges::parse("--vmids", "100-199").unwrap());
+        let cmds: Vec<String> = OPS
+            .iter()
+            .map(|op| op.sudoers_rule(o.fence_for(op).as_deref()))
+            .collect();
+        let listing = format!(
+            "Matching Defaults entries for u on h:\n    log_input, log_output\n\nUser u may run the following commands on h:\n    (root) NOPASSWD: {}\n",
+            cmds.join(", ")
+        );
+        let checks = sudo_rules(Some(&ok(&listing)), Profile::Full, "u");
+        assert!(!failed(&checks), "{checks:#?}");
+    }
+
+    #[test]
+    fn the_published_setup_fails_for_every_reason() {
+        let checks = sudo_rules(
+            Some(&ok(&fixture("02_published_rules_fixed_defaults.stdout"))),
+            Profile::Readonly,
+            "zen-agent",
+        );
+        let get = |n: &str| checks.iter().find(|c| c.name == n).unwrap();
+        assert_eq!(get("sudo-rules").status, Status::Fail);
+        assert_eq!(
+            get("over-broad").status,
+            Status::Fail,
+            "{:?}",
+            get("over-broad")
+        );
+        assert!(get("over-broad").detail.contains("/usr/sbin/qm *"));
+    }
+
+    #[test]
+    fn audit_off_fails() {
+        let listing = "Matching Defaults entries for u on h:\n    env_reset\n\nUser u may run the following commands on h:\n    (root) NOPASSWD: /usr/bin/pvesh ^get /version --output-format json$\n";
+        let checks = sudo_rules(Some(&ok(listing)), Profile::Readonly, "u");
+        let audit = checks.iter().find(|c| c.name == "audit").unwrap();
+        assert_eq!(audit.status, Status::Fail);
+        assert!(audit.detail.contains("log_input"));
+    }
+
+    #[test]
+    fn no_rules_at_all() {
+        let out = Output {
+            stdout: vec![],
+            stderr: fixture("15_only_password_rules_-n_-l.txt").into_bytes(),
+            exit_status: 1,
+        };
+        let checks = sudo_rules(Some(&out), Profile::Full, "zen-agent");
+        assert!(checks.iter().all(|c| c.status == Status::Fail));
+    }
+
+    #[test]
+    fn sudo_versions() {
+        let v = |s: &str, code: u32| {
+            sudo_version(&Ok(Output {
+                stdout: s.as_bytes().to_vec(),
+                stderr: vec![],
+                exit_status: code,
+            }))
+            .status
+        };
+        assert_eq!(
+            v(&fixture("18_sudo_-V_as_agent_bookworm.txt"), 0),
+            Status::Pass
+        );
+        assert_eq!(
+            v(&fixture("18b_sudo_-V_as_agent_trixie.txt"), 0),
+            Status::Pass
+        );
+        assert_eq!(v("Sudo version 1.9.9\n", 0), Status::Fail);
+        assert_eq!(v("sudo-rs 0.2.5\n", 0), Status::Fail);
+        assert_eq!(v("bash: sudo: command not found\n", 127), Status::Fail);
+    }
+}
