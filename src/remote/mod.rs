@@ -5,15 +5,26 @@
 //! mean (design §3 "classify"), and which answers must never be taken for success:
 //! a refusal by sudo (exit 9), a Proxmox tool run without root (exit 9, a setup problem),
 //! a task that ended not OK although pvesh exited 0 (exit 1).
+//!
+//! The host is reached through the [`Transport`] trait ([`transport`]): an SSH
+//! [`crate::ssh::Session`] in production, a [`replay::Replay`] of recorded outputs in tests.
+//! This module may use the catalog, invocations and views; the transport below it knows none
+//! of them. Logs: `pxagent::remote` at DEBUG (node lookups, task results).
+
+pub mod replay;
+pub mod transport;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde_json::Value;
 
 use crate::catalog::{self, NodeFrom};
 use crate::error::{Error, Result};
 use crate::invocation::Invocation;
-use crate::ssh::{Output, Session};
+use crate::ssh::Output;
+
+pub use transport::{BoxFuture, Transport};
 
 /// What a successful op produced.
 #[derive(Debug, Clone)]
@@ -31,8 +42,9 @@ pub struct Outcome {
 /// A connected host.
 #[derive(Debug, Clone)]
 pub struct Remote {
-    /// The SSH session (one per invocation; shared by concurrent commands).
-    pub session: Session,
+    /// The connection (one per invocation; shared by concurrent commands). Named `session`
+    /// because it is the SSH session outside tests.
+    pub session: Arc<dyn Transport>,
     /// `user@host:port`, for messages.
     pub target: String,
     /// How long to wait for an HA-managed guest to reach its requested state.
@@ -40,8 +52,22 @@ pub struct Remote {
 }
 
 impl Remote {
-    /// Wrap a session; HA guests get 120 s to settle unless `timeout` says otherwise.
-    pub fn new(session: Session, target: String, timeout: Option<std::time::Duration>) -> Remote {
+    /// Wrap a session (or any transport); HA guests get 120 s to settle unless `timeout`
+    /// says otherwise.
+    pub fn new(
+        session: impl Transport + 'static,
+        target: String,
+        timeout: Option<std::time::Duration>,
+    ) -> Remote {
+        Remote::over(Arc::new(session), target, timeout)
+    }
+
+    /// [`Remote::new`] over a shared transport (a test keeps its own handle on a replay).
+    pub fn over(
+        session: Arc<dyn Transport>,
+        target: String,
+        timeout: Option<std::time::Duration>,
+    ) -> Remote {
         let settle_timeout = timeout.unwrap_or(std::time::Duration::from_secs(120));
         Remote {
             session,
@@ -149,6 +175,13 @@ impl Remote {
             .get("exitstatus")
             .and_then(Value::as_str)
             .unwrap_or("");
+        tracing::debug!(
+            target: "pxagent::remote",
+            upid = %upid,
+            status = status.get("status").and_then(|s| s.as_str()).unwrap_or(""),
+            exitstatus = exit,
+            "task"
+        );
         if status.get("status").and_then(Value::as_str) == Some("stopped") && !task_ok(exit) {
             let log = self.task_log_tail(&upid, 10).await.unwrap_or_default();
             return Err(Error::Remote(format!(
@@ -351,13 +384,15 @@ impl Remote {
                         inv.op.cli[1..].join(" ")
                     )));
                 }
-                entry
+                let node = entry
                     .get("node")
                     .and_then(Value::as_str)
                     .map(String::from)
                     .ok_or_else(|| {
                         Error::Remote(format!("guest {vmid} has no node in /cluster/resources"))
-                    })
+                    })?;
+                tracing::debug!(target: "pxagent::remote", vmid, node = %node, "guest's node from /cluster/resources");
+                Ok(node)
             }
             Some(NodeFrom::Local) => self.local_node().await,
             Some(NodeFrom::Upid) | None => Err(Error::Internal("node cannot be resolved".into())),

@@ -1,0 +1,104 @@
+//! The seam under [`super::Remote`]: what a connected host must do for pxagent (run argv
+//! vectors, alone, with stdin or many at once; say what the connection learnt), as a trait
+//! object so that everything above it — node lookup, classification, tasks, the engine — can
+//! run over a [`super::replay::Replay`] in tests instead of sshd, sudo and the simulator.
+//!
+//! [`crate::ssh::Session`] implements it here rather than in `ssh/`, so the transport does not
+//! know the layer above it. Futures are boxed to keep the trait object-safe; `Send + Sync`
+//! because the MCP server and `status` run commands from several tasks at once.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use crate::error::Result;
+use crate::ssh::{Output, Session};
+
+/// A boxed `Send` future, as the transport's methods return.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// A connected host that runs commands. Method names and meanings are those of
+/// [`crate::ssh::Session`], which is the production implementation: a non-zero exit status is
+/// an [`Output`], not an error; a command that ends without an exit status is a lost
+/// connection ([`crate::Error::Connection`], exit 7).
+pub trait Transport: Send + Sync + std::fmt::Debug {
+    /// Run `argv` (already `sudo -n …`), handing each chunk of stdout to `on_stdout` as it
+    /// arrives; the returned [`Output`] still holds all of it.
+    fn exec_streaming<'a>(
+        &'a self,
+        argv: &'a [String],
+        on_stdout: &'a mut (dyn FnMut(&[u8]) + Send),
+    ) -> BoxFuture<'a, Result<Output>>;
+
+    /// Run `argv` with `input` on its stdin, then EOF.
+    fn exec_with_stdin<'a>(
+        &'a self,
+        argv: &'a [String],
+        input: &'a [u8],
+    ) -> BoxFuture<'a, Result<Output>>;
+
+    /// Run several commands concurrently; results come back in input order.
+    fn exec_many(&self, cmds: Vec<Vec<String>>) -> BoxFuture<'_, Vec<Result<Output>>>;
+
+    /// Close the connection (for every holder of it).
+    fn close(&self) -> BoxFuture<'_, ()>;
+
+    /// Whether the connection is gone.
+    fn is_closed(&self) -> bool;
+
+    /// The server's host key as `ssh-ed25519 key SHA256:…`.
+    fn host_key(&self) -> &str;
+
+    /// The authentication methods the server offered (`None`: it let the account in without
+    /// any), for the preflight.
+    fn server_auth_methods(&self) -> Option<Vec<String>>;
+
+    /// With accept-new, the note that this connection recorded a new host key.
+    fn recorded_host_key(&self) -> Option<&str>;
+
+    /// Run `argv` and collect its output.
+    fn exec<'a>(&'a self, argv: &'a [String]) -> BoxFuture<'a, Result<Output>> {
+        Box::pin(async move { self.exec_streaming(argv, &mut |_| {}).await })
+    }
+}
+
+impl Transport for Session {
+    fn exec_streaming<'a>(
+        &'a self,
+        argv: &'a [String],
+        on_stdout: &'a mut (dyn FnMut(&[u8]) + Send),
+    ) -> BoxFuture<'a, Result<Output>> {
+        Box::pin(Session::exec_streaming(self, argv, on_stdout))
+    }
+
+    fn exec_with_stdin<'a>(
+        &'a self,
+        argv: &'a [String],
+        input: &'a [u8],
+    ) -> BoxFuture<'a, Result<Output>> {
+        Box::pin(Session::exec_with_stdin(self, argv, input))
+    }
+
+    fn exec_many(&self, cmds: Vec<Vec<String>>) -> BoxFuture<'_, Vec<Result<Output>>> {
+        Box::pin(Session::exec_many(self, cmds))
+    }
+
+    fn close(&self) -> BoxFuture<'_, ()> {
+        Box::pin(self.clone().close())
+    }
+
+    fn is_closed(&self) -> bool {
+        Session::is_closed(self)
+    }
+
+    fn host_key(&self) -> &str {
+        Session::host_key(self)
+    }
+
+    fn server_auth_methods(&self) -> Option<Vec<String>> {
+        Session::server_auth_methods(self)
+    }
+
+    fn recorded_host_key(&self) -> Option<&str> {
+        Session::recorded_host_key(self)
+    }
+}
