@@ -1,4 +1,4 @@
-//! The config file: named hosts and a default host (design §4).
+//! The config file: named hosts, a default host and the local policy (design §4).
 //!
 //! `$XDG_CONFIG_HOME/pxagent/config.yaml` (or `~/.config/pxagent/config.yaml`, or
 //! `--config FILE`). Flags and `PXAGENT_*` variables override it. Unknown keys are errors,
@@ -13,7 +13,12 @@
 //!     user: zen-agent
 //!     identity: ~/.ssh/pxagent_ed25519
 //!     known_hosts: ~/.ssh/known_hosts
+//! policy: {read_only: true}     # or policy_file: FILE
 //! ```
+//!
+//! Uses the policy's [`schema`](crate::policy::schema) types for its `policy:` section and
+//! decides which policy source is in force ([`Config::policy_source`]); the policy does not use
+//! this file. (The [`Policy::effective`] shim below also names [`Policy`] until its callers move.)
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -21,6 +26,8 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use crate::error::{Error, Result};
+use crate::policy::Policy;
+use crate::policy::schema::{PolicyConfig, PolicySource};
 
 /// The whole config file.
 #[derive(Debug, Default, Deserialize)]
@@ -33,7 +40,7 @@ pub struct Config {
     pub hosts: BTreeMap<String, HostEntry>,
     /// Local policy (see [`crate::policy`]).
     #[serde(default)]
-    pub policy: crate::policy::PolicyConfig,
+    pub policy: PolicyConfig,
     /// A policy file instead of the `policy:` section: pxagent's YAML form or the MCP
     /// gateway's JSON form (relative paths are relative to this config file).
     pub policy_file: Option<PathBuf>,
@@ -114,15 +121,21 @@ pub fn parse(text: &str, path: &Path) -> Result<Config> {
 }
 
 impl Config {
-    /// The compiled local policy: the file named by `PXAGENT_POLICY` (the environment form of
-    /// `--policy`), else `policy_file:`, else the `policy:` section (the built-in default
-    /// without a config file).
-    pub fn policy(&self) -> Result<crate::policy::Policy> {
+    /// Where the policy in force is stated: `flag` (`--policy FILE`) when given, else the
+    /// file named by `PXAGENT_POLICY` (the environment form of `--policy`, read here too for
+    /// callers that did not go through clap), else `policy_file:` (relative to this config
+    /// file), else the `policy:` section (the built-in default without a config file). Only
+    /// the source actually in force is checked: with `--policy`, a config setting both
+    /// `policy:` and `policy_file:` is not an error.
+    pub fn policy_source(&self, flag: Option<&str>) -> Result<PolicySource> {
+        if let Some(f) = flag.filter(|f| !f.is_empty()) {
+            return Ok(PolicySource::File(expand_home(Path::new(f))));
+        }
         if let Some(f) = std::env::var_os("PXAGENT_POLICY").filter(|v| !v.is_empty()) {
-            return crate::policy::Policy::from_file(&expand_home(Path::new(&f)));
+            return Ok(PolicySource::File(expand_home(Path::new(&f))));
         }
         if let Some(f) = &self.policy_file {
-            if self.policy != crate::policy::PolicyConfig::default() {
+            if self.policy != PolicyConfig::default() {
                 return Err(Error::usage(format!(
                     "config {}: both `policy:` and `policy_file:` are set; keep one",
                     self.path
@@ -136,14 +149,27 @@ impl Config {
                 (Some(cfg), true) => cfg.parent().unwrap_or(Path::new(".")).join(f),
                 _ => f,
             };
-            return crate::policy::Policy::from_file(&f);
+            return Ok(PolicySource::File(f));
         }
-        match &self.path {
-            Some(p) => {
-                crate::policy::Policy::from_config(self.policy.clone(), &p.display().to_string())
-            }
-            None => Ok(crate::policy::Policy::default()),
-        }
+        Ok(match &self.path {
+            Some(p) => PolicySource::Section {
+                policy: self.policy.clone(),
+                source: p.display().to_string(),
+            },
+            None => PolicySource::Default,
+        })
+    }
+}
+
+// Kept so the front ends' `Policy::effective(flag, &cfg)` calls compile unchanged while they
+// are reworked (issue 10); it lives here because the policy must not name the config. New code
+// writes `Policy::load(cfg.policy_source(flag)?)`, and this goes once no caller is left.
+impl Policy {
+    /// The policy in force for a command: `--policy FILE` (also `PXAGENT_POLICY`) when given,
+    /// else the config's (its `policy_file:` or its `policy:` section). Same as
+    /// `Policy::load(cfg.policy_source(flag)?)`.
+    pub fn effective(flag: Option<&str>, cfg: &Config) -> Result<Policy> {
+        Policy::load(cfg.policy_source(flag)?)
     }
 }
 
@@ -195,5 +221,42 @@ mod tests {
     #[test]
     fn empty_is_default() {
         assert!(p("").unwrap().hosts.is_empty());
+    }
+
+    #[test]
+    fn policy_source_precedence() {
+        let mut c = p("policy: {read_only: true}\npolicy_file: gw.json\n").unwrap();
+        c.path = Some(PathBuf::from("/etc/x/config.yaml"));
+        // `--policy` wins, and the config's own conflict is then not looked at.
+        assert_eq!(
+            c.policy_source(Some("/p.yaml")).unwrap(),
+            PolicySource::File(PathBuf::from("/p.yaml"))
+        );
+        if std::env::var_os("PXAGENT_POLICY").is_some_and(|v| !v.is_empty()) {
+            return; // the environment names the policy: the rest cannot be observed here
+        }
+        let e = c.policy_source(Some("")).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        assert_eq!(
+            e.to_string(),
+            "config /etc/x/config.yaml: both `policy:` and `policy_file:` are set; keep one"
+        );
+        c.policy = PolicyConfig::default();
+        assert_eq!(
+            c.policy_source(None).unwrap(),
+            PolicySource::File(PathBuf::from("/etc/x/gw.json"))
+        );
+        c.policy_file = None;
+        assert_eq!(
+            c.policy_source(None).unwrap(),
+            PolicySource::Section {
+                policy: PolicyConfig::default(),
+                source: "/etc/x/config.yaml".into()
+            }
+        );
+        assert_eq!(
+            Config::default().policy_source(None).unwrap(),
+            PolicySource::Default
+        );
     }
 }

@@ -17,6 +17,11 @@
 //!
 //! Several ops may share one counter (name the same counter in each op's limits); an op with
 //! several limits is admitted only when every one of them has room, and then counts in all.
+//!
+//! The limit types ([`Limit`], [`Window`], [`Scope`]) are the policy's
+//! ([`crate::policy::schema`], re-exported here); this file keeps the counters. Uses the policy
+//! (its limits per op), the catalog and the audit module's state directory; the policy does not
+//! use this file.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Seek, Write};
@@ -28,100 +33,11 @@ use serde::{Deserialize, Serialize};
 use crate::catalog::Op;
 use crate::error::{Error, Result};
 use crate::policy::Policy;
+pub use crate::policy::schema::{Limit, Scope, Window};
 
-/// A fixed window aligned to UTC.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Window {
-    /// From one full UTC minute to the next.
-    Minute,
-    /// From one full UTC hour to the next.
-    Hour,
-    /// From one UTC midnight to the next.
-    Day,
-}
-
-impl Window {
-    /// The window's length in seconds.
-    pub fn seconds(self) -> u64 {
-        match self {
-            Window::Minute => 60,
-            Window::Hour => 3600,
-            Window::Day => 86_400,
-        }
-    }
-
-    /// The name used in YAML and messages.
-    pub fn name(self) -> &'static str {
-        match self {
-            Window::Minute => "minute",
-            Window::Hour => "hour",
-            Window::Day => "day",
-        }
-    }
-
-    /// The start of the window holding `now` (Unix seconds). Unix time has no leap seconds,
-    /// so multiples of the length are UTC minute, hour and day boundaries.
-    pub fn start(self, now: u64) -> u64 {
-        now - now % self.seconds()
-    }
-}
-
-/// Who shares a counter. pxagent keeps counters per account on this machine (its state
-/// directory): that is the gateway's `grant`, the only scope it knows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum Scope {
-    /// One quota for the credential this pxagent runs with.
-    #[default]
-    Grant,
-}
-
-/// One limit: at most `max` admissions per `window` on `counter`.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct Limit {
-    /// The counter's name; ops naming the same counter share it.
-    pub counter: String,
-    /// The window.
-    pub window: Window,
-    /// How many calls the window admits.
-    pub max: u64,
-    /// Who shares the counter (only `grant`).
-    #[serde(default)]
-    pub scope: Scope,
-}
-
-impl Limit {
-    /// The default for ops that run a command in a guest: 10 per minute.
-    pub fn exec_default(op: &Op) -> Limit {
-        Limit {
-            counter: format!("{}_rate", op.tool_name()),
-            window: Window::Minute,
-            max: 10,
-            scope: Scope::Grant,
-        }
-    }
-
-    /// Problems with this limit (a bad counter name), for the policy loader.
-    pub fn problems(&self) -> Option<String> {
-        let ok = !self.counter.is_empty()
-            && self.counter.len() <= 128
-            && self
-                .counter
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"_.:-".contains(&b));
-        (!ok).then(|| {
-            format!(
-                "counter {:?} must be 1-128 letters, digits, '_', '.', ':' or '-'",
-                self.counter
-            )
-        })
-    }
-
-    fn key(&self) -> String {
-        format!("{}/{}", self.counter, self.window.name())
-    }
+/// A limit's key in the state file: `counter/window`.
+fn key(l: &Limit) -> String {
+    format!("{}/{}", l.counter, l.window.name())
 }
 
 /// What the state file holds per `counter/window`.
@@ -194,7 +110,7 @@ pub fn admit_at(
     };
     for l in limits {
         let start = l.window.start(now);
-        let c = counts.get(&l.key()).copied().unwrap_or_default();
+        let c = counts.get(&key(l)).copied().unwrap_or_default();
         let used = if c.start == start { c.used } else { 0 };
         if used >= l.max {
             let reset = start + l.window.seconds() - now;
@@ -211,7 +127,7 @@ pub fn admit_at(
     }
     for l in limits {
         let start = l.window.start(now);
-        let c = counts.entry(l.key()).or_default();
+        let c = counts.entry(key(l)).or_default();
         if c.start != start {
             *c = Count { start, used: 0 };
         }
@@ -278,16 +194,6 @@ mod tests {
     }
 
     #[test]
-    fn windows_align_to_utc() {
-        // 2026-11-01T02:03:04Z
-        let t = 1_793_498_584;
-        assert_eq!(Window::Minute.start(t) % 60, 0);
-        assert_eq!(t - Window::Minute.start(t), 4);
-        assert_eq!(t - Window::Hour.start(t), 3 * 60 + 4);
-        assert_eq!(t - Window::Day.start(t), 2 * 3600 + 3 * 60 + 4);
-    }
-
-    #[test]
     fn the_eleventh_call_in_a_minute_is_refused_and_names_the_reset() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("limits.json");
@@ -346,13 +252,5 @@ mod tests {
             .filter(|a| *a)
             .count();
         assert_eq!(ok, 10);
-    }
-
-    #[test]
-    fn counter_names_are_checked() {
-        assert!(lim(1, Window::Day).problems().is_none());
-        let mut l = lim(1, Window::Day);
-        l.counter = "a b".into();
-        assert!(l.problems().is_some());
     }
 }

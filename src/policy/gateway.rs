@@ -7,16 +7,16 @@
 //! [`PolicyConfig`]: `default: deny` becomes `"*": deny`, each listed tool an exact `allow`
 //! rule with its limits — so a tool the gateway did not list is refused (exit 3) exactly as a
 //! denied op is. Unknown fields, versions, windows, scopes or tools are errors naming them
-//! (exit 2): a policy that is silently half-read is worse than none.
+//! (exit 2): a policy that is silently half-read is worse than none. Uses the policy's
+//! [`schema`](super::schema) types and the catalog only; [`super::load`] calls it.
 
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
+use super::schema::{Action, Limit, PolicyConfig, Rule};
 use crate::catalog::OPS;
 use crate::error::{Error, Result};
-use crate::limits::Limit;
-use crate::policy::{Action, PolicyConfig, Rule};
 
 /// The versions of the gateway form this pxagent reads.
 pub const VERSIONS: &[&str] = &["1"];

@@ -1,0 +1,615 @@
+//! Decisions (issue 5): what a compiled [`Policy`] says about an invocation before anything
+//! is sent — refuse it (exit 3), demand a confirmation phrase, or let it through — plus the
+//! questions the front ends ask of it (list this op? which limits? is this guest command
+//! allowed?). Uses the policy's [`schema`](super::schema) types, the compiled
+//! [`allowlist`](super::allowlist), the catalog, invocations and the confirmation phrase; it
+//! reads no file and no environment ([`super::load`] builds the [`Policy`]).
+//!
+//! Decisions, in this order, first match wins:
+//!
+//! 1. the most specific `ops` rule is `deny` → refused;
+//! 2. `read_only` and the op is not a read → refused;
+//! 3. the op changes state (risk `change`, `confirm` or `exec`) and one of its VMIDs (every
+//!    parameter of kind VMID, so a clone's or restore's *target* too) is protected, or the
+//!    target guest carries a protected tag → refused;
+//! 4. the most specific rule is `confirm` → [`Decision::Confirm`];
+//! 5. otherwise [`Decision::Allow`].
+//!
+//! `allow` never waives the catalog's own soft blacklist: `vm.destroy: allow` still needs
+//! `yes destroy N`. It exists to carve exceptions out of a glob (`"*": deny` + `vm.status:
+//! allow`). Specificity: an exact id beats any glob; among globs the one with more literal
+//! (non-`*`) characters wins; between equally specific globs the stricter action wins
+//! (deny > confirm > allow), so the outcome never depends on key order. A rule's `limits` and
+//! `commands` are taken from the most specific rule too; ops that run a guest command and
+//! name no limits get 10 per minute ([`Limit::exec_default`]).
+
+use std::collections::BTreeSet;
+
+use super::allowlist::Allowlist;
+use super::schema::{Action, Limit, Rule};
+use crate::catalog::{Kind, Op, Risk};
+use crate::error::{Error, Result};
+use crate::invocation::Invocation;
+
+/// What the policy says about an invocation it does not refuse.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// The policy adds nothing (the catalog's own confirmation, if any, still applies).
+    Allow,
+    /// A `confirm` rule matched: the op is soft-blacklisted and needs this confirmation.
+    Confirm(Confirmation),
+}
+
+/// The confirmation a `confirm` rule demands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Confirmation {
+    /// The exact phrase: the catalog's phrase when the op has one (`yes destroy 100`), else
+    /// [`crate::confirm::policy_phrase`] (`yes vm start 100`), bound to the target.
+    pub phrase: String,
+    /// The rule that demanded it, for messages: `policy.ops.vm.* in /path/config.yaml`.
+    pub rule: String,
+    /// The rule's reason, if it gave one.
+    pub reason: Option<String>,
+}
+
+impl Confirmation {
+    /// The error when the phrase is missing (exit 4). A catalog confirm op keeps the
+    /// catalog's wording (it names the consequence); any other op says the policy asks.
+    pub fn refusal(&self, inv: &Invocation) -> Error {
+        if let Some(e) = inv.refusal() {
+            return e;
+        }
+        let why = match &self.reason {
+            Some(r) => format!("local policy requires confirmation: {r} ({})", self.rule),
+            None => format!("local policy requires confirmation ({})", self.rule),
+        };
+        Error::ConfirmationRequired {
+            message: format!(
+                "I won't run `{}` without explicit confirmation — {why}. Reply `{}` if you want me to proceed.",
+                inv.display(),
+                self.phrase
+            ),
+            phrase: self.phrase.clone(),
+            hint: None,
+        }
+    }
+}
+
+/// One compiled `ops` entry (built by [`super::load`]).
+#[derive(Debug, Clone)]
+pub(super) struct Compiled {
+    pub(super) key: String,
+    pub(super) rule: Rule,
+    pub(super) commands: Option<Allowlist>,
+    pub(super) glob: bool,
+    /// Literal (non-`*`) characters: the specificity of a glob.
+    pub(super) literals: usize,
+}
+
+/// A validated policy plus where it came from (for messages). Built by
+/// [`Policy::from_config`], [`Policy::from_file`] or [`Policy::load`] ([`super::load`]).
+#[derive(Debug, Clone)]
+pub struct Policy {
+    pub(super) read_only: bool,
+    pub(super) rules: Vec<Compiled>,
+    pub(super) protect_ids: BTreeSet<u64>,
+    /// Lower-cased.
+    pub(super) protect_tags: Vec<String>,
+    pub(super) allow_privileged_ct_exec: bool,
+    pub(super) source: String,
+}
+
+impl Default for Policy {
+    /// No policy: nothing is refused and nothing extra is confirmed.
+    fn default() -> Policy {
+        Policy {
+            read_only: false,
+            rules: Vec::new(),
+            protect_ids: BTreeSet::new(),
+            protect_tags: Vec::new(),
+            allow_privileged_ct_exec: false,
+            source: "built-in defaults".into(),
+        }
+    }
+}
+
+impl Policy {
+    /// The rate limits of an op: the most specific rule's `limits`, else 10 per minute for
+    /// ops that run a command in a guest, else none.
+    pub fn limits_for(&self, op: &Op) -> Vec<Limit> {
+        match self.compiled_for(op.id).and_then(|c| c.rule.limits.clone()) {
+            Some(l) => l,
+            None if op.runs_guest_command() => vec![Limit::exec_default(op)],
+            None => Vec::new(),
+        }
+    }
+
+    /// Where an op's limits were written (`None`: pxagent's default).
+    pub fn limits_source(&self, op: &Op) -> Option<String> {
+        let c = self.compiled_for(op.id)?;
+        c.rule
+            .limits
+            .as_ref()
+            .map(|_| format!("policy.ops.{}.limits in {}", c.key, self.source))
+    }
+
+    /// Whether the most specific rule's allowlist admits this guest command (program first).
+    /// `Err` is [`Error::Policy`] (exit 3) naming the allowed shapes.
+    pub fn check_command(&self, inv: &Invocation, argv: &[String]) -> Result<()> {
+        let Some(c) = self.compiled_for(inv.op.id) else {
+            return Ok(());
+        };
+        let Some(list) = &c.commands else {
+            return Ok(());
+        };
+        if list.admits(argv) {
+            return Ok(());
+        }
+        let target = match inv.vmid() {
+            Some(id) => format!("{} on {id}", inv.op.id),
+            None => inv.op.id.to_string(),
+        };
+        Err(Error::Policy(format!(
+            "policy refuses {target}: `{}` is not one of the allowed commands ({}) (policy.ops.{}.commands in {})",
+            crate::catalog::kind::printable(&crate::invocation::quote_argv(argv)),
+            crate::catalog::kind::printable(&list.describe()),
+            c.key,
+            self.source
+        )))
+    }
+
+    /// Whether `ct exec` may enter privileged containers.
+    pub fn allow_privileged_ct_exec(&self) -> bool {
+        self.allow_privileged_ct_exec
+    }
+
+    fn compiled_for(&self, op_id: &str) -> Option<&Compiled> {
+        self.rules
+            .iter()
+            .filter(|c| glob_match(&c.key, op_id))
+            .max_by_key(|c| (!c.glob, c.literals, c.rule.action))
+    }
+
+    /// Where this policy came from.
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// Whether `read_only` is on.
+    pub fn read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// The rule that applies to an op id and the key it was written under (for dry-run
+    /// output and, later, rate limits): the most specific match, as the module doc says.
+    pub fn rule_for(&self, op_id: &str) -> Option<(&str, &Rule)> {
+        self.compiled_for(op_id).map(|c| (c.key.as_str(), &c.rule))
+    }
+
+    /// Decide before anything is sent. `guest_tags` are the tags of the guest named by the
+    /// op's `vmid` as `/cluster/resources` reports them (see [`parse_tags`]): `Some(&[])` when
+    /// it has none or does not exist yet, `None` when they were not looked up. When tags are
+    /// protected and a state-changing op's guest has unknown tags, the op is refused — the
+    /// policy fails closed rather than guess.
+    ///
+    /// `Err` is always [`Error::Policy`] (exit 3) with a one-line reason.
+    pub fn check(&self, inv: &Invocation, guest_tags: Option<&[String]>) -> Result<Decision> {
+        let op = inv.op;
+        let target = match inv.vmid() {
+            Some(id) => format!("{} on {id}", op.id),
+            None => op.id.to_string(),
+        };
+        let refuse = |why: String, key: &str| {
+            Err(Error::Policy(format!(
+                "policy refuses {target}: {why} ({key} in {})",
+                self.source
+            )))
+        };
+        let rule = self.rule_for(op.id);
+        if let Some((key, r)) = rule
+            && r.action == Action::Deny
+        {
+            let why = r
+                .reason
+                .clone()
+                .unwrap_or_else(|| format!("{} is denied", op.id));
+            return refuse(why, &format!("policy.ops.{key}"));
+        }
+        if self.read_only && op.risk != Risk::Read {
+            return refuse(
+                format!("read_only is on and {} {}", op.id, what_it_does(op.risk)),
+                "policy.read_only",
+            );
+        }
+        if op.risk != Risk::Read {
+            if let Some(id) = guest_ids(inv)
+                .into_iter()
+                .find(|id| self.protect_ids.contains(id))
+            {
+                return refuse(format!("guest {id} is protected"), "policy.protect");
+            }
+            if let (false, Some(id)) = (self.protect_tags.is_empty(), inv.vmid()) {
+                match guest_tags {
+                    None => {
+                        return refuse(
+                            format!(
+                                "cannot tell whether guest {id} carries a protected tag ({}): its tags are unknown",
+                                self.protect_tags.join(", ")
+                            ),
+                            "policy.protect",
+                        );
+                    }
+                    Some(tags) => {
+                        if let Some(t) = tags
+                            .iter()
+                            .find(|t| self.protect_tags.iter().any(|p| p.eq_ignore_ascii_case(t)))
+                        {
+                            return refuse(
+                                format!("guest {id} carries the protected tag '{t}'"),
+                                "policy.protect",
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        match rule {
+            Some((key, r)) if r.action == Action::Confirm => Ok(Decision::Confirm(Confirmation {
+                phrase: inv
+                    .phrase()
+                    .unwrap_or_else(|| crate::confirm::policy_phrase(inv)),
+                rule: format!("policy.ops.{key} in {}", self.source),
+                reason: r.reason.clone(),
+            })),
+            _ => Ok(Decision::Allow),
+        }
+    }
+
+    /// Whether [`Policy::check`] needs the guest's tags (some protect entry is a tag). The
+    /// caller then reads them from the guest's `/cluster/resources` entry — the same lookup
+    /// that finds the guest's node.
+    pub fn needs_guest_tags(&self) -> bool {
+        !self.protect_tags.is_empty()
+    }
+
+    /// Whether an op should be offered at all (MCP tool listing): false when a `deny` rule or
+    /// `read_only` refuses it whatever its arguments. Protection depends on the arguments, so
+    /// it does not hide an op.
+    pub fn allows_listing(&self, op: &Op) -> bool {
+        let denied = self
+            .rule_for(op.id)
+            .is_some_and(|(_, r)| r.action == Action::Deny);
+        let read_only_blocks = self.read_only && op.risk != Risk::Read;
+        !(denied || read_only_blocks)
+    }
+}
+
+/// Split a guest's `tags` field as Proxmox writes it (`;`-separated in `/cluster/resources`;
+/// `,` and spaces are accepted on input too) into tags, dropping empty pieces.
+pub fn parse_tags(s: &str) -> Vec<String> {
+    s.split([';', ',', ' ', '\t'])
+        .filter(|t| !t.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// What an op of this risk does, for the read-only refusal.
+fn what_it_does(risk: Risk) -> &'static str {
+    match risk {
+        Risk::Read => "only reads",
+        Risk::Change | Risk::Confirm => "changes state",
+        Risk::Exec => "runs a command inside a guest",
+    }
+}
+
+/// Every VMID the invocation names (every parameter of kind VMID: the guest, and a clone's
+/// or restore's target).
+fn guest_ids(inv: &Invocation) -> Vec<u64> {
+    inv.values
+        .iter()
+        .filter(|(name, _)| {
+            inv.op
+                .param(name)
+                .is_some_and(|p| matches!(p.kind, Kind::Vmid))
+        })
+        .filter_map(|(_, v)| v.parse().ok())
+        .collect()
+}
+
+/// `*` matches any run of characters (dots included); everything else is literal.
+pub(super) fn glob_match(pattern: &str, text: &str) -> bool {
+    let (p, t) = (pattern.as_bytes(), text.as_bytes());
+    let (mut pi, mut ti) = (0, 0);
+    // Where the last `*` was and the text position it currently stands for.
+    let mut star: Option<(usize, usize)> = None;
+    while ti < t.len() {
+        if pi < p.len() && p[pi] == b'*' {
+            star = Some((pi, ti));
+            pi += 1;
+        } else if pi < p.len() && p[pi] == t[ti] {
+            pi += 1;
+            ti += 1;
+        } else if let Some((sp, st)) = star {
+            pi = sp + 1;
+            ti = st + 1;
+            star = Some((sp, st + 1));
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|&c| c == b'*')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SRC: &str = "/root/.config/pxagent/config.yaml";
+
+    use crate::catalog::{self, OPS};
+    use crate::policy::schema::PolicyConfig;
+
+    fn policy(yaml: &str) -> Result<Policy> {
+        let cfg: PolicyConfig =
+            yaml_serde::from_str(yaml).map_err(|e| Error::usage(e.to_string()))?;
+        Policy::from_config(cfg, SRC)
+    }
+
+    fn inv(id: &str, kv: &[(&'static str, &str)]) -> Invocation {
+        let op = catalog::find(id).unwrap_or_else(|| panic!("no op {id}"));
+        Invocation::new(op, kv.iter().map(|(k, v)| (*k, v.to_string())).collect()).unwrap()
+    }
+
+    fn refusal(p: &Policy, i: &Invocation, tags: Option<&[String]>) -> String {
+        let e = p.check(i, tags).unwrap_err();
+        assert_eq!(e.exit_code(), 3, "{e}");
+        let msg = e.to_string();
+        assert!(!msg.contains('\n'), "one line: {msg}");
+        msg
+    }
+
+    fn tags(s: &str) -> Vec<String> {
+        parse_tags(s)
+    }
+
+    #[test]
+    fn no_policy_allows_everything_and_keeps_the_catalog_phrase() {
+        let p = Policy::default();
+        assert_eq!(
+            p.check(&inv("vm.start", &[("vmid", "100")]), None).unwrap(),
+            Decision::Allow
+        );
+        // The catalog's soft blacklist is not the policy's business: still Allow here,
+        // the confirmation gate asks for `yes destroy 100`.
+        assert_eq!(
+            p.check(&inv("vm.destroy", &[("vmid", "100")]), None)
+                .unwrap(),
+            Decision::Allow
+        );
+        assert!(OPS.iter().all(|op| p.allows_listing(op)));
+        assert!(!p.needs_guest_tags());
+    }
+
+    #[test]
+    fn deny_with_and_without_reason() {
+        let p = policy(
+            "ops:\n  vm.destroy: deny\n  vm.stop: {action: deny, reason: \"use vm shutdown\"}\n",
+        )
+        .unwrap();
+        assert_eq!(
+            refusal(&p, &inv("vm.destroy", &[("vmid", "100")]), None),
+            format!(
+                "policy refuses vm.destroy on 100: vm.destroy is denied (policy.ops.vm.destroy in {SRC})"
+            )
+        );
+        assert_eq!(
+            refusal(&p, &inv("vm.stop", &[("vmid", "101")]), None),
+            format!("policy refuses vm.stop on 101: use vm shutdown (policy.ops.vm.stop in {SRC})")
+        );
+        assert_eq!(
+            p.check(&inv("vm.start", &[("vmid", "100")]), None).unwrap(),
+            Decision::Allow
+        );
+        assert!(!p.allows_listing(catalog::find("vm.destroy").unwrap()));
+        assert!(p.allows_listing(catalog::find("vm.start").unwrap()));
+    }
+
+    #[test]
+    fn confirm_turns_any_op_into_a_soft_blacklisted_one() {
+        let p = policy(
+            "ops:\n  vm.start: {action: confirm, reason: production}\n  vm.destroy: confirm\n",
+        )
+        .unwrap();
+        let i = inv("vm.start", &[("vmid", "100")]);
+        let Decision::Confirm(c) = p.check(&i, None).unwrap() else {
+            panic!("expected confirm")
+        };
+        assert_eq!(c.phrase, "yes vm start 100");
+        assert_eq!(c.rule, format!("policy.ops.vm.start in {SRC}"));
+        let e = c.refusal(&i);
+        assert_eq!(e.exit_code(), 4);
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "I won't run `vm start 100` without explicit confirmation — local policy requires confirmation: production (policy.ops.vm.start in {SRC}). Reply `yes vm start 100` if you want me to proceed."
+            )
+        );
+        // A catalog confirm op keeps its own phrase and wording.
+        let d = inv("vm.destroy", &[("vmid", "100")]);
+        let Decision::Confirm(c) = p.check(&d, None).unwrap() else {
+            panic!("expected confirm")
+        };
+        assert_eq!(c.phrase, "yes destroy 100");
+        assert!(c.refusal(&d).to_string().contains("irrecoverably"));
+        // Confirm does not hide the op.
+        assert!(p.allows_listing(catalog::find("vm.start").unwrap()));
+    }
+
+    #[test]
+    fn allow_never_waives_the_catalog_phrase() {
+        let p = policy("ops:\n  vm.destroy: allow\n").unwrap();
+        let i = inv("vm.destroy", &[("vmid", "100")]);
+        assert_eq!(p.check(&i, None).unwrap(), Decision::Allow);
+        assert_eq!(i.phrase().as_deref(), Some("yes destroy 100"));
+    }
+
+    #[test]
+    fn exact_beats_glob_and_longer_glob_beats_shorter() {
+        let p = policy("ops:\n  \"*\": deny\n  vm.*: confirm\n  vm.s*: allow\n  vm.stop: deny\n")
+            .unwrap();
+        assert_eq!(p.rule_for("vm.destroy").unwrap().0, "vm.*");
+        assert_eq!(p.rule_for("vm.start").unwrap().0, "vm.s*");
+        assert_eq!(p.rule_for("vm.stop").unwrap().0, "vm.stop");
+        assert_eq!(p.rule_for("ct.start").unwrap().0, "*");
+        assert!(matches!(
+            p.check(&inv("vm.destroy", &[("vmid", "100")]), None),
+            Ok(Decision::Confirm(_))
+        ));
+        assert_eq!(
+            p.check(&inv("vm.start", &[("vmid", "100")]), None).unwrap(),
+            Decision::Allow
+        );
+        assert!(
+            refusal(&p, &inv("vm.stop", &[("vmid", "100")]), None).contains("policy.ops.vm.stop")
+        );
+        assert!(
+            refusal(&p, &inv("ct.start", &[("vmid", "200")]), None).contains("(policy.ops.* in")
+        );
+        assert!(!p.allows_listing(catalog::find("ct.start").unwrap()));
+    }
+
+    #[test]
+    fn equally_specific_globs_pick_the_stricter_action_whatever_the_order() {
+        // `vm.*` and `*.stop` both have three literal characters.
+        for yaml in [
+            "ops:\n  vm.*: allow\n  \"*.stop\": deny\n",
+            "ops:\n  \"*.stop\": deny\n  vm.*: allow\n",
+        ] {
+            let p = policy(yaml).unwrap();
+            assert_eq!(p.rule_for("vm.stop").unwrap().1.action, Action::Deny);
+            assert_eq!(p.rule_for("vm.start").unwrap().1.action, Action::Allow);
+        }
+    }
+
+    #[test]
+    fn read_only_refuses_everything_but_reads() {
+        let p = policy("read_only: true\n").unwrap();
+        assert_eq!(
+            refusal(&p, &inv("vm.start", &[("vmid", "100")]), None),
+            format!(
+                "policy refuses vm.start on 100: read_only is on and vm.start changes state (policy.read_only in {SRC})"
+            )
+        );
+        assert_eq!(
+            p.check(&inv("vm.status", &[("vmid", "100")]), None)
+                .unwrap(),
+            Decision::Allow
+        );
+        for op in OPS {
+            assert_eq!(p.allows_listing(op), op.risk == Risk::Read, "{}", op.id);
+        }
+        // An explicit allow does not lift read_only.
+        let p = policy("read_only: true\nops:\n  vm.start: allow\n").unwrap();
+        assert!(p.check(&inv("vm.start", &[("vmid", "100")]), None).is_err());
+    }
+
+    #[test]
+    fn protected_vmids_refuse_changes_but_not_reads() {
+        let p = policy("protect: [100, 105]\n").unwrap();
+        assert_eq!(
+            refusal(&p, &inv("vm.destroy", &[("vmid", "100")]), None),
+            format!(
+                "policy refuses vm.destroy on 100: guest 100 is protected (policy.protect in {SRC})"
+            )
+        );
+        assert!(refusal(&p, &inv("vm.start", &[("vmid", "105")]), None).contains("guest 105"));
+        assert_eq!(
+            p.check(&inv("vm.start", &[("vmid", "101")]), None).unwrap(),
+            Decision::Allow
+        );
+        assert_eq!(
+            p.check(&inv("vm.status", &[("vmid", "100")]), None)
+                .unwrap(),
+            Decision::Allow
+        );
+        // Protection depends on the target, so it never hides an op.
+        assert!(OPS.iter().all(|op| p.allows_listing(op)));
+    }
+
+    #[test]
+    fn every_vmid_parameter_is_checked() {
+        // Ops with a second VMID (clone / restore targets) are checked on both; this runs
+        // on whichever such ops the catalog has, and on the helper directly.
+        let p = policy("protect: [105]\n").unwrap();
+        for op in OPS.iter().filter(|op| op.risk != Risk::Read) {
+            let vmid_params: Vec<&str> = op
+                .params
+                .iter()
+                .filter(|pa| matches!(pa.kind, Kind::Vmid))
+                .map(|pa| pa.name)
+                .collect();
+            if vmid_params.len() < 2 {
+                continue;
+            }
+            let mut values = catalog::example_values(op);
+            for (i, name) in vmid_params.iter().enumerate() {
+                values.insert(name, if i == 0 { "101" } else { "105" }.to_string());
+            }
+            let i = Invocation::new(op, values).unwrap();
+            assert!(p.check(&i, Some(&[])).is_err(), "{}", op.id);
+        }
+        let i = inv("vm.start", &[("vmid", "105")]);
+        assert_eq!(guest_ids(&i), vec![105]);
+    }
+
+    #[test]
+    fn protected_tags_are_case_insensitive_and_fail_closed_when_unknown() {
+        let p = policy("protect: [Keep, prod-db]\n").unwrap();
+        assert!(p.needs_guest_tags());
+        let start = inv("vm.start", &[("vmid", "100")]);
+        assert_eq!(
+            refusal(&p, &start, Some(&tags("web;KEEP"))),
+            format!(
+                "policy refuses vm.start on 100: guest 100 carries the protected tag 'KEEP' (policy.protect in {SRC})"
+            )
+        );
+        assert!(refusal(&p, &start, Some(&tags("a,prod-db b"))).contains("'prod-db'"));
+        assert_eq!(
+            p.check(&start, Some(&tags("web;keeper"))).unwrap(),
+            Decision::Allow
+        );
+        assert_eq!(p.check(&start, Some(&[])).unwrap(), Decision::Allow);
+        let msg = refusal(&p, &start, None);
+        assert!(msg.contains("its tags are unknown"), "{msg}");
+        // Reads and guest-less ops need no tags.
+        assert_eq!(
+            p.check(&inv("vm.status", &[("vmid", "100")]), None)
+                .unwrap(),
+            Decision::Allow
+        );
+        assert_eq!(
+            p.check(&inv("vm.list", &[]), None).unwrap(),
+            Decision::Allow
+        );
+    }
+
+    #[test]
+    fn parse_tags_splits_like_proxmox() {
+        assert_eq!(tags("a;b;c"), ["a", "b", "c"]);
+        assert_eq!(tags("a, b  c;;"), ["a", "b", "c"]);
+        assert!(tags("").is_empty());
+    }
+
+    #[test]
+    fn glob_matching() {
+        assert!(glob_match("*", "vm.start"));
+        assert!(glob_match("vm.*", "vm.start"));
+        assert!(glob_match("*.start", "ct.start"));
+        assert!(glob_match("v*.s*t", "vm.start"));
+        assert!(glob_match("vm.start", "vm.start"));
+        assert!(!glob_match("vm.*", "ct.start"));
+        assert!(!glob_match("vm.star", "vm.start"));
+        assert!(!glob_match("*.stop", "vm.start"));
+        assert!(glob_match("**", ""));
+    }
+}
