@@ -74,6 +74,27 @@ pub enum Error {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
+    /// An error of the class that `code` stands for: relays another pxagent's failure (a
+    /// `--no-wait` follower) with its exit code intact.
+    pub fn from_exit_code(code: u8, msg: String) -> Error {
+        match code {
+            1 => Error::Remote(msg),
+            2 => Error::Usage(msg),
+            3 => Error::Policy(msg),
+            4 => Error::ConfirmationRequired {
+                message: msg,
+                phrase: String::new(),
+                hint: None,
+            },
+            5 => Error::Preflight(msg),
+            6 => Error::Auth(msg),
+            7 => Error::Connection(msg),
+            8 => Error::RateLimited(msg),
+            9 => Error::SudoRefused(msg),
+            _ => Error::Internal(msg),
+        }
+    }
+
     /// The process exit code for this error (design §4). This is the only mapping.
     pub fn exit_code(&self) -> u8 {
         match self {

@@ -6,7 +6,6 @@
 
 use std::collections::BTreeMap;
 
-use clap::ArgMatches;
 use serde_json::{Value, json};
 
 use crate::catalog::{self, How, Kind, NodeFrom, Op};
@@ -24,32 +23,6 @@ pub struct Invocation {
 }
 
 impl Invocation {
-    /// Build from the matches of an op's subcommand (`path` is the CLI path).
-    pub fn from_matches(path: &[&str], m: &ArgMatches) -> Result<Invocation> {
-        // Collect every parameter any op at this path has (the CLI merged them), then let
-        // the values choose the op (e.g. `vm snapshot --vmstate`, a qemu or lxc archive).
-        let mut raw: BTreeMap<&'static str, String> = BTreeMap::new();
-        for op in catalog::ops_at(path) {
-            for p in op.params {
-                match p.how {
-                    How::Flag => {
-                        if m.try_get_one::<bool>(p.name).ok().flatten() == Some(&true) {
-                            raw.insert(p.name, "1".into());
-                        }
-                    }
-                    _ => {
-                        if let Some(v) = m.try_get_one::<String>(p.name).ok().flatten() {
-                            raw.insert(p.name, v.clone());
-                        }
-                    }
-                }
-            }
-        }
-        let op = catalog::select(path, &raw)?;
-        raw.retain(|k, _| op.param(k).is_some());
-        Invocation::new(op, raw)
-    }
-
     /// Build from raw (unvalidated) values: validates each and checks required ones.
     pub fn new(op: &'static Op, raw: BTreeMap<&'static str, String>) -> Result<Invocation> {
         let mut values = BTreeMap::new();

@@ -103,6 +103,19 @@ impl Output {
     }
 }
 
+/// A note for the person at the terminal (never data): one `pxagent: …` line on stderr. The
+/// one place user-facing notes go through; logs go through `tracing` instead.
+pub fn note(text: impl std::fmt::Display) {
+    let _ = writeln!(std::io::stderr().lock(), "pxagent: {text}");
+}
+
+/// Relay text meant for stderr as it is (a guest command's own stderr).
+pub fn write_stderr(text: &str) {
+    let mut err = std::io::stderr().lock();
+    let _ = err.write_all(text.as_bytes());
+    let _ = err.flush();
+}
+
 /// Write one block to stdout with a trailing newline; a closed pipe is not an error worth
 /// a panic (`pxagent catalog | head`).
 pub fn write_stdout(text: &str) {

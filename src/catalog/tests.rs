@@ -222,3 +222,10 @@ fn usage_lines_read_well() {
         "vm shutdown <vmid> [--shutdown-timeout <shutdown-timeout>] [--node <node>]"
     );
 }
+
+#[test]
+fn zz_dump_ops_debug() {
+    if let Ok(p) = std::env::var("PX_DUMP_OPS") {
+        std::fs::write(p, format!("{OPS:#?}")).unwrap();
+    }
+}

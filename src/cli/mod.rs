@@ -1,5 +1,9 @@
-//! The command-line front end: the only user of clap. It turns argv into typed settings and
-//! hands them to the engine; nothing outside this folder names clap.
+//! The command-line front end: the only user of clap. Parsing is two steps (ripgrep's model):
+//! [`args`] shapes the words (the command tree, generated from the catalog), [`settings`]
+//! types them once into [`settings::Settings`] and a [`settings::Cmd`]; the commands in
+//! [`commands`] then work on typed values through a [`crate::context::Context`] and the
+//! engine. Nothing outside this folder names clap; nothing here is global, so [`run`] can be
+//! called any number of times in one process.
 
 pub mod args;
 mod commands;
@@ -8,131 +12,98 @@ pub mod settings;
 pub use args::command;
 
 use std::ffi::OsString;
+use std::time::Instant;
 
 use clap::ArgMatches;
 
+use crate::audit;
+use crate::catalog;
+use crate::engine::Trail;
 use crate::error::Error;
-use crate::invocation::Invocation;
 use crate::output::{self, Format, Output};
-use crate::{audit, catalog, mcp};
+use settings::Settings;
+
+/// An error plus optional data for the JSON error document.
+pub type Failure = (Error, Option<serde_json::Value>);
 
 /// Run pxagent with these arguments (program name first) and return the exit code.
 pub fn run(args: Vec<OsString>) -> u8 {
-    let _ = commands::ARGS.set(args.clone());
     let format = prescan_format(&args);
     let matches = match command().try_get_matches_from(&args) {
         Ok(m) => m,
         Err(e) => return clap_error(e, format),
     };
-    let out = Output {
+    let verbose = matches.get_count("verbose");
+    crate::logging::init(verbose);
+    let (name, is_op) = path_name(&matches);
+    let mut out = Output {
         format: matches
             .get_one::<String>("output")
             .and_then(|s| Format::parse(s))
             .unwrap_or(Format::Table),
         host: matches.get_one::<String>("host").cloned(),
     };
-    let started = std::time::Instant::now();
-    let mut trail = commands::Trail::default();
-    let (op_name, result) = dispatch(&matches, &out, &mut trail);
+    let started = Instant::now();
+    let mut trail = Trail {
+        // Everything meant for a host is audited, also when its arguments are refused.
+        audited: is_op,
+        ..Trail::default()
+    };
+    let parsed = Settings::from_matches(&matches, args)
+        .and_then(|s| settings::command(&matches, &s).map(|c| (s, c)));
+    let result = match parsed {
+        Ok((s, cmd)) => commands::execute(&s, &cmd, &mut out, &mut trail),
+        Err(e) => Err((e, None)),
+    };
     let code = match &result {
         Ok(code) => *code,
         Err((err, _)) => err.exit_code(),
     };
+    let took = started.elapsed();
     if trail.audited {
         if trail.host.is_none() {
-            trail.host = matches.get_one::<String>("host").cloned();
+            trail.host = out.host.clone();
         }
         trail.record(
-            &op_name,
+            &name,
             audit::Via::Cli,
             result.as_ref().err().map(|(e, _)| e),
             code,
-            started.elapsed(),
+            took,
         );
     }
+    tracing::info!(
+        target: "pxagent",
+        op = %name,
+        host = trail.host.as_deref().unwrap_or("-"),
+        account = trail.account.as_deref().unwrap_or("-"),
+        exit = code,
+        result = match &result { Ok(_) => "ok", Err((e, _)) => e.kind() },
+        ms = took.as_millis() as u64,
+        "{name}"
+    );
     match result {
         Ok(code) => code,
         Err((err, data)) => {
-            out.failure(&op_name, &err, data);
+            out.failure(&name, &err, data);
             err.exit_code()
         }
     }
 }
 
-use commands::Failure;
-
-fn dispatch(
-    m: &ArgMatches,
-    out: &Output,
-    trail: &mut commands::Trail,
-) -> (String, std::result::Result<u8, Failure>) {
+/// The name a run is reported under, from the command's path alone (so that even a refused
+/// argument is reported under its op), and whether that path is a catalog op.
+fn path_name(m: &ArgMatches) -> (String, bool) {
     let Some((top, sub)) = m.subcommand() else {
-        return (
-            "pxagent".into(),
-            Err((Error::usage("no command given"), None)),
-        );
+        return ("pxagent".into(), false);
     };
-    match top {
-        "catalog" => (
-            "catalog".into(),
-            commands::catalog(out).map_err(|e| (e, None)),
-        ),
-        "preflight" => ("preflight".into(), commands::preflight(m, sub, out, trail)),
-        "audit" => match sub.subcommand() {
-            Some(("show", a)) => (
-                "audit.show".into(),
-                commands::audit_show(a, out).map_err(|e| (e, None)),
-            ),
-            Some(("verify", _)) => ("audit.verify".into(), commands::audit_verify(out)),
-            _ => (
-                "audit".into(),
-                Err((
-                    Error::usage("expected `audit show` or `audit verify`"),
-                    None,
-                )),
-            ),
-        },
-        "mcp" => ("mcp".into(), mcp::serve(m, sub).map_err(|e| (e, None))),
-        "status" => (
-            "status".into(),
-            commands::status(m, out, trail).map_err(|e| (e, None)),
-        ),
-        "sudoers" => match sub.subcommand() {
-            Some(("render", r)) => (
-                "sudoers.render".into(),
-                commands::sudoers_render(m, r, out).map_err(|e| (e, None)),
-            ),
-            Some(("lint", l)) => ("sudoers.lint".into(), commands::sudoers_lint(l, out)),
-            _ => (
-                "sudoers".into(),
-                Err((
-                    Error::usage("expected `sudoers render` or `sudoers lint`"),
-                    None,
-                )),
-            ),
-        },
-        _ => {
-            // A catalog op: find its path (one or two words).
-            let (path, leaf): (Vec<&str>, &ArgMatches) = match sub.subcommand() {
-                Some((second, leaf)) => (vec![top, second], leaf),
-                None => (vec![top], sub),
-            };
-            let op_id = catalog::ops_at(&path)
-                .first()
-                .map(|o| o.id.to_string())
-                .unwrap_or_else(|| path.join("."));
-            // Commands inside guests run their own flow (several remote steps, file sync).
-            if let Some(op) = catalog::ops_at(&path)
-                .into_iter()
-                .find(|o| o.risk == catalog::Risk::Exec)
-            {
-                return (op_id, crate::exec::cli(m, leaf, op, out, trail));
-            }
-            trail.audited = true;
-            let result = Invocation::from_matches(&path, leaf)
-                .and_then(|inv| commands::run_op(m, &inv, out, trail));
-            (op_id, result.map_err(|e| (e, None)))
-        }
+    let mut path = vec![top];
+    if let Some((second, _)) = sub.subcommand() {
+        path.push(second);
+    }
+    match catalog::ops_at(&path).first() {
+        Some(op) => (op.id.to_string(), true),
+        None => (path.join("."), matches!(top, "preflight" | "status")),
     }
 }
 
@@ -167,7 +138,7 @@ fn clap_error(e: clap::Error, format: Format) -> u8 {
         }
         ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
             // `pxagent` or `pxagent vm` alone: show help on stderr, it is a usage error.
-            eprint!("{}", e.render());
+            output::write_stderr(&e.render().to_string());
             2
         }
         _ => {
@@ -181,7 +152,7 @@ fn clap_error(e: clap::Error, format: Format) -> u8 {
             let err = Error::usage(first);
             match format {
                 Format::Json => Output { format, host: None }.failure("pxagent", &err, None),
-                Format::Table => eprint!("{msg}"),
+                Format::Table => output::write_stderr(&msg),
             }
             err.exit_code()
         }

@@ -1,150 +1,261 @@
-//! Where to connect and how: flags (and `PXAGENT_*`, which clap folds into the flags) beat the
-//! config file, which beats `~/.ssh/config`, which beats the defaults (design §4).
+//! The second step of parsing (ripgrep's `LowArgs` → `HiArgs`): clap's matches become typed
+//! [`Settings`] and one [`Cmd`], once, here. Everything after this point works on these types;
+//! no other module sees an `ArgMatches`.
 //!
-//! `-H` may be a config host name, `user@host[:port]`, or an `~/.ssh/config` alias, so that
-//! `pxagent -H pve` works like `ssh pve`. pxagent never logs in as root, whatever a config
-//! says: the whole point is an unprivileged account.
+//! Values that the catalog's parameter kinds own (VMIDs, names, …) are validated by
+//! [`Invocation::new`], so every bad value gets the same one-line error and exit 2.
 
+use std::collections::BTreeMap;
+use std::ffi::OsString;
 use std::path::PathBuf;
-use std::time::Duration;
 
 use clap::ArgMatches;
 
-use crate::config::{self, Config};
+use crate::catalog::{self, How, Op, Profile};
+use crate::context::{self, ConnectArgs};
 use crate::error::{Error, Result};
-use crate::ssh::config as ssh_config;
-use crate::ssh::{self, HostKeyPolicy, Target};
+use crate::exec::Request;
+use crate::host::sudoers::ranges::Ranges;
+use crate::host::sudoers::render::RenderOptions;
+use crate::invocation::Invocation;
+use crate::output::Format;
 
-/// The default agent account.
-pub const DEFAULT_USER: &str = "zen-agent";
-
-/// Split `user@host:port` / `host:port` / `[v6]:port` / `host`.
-pub fn split_host(spec: &str) -> Result<(Option<String>, String, Option<u16>)> {
-    let bad = || {
-        Error::usage(format!(
-            "invalid host '{}': expected NAME, HOST, USER@HOST or USER@HOST:PORT",
-            crate::catalog::kind::printable(spec)
-        ))
-    };
-    let (user, rest) = match spec.rsplit_once('@') {
-        Some((u, r)) => (Some(u.to_string()), r),
-        None => (None, spec),
-    };
-    let (host, port) = if let Some(inner) = rest.strip_prefix('[') {
-        let (h, after) = inner.split_once(']').ok_or_else(bad)?;
-        let port = match after.strip_prefix(':') {
-            Some(p) => Some(p.parse().map_err(|_| bad())?),
-            None if after.is_empty() => None,
-            None => return Err(bad()),
-        };
-        (h.to_string(), port)
-    } else {
-        match rest.split_once(':') {
-            Some((h, p)) => (h.to_string(), Some(p.parse().map_err(|_| bad())?)),
-            None => (rest.to_string(), None),
-        }
-    };
-    let ok = regex::Regex::new(r"^[A-Za-z0-9._:%-]{1,253}$").expect("static regex");
-    if !ok.is_match(&host) || host.starts_with('-') {
-        return Err(bad());
-    }
-    Ok((user, host, port))
+/// The global flags, typed.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The words pxagent was started with (program name first), for `--no-wait`'s follower.
+    pub argv: Vec<OsString>,
+    /// `-o`.
+    pub format: Format,
+    /// `--dry-run`.
+    pub dry_run: bool,
+    /// `--confirm`.
+    pub confirm: Option<String>,
+    /// `--policy`.
+    pub policy: Option<String>,
+    /// `--config`.
+    pub config: Option<PathBuf>,
+    /// `-v` count.
+    pub verbose: u8,
+    /// `--no-wait`.
+    pub no_wait: bool,
+    /// How to reach the host.
+    pub connect: ConnectArgs,
 }
 
-/// Build the SSH target for this invocation.
-pub fn target(m: &ArgMatches, cfg: &Config) -> Result<Target> {
-    let flag = |k: &str| m.get_one::<String>(k).cloned();
-    let host_spec = flag("host")
-        .or_else(|| cfg.default_host.clone())
-        .ok_or_else(|| {
-            Error::usage(
-                "no host: pass -H HOST (or set PXAGENT_HOST, or default_host in the config)",
-            )
-        })?;
-    let entry = cfg.hosts.get(&host_spec).cloned();
-    let (spec_user, alias, spec_port) = match &entry {
-        Some(e) => split_host(&e.address)?,
-        None => split_host(&host_spec)?,
-    };
-    let flag_user = flag("user");
-    let pre_user = flag_user
-        .clone()
-        .or(spec_user.clone())
-        .or_else(|| entry.as_ref().and_then(|e| e.user.clone()));
-    let ssh_cfg = match ssh_config::Context::from_env(pre_user.as_deref().unwrap_or(DEFAULT_USER)) {
-        Some(ctx) => ssh_config::lookup(&alias, &ctx)?,
-        None => ssh_config::HostConfig::default(),
-    };
-    let user = pre_user
-        .or(ssh_cfg.user.clone())
-        .unwrap_or_else(|| DEFAULT_USER.to_string());
-    if user == "root" {
-        return Err(Error::usage(
-            "pxagent never logs in as root: use the unprivileged agent account (default zen-agent) whose sudoers pxagent rendered",
-        ));
-    }
-    let port = match flag("port") {
-        Some(p) => p
-            .parse::<u16>()
-            .ok()
-            .filter(|p| *p > 0)
-            .ok_or_else(|| Error::usage(format!("invalid port '{p}'")))?,
-        None => spec_port
-            .or_else(|| entry.as_ref().and_then(|e| e.port))
-            .or(ssh_cfg.port)
-            .unwrap_or(22),
-    };
-    let hostname = ssh_cfg.hostname.clone().unwrap_or(alias);
-    let mut t = Target::new(hostname, port, user);
-    let identity = flag("identity")
-        .map(PathBuf::from)
-        .or_else(|| entry.as_ref().and_then(|e| e.identity.clone()))
-        .map(|p| config::expand_home(&p));
-    if let Some(id) = identity {
-        t.identities = vec![id];
-    } else if !ssh_cfg.identity_files.is_empty() {
-        t.identities = ssh_cfg.identity_files.clone();
-    }
-    if let Some(only) = ssh_cfg.identities_only {
-        t.identities_only = only;
-    }
-    t.known_hosts = flag("known_hosts")
-        .map(PathBuf::from)
-        .or_else(|| entry.as_ref().and_then(|e| e.known_hosts.clone()))
-        .or(ssh_cfg.user_known_hosts_file.clone())
-        .map(|p| config::expand_home(&p))
-        .unwrap_or_else(ssh::default_known_hosts);
-    if m.get_flag("accept_new") {
-        t.host_key_policy = HostKeyPolicy::AcceptNew;
-    }
-    if let Some(secs) = flag("timeout") {
-        let n: u64 = secs.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
-            Error::usage(format!(
-                "invalid --timeout '{secs}': expected whole seconds > 0"
-            ))
-        })?;
-        t.command_timeout = Some(Duration::from_secs(n));
-    }
-    Ok(t)
+/// The command to run, with its own arguments typed.
+#[derive(Debug)]
+pub enum Cmd {
+    /// `pxagent catalog`.
+    Catalog,
+    /// `pxagent preflight [--profile P]`.
+    Preflight(Profile),
+    /// `pxagent status`.
+    Status,
+    /// `pxagent audit show [--since WHEN]`.
+    AuditShow(Option<String>),
+    /// `pxagent audit verify`.
+    AuditVerify,
+    /// `pxagent sudoers render …`.
+    SudoersRender(RenderOptions),
+    /// `pxagent sudoers lint FILE|-`.
+    SudoersLint(String),
+    /// `pxagent mcp [--profile P] [--list-tools]`.
+    Mcp {
+        /// The profile whose tools are offered.
+        profile: Profile,
+        /// Print the tool list and exit.
+        list_tools: bool,
+    },
+    /// A catalog op (not a guest command).
+    Op(Invocation),
+    /// A command inside a guest (`vm exec`, `ct exec`).
+    Exec(Box<Request>),
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn host_specs() {
-        assert_eq!(split_host("pve").unwrap(), (None, "pve".into(), None));
-        assert_eq!(
-            split_host("zen@10.0.0.1:2222").unwrap(),
-            (Some("zen".into()), "10.0.0.1".into(), Some(2222))
-        );
-        assert_eq!(
-            split_host("[::1]:2222").unwrap(),
-            (None, "::1".into(), Some(2222))
-        );
-        for bad in ["-oProxyCommand=x", "a b", "h:notaport", "h;id", ""] {
-            assert!(split_host(bad).is_err(), "{bad}");
+impl Cmd {
+    /// The name an invocation is recorded and reported under (an op id, or the command's
+    /// dotted path).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Cmd::Catalog => "catalog",
+            Cmd::Preflight(_) => "preflight",
+            Cmd::Status => "status",
+            Cmd::AuditShow(_) => "audit.show",
+            Cmd::AuditVerify => "audit.verify",
+            Cmd::SudoersRender(_) => "sudoers.render",
+            Cmd::SudoersLint(_) => "sudoers.lint",
+            Cmd::Mcp { .. } => "mcp",
+            Cmd::Op(inv) => inv.op.id,
+            Cmd::Exec(req) => req.op.id,
         }
     }
+}
+
+fn string(m: &ArgMatches, k: &str) -> Option<String> {
+    m.try_get_one::<String>(k).ok().flatten().cloned()
+}
+
+fn strings(m: &ArgMatches, k: &str) -> Vec<String> {
+    m.try_get_many::<String>(k)
+        .ok()
+        .flatten()
+        .map(|v| v.cloned().collect())
+        .unwrap_or_default()
+}
+
+impl Settings {
+    /// Type the global flags (they are global, so the root's matches hold them).
+    pub fn from_matches(m: &ArgMatches, argv: Vec<OsString>) -> Result<Settings> {
+        let timeout = string(m, "timeout")
+            .map(|s| context::parse_seconds("--timeout", &s))
+            .transpose()?;
+        let port = string(m, "port")
+            .map(|p| context::parse_port(&p))
+            .transpose()?;
+        Ok(Settings {
+            argv,
+            format: string(m, "output")
+                .and_then(|s| Format::parse(&s))
+                .unwrap_or(Format::Table),
+            dry_run: m.get_flag("dry_run"),
+            confirm: string(m, "confirm"),
+            policy: string(m, "policy"),
+            config: string(m, "config").map(PathBuf::from),
+            verbose: m.get_count("verbose"),
+            no_wait: m.get_flag("no_wait"),
+            connect: ConnectArgs {
+                host: string(m, "host"),
+                port,
+                user: string(m, "user"),
+                identity: string(m, "identity").map(PathBuf::from),
+                known_hosts: string(m, "known_hosts").map(PathBuf::from),
+                accept_new: m.get_flag("accept_new"),
+                timeout,
+            },
+        })
+    }
+}
+
+/// Type the command. `path` errors (no subcommand) are usage errors.
+pub fn command(m: &ArgMatches, s: &Settings) -> Result<Cmd> {
+    let Some((top, sub)) = m.subcommand() else {
+        return Err(Error::usage("no command given"));
+    };
+    let profile =
+        |a: &ArgMatches| Profile::parse(string(a, "profile").as_deref().unwrap_or("full"));
+    Ok(match (top, sub.subcommand()) {
+        ("catalog", _) => Cmd::Catalog,
+        ("preflight", _) => Cmd::Preflight(profile(sub)?),
+        ("status", _) => Cmd::Status,
+        ("mcp", _) => Cmd::Mcp {
+            profile: profile(sub)?,
+            list_tools: sub.get_flag("list_tools"),
+        },
+        ("audit", Some(("show", a))) => Cmd::AuditShow(string(a, "since")),
+        ("audit", Some(("verify", _))) => Cmd::AuditVerify,
+        ("audit", _) => return Err(Error::usage("expected `audit show` or `audit verify`")),
+        ("sudoers", Some(("render", r))) => Cmd::SudoersRender(render_options(s, r)?),
+        ("sudoers", Some(("lint", l))) => {
+            Cmd::SudoersLint(string(l, "file").unwrap_or_else(|| "-".into()))
+        }
+        ("sudoers", _) => {
+            return Err(Error::usage("expected `sudoers render` or `sudoers lint`"));
+        }
+        (_, second) => {
+            // A catalog op: its path is one or two words.
+            let (path, leaf): (Vec<&str>, &ArgMatches) = match second {
+                Some((second, leaf)) => (vec![top, second], leaf),
+                None => (vec![top], sub),
+            };
+            let ops = catalog::ops_at(&path);
+            match ops.iter().find(|o| o.runs_guest_command()) {
+                Some(op) => Cmd::Exec(Box::new(exec_request(op, leaf, s)?)),
+                None => Cmd::Op(invocation(&path, leaf)?),
+            }
+        }
+    })
+}
+
+fn render_options(s: &Settings, r: &ArgMatches) -> Result<RenderOptions> {
+    let user = s.connect.user.as_deref().unwrap_or(context::DEFAULT_USER);
+    let mut opts = RenderOptions::new(user)?;
+    if let Some(p) = string(r, "profile") {
+        opts.profile = Profile::parse(&p)?;
+    }
+    if let Some(v) = string(r, "vmids") {
+        opts.vmids = Some(Ranges::parse("--vmids", &v)?);
+    }
+    if let Some(v) = string(r, "ctids") {
+        opts.ctids = Some(Ranges::parse("--ctids", &v)?);
+    }
+    if let Some(v) = string(r, "ct_exec") {
+        opts.ct_exec = Some(Ranges::parse("--ct-exec", &v)?);
+    }
+    Ok(opts)
+}
+
+/// An op's invocation from the matches of its subcommand (`path` is the CLI path). Every
+/// parameter any op at this path has is collected (the CLI merged them), then the values
+/// choose the op (e.g. `vm snapshot --vmstate`, a qemu or lxc archive).
+pub fn invocation(path: &[&str], m: &ArgMatches) -> Result<Invocation> {
+    let mut raw: BTreeMap<&'static str, String> = BTreeMap::new();
+    for op in catalog::ops_at(path) {
+        for p in op.params {
+            match p.how {
+                How::Flag => {
+                    if m.try_get_one::<bool>(p.name).ok().flatten() == Some(&true) {
+                        raw.insert(p.name, "1".into());
+                    }
+                }
+                _ => {
+                    if let Some(v) = string(m, p.name) {
+                        raw.insert(p.name, v);
+                    }
+                }
+            }
+        }
+    }
+    let op = catalog::select(path, &raw)?;
+    raw.retain(|k, _| op.param(k).is_some());
+    Invocation::new(op, raw)
+}
+
+/// A guest command's request: the argv after `--`, stdin (read now: a file or `-`), file
+/// sync, and the wait (`--timeout`, else [`crate::exec::DEFAULT_TIMEOUT`]).
+fn exec_request(op: &'static Op, leaf: &ArgMatches, s: &Settings) -> Result<Request> {
+    let stdin = match string(leaf, "stdin") {
+        None => None,
+        Some(f) if f == "-" => {
+            let mut buf = Vec::new();
+            std::io::Read::read_to_end(&mut std::io::stdin(), &mut buf).map_err(|source| {
+                Error::ReadFile {
+                    path: "-".into(),
+                    source,
+                }
+            })?;
+            Some(buf)
+        }
+        Some(f) => Some(std::fs::read(&f).map_err(|source| Error::ReadFile {
+            path: f.into(),
+            source,
+        })?),
+    };
+    Ok(Request {
+        op,
+        vmid: string(leaf, "vmid").unwrap_or_default(),
+        node: string(leaf, "node"),
+        argv: strings(leaf, "command"),
+        stdin,
+        push: strings(leaf, "push")
+            .iter()
+            .map(|p| Request::parse_push(p))
+            .collect::<Result<_>>()?,
+        pull: strings(leaf, "pull")
+            .iter()
+            .map(|p| Request::parse_pull(p))
+            .collect::<Result<_>>()?,
+        force: leaf.try_get_one::<bool>("force").ok().flatten() == Some(&true),
+        timeout: s.connect.timeout.unwrap_or(crate::exec::DEFAULT_TIMEOUT),
+    })
 }

@@ -5,6 +5,12 @@
 //! prechecks; reads only), then the op itself, then its task. Front ends differ only in how
 //! they connect (one connection per CLI run, one kept open by the MCP server), whether a
 //! human can be asked at a terminal, and how they print.
+//!
+//! Every flow is here: ordinary ops ([`Engine::execute`]), commands inside guests and their
+//! status ([`Engine::exec`], and `execute` for exec-status ops), dry runs
+//! ([`dry_run`], [`dry_run_exec`]: no connection needed) and `--no-wait` ([`Engine::start`]).
+//! The engine may use the policy, the confirmation gate, the limits, the remote layer and the
+//! views; it knows neither clap nor rmcp.
 
 use std::future::Future;
 
@@ -63,8 +69,8 @@ impl Trail {
     ) {
         use crate::audit::{NewRecord, Verdict};
         let Some(path) = crate::audit::default_path() else {
-            eprintln!(
-                "pxagent: warning: no HOME or XDG_STATE_HOME, so this invocation was not audited"
+            crate::output::note(
+                "warning: no HOME or XDG_STATE_HOME, so this invocation was not audited",
             );
             return;
         };
@@ -91,10 +97,10 @@ impl Trail {
             _ => e.to_string(),
         });
         if let Err(e) = crate::audit::append(&path, rec) {
-            eprintln!(
-                "pxagent: warning: could not write the audit log {}: {e}",
+            crate::output::note(format_args!(
+                "warning: could not write the audit log {}: {e}",
                 path.display()
-            );
+            ));
         }
     }
 }
@@ -152,6 +158,15 @@ impl<C: Connector> Engine<'_, C> {
         trail: &mut Trail,
         progress: &mut (dyn FnMut(&str) + Send),
     ) -> Result<Done> {
+        if inv.op.risk == Risk::Exec && !inv.op.runs_guest_command() {
+            // Reading a guest process's status: policy and limits, no phrase, no task.
+            trail.argv = inv.remote_argv();
+            let data = crate::exec::exec_status(self, inv).await?;
+            return Ok(Done {
+                data,
+                warnings: Vec::new(),
+            });
+        }
         self.decide(inv, given, trail).await?;
         let remote = self.connector.remote().await?;
         let prepared = remote.prepare(inv).await?;
@@ -168,6 +183,141 @@ impl<C: Connector> Engine<'_, C> {
             warnings: outcome.warnings,
         })
     }
+    /// Run one command inside a guest with its file sync (`vm exec`, `ct exec`): local checks,
+    /// policy and the argv allowlist, confirmation and the rate limit first, then the host.
+    /// Returns the result document (`data` in JSON).
+    pub async fn exec(
+        &self,
+        req: &crate::exec::Request,
+        given: Option<&str>,
+        trail: &mut Trail,
+    ) -> Result<Value> {
+        crate::exec::run(self, req, given, trail).await
+    }
+
+    /// `--no-wait`: decide here (policy, phrase, limits), then hand the op to a follower that
+    /// runs it to its end, and return as soon as its task shows up in the node's task list.
+    ///
+    /// pvesh runs a task synchronously and prints its UPID only at the end, and closing its
+    /// channel would hang the task up; so the follower (started by `spawn`, given the phrase
+    /// that was accepted) holds the channel, and writes its own audit record. If it ends
+    /// before the task is seen, its own answer (one `-o json` document on its stdout) is
+    /// relayed.
+    pub async fn start(
+        &self,
+        inv: &Invocation,
+        given: Option<&str>,
+        trail: &mut Trail,
+        spawn: &mut dyn FnMut(Option<&str>) -> Result<std::process::Child>,
+    ) -> Result<Value> {
+        self.decide(inv, given, trail).await?;
+        let remote = self.connector.remote().await?;
+        let prepared = remote.prepare(inv).await?;
+        let node = prepared.values.get("node").cloned().unwrap_or_default();
+        let vmid = prepared.values.get("vmid").cloned();
+        let mut filter: Vec<(&'static str, &str)> = vec![("node", &node)];
+        if let Some(v) = &vmid {
+            filter.push(("vmid", v));
+        }
+        let upids = |list: &Value| -> Vec<String> {
+            list.as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|t| t.get("upid").and_then(Value::as_str).map(String::from))
+                .collect()
+        };
+        let before = upids(&remote.read_op("task.list", &filter).await?);
+        let phrase = if given.is_none() {
+            trail.phrase.clone()
+        } else {
+            None
+        };
+        let mut child = spawn(phrase.as_deref())?;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            if let Some(status) = child
+                .try_wait()
+                .map_err(|e| Error::Internal(e.to_string()))?
+            {
+                // The follower finished before the task showed up: relay its answer.
+                let mut text = String::new();
+                if let Some(mut so) = child.stdout.take() {
+                    let _ = std::io::Read::read_to_string(&mut so, &mut text);
+                }
+                let doc: Value = serde_json::from_str(text.trim()).unwrap_or(Value::Null);
+                if doc["ok"] == true {
+                    let upid = doc["data"]["upid"].as_str().map(String::from);
+                    trail.upid = upid.clone();
+                    return Ok(
+                        json!({"upid": upid, "node": node, "following": false, "task": doc["data"]["task"]}),
+                    );
+                }
+                let msg = doc["error"]["message"]
+                    .as_str()
+                    .unwrap_or("the follower failed")
+                    .to_string();
+                return Err(Error::from_exit_code(
+                    status.code().unwrap_or(10) as u8,
+                    msg,
+                ));
+            }
+            let now = upids(&remote.read_op("task.list", &filter).await?);
+            if let Some(upid) = now.into_iter().find(|u| !before.contains(u)) {
+                trail.upid = Some(upid.clone());
+                return Ok(
+                    json!({"upid": upid, "node": node, "following": true, "follower_pid": child.id()}),
+                );
+            }
+            if std::time::Instant::now() > deadline {
+                return Err(Error::Remote(format!(
+                    "no task for `{}` appeared within 60 s; the follower (pid {}) is still trying: see `pxagent task list` and `pxagent audit show`",
+                    inv.display(),
+                    child.id()
+                )));
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        }
+    }
+}
+
+/// What a dry run of `inv` reports: the remote command, its sudoers rule, risk and
+/// profiles, and the local policy's verdict (a guest's tags are unknown without a
+/// connection, so tag protection is checked at run time). Sends nothing.
+pub fn dry_run(policy: &Policy, inv: &Invocation, trail: &mut Trail) -> Value {
+    trail.dry_run = true;
+    trail.argv = inv.remote_argv();
+    let verdict = policy.check(inv, Some(&[])).map(|d| match d {
+        Decision::Allow => "allowed".to_string(),
+        Decision::Confirm(c) => format!("needs the phrase `{}` ({})", c.phrase, c.rule),
+    });
+    let mut data = inv.dry_run();
+    data["policy"] = match verdict {
+        Ok(v) => json!(v),
+        Err(e) => json!(format!("refused: {e}")),
+    };
+    data
+}
+
+/// What a dry run of a guest command reports: the first remote command, the policy's and
+/// the allowlist's verdict, and the rate limits. Local checks still apply (exit 2).
+pub fn dry_run_exec(
+    policy: &Policy,
+    req: &crate::exec::Request,
+    trail: &mut Trail,
+) -> Result<Value> {
+    trail.dry_run = true;
+    let (inv, argv) = crate::exec::check_request(req)?;
+    trail.argv = inv.remote_argv();
+    let mut data = inv.dry_run();
+    data["policy"] = match policy
+        .check(&inv, Some(&[]))
+        .and_then(|_| policy.check_command(&inv, &argv))
+    {
+        Ok(()) => json!("allowed"),
+        Err(e) => json!(format!("refused: {e}")),
+    };
+    data["limits"] = json!(policy.limits_for(inv.op));
+    Ok(data)
 }
 
 /// The human summary of a result.
@@ -227,7 +377,7 @@ impl Connector for OnceConnector {
             .get_or_try_init(|| async {
                 let session = crate::ssh::Session::connect(&self.target).await?;
                 if let Some(note) = session.recorded_host_key() {
-                    eprintln!("pxagent: {note}");
+                    crate::output::note(note);
                 }
                 Ok::<_, Error>(Remote::new(
                     session,
@@ -239,3 +389,6 @@ impl Connector for OnceConnector {
             .cloned()
     }
 }
+
+#[cfg(test)]
+mod tests;

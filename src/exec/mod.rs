@@ -28,7 +28,6 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use clap::ArgMatches;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
@@ -36,7 +35,6 @@ use crate::catalog::{self, Kind, Op};
 use crate::engine::{Connector, Engine, Trail};
 use crate::error::{Error, Result};
 use crate::invocation::{Invocation, quote_argv};
-use crate::output::{self, Format, Output};
 use crate::remote::Remote;
 
 /// The guest agent's file-write limit: `content` maxLength 60 KiB of base64.
@@ -225,6 +223,12 @@ impl Request {
             force: self.force,
         })
     }
+}
+
+/// The local checks of a request (exit 2, nothing sent): its invocation and the guest argv.
+pub fn check_request(req: &Request) -> Result<(Invocation, Vec<String>)> {
+    let c = req.check()?;
+    Ok((c.inv, c.argv))
 }
 
 /// Run one guest command with its file sync through an engine (the CLI's or the MCP
@@ -806,235 +810,6 @@ pub fn base64(data: &[u8]) -> String {
         }
     }
     s
-}
-
-// ---------------------------------------------------------------------------------------
-// The command line
-
-/// `pxagent vm exec|ct exec|vm exec-status …`: parse, run through a one-connection engine,
-/// print. Returns the exit code, or the error with the document to print.
-pub fn cli(
-    m: &ArgMatches,
-    leaf: &ArgMatches,
-    op: &'static Op,
-    out: &Output,
-    trail: &mut Trail,
-) -> std::result::Result<u8, (Error, Option<Value>)> {
-    cli_inner(m, leaf, op, out, trail).map_err(|e| (e, None))
-}
-
-fn cli_inner(
-    m: &ArgMatches,
-    leaf: &ArgMatches,
-    op: &'static Op,
-    out: &Output,
-    trail: &mut Trail,
-) -> Result<u8> {
-    trail.audited = true;
-    let cfg = crate::config::load(m.get_one::<String>("config").map(Path::new))?;
-    let policy =
-        crate::policy::Policy::effective(m.get_one::<String>("policy").map(String::as_str), &cfg)?;
-    let secs = match m.get_one::<String>("timeout") {
-        Some(s) => Some(s.parse::<u64>().ok().filter(|n| *n > 0).ok_or_else(|| {
-            Error::usage(format!("invalid --timeout '{s}': expected whole seconds"))
-        })?),
-        None => None,
-    };
-    let timeout = secs.map(Duration::from_secs).unwrap_or(DEFAULT_TIMEOUT);
-    let get = |k: &str| leaf.try_get_one::<String>(k).ok().flatten().cloned();
-    if !op.runs_guest_command() {
-        // vm exec-status
-        let mut raw = std::collections::BTreeMap::new();
-        for p in op.params {
-            if let Some(v) = get(p.name) {
-                raw.insert(p.name, v);
-            }
-        }
-        let inv = Invocation::new(op, raw)?;
-        trail.argv = inv.remote_argv();
-        if m.get_flag("dry_run") {
-            trail.dry_run = true;
-            out.success(op.id, inv.dry_run(), |d| {
-                format!("dry run: {}", d["command"].as_str().unwrap_or(""))
-            });
-            return Ok(0);
-        }
-        let (target, out) = target_for(m, &cfg, out, Some(timeout))?;
-        trail.host = Some(target.display());
-        trail.account = Some(target.user.clone());
-        let connector = crate::engine::OnceConnector::new(target);
-        let engine = Engine {
-            policy: &policy,
-            connector: &connector,
-            interactive: true,
-        };
-        let data = runtime()?.block_on(async {
-            let r = exec_status(&engine, &inv).await;
-            connector.close().await;
-            r
-        })?;
-        out.success(op.id, data, human_status);
-        return Ok(0);
-    }
-    let argv: Vec<String> = leaf
-        .get_many::<String>("command")
-        .map(|v| v.cloned().collect())
-        .unwrap_or_default();
-    let stdin = match get("stdin") {
-        None => None,
-        Some(f) if f == "-" => {
-            let mut buf = Vec::new();
-            std::io::Read::read_to_end(&mut std::io::stdin(), &mut buf).map_err(|source| {
-                Error::ReadFile {
-                    path: "-".into(),
-                    source,
-                }
-            })?;
-            Some(buf)
-        }
-        Some(f) => Some(std::fs::read(&f).map_err(|source| Error::ReadFile {
-            path: f.into(),
-            source,
-        })?),
-    };
-    let many = |k: &str| -> Vec<String> {
-        leaf.get_many::<String>(k)
-            .map(|v| v.cloned().collect())
-            .unwrap_or_default()
-    };
-    let req = Request {
-        op,
-        vmid: get("vmid").unwrap_or_default(),
-        node: get("node"),
-        argv,
-        stdin,
-        push: many("push")
-            .iter()
-            .map(|s| Request::parse_push(s))
-            .collect::<Result<_>>()?,
-        pull: many("pull")
-            .iter()
-            .map(|s| Request::parse_pull(s))
-            .collect::<Result<_>>()?,
-        force: leaf.get_flag("force"),
-        timeout,
-    };
-    if m.get_flag("dry_run") {
-        trail.dry_run = true;
-        let c = req.check()?;
-        trail.argv = c.inv.remote_argv();
-        let mut data = c.inv.dry_run();
-        data["policy"] = match policy
-            .check(&c.inv, Some(&[]))
-            .and_then(|_| policy.check_command(&c.inv, &c.argv))
-        {
-            Ok(()) => json!("allowed"),
-            Err(e) => json!(format!("refused: {e}")),
-        };
-        data["limits"] = json!(policy.limits_for(op));
-        out.success(op.id, data, |d| {
-            format!(
-                "{} (risk: exec)\n  remote:   {}\n  sudoers:  {}\n  policy:   {}\n  limits:   {}\n  dry run: nothing was sent",
-                op.id,
-                d["command"].as_str().unwrap_or(""),
-                d["sudoers_rule"].as_str().unwrap_or(""),
-                d["policy"].as_str().unwrap_or(""),
-                d["limits"]
-            )
-        });
-        return Ok(0);
-    }
-    // `ct exec` has no polling loop: the connection's command timeout is its limit.
-    let (target, out) = target_for(m, &cfg, out, Some(timeout))?;
-    trail.host = Some(target.display());
-    trail.account = Some(target.user.clone());
-    let given = m.get_one::<String>("confirm").map(String::as_str);
-    let connector = crate::engine::OnceConnector::new(target);
-    let engine = Engine {
-        policy: &policy,
-        connector: &connector,
-        interactive: true,
-    };
-    let data = runtime()?.block_on(async {
-        let r = run(&engine, &req, given, trail).await;
-        connector.close().await;
-        r
-    })?;
-    match out.format {
-        Format::Json => out.success(op.id, data, |_| String::new()),
-        Format::Table => {
-            output::write_raw(data["stdout"].as_str().unwrap_or(""));
-            eprint!("{}", data["stderr"].as_str().unwrap_or(""));
-            for (k, what) in [("out_truncated", "stdout"), ("err_truncated", "stderr")] {
-                if data[k] == json!(true) {
-                    eprintln!("pxagent: the guest agent truncated the command's {what}");
-                }
-            }
-            for p in data["pulled"].as_array().into_iter().flatten() {
-                eprintln!(
-                    "pxagent: pulled {} to {} ({} bytes, sha256 verified)",
-                    p["guest"].as_str().unwrap_or(""),
-                    p["local"].as_str().unwrap_or(""),
-                    p["bytes"]
-                );
-            }
-            if let Some(s) = data["pull_skipped"].as_str() {
-                eprintln!("pxagent: {s}");
-            }
-            match (&data["exitcode"], &data["signal"]) {
-                (Value::Number(n), _) if n.as_u64() != Some(0) => {
-                    eprintln!("pxagent: the command exited {n}")
-                }
-                (_, Value::Number(s)) => eprintln!("pxagent: the command was killed by signal {s}"),
-                _ => {}
-            }
-        }
-    }
-    Ok(0)
-}
-
-fn human_status(d: &Value) -> String {
-    let mut s = format!(
-        "exited: {}\nexitcode: {}\n",
-        d["exited"],
-        match &d["exitcode"] {
-            Value::Null => "-".to_string(),
-            v => v.to_string(),
-        }
-    );
-    if let Some(o) = d["stdout"].as_str().filter(|o| !o.is_empty()) {
-        s.push_str(&format!("stdout:\n{o}"));
-    }
-    if let Some(e) = d["stderr"].as_str().filter(|e| !e.is_empty()) {
-        s.push_str(&format!("stderr:\n{e}"));
-    }
-    s
-}
-
-/// The SSH target with the exec timeout as the command timeout (so a `pct exec` that hangs
-/// is signalled, and no single pvesh call waits forever).
-fn target_for(
-    m: &ArgMatches,
-    cfg: &crate::config::Config,
-    out: &Output,
-    timeout: Option<Duration>,
-) -> Result<(crate::ssh::Target, Output)> {
-    let mut target = crate::cli::settings::target(m, cfg)?;
-    if target.command_timeout.is_none() {
-        target.command_timeout = timeout;
-    }
-    let out = Output {
-        host: Some(target.display()),
-        ..out.clone()
-    };
-    Ok((target, out))
-}
-
-fn runtime() -> Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Error::Internal(format!("cannot start the async runtime: {e}")))
 }
 
 #[cfg(test)]

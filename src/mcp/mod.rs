@@ -32,7 +32,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use clap::ArgMatches;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     JsonObject, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
@@ -51,18 +50,25 @@ use crate::policy::{Action, Policy};
 use crate::remote::Remote;
 use crate::ssh::{Session, Target};
 
+/// How `pxagent mcp` was asked to run.
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    /// Offer only the tools of this profile.
+    pub profile: Profile,
+    /// Print the tool list (name, risk, description; tab-separated) and exit.
+    pub list_tools: bool,
+}
+
 /// `pxagent mcp [--profile P] [--list-tools]`: serve MCP on stdin/stdout until the client
 /// closes stdin (exit 0), or print the tool list and exit.
-pub fn serve(m: &ArgMatches, sub: &ArgMatches) -> Result<u8> {
-    let profile = Profile::parse(
-        sub.get_one::<String>("profile")
-            .map(String::as_str)
-            .unwrap_or("full"),
-    )?;
-    let cfg = crate::config::load(m.get_one::<String>("config").map(std::path::Path::new))?;
-    let policy = Policy::effective(m.get_one::<String>("policy").map(String::as_str), &cfg)?;
+pub fn serve(ctx: crate::context::Context, opts: Options) -> Result<u8> {
+    let Options {
+        profile,
+        list_tools,
+    } = opts;
+    let policy = ctx.policy;
     let specs = tool_specs(&policy, profile);
-    if sub.get_flag("list_tools") {
+    if list_tools {
         let mut text = String::new();
         for s in &specs {
             text.push_str(&format!(
@@ -76,21 +82,17 @@ pub fn serve(m: &ArgMatches, sub: &ArgMatches) -> Result<u8> {
         return Ok(0);
     }
     // Resolve the host before serving: a server without a host would only fail every call.
-    let target = crate::cli::settings::target(m, &cfg)?;
-    let verbose = m.get_count("verbose") > 0;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Error::Internal(format!("cannot start the async runtime: {e}")))?;
+    let target = crate::context::target_of(&ctx.connect, &ctx.config)?;
+    let runtime = crate::context::runtime()?;
     runtime.block_on(async move {
-        eprintln!(
-            "pxagent mcp: {} tools for {} (profile {}, policy: {}); speaking MCP on stdin/stdout",
+        crate::output::write_stderr(&format!(
+            "pxagent mcp: {} tools for {} (profile {}, policy: {}); speaking MCP on stdin/stdout\n",
             specs.len(),
             target.display(),
             profile.name(),
             policy.source()
-        );
-        let server = Server::new(policy, profile, target, verbose);
+        ));
+        let server = Server::new(policy, profile, target);
         let link = server.link.clone();
         let service = server
             .serve(rmcp::transport::stdio_pipes())
@@ -100,9 +102,7 @@ pub fn serve(m: &ArgMatches, sub: &ArgMatches) -> Result<u8> {
         link.close().await;
         match ended {
             Ok(reason) => {
-                if verbose {
-                    eprintln!("pxagent mcp: session ended ({reason:?})");
-                }
+                tracing::info!(target: "pxagent::mcp", "session ended ({reason:?})");
                 Ok(0)
             }
             Err(e) => Err(Error::Internal(format!("MCP session failed: {e}"))),
@@ -556,7 +556,7 @@ impl Link {
         }
         let session = Session::connect(&self.target).await?;
         if let Some(note) = session.recorded_host_key() {
-            eprintln!("pxagent mcp: {note}");
+            crate::output::write_stderr(&format!("pxagent mcp: {note}\n"));
         }
         let remote = Remote::new(session, self.target.display(), self.target.command_timeout);
         let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
@@ -625,14 +625,13 @@ pub struct Server {
     host: String,
     account: String,
     tools: Vec<(ToolSpec, Tool)>,
-    verbose: bool,
     /// How long a guest command may run (`--timeout`, else [`crate::exec::DEFAULT_TIMEOUT`]).
     exec_timeout: Duration,
 }
 
 impl Server {
     /// A server for this policy, profile and host; nothing is connected yet.
-    pub fn new(policy: Policy, profile: Profile, target: Target, verbose: bool) -> Server {
+    pub fn new(policy: Policy, profile: Profile, target: Target) -> Server {
         let tools = tool_specs(&policy, profile)
             .into_iter()
             .map(|s| {
@@ -650,7 +649,6 @@ impl Server {
             policy,
             profile,
             tools,
-            verbose,
         }
     }
 
@@ -678,12 +676,11 @@ impl Server {
         if inv.op.risk != Risk::Read || fresh {
             return first;
         }
-        if self.verbose {
-            eprintln!(
-                "pxagent mcp: {}: connection lost, retrying the read on a new connection",
-                inv.op.tool_name()
-            );
-        }
+        tracing::info!(
+            target: "pxagent::mcp",
+            "{}: connection lost, retrying the read on a new connection",
+            inv.op.tool_name()
+        );
         let retry = CallLink::new(&self.link);
         let second = self.run_once(&retry, inv, confirm, trail, progress).await;
         if let (Err(Error::Connection(_)), Some((g, _))) = (&second, retry.used()) {
@@ -758,13 +755,12 @@ impl Server {
         let finish = |trail: &Trail, err: Option<&Error>| {
             let code = err.map_or(0, Error::exit_code);
             trail.record(op.id, Via::Mcp, err, code, started.elapsed());
-            if self.verbose {
-                eprintln!(
-                    "pxagent mcp: {name}: {} ({:.2} ms)",
-                    err.map_or("ok", Error::kind),
-                    started.elapsed().as_secs_f64() * 1000.0
-                );
-            }
+            tracing::info!(
+                target: "pxagent::mcp",
+                "{name}: {} ({:.2} ms)",
+                err.map_or("ok", Error::kind),
+                started.elapsed().as_secs_f64() * 1000.0
+            );
         };
         // Not offered is not the same as unknown: it is a refusal, and audited as one.
         if !self.tools.iter().any(|(s, _)| s.op.id == op.id) {
@@ -1206,7 +1202,7 @@ mod tests {
         let expected = tool_specs(&policy, Profile::Operator);
         // Nothing listens on port 9: no call below needs the host.
         let target = Target::new("127.0.0.1", 9, "zen-agent");
-        let server = Server::new(policy, Profile::Operator, target, false);
+        let server = Server::new(policy, Profile::Operator, target);
         let (server_io, client_io) = tokio::io::duplex(1 << 20);
         let running = tokio::spawn(async move {
             let service = server.serve(server_io).await.unwrap();

@@ -1,0 +1,86 @@
+//! The commands' bodies, one file per command: each takes typed settings, does its work
+//! through a [`Context`] (and, for anything that reaches a host, the engine), and prints
+//! through [`Output`].
+
+mod audit;
+mod catalog;
+mod exec;
+mod op;
+mod preflight;
+mod status;
+mod sudoers;
+
+use crate::cli::settings::{Cmd, Settings};
+use crate::context::Context;
+use crate::engine::Trail;
+use crate::error::Result;
+use crate::output::Output;
+use crate::remote::Remote;
+use crate::ssh::Target;
+
+pub use super::Failure;
+
+/// Run one typed command. `out` gets the host once it is known; `trail` collects what the
+/// audit record needs.
+pub fn execute(
+    s: &Settings,
+    cmd: &Cmd,
+    out: &mut Output,
+    trail: &mut Trail,
+) -> std::result::Result<u8, Failure> {
+    let plain = |r: Result<u8>| r.map_err(|e| (e, None));
+    match cmd {
+        Cmd::Catalog => plain(catalog::catalog(out)),
+        Cmd::SudoersRender(opts) => plain(sudoers::sudoers_render(opts, out)),
+        Cmd::SudoersLint(file) => sudoers::sudoers_lint(file, out),
+        Cmd::AuditShow(since) => plain(audit::audit_show(since.as_deref(), out)),
+        Cmd::AuditVerify => audit::audit_verify(out),
+        Cmd::Mcp {
+            profile,
+            list_tools,
+        } => plain(context(s).and_then(|ctx| {
+            crate::mcp::serve(
+                ctx,
+                crate::mcp::Options {
+                    profile: *profile,
+                    list_tools: *list_tools,
+                },
+            )
+        })),
+        Cmd::Preflight(profile) => {
+            let ctx = context(s).map_err(|e| (e, None))?;
+            preflight::preflight(&ctx, *profile, out, trail)
+        }
+        Cmd::Status => plain(context(s).and_then(|ctx| status::status(&ctx, out, trail))),
+        Cmd::Op(inv) => plain(context(s).and_then(|ctx| op::run_op(s, &ctx, inv, out, trail))),
+        Cmd::Exec(req) => plain(context(s).and_then(|ctx| exec::exec(s, &ctx, req, out, trail))),
+    }
+}
+
+/// The context of a command that reaches a host: config, effective policy, connection.
+fn context(s: &Settings) -> Result<Context> {
+    Context::load(s.config.as_deref(), s.policy.as_deref(), s.connect.clone())
+}
+
+/// Resolve the SSH target, name it in the output and the audit trail.
+fn resolve(ctx: &Context, out: &mut Output, trail: &mut Trail) -> Result<Target> {
+    let target = ctx.target()?;
+    out.host = Some(target.display());
+    trail.host = Some(target.display());
+    trail.account = Some(target.user.clone());
+    Ok(target)
+}
+
+/// Open one connection to `target` (for the commands that talk to the host outside an
+/// engine: preflight and status).
+async fn open(target: &Target) -> Result<Remote> {
+    let session = crate::ssh::Session::connect(target).await?;
+    if let Some(note) = session.recorded_host_key() {
+        crate::output::note(note);
+    }
+    Ok(Remote::new(
+        session,
+        target.display(),
+        target.command_timeout,
+    ))
+}

@@ -1,0 +1,180 @@
+//! A catalog op from the command line: dry run, a run through the engine (with a spinner at
+//! a terminal), or `--no-wait`.
+
+use serde_json::Value;
+
+use crate::cli::settings::Settings;
+use crate::context::{Context, runtime};
+use crate::engine::{Engine, OnceConnector, Trail};
+use crate::error::{Error, Result};
+use crate::invocation::Invocation;
+use crate::output::Output;
+
+/// Run one catalog op: a dry run, `--no-wait`, or to its end through the engine.
+pub fn run_op(
+    s: &Settings,
+    ctx: &Context,
+    inv: &Invocation,
+    out: &mut Output,
+    trail: &mut Trail,
+) -> Result<u8> {
+    if s.dry_run {
+        let data = crate::engine::dry_run(&ctx.policy, inv, trail);
+        out.success(inv.op.id, data, |d| {
+            let mut s = format!("{} (risk: {})\n", inv.op.id, inv.op.risk.name());
+            s.push_str(&format!(
+                "  remote:   {}\n",
+                d["command"].as_str().unwrap_or("")
+            ));
+            s.push_str(&format!(
+                "  sudoers:  {}\n",
+                d["sudoers_rule"].as_str().unwrap_or("")
+            ));
+            let profiles: Vec<&str> = d["profiles"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .collect();
+            s.push_str(&format!(
+                "  profiles: {}\n",
+                if profiles.is_empty() {
+                    "none (opt-in)".into()
+                } else {
+                    profiles.join(", ")
+                }
+            ));
+            if let Some(p) = d["phrase"].as_str() {
+                s.push_str(&format!("  confirm:  needs the phrase `{p}`\n"));
+            }
+            if let Some(n) = d["node"].as_str() {
+                s.push_str(&format!("  node:     {n}\n"));
+            }
+            if let Some(n) = d["vmid"].as_str() {
+                s.push_str(&format!("  vmid:     {n}\n"));
+            }
+            if let Some(p) = d["policy"].as_str() {
+                s.push_str(&format!("  policy:   {p}\n"));
+            }
+            s.push_str("  dry run: nothing was sent\n");
+            s
+        });
+        return Ok(0);
+    }
+    let target = super::resolve(ctx, out, trail)?;
+    let given = s.confirm.as_deref();
+    let connector = OnceConnector::new(target);
+    let engine = ctx.engine(&connector, true);
+    if s.no_wait && inv.op.view == crate::catalog::View::Task {
+        return no_wait(s, &engine, &connector, inv, given, out, trail);
+    }
+    let spinner = spinner(inv);
+    let mut show = |line: &str| {
+        if let Some(pb) = &spinner {
+            pb.set_message(format!("{}: {line}", inv.display()));
+        }
+    };
+    let done = runtime()?.block_on(async {
+        let r = engine.execute(inv, given, trail, &mut show).await;
+        connector.close().await;
+        r
+    });
+    if let Some(s) = &spinner {
+        s.finish_and_clear();
+    }
+    let done = done?;
+    out.success_with_warnings(inv.op.id, done.data, &done.warnings, |d| {
+        crate::engine::human(inv, d)
+    });
+    Ok(0)
+}
+
+/// A spinner on stderr while an action's task runs, only at a terminal (never for agents,
+/// never in JSON mode's stdout).
+fn spinner(inv: &Invocation) -> Option<indicatif::ProgressBar> {
+    use std::io::IsTerminal;
+    if inv.op.risk == crate::catalog::Risk::Read || !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let pb = indicatif::ProgressBar::new_spinner();
+    pb.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} {msg} ({elapsed})")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+    );
+    pb.set_message(format!("{}: waiting for the Proxmox task", inv.display()));
+    pb.enable_steady_tick(std::time::Duration::from_millis(120));
+    Some(pb)
+}
+
+/// `--no-wait`: the engine decides here and hands the op to a follower — this same command
+/// line without `--no-wait`, with the accepted phrase, answering in JSON — a detached pxagent
+/// (its own process group, no terminal) that runs the op to its end and writes its own audit
+/// record.
+fn no_wait(
+    s: &Settings,
+    engine: &Engine<'_, OnceConnector>,
+    connector: &OnceConnector,
+    inv: &Invocation,
+    given: Option<&str>,
+    out: &Output,
+    trail: &mut Trail,
+) -> Result<u8> {
+    use std::process::{Command, Stdio};
+    let mut spawn = |phrase: Option<&str>| -> Result<std::process::Child> {
+        let exe = std::env::current_exe()
+            .map_err(|e| Error::Internal(format!("cannot find my own binary: {e}")))?;
+        let mut cmd = Command::new(exe);
+        cmd.args(follower_args(&s.argv));
+        if let Some(p) = phrase {
+            cmd.args(["--confirm", p]);
+        }
+        cmd.args(["-o", "json"]);
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| Error::Internal(format!("cannot start the follower: {e}")))
+    };
+    let data = runtime()?.block_on(async {
+        let r = engine.start(inv, given, trail, &mut spawn).await;
+        connector.close().await;
+        r
+    })?;
+    out.success(inv.op.id, data, |d| {
+        format!(
+            "{}: started task {}{}",
+            inv.display(),
+            d["upid"].as_str().unwrap_or("?"),
+            if d["following"] == true {
+                " (not waiting; `pxagent task status UPID` follows it)"
+            } else {
+                ""
+            }
+        )
+    });
+    Ok(0)
+}
+
+/// The follower's arguments: ours without `--no-wait` and without any output format (it
+/// always answers in JSON, to this process).
+fn follower_args(args: &[std::ffi::OsString]) -> Vec<std::ffi::OsString> {
+    let mut out = Vec::new();
+    let mut skip_next = false;
+    for a in args.iter().skip(1) {
+        if skip_next {
+            skip_next = false;
+            continue;
+        }
+        let s = a.to_string_lossy();
+        if s == "--no-wait" || s.starts_with("--output=") || (s.starts_with("-o") && s.len() > 2) {
+            continue;
+        }
+        if s == "-o" || s == "--output" {
+            skip_next = true;
+            continue;
+        }
+        out.push(a.clone());
+    }
+    out
+}

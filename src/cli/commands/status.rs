@@ -1,0 +1,98 @@
+//! `pxagent status`: one summary of the host or cluster.
+
+use serde_json::{Value, json};
+
+use super::open;
+use crate::catalog;
+use crate::context::{Context, runtime};
+use crate::engine::Trail;
+use crate::error::{Error, Result};
+use crate::output::Output;
+
+/// Print the summary.
+pub fn status(ctx: &Context, out: &mut Output, trail: &mut Trail) -> Result<u8> {
+    let target = super::resolve(ctx, out, trail)?;
+    let (version, cluster, resources) = runtime()?.block_on(async {
+        let remote = open(&target).await?;
+        // Gathered concurrently over the one connection.
+        let (v, c, r) = tokio::join!(
+            remote.read_op("pve.version", &[]),
+            remote.read_op("cluster.status", &[]),
+            remote.read_op("cluster.resources", &[]),
+        );
+        remote.session.close().await;
+        Ok::<_, Error>((v?, c?, r?))
+    })?;
+    let resources = crate::views::normalize(catalog::View::Resources(None), &resources, None)?;
+    let list = resources.as_array().cloned().unwrap_or_default();
+    let of = |t: &str| {
+        list.iter()
+            .filter(|r| r["type"] == t)
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    let mut guests = serde_json::Map::new();
+    for g in list
+        .iter()
+        .filter(|r| r["type"] == "qemu" || r["type"] == "lxc")
+    {
+        let key = format!(
+            "{}_{}",
+            if g["type"] == "qemu" { "vm" } else { "ct" },
+            g["status"].as_str().unwrap_or("unknown")
+        );
+        let n = guests.get(&key).and_then(Value::as_u64).unwrap_or(0);
+        guests.insert(key, json!(n + 1));
+    }
+    let cluster_entry = cluster
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|e| e["type"] == "cluster")
+        .cloned();
+    let data = json!({
+        "version": version,
+        "cluster": cluster_entry,
+        "nodes": of("node"),
+        "storages": of("storage"),
+        "guests": guests,
+    });
+    out.success("status", data, |d| {
+        let mut s = format!(
+            "Proxmox VE {}",
+            d["version"]["version"].as_str().unwrap_or("?")
+        );
+        if let Some(c) = d["cluster"].as_object() {
+            s.push_str(&format!(
+                ", cluster {} ({} nodes, {})",
+                c.get("name").and_then(Value::as_str).unwrap_or("?"),
+                c.get("nodes").map(|v| v.to_string()).unwrap_or_default(),
+                if c.get("quorate").and_then(Value::as_u64) == Some(1) {
+                    "quorate"
+                } else {
+                    "NOT quorate"
+                }
+            ));
+        }
+        s.push_str("\n\nNodes\n");
+        s.push_str(&crate::views::human(
+            catalog::View::Resources(None),
+            &d["nodes"],
+        ));
+        s.push_str("\n\nStorages\n");
+        s.push_str(&crate::views::human(
+            catalog::View::Resources(None),
+            &d["storages"],
+        ));
+        s.push_str("\n\nGuests\n");
+        let g = d["guests"].as_object().cloned().unwrap_or_default();
+        s.push_str(
+            &g.iter()
+                .map(|(k, v)| format!("{k}: {v}"))
+                .collect::<Vec<_>>()
+                .join("\n"),
+        );
+        s
+    });
+    Ok(0)
+}
