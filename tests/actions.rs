@@ -2,141 +2,24 @@
 //! restore, create, downloads; the soft blacklist; dry-run; task failures; HA waiting.
 //! Like `live.rs`, these FAIL (never skip) without the bed's `PXAGENT_*` variables.
 //!
-//! Every test that changes the simulator holds `HOST` and works on its own guests where it
-//! can, so the order of tests does not matter.
+//! Every test that changes the simulator holds the one host [`lock`] and works on its own
+//! guests where it can, so the order of tests does not matter. Each runs pxagent in its own
+//! [`Home`] (its own audit log and config).
 
 use std::process::Command as Proc;
-use std::sync::Mutex;
 
 use serde_json::Value;
 
-static HOST: Mutex<()> = Mutex::new(());
-const SIM: &str = "/usr/local/lib/pve-sim/pve-sim";
-
-fn lock() -> std::sync::MutexGuard<'static, ()> {
-    HOST.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn env(k: &str) -> String {
-    std::env::var(k).unwrap_or_else(|_| {
-        panic!("{k} is not set: run scripts/test.sh (the sandbox host must be up)")
-    })
-}
-
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl Run {
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.stdout)
-            .unwrap_or_else(|e| panic!("not JSON ({e}): {:?} / {:?}", self.stdout, self.stderr))
-    }
-}
-
-/// pxagent against the bed, isolated HOME and state dir (its own audit log).
-fn px_in(state: &std::path::Path, args: &[&str]) -> Run {
-    let mut c = assert_cmd::Command::cargo_bin("pxagent").unwrap();
-    c.env_clear()
-        .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
-        .env("HOME", state)
-        .env("XDG_STATE_HOME", state.join("state"))
-        .env("XDG_CONFIG_HOME", state.join("config"));
-    for k in [
-        "PXAGENT_HOST",
-        "PXAGENT_PORT",
-        "PXAGENT_USER",
-        "PXAGENT_IDENTITY",
-        "PXAGENT_KNOWN_HOSTS",
-    ] {
-        c.env(k, env(k));
-    }
-    let out = c.args(args).output().unwrap();
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
-
-fn sim_get(path: &str, extra: &[&str]) -> Value {
-    let out = Proc::new(SIM)
-        .args(["pvesh", "get", path])
-        .args(extra)
-        .args(["--output-format", "json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "sim {path}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
-fn guest(vmid: u64) -> Option<Value> {
-    sim_get("/cluster/resources", &["--type", "vm"])
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["vmid"] == vmid)
-        .cloned()
-}
-
-fn status_of(vmid: u64) -> String {
-    guest(vmid)
-        .map(|g| g["status"].as_str().unwrap().to_string())
-        .unwrap_or_else(|| "absent".into())
-}
-
-/// Where sudo's JSON event log for the bed's account ends now.
-fn sudo_log_len() -> u64 {
-    let path = format!("/var/log/sudo-{}.log", env("PXAGENT_USER"));
-    std::fs::metadata(path).map(|m| m.len()).unwrap_or(0)
-}
-
-/// The commands sudo logged (allowed or denied) since `offset`: proof of what reached the
-/// host. Other processes may use the bed meanwhile, so callers look for their own commands.
-fn sudo_commands_since(offset: u64) -> Vec<String> {
-    let path = format!("/var/log/sudo-{}.log", env("PXAGENT_USER"));
-    let bytes = std::fs::read(path).unwrap_or_default();
-    let tail = String::from_utf8_lossy(&bytes[(offset as usize).min(bytes.len())..]).into_owned();
-    tail.lines()
-        .filter_map(|l| l.trim().strip_prefix("\"SUDO_COMMAND="))
-        .map(|c| c.trim_end_matches([',', '"']).to_string())
-        .collect()
-}
-
-/// Assert that none of the commands sudo saw since `offset` contains any of `markers`.
-fn assert_not_sent(offset: u64, markers: &[&str]) {
-    for c in sudo_commands_since(offset) {
-        for m in markers {
-            assert!(!c.contains(m), "a refused op reached sudo: {c}");
-        }
-    }
-}
-
-fn fault(rule: &str) {
-    assert!(
-        Proc::new(SIM)
-            .args(["fault", "add", rule])
-            .status()
-            .unwrap()
-            .success()
-    );
-}
-
-fn clear_faults() {
-    let _ = Proc::new(SIM).args(["fault", "clear"]).status();
-}
+use crate::support::{
+    Home, SIM, assert_not_sent, bed_env, bin, clear_faults, fault, guest, isolate, lock, sim_get,
+    status_of, sudo_log_len,
+};
 
 #[test]
 fn start_snapshot_backup_restore_destroy_end_to_end() {
     let _g = lock();
-    let dir = tempfile::tempdir().unwrap();
-    let px = |a: &[&str]| px_in(dir.path(), a);
+    let home = Home::new();
+    let px = |a: &[&str]| home.on_bed(a);
 
     // start (VM 102 lives on pve1 and starts stopped) — or it is already running from an earlier run
     if status_of(102) != "running" {
@@ -293,7 +176,7 @@ fn backups(vmid: u64) -> Vec<String> {
 #[test]
 fn every_confirm_op_refuses_without_its_phrase_and_sends_nothing() {
     let _g = lock();
-    let dir = tempfile::tempdir().unwrap();
+    let home = Home::new();
     let cases: &[&[&str]] = &[
         &["vm", "stop", "100"],
         &["vm", "destroy", "100"],
@@ -325,7 +208,7 @@ fn every_confirm_op_refuses_without_its_phrase_and_sends_nothing() {
     for args in cases {
         let mut a = args.to_vec();
         a.extend(["-o", "json"]);
-        let r = px_in(dir.path(), &a);
+        let r = home.on_bed(&a);
         assert_eq!(r.code, 4, "{args:?}: {}", r.stdout);
         let e = r.json()["error"].clone();
         assert_eq!(e["kind"], "confirmation_required", "{args:?}");
@@ -341,7 +224,7 @@ fn every_confirm_op_refuses_without_its_phrase_and_sends_nothing() {
         // a wrong phrase, and another target's phrase, are refused too
         let mut w = a.clone();
         w.extend(["--confirm", "yes"]);
-        assert_eq!(px_in(dir.path(), &w).code, 4, "{args:?}");
+        assert_eq!(home.on_bed(&w).code, 4, "{args:?}");
         let other = phrase
             .replace(" 100", " 101")
             .replace(" 200", " 201")
@@ -350,7 +233,7 @@ fn every_confirm_op_refuses_without_its_phrase_and_sends_nothing() {
         if other != phrase {
             let mut w = a.clone();
             w.extend(["--confirm", &other]);
-            assert_eq!(px_in(dir.path(), &w).code, 4, "{args:?} accepted {other}");
+            assert_eq!(home.on_bed(&w).code, 4, "{args:?} accepted {other}");
         }
     }
     assert_not_sent(
@@ -371,7 +254,7 @@ fn every_confirm_op_refuses_without_its_phrase_and_sends_nothing() {
         "a refused op changed the host"
     );
     // vm stop carries the gentler hint
-    let r = px_in(dir.path(), &["vm", "stop", "100", "-o", "json"]);
+    let r = home.on_bed(&["vm", "stop", "100", "-o", "json"]);
     assert!(
         r.json()["error"]["hint"]
             .as_str()
@@ -383,7 +266,7 @@ fn every_confirm_op_refuses_without_its_phrase_and_sends_nothing() {
 #[test]
 fn dry_run_sends_nothing() {
     let _g = lock();
-    let dir = tempfile::tempdir().unwrap();
+    let home = Home::new();
     let log_before = sudo_log_len();
     for args in [
         &["vm", "start", "103", "--dry-run"][..],
@@ -399,7 +282,7 @@ fn dry_run_sends_nothing() {
             "--dry-run",
         ][..],
     ] {
-        let r = px_in(dir.path(), args);
+        let r = home.on_bed(args);
         assert_eq!(r.code, 0, "{args:?}: {}", r.stderr);
     }
     assert_not_sent(
@@ -411,10 +294,7 @@ fn dry_run_sends_nothing() {
             "create /nodes/pve1/qemu ",
         ],
     );
-    let r = px_in(
-        dir.path(),
-        &["vm", "destroy", "100", "--dry-run", "-o", "json"],
-    );
+    let r = home.on_bed(&["vm", "destroy", "100", "--dry-run", "-o", "json"]);
     let d = r.json()["data"].clone();
     assert_eq!(d["risk"], "confirm");
     assert_eq!(d["phrase"], "yes destroy 100");
@@ -423,12 +303,12 @@ fn dry_run_sends_nothing() {
 #[test]
 fn a_failing_task_is_exit_1_with_its_log_tail() {
     let _g = lock();
-    let dir = tempfile::tempdir().unwrap();
+    let home = Home::new();
     clear_faults();
     fault(
         r#"{"match":"qemu/103/status/start","action":"fail","message":"start failed: QEMU exited with code 1","times":1}"#,
     );
-    let r = px_in(dir.path(), &["vm", "start", "103", "-o", "json"]);
+    let r = home.on_bed(&["vm", "start", "103", "-o", "json"]);
     clear_faults();
     assert_eq!(r.code, 1, "{}", r.stdout);
     let msg = r.json()["error"]["message"].as_str().unwrap().to_string();
@@ -443,15 +323,12 @@ fn a_failing_task_is_exit_1_with_its_log_tail() {
 #[test]
 fn a_guest_on_another_node_is_started_and_stopped_from_pve1() {
     let _g = lock();
-    let dir = tempfile::tempdir().unwrap();
+    let home = Home::new();
     assert_eq!(guest(103).unwrap()["node"], "pve3");
-    let r = px_in(dir.path(), &["vm", "start", "103"]);
+    let r = home.on_bed(&["vm", "start", "103"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(status_of(103), "running");
-    let r = px_in(
-        dir.path(),
-        &["vm", "stop", "103", "--confirm", "yes stop 103"],
-    );
+    let r = home.on_bed(&["vm", "stop", "103", "--confirm", "yes stop 103"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(status_of(103), "stopped");
 }
@@ -459,16 +336,16 @@ fn a_guest_on_another_node_is_started_and_stopped_from_pve1() {
 #[test]
 fn an_ha_managed_guest_is_waited_for() {
     let _g = lock();
-    let dir = tempfile::tempdir().unwrap();
+    let home = Home::new();
     let ha = sim_get("/nodes/pve2/qemu/104/status/current", &[]);
     assert_eq!(
         ha["ha"]["managed"], 1,
         "the simulator's VM 104 is HA-managed"
     );
     if status_of(104) == "running" {
-        assert_eq!(px_in(dir.path(), &["vm", "shutdown", "104"]).code, 0);
+        assert_eq!(home.on_bed(&["vm", "shutdown", "104"]).code, 0);
     }
-    let r = px_in(dir.path(), &["vm", "start", "104", "-o", "json"]);
+    let r = home.on_bed(&["vm", "start", "104", "-o", "json"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(
         r.json()["data"]["upid"]
@@ -478,7 +355,7 @@ fn an_ha_managed_guest_is_waited_for() {
     );
     // pxagent returned only once HA had actually started it
     assert_eq!(status_of(104), "running");
-    let r = px_in(dir.path(), &["vm", "shutdown", "104"]);
+    let r = home.on_bed(&["vm", "shutdown", "104"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(status_of(104), "stopped");
 }
@@ -486,8 +363,8 @@ fn an_ha_managed_guest_is_waited_for() {
 #[test]
 fn create_and_clone_vms_and_containers() {
     let _g = lock();
-    let dir = tempfile::tempdir().unwrap();
-    let px = |a: &[&str]| px_in(dir.path(), a);
+    let home = Home::new();
+    let px = |a: &[&str]| home.on_bed(a);
     // create with the next free VMID
     let r = px(&[
         "vm",
@@ -579,8 +456,8 @@ fn create_and_clone_vms_and_containers() {
 #[test]
 fn iso_and_template_downloads() {
     let _g = lock();
-    let dir = tempfile::tempdir().unwrap();
-    let px = |a: &[&str]| px_in(dir.path(), a);
+    let home = Home::new();
+    let px = |a: &[&str]| home.on_bed(a);
     let name = format!("e2e-{}.iso", std::process::id());
     let url = format!("https://example.org/images/{name}");
     let r = px(&["iso", "download", &url]);
@@ -643,29 +520,16 @@ fn iso_and_template_downloads() {
 #[test]
 fn a_terminal_user_types_the_phrase_at_the_prompt() {
     let _g = lock();
-    let dir = tempfile::tempdir().unwrap();
+    let home = Home::new();
     if status_of(100) != "running" {
-        assert_eq!(px_in(dir.path(), &["vm", "start", "100"]).code, 0);
+        assert_eq!(home.on_bed(&["vm", "start", "100"]).code, 0);
     }
     // `script` gives pxagent a pseudo-terminal; the phrase is typed on its stdin.
-    let bin = assert_cmd::cargo::cargo_bin("pxagent");
+    let bin = bin();
     let run_in_pty = |typed: &str, command: &str| {
         let mut c = Proc::new("script");
-        c.args(["-qefc", command, "/dev/null"])
-            .env_clear()
-            .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
-            .env("HOME", dir.path())
-            .env("TERM", "dumb")
-            .env("XDG_STATE_HOME", dir.path().join("state"));
-        for k in [
-            "PXAGENT_HOST",
-            "PXAGENT_PORT",
-            "PXAGENT_USER",
-            "PXAGENT_IDENTITY",
-            "PXAGENT_KNOWN_HOSTS",
-        ] {
-            c.env(k, env(k));
-        }
+        isolate(&mut c, home.path()).env("TERM", "dumb");
+        bed_env(&mut c).args(["-qefc", command, "/dev/null"]);
         let mut child = c
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
@@ -695,12 +559,12 @@ fn a_terminal_user_types_the_phrase_at_the_prompt() {
     let (code, screen) = run_in_pty("yes stop 100\n", &format!("{} vm stop 100", bin.display()));
     assert_eq!(code, Some(0), "{screen}");
     assert_eq!(status_of(100), "stopped");
-    assert_eq!(px_in(dir.path(), &["vm", "start", "100"]).code, 0);
+    assert_eq!(home.on_bed(&["vm", "start", "100"]).code, 0);
 }
 
 /// A config file with a policy, in the temp HOME's XDG config dir.
-fn write_policy(dir: &std::path::Path, policy: &str) {
-    let cfg = dir.join("config/pxagent");
+fn write_policy(home: &Home, policy: &str) {
+    let cfg = home.config_dir().join("pxagent");
     std::fs::create_dir_all(&cfg).unwrap();
     std::fs::write(cfg.join("config.yaml"), format!("policy:\n{policy}")).unwrap();
 }
@@ -708,13 +572,13 @@ fn write_policy(dir: &std::path::Path, policy: &str) {
 #[test]
 fn local_policy_denies_protects_and_demands_confirmation() {
     let _g = lock();
-    let dir = tempfile::tempdir().unwrap();
+    let home = Home::new();
     write_policy(
-        dir.path(),
+        &home,
         "  ops:\n    vm.reboot: {action: deny, reason: \"reboots go through the change board\"}\n    vm.resume: confirm\n  protect: [101, keep]\n",
     );
     let log_before = sudo_log_len();
-    let r = px_in(dir.path(), &["vm", "reboot", "100", "-o", "json"]);
+    let r = home.on_bed(&["vm", "reboot", "100", "-o", "json"]);
     assert_eq!(r.code, 3, "{}", r.stdout);
     assert_eq!(r.json()["error"]["kind"], "policy_refused");
     assert!(
@@ -724,24 +588,24 @@ fn local_policy_denies_protects_and_demands_confirmation() {
             .contains("change board")
     );
     // a protected guest, by id
-    let r = px_in(dir.path(), &["vm", "shutdown", "101"]);
+    let r = home.on_bed(&["vm", "shutdown", "101"]);
     assert_eq!(r.code, 3, "{}", r.stderr);
     assert!(r.stderr.contains("protected"), "{}", r.stderr);
     assert_not_sent(log_before, &["status/reboot", "qemu/101/status/shutdown"]);
     // policy-made confirmation
-    let r = px_in(dir.path(), &["vm", "resume", "100", "-o", "json"]);
+    let r = home.on_bed(&["vm", "resume", "100", "-o", "json"]);
     assert_eq!(r.code, 4);
     assert_eq!(r.json()["error"]["phrase"], "yes vm resume 100");
     // reads stay allowed for protected guests
-    assert_eq!(px_in(dir.path(), &["vm", "status", "101"]).code, 0);
+    assert_eq!(home.on_bed(&["vm", "status", "101"]).code, 0);
     // read_only refuses every change
-    write_policy(dir.path(), "  read_only: true\n");
-    let r = px_in(dir.path(), &["vm", "start", "103"]);
+    write_policy(&home, "  read_only: true\n");
+    let r = home.on_bed(&["vm", "start", "103"]);
     assert_eq!(r.code, 3, "{}", r.stderr);
     assert!(r.stderr.contains("read_only"), "{}", r.stderr);
     // an unknown op id in the policy is a config error naming it
-    write_policy(dir.path(), "  ops:\n    vm.detroy: deny\n");
-    let r = px_in(dir.path(), &["vm", "status", "100"]);
+    write_policy(&home, "  ops:\n    vm.detroy: deny\n");
+    let r = home.on_bed(&["vm", "status", "100"]);
     assert_eq!(r.code, 2);
     assert!(r.stderr.contains("vm.detroy"), "{}", r.stderr);
 }
@@ -749,8 +613,8 @@ fn local_policy_denies_protects_and_demands_confirmation() {
 #[test]
 fn the_audit_trail_records_everything_and_detects_tampering() {
     let _g = lock();
-    let dir = tempfile::tempdir().unwrap();
-    let px = |a: &[&str]| px_in(dir.path(), a);
+    let home = Home::new();
+    let px = |a: &[&str]| home.on_bed(a);
     assert_eq!(px(&["vm", "status", "100"]).code, 0); // allowed
     assert_eq!(px(&["vm", "destroy", "100"]).code, 4); // refused
     assert_eq!(px(&["vm", "destroy", "100", "--dry-run"]).code, 0); // dry_run
@@ -775,7 +639,7 @@ fn the_audit_trail_records_everything_and_detects_tampering() {
     let r = px(&["audit", "verify"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     // edit one line: verify fails naming it
-    let path = dir.path().join("state/pxagent/audit.jsonl");
+    let path = home.state_dir().join("pxagent/audit.jsonl");
     let text = std::fs::read_to_string(&path).unwrap();
     std::fs::write(&path, text.replacen("\"refused\"", "\"allowed\"", 1)).unwrap();
     let r = px(&["audit", "verify", "-o", "json"]);
@@ -793,27 +657,20 @@ fn the_audit_trail_records_everything_and_detects_tampering() {
 #[test]
 fn twenty_concurrent_invocations_leave_twenty_intact_lines() {
     let _g = lock();
-    let dir = tempfile::tempdir().unwrap();
+    let home = Home::new();
     let children: Vec<_> = (0..20)
         .map(|_| {
-            let mut c = std::process::Command::new(assert_cmd::cargo::cargo_bin("pxagent"));
-            c.env_clear()
-                .env("PATH", "/usr/bin:/bin")
-                .env("HOME", dir.path())
-                .env("XDG_STATE_HOME", dir.path().join("state"))
+            home.px()
                 .args(["-H", "127.0.0.1", "vm", "destroy", "100"])
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
                 .spawn()
-                .unwrap()
         })
         .collect();
-    for mut c in children {
-        assert_eq!(c.wait().unwrap().code(), Some(4));
+    for c in children {
+        assert_eq!(c.wait().code, 4);
     }
-    let text = std::fs::read_to_string(dir.path().join("state/pxagent/audit.jsonl")).unwrap();
+    let text = std::fs::read_to_string(home.state_dir().join("pxagent/audit.jsonl")).unwrap();
     assert_eq!(text.lines().count(), 20);
-    let r = px_in(dir.path(), &["audit", "verify", "-o", "json"]);
+    let r = home.on_bed(&["audit", "verify", "-o", "json"]);
     assert_eq!(r.code, 0, "{}", r.stdout);
     assert_eq!(r.json()["data"]["lines"], 20);
 }
@@ -821,17 +678,14 @@ fn twenty_concurrent_invocations_leave_twenty_intact_lines() {
 #[test]
 fn no_wait_returns_the_upid_and_a_follower_finishes_the_task() {
     let _g = lock();
-    let dir = tempfile::tempdir().unwrap();
+    let home = Home::new();
     if status_of(102) == "running" {
-        assert_eq!(px_in(dir.path(), &["vm", "shutdown", "102"]).code, 0);
+        assert_eq!(home.on_bed(&["vm", "shutdown", "102"]).code, 0);
     }
     // Slow the start down so the task is still ahead when pxagent returns.
     clear_faults();
     fault(r#"{"match":"qemu/102/status/start","action":"hang","seconds":3,"times":1}"#);
-    let r = px_in(
-        dir.path(),
-        &["vm", "start", "102", "--no-wait", "-o", "json"],
-    );
+    let r = home.on_bed(&["vm", "start", "102", "--no-wait", "-o", "json"]);
     assert_eq!(r.code, 0, "{}", r.stdout);
     let upid = r.json()["data"]["upid"].as_str().unwrap().to_string();
     assert!(upid.contains(":qmstart:102:"), "{upid}");
@@ -849,7 +703,7 @@ fn no_wait_returns_the_upid_and_a_follower_finishes_the_task() {
     // Both processes wrote their audit record (the follower after the task ended).
     let mut lines = 0;
     for _ in 0..50 {
-        let recs = px_in(dir.path(), &["audit", "show", "-o", "json"]).json()["data"].clone();
+        let recs = home.on_bed(&["audit", "show", "-o", "json"]).json()["data"].clone();
         lines = recs
             .as_array()
             .unwrap()
@@ -865,5 +719,5 @@ fn no_wait_returns_the_upid_and_a_follower_finishes_the_task() {
         lines >= 2,
         "expected the caller's and the follower's audit records"
     );
-    assert_eq!(px_in(dir.path(), &["vm", "shutdown", "102"]).code, 0);
+    assert_eq!(home.on_bed(&["vm", "shutdown", "102"]).code, 0);
 }

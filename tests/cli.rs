@@ -1,47 +1,28 @@
 //! Black-box tests of the `pxagent` binary for local commands (no host needed): catalog,
-//! sudoers render/lint, dry-run, bad input. Each runs with an empty environment so a
-//! developer's PXAGENT_* settings or config never leak in.
+//! sudoers render/lint, dry-run, bad input; and `pxagent::run` in-process. Each binary run has
+//! an isolated environment (`support::px`) so a developer's PXAGENT_* settings or config never
+//! leak in.
 
-use assert_cmd::Command;
 use serde_json::Value;
+
+use crate::support::{Run, local, px};
 
 fn fixtures() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
 }
 
-fn pxagent() -> Command {
-    let mut c = Command::cargo_bin("pxagent").unwrap();
-    c.env_clear()
-        .env("PATH", "/usr/bin:/bin")
-        .env("HOME", "/nonexistent");
-    c
-}
-
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
+/// A local command, whose output must be valid UTF-8.
 fn run(args: &[&str]) -> Run {
-    let out = pxagent().args(args).output().unwrap();
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8(out.stdout).unwrap(),
-        stderr: String::from_utf8(out.stderr).unwrap(),
-    }
-}
-
-fn json(r: &Run) -> Value {
-    serde_json::from_str(&r.stdout)
-        .unwrap_or_else(|e| panic!("not one JSON document ({e}): {:?}", r.stdout))
+    let r = local(args);
+    r.assert_utf8();
+    r
 }
 
 #[test]
 fn catalog_json_lists_every_op_with_rule_and_argv() {
     let r = run(&["catalog", "-o", "json"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    let doc = json(&r);
+    let doc = r.json();
     assert_eq!(doc["ok"], true);
     assert_eq!(doc["op"], "catalog");
     let ops = doc["data"].as_array().unwrap();
@@ -126,7 +107,7 @@ fn dry_run_of_destroy_shows_argv_rule_and_phrase() {
         "-o",
         "json",
     ]);
-    let d = &json(&r)["data"];
+    let d = &r.json()["data"];
     assert_eq!(
         d["argv"],
         serde_json::json!([
@@ -165,7 +146,7 @@ fn snapshot_with_vmstate_is_the_confirm_variant() {
         "-o",
         "json",
     ]);
-    let d = &json(&r)["data"];
+    let d = &r.json()["data"];
     assert_eq!(d["op"], "vm.snapshot-vmstate");
     assert_eq!(d["risk"], "confirm");
     assert_eq!(d["phrase"], "yes vmstate 100 before");
@@ -180,7 +161,7 @@ fn snapshot_with_vmstate_is_the_confirm_variant() {
         "-o",
         "json",
     ]);
-    let d = &json(&r)["data"];
+    let d = &r.json()["data"];
     assert_eq!(d["op"], "vm.snapshot");
     assert_eq!(d["phrase"], Value::Null);
 }
@@ -189,7 +170,7 @@ fn snapshot_with_vmstate_is_the_confirm_variant() {
 fn an_op_without_a_host_says_how_to_name_one() {
     let r = run(&["vm", "start", "100", "-o", "json"]);
     assert_eq!(r.code, 2);
-    let doc = json(&r);
+    let doc = r.json();
     assert_eq!(doc["ok"], false);
     assert!(
         doc["error"]["message"]
@@ -243,11 +224,11 @@ fn bad_input_is_one_line_and_exit_2_with_nothing_on_stdout() {
     // In JSON mode the same errors are one JSON document on stdout.
     let r = run(&["-o", "json", "vm", "start", "99"]);
     assert_eq!(r.code, 2);
-    let doc = json(&r);
+    let doc = r.json();
     assert_eq!(doc["error"]["kind"], "invalid_input");
     let r = run(&["vm", "start", "100", "--bogus", "-o", "json"]);
     assert_eq!(r.code, 2);
-    assert_eq!(json(&r)["ok"], false);
+    assert_eq!(r.json()["ok"], false);
 }
 
 #[test]
@@ -291,13 +272,12 @@ fn render_then_lint_reports_no_errors() {
             "100-199",
         ])
         .stdout;
-        let out = pxagent()
+        let out = px()
             .args(["sudoers", "lint", "-", "-o", "json"])
-            .write_stdin(rendered)
-            .output()
-            .unwrap();
-        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
-        assert_eq!(out.status.code(), Some(0), "{profile}: {doc}");
+            .stdin(rendered)
+            .run();
+        let doc: Value = serde_json::from_str(&out.stdout).unwrap();
+        assert_eq!(out.code, 0, "{profile}: {doc}");
         assert_eq!(doc["data"]["errors"], 0, "{profile}: {doc}");
     }
 }
@@ -308,7 +288,7 @@ fn lint_flags_every_root_equivalent_line_of_the_published_template() {
     let text = std::fs::read_to_string(&path).unwrap();
     let r = run(&["sudoers", "lint", path.to_str().unwrap(), "-o", "json"]);
     assert_eq!(r.code, 1, "{}", r.stderr);
-    let doc = json(&r);
+    let doc = r.json();
     assert_eq!(doc["ok"], false);
     let findings = doc["data"]["findings"].as_array().unwrap();
     let error_lines: Vec<u64> = findings
@@ -353,4 +333,19 @@ fn lint_flags_every_root_equivalent_line_of_the_published_template() {
         "{}",
         r.stdout
     );
+}
+
+/// `run()` keeps no global state (issue 10): a second call in the same process works like the
+/// first.
+#[test]
+fn run_can_be_called_twice_in_one_process() {
+    for call in ["first", "second"] {
+        let code = pxagent::run(vec![
+            "pxagent".into(),
+            "catalog".into(),
+            "-o".into(),
+            "json".into(),
+        ]);
+        assert_eq!(code, 0, "the {call} call");
+    }
 }

@@ -4,173 +4,19 @@
 //! `scripts/test.sh` brings the bed up and exports its `PXAGENT_*` variables; without them
 //! every test here FAILS with a message (never skips).
 //!
-//! Every test holds `HOST` (they change the sudoers file and the simulator's knobs) and puts
-//! back what it changed.
+//! Every test holds the one host [`lock`] (they change the sudoers file and the simulator's
+//! knobs) and puts back what it changed. Each runs pxagent in its own [`Home`], so rate-limit
+//! counters start empty.
 
-use std::path::Path;
-use std::process::Command as Proc;
-use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use serde_json::Value;
-
-static HOST: Mutex<()> = Mutex::new(());
-
-const SIM: &str = "/usr/local/lib/pve-sim/pve-sim";
-
-struct Bed {
-    host: String,
-    port: String,
-    user: String,
-    identity: String,
-    known_hosts: String,
-    sudoers: String,
-}
-
-fn bed() -> Bed {
-    let get = |k: &str| {
-        std::env::var(k).unwrap_or_else(|_| {
-            panic!("{k} is not set: these tests need the sandbox host; run scripts/test.sh (or `eval \"$(scripts/testbed.sh env)\"` after `scripts/testbed.sh up`)")
-        })
-    };
-    Bed {
-        host: get("PXAGENT_HOST"),
-        port: get("PXAGENT_PORT"),
-        user: get("PXAGENT_USER"),
-        identity: get("PXAGENT_IDENTITY"),
-        known_hosts: get("PXAGENT_KNOWN_HOSTS"),
-        sudoers: std::env::var("PXAGENT_TESTBED_SUDOERS")
-            .unwrap_or_else(|_| format!("/etc/sudoers.d/{}", get("PXAGENT_USER"))),
-    }
-}
-
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl Run {
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.stdout)
-            .unwrap_or_else(|e| panic!("not JSON ({e}): {:?} / {:?}", self.stdout, self.stderr))
-    }
-    fn data(&self) -> Value {
-        assert_eq!(self.code, 0, "{}\n{}", self.stdout, self.stderr);
-        self.json()["data"].clone()
-    }
-}
-
-/// An isolated pxagent environment: its own HOME and state directory (so rate-limit
-/// counters start empty), run in `dir`.
-struct Env {
-    home: tempfile::TempDir,
-}
-
-impl Env {
-    fn new() -> Env {
-        Env {
-            home: tempfile::tempdir().unwrap(),
-        }
-    }
-
-    fn dir(&self) -> &Path {
-        self.home.path()
-    }
-
-    fn px(&self, args: &[&str]) -> Run {
-        self.px_with(args, &[], None)
-    }
-
-    fn px_with(&self, args: &[&str], env: &[(&str, &str)], stdin: Option<&[u8]>) -> Run {
-        let b = bed();
-        let mut c = assert_cmd::Command::cargo_bin("pxagent").unwrap();
-        c.env_clear()
-            .current_dir(self.dir())
-            .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
-            .env("HOME", self.dir())
-            .env("PXAGENT_HOST", &b.host)
-            .env("PXAGENT_PORT", &b.port)
-            .env("PXAGENT_USER", &b.user)
-            .env("PXAGENT_IDENTITY", &b.identity)
-            .env("PXAGENT_KNOWN_HOSTS", &b.known_hosts);
-        for (k, v) in env {
-            c.env(k, v);
-        }
-        if let Some(input) = stdin {
-            c.write_stdin(input.to_vec());
-        }
-        let out = c.args(args).output().unwrap();
-        Run {
-            code: out.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
-    }
-
-    fn write(&self, name: &str, data: &[u8]) -> String {
-        std::fs::write(self.dir().join(name), data).unwrap();
-        name.to_string()
-    }
-
-    fn read(&self, name: &str) -> Vec<u8> {
-        std::fs::read(self.dir().join(name)).unwrap()
-    }
-}
-
-fn sim(args: &[&str]) -> String {
-    let out = Proc::new(SIM).args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "pve-sim {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// Installs a sudoers render for the bed's account (the safe way) and puts the original back.
-struct SudoersSwap {
-    path: String,
-    saved: Vec<u8>,
-}
-
-impl SudoersSwap {
-    fn render(extra: &[&str]) -> SudoersSwap {
-        let b = bed();
-        let mut args = vec!["sudoers", "render", "--user", &b.user, "--profile", "full"];
-        args.extend_from_slice(extra);
-        let r = Env::new().px(&args);
-        assert_eq!(r.code, 0, "{}", r.stderr);
-        let path = b.sudoers;
-        let saved = std::fs::read(&path).expect("the bed's sudoers file");
-        let tmp = format!("{path}.new");
-        std::fs::write(&tmp, &r.stdout).unwrap();
-        let ok = Proc::new("visudo").args(["-cf", &tmp]).output().unwrap();
-        assert!(
-            ok.status.success(),
-            "{}",
-            String::from_utf8_lossy(&ok.stderr)
-        );
-        Proc::new("chmod").args(["0440", &tmp]).status().unwrap();
-        std::fs::rename(&tmp, &path).unwrap();
-        SudoersSwap { path, saved }
-    }
-}
-
-impl Drop for SudoersSwap {
-    fn drop(&mut self) {
-        let tmp = format!("{}.new", self.path);
-        std::fs::write(&tmp, &self.saved).unwrap();
-        let _ = Proc::new("chmod").args(["0440", &tmp]).status();
-        let _ = std::fs::rename(&tmp, &self.path);
-    }
-}
+use crate::support::{Home, SudoersSwap, lock, sim};
 
 /// The bed with exec rules: full profile plus container exec for 200-299. The swap comes
 /// first in the tuple because tuple fields drop in order: the original sudoers file must be
 /// back before the lock is released to the next test.
 fn setup() -> (SudoersSwap, std::sync::MutexGuard<'static, ()>) {
-    let g = HOST.lock().unwrap_or_else(|e| e.into_inner());
+    let g = lock();
     let swap = SudoersSwap::render(&["--ct-exec", "200-299"]);
     (swap, g)
 }
@@ -178,16 +24,16 @@ fn setup() -> (SudoersSwap, std::sync::MutexGuard<'static, ()>) {
 #[test]
 fn vm_exec_returns_exit_code_and_output_from_any_node() {
     let _s = setup();
-    let e = Env::new();
+    let e = Home::new();
     let d = e
-        .px(&["-o", "json", "vm", "exec", "100", "--", "uname", "-a"])
+        .on_bed(&["-o", "json", "vm", "exec", "100", "--", "uname", "-a"])
         .data();
     assert_eq!(d["exitcode"], 0);
     assert!(d["stdout"].as_str().unwrap().starts_with("Linux"), "{d}");
     assert_eq!(d["via"], "guest-agent");
     assert_eq!(d["out_truncated"], false);
     // A failing guest command: pxagent exits 0, the JSON carries the guest's code.
-    let r = e.px(&[
+    let r = e.on_bed(&[
         "-o",
         "json",
         "vm",
@@ -207,26 +53,26 @@ fn vm_exec_returns_exit_code_and_output_from_any_node() {
         "VM 101 lives on pve2: pvesh reaches it from pve1"
     );
     // Human mode: output passed through, the exit code named on stderr.
-    let r = e.px(&["vm", "exec", "100", "--", "sh", "-c", "echo hi; exit 5"]);
+    let r = e.on_bed(&["vm", "exec", "100", "--", "sh", "-c", "echo hi; exit 5"]);
     assert_eq!(r.code, 0);
     assert_eq!(r.stdout, "hi\n");
     assert!(r.stderr.contains("the command exited 5"), "{}", r.stderr);
     // Words that look like options or shell reach the guest as an argv, untouched.
     let d = e
-        .px(&[
+        .on_bed(&[
             "-o", "json", "vm", "exec", "100", "--", "printf", "%s|", "-la", "a; b", "$(id)",
         ])
         .data();
     assert_eq!(d["stdout"], "-la|a; b|$(id)|");
     // stdin through the agent's input-data.
     let d = e
-        .px_with(
-            &[
-                "-o", "json", "vm", "exec", "100", "--stdin", "-", "--", "sort",
-            ],
-            &[],
-            Some(b"b\na\n"),
-        )
+        .px()
+        .bed()
+        .args([
+            "-o", "json", "vm", "exec", "100", "--stdin", "-", "--", "sort",
+        ])
+        .stdin(b"b\na\n")
+        .run()
         .data();
     assert_eq!(d["stdout"], "a\nb\n");
 }
@@ -241,7 +87,7 @@ fn truncation_flags_come_back() {
         .unwrap()
         .to_string();
     sim(&["sandbox", "out-limit=100"]);
-    let r = Env::new().px(&[
+    let r = Home::new().on_bed(&[
         "-o",
         "json",
         "vm",
@@ -262,8 +108,8 @@ fn truncation_flags_come_back() {
 #[test]
 fn stopped_vm_missing_agent_dead_agent_and_timeout_have_their_own_errors() {
     let _s = setup();
-    let e = Env::new();
-    let r = e.px(&["-o", "json", "vm", "exec", "9000", "--", "true"]);
+    let e = Home::new();
+    let r = e.on_bed(&["-o", "json", "vm", "exec", "9000", "--", "true"]);
     assert_eq!(r.code, 1, "{}", r.stdout);
     assert!(
         r.json()["error"]["message"]
@@ -271,7 +117,7 @@ fn stopped_vm_missing_agent_dead_agent_and_timeout_have_their_own_errors() {
             .unwrap()
             .contains("VM 9000 is not running")
     );
-    let r = e.px(&["-o", "json", "vm", "exec", "102", "--", "true"]);
+    let r = e.on_bed(&["-o", "json", "vm", "exec", "102", "--", "true"]);
     assert_eq!(r.code, 1);
     assert!(
         r.json()["error"]["message"]
@@ -282,11 +128,11 @@ fn stopped_vm_missing_agent_dead_agent_and_timeout_have_their_own_errors() {
         r.stdout
     );
     sim(&["qga", "100", "down"]);
-    let r = e.px(&["-o", "json", "vm", "exec", "100", "--", "true"]);
+    let r = e.on_bed(&["-o", "json", "vm", "exec", "100", "--", "true"]);
     sim(&["qga", "100", "up"]);
     assert_eq!(r.code, 1);
     assert!(r.stdout.contains("does not answer"), "{}", r.stdout);
-    let r = e.px(&[
+    let r = e.on_bed(&[
         "-o",
         "json",
         "--timeout",
@@ -308,7 +154,7 @@ fn stopped_vm_missing_agent_dead_agent_and_timeout_have_their_own_errors() {
         .and_then(|s| s.split_whitespace().next())
         .unwrap();
     let d = e
-        .px(&["-o", "json", "vm", "exec-status", "100", pid])
+        .on_bed(&["-o", "json", "vm", "exec-status", "100", pid])
         .data();
     assert_eq!(d["exited"], false, "{d}");
 }
@@ -316,9 +162,9 @@ fn stopped_vm_missing_agent_dead_agent_and_timeout_have_their_own_errors() {
 #[test]
 fn ct_exec_returns_exit_code_output_and_stdin() {
     let _s = setup();
-    let e = Env::new();
+    let e = Home::new();
     let d = e
-        .px(&[
+        .on_bed(&[
             "-o",
             "json",
             "ct",
@@ -337,25 +183,25 @@ fn ct_exec_returns_exit_code_output_and_stdin() {
     assert_eq!(d["stdout"], "out\n");
     assert_eq!(d["stderr"], "err\n");
     let d = e
-        .px_with(
-            &[
-                "-o", "json", "ct", "exec", "200", "--stdin", "-", "--", "tr", "a-z", "A-Z",
-            ],
-            &[],
-            Some(b"hello\n"),
-        )
+        .px()
+        .bed()
+        .args([
+            "-o", "json", "ct", "exec", "200", "--stdin", "-", "--", "tr", "a-z", "A-Z",
+        ])
+        .stdin(b"hello\n")
+        .run()
         .data();
     assert_eq!(d["stdout"], "HELLO\n");
     // pct is local: a container on another node is named, nothing is run.
-    let r = e.px(&["-o", "json", "ct", "exec", "201", "--", "true"]);
+    let r = e.on_bed(&["-o", "json", "ct", "exec", "201", "--", "true"]);
     assert_eq!(r.code, 2, "{}", r.stdout);
     assert!(r.stdout.contains("is on node pve2"), "{}", r.stdout);
     // A privileged container is refused unless the policy allows it.
-    let r = e.px(&["-o", "json", "ct", "exec", "202", "--", "true"]);
+    let r = e.on_bed(&["-o", "json", "ct", "exec", "202", "--", "true"]);
     assert_eq!(r.code, 3, "{}", r.stdout);
     assert!(r.stdout.contains("privileged"), "{}", r.stdout);
     let policy = e.write("p.yaml", b"allow_privileged_ct_exec: true\n");
-    let r = e.px(&[
+    let r = e.on_bed(&[
         "-o", "json", "--policy", &policy, "ct", "exec", "202", "--", "true",
     ]);
     assert!(
@@ -367,9 +213,9 @@ fn ct_exec_returns_exit_code_output_and_stdin() {
 
 #[test]
 fn ct_exec_without_ct_exec_in_the_render_is_refused_by_sudo() {
-    let _g = HOST.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = lock();
     let _swap = SudoersSwap::render(&[]);
-    let r = Env::new().px(&["-o", "json", "ct", "exec", "200", "--", "true"]);
+    let r = Home::new().on_bed(&["-o", "json", "ct", "exec", "200", "--", "true"]);
     assert_eq!(r.code, 9, "{}", r.stdout);
     assert_eq!(r.json()["error"]["kind"], "sudo_refused");
     assert!(r.stdout.contains("--ct-exec 200"), "{}", r.stdout);
@@ -378,7 +224,7 @@ fn ct_exec_without_ct_exec_in_the_render_is_refused_by_sudo() {
 #[test]
 fn push_run_pull_round_trips_files_byte_for_byte() {
     let _s = setup();
-    let e = Env::new();
+    let e = Home::new();
     // Every byte value; small enough that file-read's JSON (about 2 bytes per byte) stays
     // under 64 KiB: sudo 1.9.13 with log_output drops what a slow reader has not taken of a
     // larger output once the command exited (see the issue 6 report).
@@ -391,7 +237,7 @@ fn push_run_pull_round_trips_files_byte_for_byte() {
         let out = format!("{tag}-out.txt");
         let bin = format!("{tag}-bin.out");
         let empty = format!("{tag}-empty.out");
-        let r = e.px(&[
+        let r = e.on_bed(&[
             "-o",
             "json",
             kind,
@@ -422,7 +268,7 @@ fn push_run_pull_round_trips_files_byte_for_byte() {
         assert_eq!(e.read(&empty), b"", "{kind}");
         assert_eq!(d["pulled"].as_array().unwrap().len(), 3);
         // Never over an existing file without --force (refused before sending).
-        let r = e.px(&[
+        let r = e.on_bed(&[
             "-o",
             "json",
             kind,
@@ -435,7 +281,7 @@ fn push_run_pull_round_trips_files_byte_for_byte() {
         ]);
         assert_eq!(r.code, 2, "{}", r.stdout);
         assert!(r.stdout.contains("--force"));
-        let r = e.px(&[
+        let r = e.on_bed(&[
             "-o",
             "json",
             kind,
@@ -452,7 +298,7 @@ fn push_run_pull_round_trips_files_byte_for_byte() {
     }
     // Over the guest agent's file-write limit: refused before sending, the limit named.
     e.write("big.dat", &vec![1u8; 46_081]);
-    let r = e.px(&[
+    let r = e.on_bed(&[
         "-o",
         "json",
         "vm",
@@ -466,7 +312,7 @@ fn push_run_pull_round_trips_files_byte_for_byte() {
     assert_eq!(r.code, 2, "{}", r.stdout);
     assert!(r.stdout.contains("46080"), "{}", r.stdout);
     // Guest paths are validated.
-    let r = e.px(&[
+    let r = e.on_bed(&[
         "vm",
         "exec",
         "100",
@@ -481,14 +327,14 @@ fn push_run_pull_round_trips_files_byte_for_byte() {
 #[test]
 fn the_allowlist_admits_the_example_shapes_and_refuses_the_rest() {
     let _s = setup();
-    let e = Env::new();
+    let e = Home::new();
     let policy = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/examples/policies/diagnostics.yaml"
     );
     // One fresh minute for the whole count, so the window cannot roll over mid-test.
     wait_for_a_fresh_minute();
-    let ok = e.px(&[
+    let ok = e.on_bed(&[
         "-o", "json", "--policy", policy, "vm", "exec", "100", "--", "uname", "-a",
     ]);
     assert_eq!(ok.data()["exitcode"], 0);
@@ -501,7 +347,7 @@ fn the_allowlist_admits_the_example_shapes_and_refuses_the_rest() {
     ] {
         let mut args = vec!["-o", "json", "--policy", policy, "vm", "exec", "100", "--"];
         args.extend_from_slice(bad);
-        let r = e.px(&args);
+        let r = e.on_bed(&args);
         assert_eq!(r.code, 3, "{bad:?}: {}", r.stdout);
         assert!(
             r.stdout.contains("not one of the allowed commands"),
@@ -511,10 +357,10 @@ fn the_allowlist_admits_the_example_shapes_and_refuses_the_rest() {
     }
     // The refusals used no quota: nine more calls fit in the minute's ten.
     for i in 1..10 {
-        let r = e.px(&["--policy", policy, "vm", "exec", "100", "--", "uptime"]);
+        let r = e.on_bed(&["--policy", policy, "vm", "exec", "100", "--", "uptime"]);
         assert_eq!(r.code, 0, "call {}: {}", i + 1, r.stderr);
     }
-    let r = e.px(&[
+    let r = e.on_bed(&[
         "-o", "json", "--policy", policy, "vm", "exec", "100", "--", "uptime",
     ]);
     assert_eq!(r.code, 8, "the eleventh call within a minute: {}", r.stdout);
@@ -534,23 +380,17 @@ fn wait_for_a_fresh_minute() {
 
 #[test]
 fn twenty_concurrent_processes_with_max_ten_admit_exactly_ten() {
-    let _g = HOST.lock().unwrap_or_else(|e| e.into_inner());
-    let e = Env::new();
+    let _g = lock();
+    let e = Home::new();
     let policy = e.write(
         "gw.json",
         br#"{"version":"1","default":"deny","tools":{"vm_exec":{"limits":[{"counter":"vm_exec_rate","window":"day","max":10,"scope":"grant"}]}}}"#,
     );
     // Admitted calls go on to connect; a closed port makes them fail fast (exit 7) without
     // twenty SSH logins, so what is counted is the limiter alone, across processes.
-    let state = e.dir().join("state");
     let children: Vec<_> = (0..20)
         .map(|_| {
-            let mut c = Proc::new(env!("CARGO_BIN_EXE_pxagent"));
-            c.env_clear()
-                .current_dir(e.dir())
-                .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
-                .env("HOME", e.dir())
-                .env("XDG_STATE_HOME", &state)
+            e.px()
                 .args([
                     "-H",
                     "127.0.0.1",
@@ -564,53 +404,46 @@ fn twenty_concurrent_processes_with_max_ten_admit_exactly_ten() {
                     "--",
                     "true",
                 ])
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::piped());
-            c.spawn().unwrap()
+                .spawn()
         })
         .collect();
-    let outs: Vec<_> = children
-        .into_iter()
-        .map(|c| c.wait_with_output().unwrap())
-        .collect();
-    let refused: Vec<_> = outs.iter().filter(|o| o.status.code() == Some(8)).collect();
+    let outs: Vec<_> = children.into_iter().map(|c| c.wait()).collect();
+    let refused: Vec<_> = outs.iter().filter(|o| o.code == 8).collect();
     assert_eq!(
         refused.len(),
         10,
         "{:?}",
-        outs.iter().map(|o| o.status.code()).collect::<Vec<_>>()
+        outs.iter().map(|o| o.code).collect::<Vec<_>>()
     );
-    assert!(
-        outs.iter()
-            .all(|o| matches!(o.status.code(), Some(7) | Some(8)))
-    );
-    assert!(String::from_utf8_lossy(&refused[0].stderr).contains("resets in"));
+    assert!(outs.iter().all(|o| matches!(o.code, 7 | 8)));
+    assert!(refused[0].stderr.contains("resets in"));
 }
 
 #[test]
 fn the_gateway_policy_loads_and_default_deny_refuses_unlisted_ops() {
     let _s = setup();
-    let e = Env::new();
+    let e = Home::new();
     let gw = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/examples/policies/gateway-vm-exec.json"
     );
-    let r = e.px(&[
+    let r = e.on_bed(&[
         "-o", "json", "--policy", gw, "vm", "exec", "100", "--", "true",
     ]);
     assert_eq!(r.data()["exitcode"], 0);
     // An op the gateway did not list: refused before sending (PXAGENT_POLICY is --policy's
     // environment form, read by every command).
-    let r = e.px_with(
-        &["-o", "json", "vm", "start", "100"],
-        &[("PXAGENT_POLICY", gw)],
-        None,
-    );
+    let r = e
+        .px()
+        .bed()
+        .args(["-o", "json", "vm", "start", "100"])
+        .env("PXAGENT_POLICY", gw)
+        .run();
     assert_eq!(r.code, 3, "{}", r.stdout);
     assert_eq!(r.json()["error"]["kind"], "policy_refused");
     // The same through the config's policy_file key.
     e.write("config.yaml", format!("policy_file: {gw}\n").as_bytes());
-    let r = e.px(&[
+    let r = e.on_bed(&[
         "-o",
         "json",
         "--config",
@@ -625,13 +458,13 @@ fn the_gateway_policy_loads_and_default_deny_refuses_unlisted_ops() {
         "bad.json",
         br#"{"version":"1","tools":{"vm_exec":{"limits":[],"quota":5}}}"#,
     );
-    let r = e.px(&[
+    let r = e.on_bed(&[
         "-o", "json", "--policy", &bad, "vm", "exec", "100", "--", "true",
     ]);
     assert_eq!(r.code, 2, "{}", r.stdout);
     assert!(r.stdout.contains("quota"), "{}", r.stdout);
     let bad = e.write("v2.json", br#"{"version":"2","tools":{}}"#);
-    let r = e.px(&[
+    let r = e.on_bed(&[
         "-o", "json", "--policy", &bad, "vm", "exec", "100", "--", "true",
     ]);
     assert_eq!(r.code, 2);

@@ -2,158 +2,21 @@
 //! sudoers, the PVE simulator. `scripts/test.sh` brings the bed up and exports its
 //! `PXAGENT_*` variables; without them every test here FAILS with a message (never skips).
 //!
-//! Tests that change the host (sudoers, faults, sshd) hold `HOST` so they never overlap, and
-//! put back what they changed.
+//! Tests that change the host (sudoers, faults, sshd) hold the one host [`lock`] so they never
+//! overlap, and put back what they changed. The helpers are in `support`.
 
-use std::path::{Path, PathBuf};
 use std::process::Command as Proc;
-use std::sync::Mutex;
 
 use serde_json::Value;
 
-static HOST: Mutex<()> = Mutex::new(());
-
-const SIM: &str = "/usr/local/lib/pve-sim/pve-sim";
-
-struct Bed {
-    host: String,
-    port: String,
-    user: String,
-    identity: String,
-    known_hosts: String,
-    sudoers: String,
-}
-
-fn bed() -> Bed {
-    let get = |k: &str| {
-        std::env::var(k).unwrap_or_else(|_| {
-            panic!("{k} is not set: these tests need the sandbox host; run scripts/test.sh (or `eval \"$(scripts/testbed.sh env)\"` after `scripts/testbed.sh up`)")
-        })
-    };
-    Bed {
-        host: get("PXAGENT_HOST"),
-        port: get("PXAGENT_PORT"),
-        user: get("PXAGENT_USER"),
-        identity: get("PXAGENT_IDENTITY"),
-        known_hosts: get("PXAGENT_KNOWN_HOSTS"),
-        sudoers: std::env::var("PXAGENT_TESTBED_SUDOERS")
-            .unwrap_or_else(|_| format!("/etc/sudoers.d/{}", get("PXAGENT_USER"))),
-    }
-}
-
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl Run {
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.stdout)
-            .unwrap_or_else(|e| panic!("not JSON ({e}): {:?} / {:?}", self.stdout, self.stderr))
-    }
-}
-
-/// Run pxagent against the bed with an isolated environment (empty HOME, no agent).
-fn px_with(args: &[&str], env: &[(&str, &str)]) -> Run {
-    let b = bed();
-    let home = tempfile::tempdir().unwrap();
-    let mut c = assert_cmd::Command::cargo_bin("pxagent").unwrap();
-    c.env_clear()
-        .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
-        .env("HOME", home.path())
-        .env("PXAGENT_HOST", &b.host)
-        .env("PXAGENT_PORT", &b.port)
-        .env("PXAGENT_USER", &b.user)
-        .env("PXAGENT_IDENTITY", &b.identity)
-        .env("PXAGENT_KNOWN_HOSTS", &b.known_hosts);
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    let out = c.args(args).output().unwrap();
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
-
-fn px(args: &[&str]) -> Run {
-    px_with(args, &[])
-}
-
-/// Ask the simulator directly, as root (what the host holds).
-fn sim_pvesh(path: &str, extra: &[&str]) -> Value {
-    let out = Proc::new(SIM)
-        .args(["pvesh", "get", path])
-        .args(extra)
-        .args(["--output-format", "json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "sim: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
-fn fault(rule: &str) {
-    let st = Proc::new(SIM)
-        .args(["fault", "add", rule])
-        .status()
-        .unwrap();
-    assert!(st.success());
-}
-
-fn clear_faults() {
-    let _ = Proc::new(SIM).args(["fault", "clear"]).status();
-}
-
-/// Replace the bed's sudoers file for the duration of a test; put the original back.
-struct SudoersSwap {
-    path: String,
-    saved: Vec<u8>,
-}
-
-impl SudoersSwap {
-    fn install(text: Option<&str>) -> SudoersSwap {
-        let path = bed().sudoers;
-        let saved = std::fs::read(&path).expect("the bed's sudoers file");
-        match text {
-            None => std::fs::remove_file(&path).unwrap(),
-            Some(t) => {
-                let tmp = format!("{path}.new");
-                std::fs::write(&tmp, t).unwrap();
-                let ok = Proc::new("visudo").args(["-cf", &tmp]).output().unwrap();
-                assert!(
-                    ok.status.success(),
-                    "{}",
-                    String::from_utf8_lossy(&ok.stderr)
-                );
-                Proc::new("chmod").args(["0440", &tmp]).status().unwrap();
-                std::fs::rename(&tmp, &path).unwrap();
-            }
-        }
-        SudoersSwap { path, saved }
-    }
-}
-
-impl Drop for SudoersSwap {
-    fn drop(&mut self) {
-        std::fs::write(&self.path, &self.saved).unwrap();
-        let _ = Proc::new("chmod").args(["0440", &self.path]).status();
-    }
-}
-
-fn lock() -> std::sync::MutexGuard<'static, ()> {
-    HOST.lock().unwrap_or_else(|e| e.into_inner())
-}
+use crate::support::{
+    Agent, Home, SudoersSwap, bed, clear_faults, fault, lock, on_bed, px, sim_get,
+};
 
 #[test]
 fn preflight_passes_on_the_sandbox() {
     let _g = lock();
-    let r = px(&["preflight", "-o", "json"]);
+    let r = on_bed(&["preflight", "-o", "json"]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     let checks = r.json()["data"]["checks"].as_array().unwrap().clone();
     for name in [
@@ -180,17 +43,17 @@ fn every_read_op_returns_what_the_simulator_holds() {
     let data = |args: &[&str]| {
         let mut a = args.to_vec();
         a.extend(["-o", "json"]);
-        let r = px(&a);
+        let r = on_bed(&a);
         assert_eq!(r.code, 0, "{args:?}: {}", r.stderr);
         r.json()["data"].clone()
     };
-    assert_eq!(data(&["version"]), sim_pvesh("/version", &[]));
+    assert_eq!(data(&["version"]), sim_get("/version", &[]));
     assert_eq!(
         data(&["cluster", "status"]),
-        sim_pvesh("/cluster/status", &[])
+        sim_get("/cluster/status", &[])
     );
 
-    let resources = sim_pvesh("/cluster/resources", &[]);
+    let resources = sim_get("/cluster/resources", &[]);
     let ids = |v: &Value, t: Option<&str>| -> Vec<String> {
         let mut ids: Vec<String> = v
             .as_array()
@@ -232,7 +95,7 @@ fn every_read_op_returns_what_the_simulator_holds() {
     assert_eq!(nodes, vec!["pve1", "pve2", "pve3"]);
     assert_eq!(
         data(&["node", "status", "pve2"]),
-        sim_pvesh("/nodes/pve2/status", &[])
+        sim_get("/nodes/pve2/status", &[])
     );
     let storages: Vec<String> = data(&["storage", "list"])
         .as_array()
@@ -240,7 +103,7 @@ fn every_read_op_returns_what_the_simulator_holds() {
         .iter()
         .map(|s| s["storage"].as_str().unwrap().to_string())
         .collect();
-    let mut sim_storages: Vec<String> = sim_pvesh("/nodes/pve1/storage", &[])
+    let mut sim_storages: Vec<String> = sim_get("/nodes/pve1/storage", &[])
         .as_array()
         .unwrap()
         .iter()
@@ -266,7 +129,7 @@ fn every_read_op_returns_what_the_simulator_holds() {
         for (sub, path) in [("status", "status/current"), ("config", "config")] {
             assert_eq!(
                 data(&[cli, sub, &vmid]),
-                sim_pvesh(&format!("/nodes/{node}/{kind}/{vmid}/{path}"), &[]),
+                sim_get(&format!("/nodes/{node}/{kind}/{vmid}/{path}"), &[]),
                 "{cli} {sub} {vmid}"
             );
         }
@@ -276,7 +139,7 @@ fn every_read_op_returns_what_the_simulator_holds() {
             .iter()
             .map(|s| s["name"].as_str().unwrap().to_string())
             .collect();
-        let sim_snaps = sim_pvesh(&format!("/nodes/{node}/{kind}/{vmid}/snapshot"), &[]);
+        let sim_snaps = sim_get(&format!("/nodes/{node}/{kind}/{vmid}/snapshot"), &[]);
         assert_eq!(
             snaps.len(),
             sim_snaps.as_array().unwrap().len(),
@@ -286,7 +149,7 @@ fn every_read_op_returns_what_the_simulator_holds() {
     }
 
     // Tasks: status and log of one the simulator holds.
-    let tasks = sim_pvesh("/nodes/pve1/tasks", &[]);
+    let tasks = sim_get("/nodes/pve1/tasks", &[]);
     let upid = tasks[0]["upid"]
         .as_str()
         .expect("the simulator has finished tasks")
@@ -294,7 +157,7 @@ fn every_read_op_returns_what_the_simulator_holds() {
     let st = data(&["task", "status", &upid]);
     assert_eq!(
         st,
-        sim_pvesh(&format!("/nodes/pve1/tasks/{upid}/status"), &[])
+        sim_get(&format!("/nodes/pve1/tasks/{upid}/status"), &[])
     );
     let log = data(&["task", "log", &upid, "--limit", "100"]);
     assert!(log.as_array().is_some_and(|l| !l.is_empty()));
@@ -303,15 +166,15 @@ fn every_read_op_returns_what_the_simulator_holds() {
 #[test]
 fn a_guest_on_another_node_works_from_any_node() {
     let _g = lock();
-    let r = px(&["vm", "status", "101", "-o", "json"]);
+    let r = on_bed(&["vm", "status", "101", "-o", "json"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(r.json()["data"]["name"], "db");
     assert_eq!(
         r.json()["data"],
-        sim_pvesh("/nodes/pve2/qemu/101/status/current", &[])
+        sim_get("/nodes/pve2/qemu/101/status/current", &[])
     );
     // Human output too.
-    let r = px(&["vm", "status", "101"]);
+    let r = on_bed(&["vm", "status", "101"]);
     assert!(
         r.stdout.contains("name") && r.stdout.contains("db"),
         "{}",
@@ -322,14 +185,14 @@ fn a_guest_on_another_node_works_from_any_node() {
 #[test]
 fn wrong_guest_kind_and_unknown_guest() {
     let _g = lock();
-    let r = px(&["vm", "status", "200"]);
+    let r = on_bed(&["vm", "status", "200"]);
     assert_eq!(r.code, 2, "{}", r.stderr);
     assert!(
         r.stderr.contains("is a container") && r.stderr.contains("pxagent ct status"),
         "{}",
         r.stderr
     );
-    let r = px(&["vm", "status", "4242", "-o", "json"]);
+    let r = on_bed(&["vm", "status", "4242", "-o", "json"]);
     assert_eq!(r.code, 1);
     assert!(
         r.json()["error"]["message"]
@@ -342,22 +205,19 @@ fn wrong_guest_kind_and_unknown_guest() {
 #[test]
 fn status_summarises_the_cluster() {
     let _g = lock();
-    let r = px(&["status", "-o", "json"]);
+    let r = on_bed(&["status", "-o", "json"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let d = r.json()["data"].clone();
-    assert_eq!(
-        d["version"]["version"],
-        sim_pvesh("/version", &[])["version"]
-    );
+    assert_eq!(d["version"]["version"], sim_get("/version", &[])["version"]);
     assert_eq!(d["nodes"].as_array().unwrap().len(), 3);
     let guests = d["guests"].as_object().unwrap();
     let total: u64 = guests.values().map(|v| v.as_u64().unwrap()).sum();
-    let sim_guests = sim_pvesh("/cluster/resources", &["--type", "vm"])
+    let sim_guests = sim_get("/cluster/resources", &["--type", "vm"])
         .as_array()
         .unwrap()
         .len() as u64;
     assert_eq!(total, sim_guests);
-    let human = px(&["status"]);
+    let human = on_bed(&["status"]);
     assert!(human.stdout.starts_with("Proxmox VE "), "{}", human.stdout);
 }
 
@@ -365,7 +225,7 @@ fn status_summarises_the_cluster() {
 fn sudoers_removed_preflight_names_missing_rules_and_ops_exit_9() {
     let _g = lock();
     let _swap = SudoersSwap::install(None);
-    let r = px(&["preflight"]);
+    let r = on_bed(&["preflight"]);
     assert_eq!(r.code, 5, "{}{}", r.stdout, r.stderr);
     assert!(r.stdout.contains("FAIL  sudo-rules"), "{}", r.stdout);
     assert!(
@@ -373,7 +233,7 @@ fn sudoers_removed_preflight_names_missing_rules_and_ops_exit_9() {
         "{}",
         r.stdout
     );
-    let r = px(&["vm", "list", "-o", "json"]);
+    let r = on_bed(&["vm", "list", "-o", "json"]);
     assert_eq!(r.code, 9, "{}", r.stdout);
     assert_eq!(r.json()["error"]["kind"], "sudo_refused");
     assert!(
@@ -389,7 +249,7 @@ fn missing_rules_are_named() {
     let _g = lock();
     let b = bed();
     // Operator rules installed, full profile expected: the confirm ops are missing.
-    let text = px(&[
+    let text = on_bed(&[
         "sudoers",
         "render",
         "--user",
@@ -399,7 +259,7 @@ fn missing_rules_are_named() {
     ])
     .stdout;
     let _swap = SudoersSwap::install(Some(&text));
-    let r = px(&["preflight", "--profile", "full", "-o", "json"]);
+    let r = on_bed(&["preflight", "--profile", "full", "-o", "json"]);
     assert_eq!(r.code, 5);
     let checks = r.json()["data"]["checks"].clone();
     let rules = checks
@@ -418,17 +278,17 @@ fn missing_rules_are_named() {
         !rules["detail"].as_str().unwrap().contains("vm.start"),
         "{rules}"
     );
-    assert_eq!(px(&["preflight", "--profile", "operator"]).code, 0);
+    assert_eq!(on_bed(&["preflight", "--profile", "operator"]).code, 0);
 }
 
 #[test]
 fn a_wildcard_rule_fails_the_preflight_as_over_broad() {
     let _g = lock();
     let b = bed();
-    let mut text = px(&["sudoers", "render", "--user", &b.user]).stdout;
+    let mut text = on_bed(&["sudoers", "render", "--user", &b.user]).stdout;
     text.push_str(&format!("{} ALL=(root) NOPASSWD: /usr/sbin/qm *\n", b.user));
     let _swap = SudoersSwap::install(Some(&text));
-    let r = px(&["preflight", "-o", "json"]);
+    let r = on_bed(&["preflight", "-o", "json"]);
     assert_eq!(r.code, 5);
     let checks = r.json()["data"]["checks"].clone();
     let broad = checks
@@ -449,14 +309,14 @@ fn a_wildcard_rule_fails_the_preflight_as_over_broad() {
 fn io_logging_off_fails_the_preflight() {
     let _g = lock();
     let b = bed();
-    let text: String = px(&["sudoers", "render", "--user", &b.user])
+    let text: String = on_bed(&["sudoers", "render", "--user", &b.user])
         .stdout
         .lines()
         .filter(|l| !l.contains("log_input, log_output"))
         .map(|l| format!("{l}\n"))
         .collect();
     let _swap = SudoersSwap::install(Some(&text));
-    let r = px(&["preflight"]);
+    let r = on_bed(&["preflight"]);
     assert_eq!(r.code, 5);
     assert!(r.stdout.contains("FAIL  audit"), "{}", r.stdout);
     assert!(r.stdout.contains("log_input"), "{}", r.stdout);
@@ -468,7 +328,7 @@ fn a_hanging_command_hits_the_timeout_and_does_not_linger() {
     clear_faults();
     // A command no other test (or benchmark) sends, so nothing else consumes the fault.
     fault(r#"{"match":"get /nodes/pve3/status","action":"hang","seconds":30,"times":1}"#);
-    let r = px(&["--timeout", "2", "node", "status", "pve3", "-o", "json"]);
+    let r = on_bed(&["--timeout", "2", "node", "status", "pve3", "-o", "json"]);
     clear_faults();
     assert_eq!(r.code, 7, "{}", r.stdout);
     assert_eq!(r.json()["error"]["kind"], "connection_failed");
@@ -494,10 +354,7 @@ fn sshd_killed_mid_command_is_a_lost_connection() {
     let b = bed();
     clear_faults();
     fault(r#"{"match":"get /nodes/pve2/status","action":"hang","seconds":20,"times":1}"#);
-    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("pxagent"))
-        .env_clear()
-        .env("PATH", "/usr/bin:/bin")
-        .env("HOME", "/nonexistent")
+    let child = px()
         .args([
             "-H",
             &b.host,
@@ -515,9 +372,7 @@ fn sshd_killed_mid_command_is_a_lost_connection() {
             "-o",
             "json",
         ])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+        .spawn();
     // Wait for the session to exist, then kill its sshd processes (the privileged monitor and
     // the session child, matched by the account's name, never broadly).
     let pattern = format!("^sshd: {}( |@)", b.user);
@@ -539,15 +394,10 @@ fn sshd_killed_mid_command_is_a_lost_connection() {
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    let out = child.wait_with_output().unwrap();
+    let out = child.wait();
     clear_faults();
     assert!(killed, "never saw the remote command start");
-    assert_eq!(
-        out.status.code(),
-        Some(7),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
+    assert_eq!(out.code, 7, "{}", out.stdout);
 }
 
 #[test]
@@ -556,17 +406,17 @@ fn unknown_host_is_refused_then_accepted_with_accept_new() {
     let dir = tempfile::tempdir().unwrap();
     let kh = dir.path().join("known_hosts");
     let khs = kh.to_str().unwrap();
-    let r = px(&["--known-hosts", khs, "version"]);
+    let r = on_bed(&["--known-hosts", khs, "version"]);
     assert_eq!(r.code, 6, "{}", r.stderr);
     assert!(r.stderr.contains("SHA256:"), "{}", r.stderr);
-    let r = px(&["--known-hosts", khs, "--accept-new", "version"]);
+    let r = on_bed(&["--known-hosts", khs, "--accept-new", "version"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(
         std::fs::read_to_string(&kh)
             .unwrap()
             .contains("[127.0.0.1]:")
     );
-    assert_eq!(px(&["--known-hosts", khs, "version"]).code, 0);
+    assert_eq!(on_bed(&["--known-hosts", khs, "version"]).code, 0);
 }
 
 #[test]
@@ -599,7 +449,7 @@ fn a_changed_host_key_is_always_refused() {
         let mut args = vec!["--known-hosts", kh.to_str().unwrap()];
         args.extend_from_slice(extra);
         args.push("version");
-        let r = px(&args);
+        let r = on_bed(&args);
         assert_eq!(r.code, 6, "{extra:?}: {}", r.stderr);
         assert!(r.stderr.contains(kh.to_str().unwrap()), "{}", r.stderr);
     }
@@ -612,7 +462,7 @@ fn a_key_readable_by_others_is_refused() {
     let key = dir.path().join("id");
     std::fs::copy(bed().identity, &key).unwrap();
     Proc::new("chmod").arg("0644").arg(&key).status().unwrap();
-    let r = px(&["-i", key.to_str().unwrap(), "version"]);
+    let r = on_bed(&["-i", key.to_str().unwrap(), "version"]);
     assert_eq!(r.code, 6, "{}", r.stderr);
     assert!(
         r.stderr.to_lowercase().contains("unprotected"),
@@ -625,28 +475,19 @@ fn a_key_readable_by_others_is_refused() {
 fn an_ssh_config_alias_works_like_ssh() {
     let _g = lock();
     let b = bed();
-    let home = tempfile::tempdir().unwrap();
+    let home = Home::new();
     std::fs::create_dir(home.path().join(".ssh")).unwrap();
     std::fs::write(
         home.path().join(".ssh/config"),
         format!("Host sandbox\n    HostName {}\n    Port {}\n    User {}\n    IdentityFile {}\n    UserKnownHostsFile {}\n", b.host, b.port, b.user, b.identity, b.known_hosts),
     )
     .unwrap();
-    let out = assert_cmd::Command::cargo_bin("pxagent")
-        .unwrap()
-        .env_clear()
-        .env("PATH", "/usr/bin:/bin")
-        .env("HOME", home.path())
+    let out = home
+        .px()
         .args(["-H", "sandbox", "version", "-o", "json"])
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        .run();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let doc: Value = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(doc["host"], format!("{}@{}:{}", b.user, b.host, b.port));
 }
 
@@ -654,30 +495,21 @@ fn an_ssh_config_alias_works_like_ssh() {
 fn a_named_host_from_the_config_file() {
     let _g = lock();
     let b = bed();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = Home::new();
     let cfg = dir.path().join("config.yaml");
     std::fs::write(
         &cfg,
         format!("default_host: lab\nhosts:\n  lab:\n    address: {}\n    port: {}\n    user: {}\n    identity: {}\n    known_hosts: {}\n", b.host, b.port, b.user, b.identity, b.known_hosts),
     )
     .unwrap();
-    let out = assert_cmd::Command::cargo_bin("pxagent")
-        .unwrap()
-        .env_clear()
-        .env("PATH", "/usr/bin:/bin")
-        .env("HOME", dir.path())
+    let out = dir
+        .px()
         .args(["--config", cfg.to_str().unwrap(), "version"])
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .run();
+    assert_eq!(out.code, 0, "{}", out.stderr);
     // A malformed config names file and line.
     std::fs::write(&cfg, "hosts:\n  lab:\n    address: x\n    port: lots\n").unwrap();
-    let r = px(&["--config", cfg.to_str().unwrap(), "version"]);
+    let r = on_bed(&["--config", cfg.to_str().unwrap(), "version"]);
     assert_eq!(r.code, 2);
     assert!(
         r.stderr.contains(&format!("{}:4:", cfg.display())),
@@ -690,32 +522,11 @@ fn a_named_host_from_the_config_file() {
 fn ssh_agent_authentication_works() {
     let _g = lock();
     let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("agent.sock");
-    let mut agent = std::process::Command::new("ssh-agent")
-        .args(["-D", "-a"])
-        .arg(&sock)
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    for _ in 0..100 {
-        if sock.exists() {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    let added = Proc::new("ssh-add")
-        .arg(bed().identity)
-        .env("SSH_AUTH_SOCK", &sock)
-        .output()
-        .unwrap();
+    let agent = Agent::start(dir.path());
+    agent.add(std::path::Path::new(&bed().identity));
     let b = bed();
-    let home = tempfile::tempdir().unwrap();
-    let out = assert_cmd::Command::cargo_bin("pxagent")
-        .unwrap()
-        .env_clear()
-        .env("PATH", "/usr/bin:/bin")
-        .env("HOME", home.path())
-        .env("SSH_AUTH_SOCK", &sock)
+    let out = px()
+        .env("SSH_AUTH_SOCK", &agent.socket)
         .args([
             "-H",
             &b.host,
@@ -727,21 +538,9 @@ fn ssh_agent_authentication_works() {
             &b.known_hosts,
             "version",
         ])
-        .output()
-        .unwrap();
-    let _ = agent.kill();
-    let _ = agent.wait();
-    assert!(
-        added.status.success(),
-        "{}",
-        String::from_utf8_lossy(&added.stderr)
-    );
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .run();
+    drop(agent);
+    assert_eq!(out.code, 0, "{}", out.stderr);
 }
 
 #[test]
@@ -751,8 +550,8 @@ fn a_warning_on_success_is_shown_but_not_a_failure() {
     fault(
         r#"{"match":"get /nodes/pve1/status","action":"warn","message":"storage 'nas' is not online","times":2}"#,
     );
-    let r = px(&["node", "status", "pve1", "-o", "json"]);
-    let h = px(&["node", "status", "pve1"]);
+    let r = on_bed(&["node", "status", "pve1", "-o", "json"]);
+    let h = on_bed(&["node", "status", "pve1"]);
     clear_faults();
     assert_eq!(r.code, 0);
     assert_eq!(r.json()["warnings"][0], "storage 'nas' is not online");
@@ -766,7 +565,7 @@ fn a_warning_on_success_is_shown_but_not_a_failure() {
 
 #[test]
 fn root_is_never_the_login() {
-    let r = px(&["-u", "root", "version"]);
+    let r = on_bed(&["-u", "root", "version"]);
     assert_eq!(r.code, 2);
     assert!(r.stderr.contains("never logs in as root"));
 }
@@ -779,18 +578,13 @@ fn nothing_is_sent_for_invalid_input_or_dry_run() {
         &["-p", "1", "vm", "start", "99"][..],
         &["-p", "1", "vm", "destroy", "100", "--dry-run"][..],
     ] {
-        let r = px(args);
+        let r = on_bed(args);
         assert_ne!(r.code, 7, "{args:?} tried to connect: {}", r.stderr);
     }
-    let r = px(&["-p", "1", "vm", "destroy", "100"]);
+    let r = on_bed(&["-p", "1", "vm", "destroy", "100"]);
     assert_eq!(
         r.code, 4,
         "confirmation is checked before connecting: {}",
         r.stderr
     );
-}
-
-#[allow(dead_code)]
-fn exists(p: &str) -> bool {
-    Path::new(p).exists() || PathBuf::from(p).exists()
 }

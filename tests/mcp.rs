@@ -6,62 +6,52 @@
 //! the Python `mcp` package (`scripts/test.sh` installs it). Without either these tests FAIL
 //! with a message; they never skip. The in-process tests (schemas, annotations, the tool list
 //! over a duplex pipe) are unit tests in `src/mcp.rs`.
+//!
+//! Both scenarios hold the host [`lock`]: they kill the account's sshd sessions, so two servers
+//! (or a live test) must never overlap them.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
-use std::sync::Mutex;
 
 use serde_json::Value;
 
-/// The scenario kills the account's sshd sessions: never overlap two servers here.
-static HOST: Mutex<()> = Mutex::new(());
-
-const BED_VARS: [&str; 5] = [
-    "PXAGENT_HOST",
-    "PXAGENT_PORT",
-    "PXAGENT_USER",
-    "PXAGENT_IDENTITY",
-    "PXAGENT_KNOWN_HOSTS",
-];
+use crate::support::{Home, bed_env, bin, isolate, lock};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The interpreter's real path, so it runs under an isolated HOME (pyenv shims need theirs).
+/// The Python that has the MCP SDK: `PXAGENT_TEST_PYTHON` (scripts/test.sh sets it to the venv
+/// it installs `mcp` into, target/venv/bin/python3), else `python3` from PATH by its real path,
+/// so it runs under an isolated HOME (pyenv shims need theirs).
 fn python() -> String {
-    if let Ok(p) = std::env::var("PXAGENT_TEST_PYTHON") {
-        return p;
+    if let Some(p) = std::env::var_os("PXAGENT_TEST_PYTHON").filter(|p| !p.is_empty()) {
+        return p.to_string_lossy().into_owned();
     }
     let out = Command::new("python3")
         .args(["-c", "import sys; print(sys.executable)"])
         .output()
-        .expect("python3 is not on PATH: the MCP tests need CPython 3 with the `mcp` package");
+        .expect("PXAGENT_TEST_PYTHON is not set and python3 is not on PATH: the MCP tests need a Python 3 with the `mcp` package; run scripts/test.sh, which makes the venv target/venv and sets PXAGENT_TEST_PYTHON");
     assert!(out.status.success(), "python3 does not run");
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
-/// Run the client script with the bed's environment and an isolated HOME; returns its report.
-fn client(home: &Path, args: &[&str]) -> Value {
+/// Run the client script with the bed's environment in `home` (the server it starts inherits
+/// both, so its audit log is the home's); returns its report.
+fn client(home: &Home, args: &[&str]) -> Value {
     let mut c = Command::new(python());
-    c.env_clear()
-        .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
-        .env("HOME", home)
+    isolate(&mut c, home.path())
         .arg(root().join("tests/mcp_client.py"))
-        .arg(env!("CARGO_BIN_EXE_pxagent"))
+        .arg(bin())
         .args(args);
-    for k in BED_VARS {
-        let v = std::env::var(k).unwrap_or_else(|_| {
-            panic!("{k} is not set: these tests need the sandbox host; run scripts/test.sh (or `eval \"$(scripts/testbed.sh env)\"` after `scripts/testbed.sh up`)")
-        });
-        c.env(k, v);
-    }
+    bed_env(&mut c);
     let out = c.output().expect("run tests/mcp_client.py");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_ne!(
         out.status.code(),
         Some(3),
-        "the Python MCP SDK is missing: `python3 -m pip install 'mcp>=1.0'` (scripts/test.sh does)\n{stderr}"
+        "the Python MCP SDK is missing from {}: run scripts/test.sh, which installs `mcp>=1.0` into the venv target/venv and sets PXAGENT_TEST_PYTHON to its python3 (or set PXAGENT_TEST_PYTHON to a Python that has it)\n{stderr}",
+        python()
     );
     assert!(
         out.status.success(),
@@ -98,9 +88,9 @@ fn invalid_params(step: &Value) -> &str {
 
 #[test]
 fn a_real_mcp_client_drives_the_sandbox() {
-    let _host = HOST.lock().unwrap_or_else(|e| e.into_inner());
-    let home = tempfile::tempdir().unwrap();
-    let r = client(home.path(), &[]);
+    let _host = lock();
+    let home = Home::new();
+    let r = client(&home, &[]);
     let steps = &r["steps"];
 
     assert_eq!(r["server"]["name"], "pxagent");
@@ -245,14 +235,8 @@ fn a_real_mcp_client_drives_the_sandbox() {
     }
 
     // Every call left an audit record marked as coming through MCP.
-    let out = assert_cmd::Command::cargo_bin("pxagent")
-        .unwrap()
-        .env_clear()
-        .env("HOME", home.path())
-        .args(["audit", "show", "-o", "json"])
-        .output()
-        .unwrap();
-    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let out = home.px().args(["audit", "show", "-o", "json"]).run();
+    let doc: Value = serde_json::from_str(&out.stdout).unwrap();
     let records = doc["data"].as_array().unwrap();
     assert!(records.iter().all(|rec| rec["via"] == "mcp"), "{doc:#}");
     let find = |op: &str, decision: &str| {
@@ -277,29 +261,19 @@ fn a_real_mcp_client_drives_the_sandbox() {
         .sum::<usize>()
         + r.get("exec").and_then(Value::as_array).map_or(0, Vec::len);
     assert_eq!(records.len(), calls, "{doc:#}");
-    pxagent_audit_verifies(home.path());
+    pxagent_audit_verifies(&home);
 }
 
-fn pxagent_audit_verifies(home: &Path) {
-    let out = assert_cmd::Command::cargo_bin("pxagent")
-        .unwrap()
-        .env_clear()
-        .env("HOME", home)
-        .args(["audit", "verify"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+fn pxagent_audit_verifies(home: &Home) {
+    let out = home.px().args(["audit", "verify"]).run();
+    assert_eq!(out.code, 0, "{}", out.stderr);
 }
 
 #[test]
 fn a_readonly_server_lists_and_runs_only_reads() {
-    let _host = HOST.lock().unwrap_or_else(|e| e.into_inner());
-    let home = tempfile::tempdir().unwrap();
-    let r = client(home.path(), &["--readonly"]);
+    let _host = lock();
+    let home = Home::new();
+    let r = client(&home, &["--readonly"]);
     let names: Vec<&str> = r["tools"]
         .as_array()
         .unwrap()

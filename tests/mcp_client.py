@@ -9,7 +9,8 @@ Usage:
 `tests/mcp.rs` runs the scenario against the sandbox host (the PXAGENT_* variables of
 `scripts/testbed.sh env` are passed through to the server) and asserts the report, so this
 script records what happened and decides nothing itself. `scripts/bench-mcp.sh` uses --bench.
-Needs the `mcp` package (scripts/test.sh installs it); without it this exits 3 saying so.
+Needs the `mcp` package (scripts/test.sh installs it into the venv target/venv: run this with
+target/venv/bin/python3); without it this exits 3 saying so.
 """
 
 import json
@@ -27,7 +28,8 @@ try:
 except ImportError as e:  # pragma: no cover - the Rust test turns this into a loud failure
     print(
         f"mcp_client.py: the Python MCP SDK is not importable ({e}); "
-        "install it with: python3 -m pip install 'mcp>=1.0'",
+        "scripts/test.sh installs 'mcp>=1.0' into the venv target/venv; run this script with "
+        "its target/venv/bin/python3",
         file=sys.stderr,
     )
     sys.exit(3)

@@ -12,6 +12,8 @@
 //! Logins use the throwaway account `pxa-ssh-test` (shell /bin/sh, password field `*` so that
 //! key login works with `UsePAM no`), created idempotently on first use and left in place for
 //! the next run: it has no password and no key outside these tests' temp dirs.
+//! These tests run beside the bed's (their sshd, ports and account are their own), so only the
+//! one-time account setup holds the host lock.
 
 use std::collections::HashMap;
 use std::fs;
@@ -25,6 +27,8 @@ use std::time::{Duration, Instant};
 
 use pxagent::Error;
 use pxagent::ssh::{HostKeyPolicy, Output, Session, Target};
+
+use crate::support::{Agent, lock};
 
 const USER: &str = "pxa-ssh-test";
 const SSHD: &str = "/usr/sbin/sshd";
@@ -46,10 +50,12 @@ fn must(cmd: &str, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// Checks the prerequisites and creates the login account once per test binary.
+/// Checks the prerequisites and creates the login account once per test binary, holding the
+/// host lock (sudo_rules adds and removes its own account meanwhile).
 fn prerequisites() {
     static ONCE: OnceLock<()> = OnceLock::new();
     ONCE.get_or_init(|| {
+        let _host = lock();
         assert!(
             Path::new(SSHD).exists(),
             "{SSHD} is missing: these tests need a real OpenSSH server. Install openssh-server \
@@ -591,50 +597,6 @@ async fn offered_passwords_are_reported_but_never_tried() {
     );
     for needle in ["password for", "keyboard-interactive", "Postponed keyboard"] {
         assert!(!log.contains(needle), "found {needle:?}:\n{log}");
-    }
-}
-
-/// An `ssh-agent -D` child with its own socket, killed by PID on drop.
-struct Agent {
-    child: Child,
-    socket: PathBuf,
-}
-
-impl Agent {
-    fn start(dir: &Path) -> Agent {
-        let socket = dir.join("agent.sock");
-        let child = Command::new("ssh-agent")
-            .arg("-D")
-            .arg("-a")
-            .arg(&socket)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("cannot start ssh-agent");
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while !socket.exists() {
-            assert!(Instant::now() < deadline, "ssh-agent did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Agent { child, socket }
-    }
-
-    /// `ssh-add` with the socket given to that one child process, so the test process's
-    /// environment is never changed.
-    fn add(&self, key: &Path) {
-        let out = Command::new("ssh-add")
-            .arg(key)
-            .env("SSH_AUTH_SOCK", &self.socket)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{out:?}");
-    }
-}
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

@@ -5,20 +5,21 @@
 //! Needs root, `sudo` and `visudo`, and the PVE tool paths to exist (sudo answers "command
 //! not found" otherwise): `scripts/test.sh` installs sudo and brings up the test bed, which
 //! puts the simulator there. Without them these tests FAIL with a message; they never skip.
+//!
+//! Each test holds the host [`lock`]: one installed sudoers file at a time, and never while a
+//! live test swaps the bed's.
 
 use std::path::Path;
 use std::process::Command;
-use std::sync::Mutex;
 
 use pxagent::catalog::pve::Tool;
 use pxagent::catalog::{OPS, Op, Profile};
 
+use crate::support::{lock, px};
+
 /// The throwaway account these tests install rules for.
 const ACCOUNT: &str = "pxa-sudo-test";
 const SUDOERS: &str = "/etc/sudoers.d/pxa-sudo-test";
-
-/// One installed sudoers file at a time.
-static LOCK: Mutex<()> = Mutex::new(());
 
 fn require_environment() {
     let uid = Command::new("id").arg("-u").output().expect("run id");
@@ -46,19 +47,10 @@ fn require_environment() {
 }
 
 fn pxagent(args: &[&str]) -> String {
-    let out = assert_cmd::Command::cargo_bin("pxagent")
-        .unwrap()
-        .env_clear()
-        .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "pxagent {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    let out = px().args(args).run();
+    assert_eq!(out.code, 0, "pxagent {args:?}: {}", out.stderr);
+    out.assert_utf8();
+    out.stdout
 }
 
 fn render(profile: &str, extra: &[&str]) -> String {
@@ -393,7 +385,7 @@ fn escapes() -> Vec<Vec<String>> {
 
 #[test]
 fn every_profile_and_fenced_render_passes_visudo() {
-    let _guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let _guard = lock();
     require_environment();
     let dir = tempfile::tempdir().unwrap();
     let renders = [
@@ -430,7 +422,7 @@ fn every_profile_and_fenced_render_passes_visudo() {
 
 #[test]
 fn each_op_is_allowed_exactly_in_its_profiles() {
-    let _guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let _guard = lock();
     for profile in Profile::ALL {
         let _installed = Installed::new(&render(profile.name(), &[]));
         for op in OPS {
@@ -451,7 +443,7 @@ fn each_op_is_allowed_exactly_in_its_profiles() {
 
 #[test]
 fn every_escape_is_denied_in_every_profile() {
-    let _guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let _guard = lock();
     for profile in Profile::ALL {
         let _installed = Installed::new(&render(profile.name(), &[]));
         for argv in escapes() {
@@ -466,7 +458,7 @@ fn every_escape_is_denied_in_every_profile() {
 
 #[test]
 fn vmstate_cannot_ride_in_on_a_description_below_full() {
-    let _guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let _guard = lock();
     let smuggled = w(&[
         "/usr/bin/pvesh",
         "create",
@@ -486,7 +478,7 @@ fn vmstate_cannot_ride_in_on_a_description_below_full() {
 
 #[test]
 fn fences_admit_only_their_ids() {
-    let _guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let _guard = lock();
     let _installed = Installed::new(&render(
         "full",
         &["--vmids", "100-199,250", "--ctids", "200-209"],
@@ -543,7 +535,7 @@ fn fences_admit_only_their_ids() {
 /// and only as `pct exec ID -- …` (never `pct enter`, `push`, `pull` or an option before `--`).
 #[test]
 fn container_exec_only_with_ct_exec_and_only_in_its_fence() {
-    let _guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let _guard = lock();
     let pct = "/usr/sbin/pct";
     let exec = |id: &str, rest: &[&str]| {
         let mut v = w(&[pct, "exec", id, "--"]);
@@ -594,7 +586,7 @@ fn container_exec_only_with_ct_exec_and_only_in_its_fence() {
 /// nothing but the agent endpoints (no monitor, no other path on the same tool).
 #[test]
 fn vm_exec_rules_are_full_only_and_fenced() {
-    let _guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let _guard = lock();
     let pvesh = "/usr/bin/pvesh";
     let j = ["--output-format", "json"];
     let exec = |id: &str, words: &[&str]| {

@@ -1,0 +1,18 @@
+//! The one integration-test binary (`cargo test --test integration`): every black-box and live
+//! test of pxagent, by topic, sharing one helper module (`support`) for running the real binary
+//! in an isolated environment and for the sandbox host. One binary means one build and link,
+//! and one process-wide lock for the tests that change the host, whichever topic they are in.
+//!
+//! Filter by topic: `cargo test --test integration cli::` runs only what needs no host. The
+//! live topics (`live`, `actions`, `exec`, `mcp`, `sudo_rules`, `ssh_transport`) need root and
+//! the bed that `scripts/test.sh` brings up; without it they fail with what to run.
+
+mod support;
+
+mod actions;
+mod cli;
+mod exec;
+mod live;
+mod mcp;
+mod ssh_transport;
+mod sudo_rules;

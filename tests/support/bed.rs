@@ -1,0 +1,254 @@
+//! The sandbox host (`scripts/testbed.sh`): real sshd on 127.0.0.1, a real account with the
+//! sudoers file pxagent rendered, the PVE simulator at the PVE paths. Its coordinates come from
+//! the `PXAGENT_*` variables `scripts/testbed.sh env` prints; without them a test that needs
+//! the bed fails with what to run.
+//!
+//! Tests that change the host (the sudoers file, faults and knobs of the simulator, its guests,
+//! sshd sessions, accounts) hold [`lock`] for their whole run, so they never overlap, and put
+//! back what they changed.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::run::px;
+
+/// The simulator's multi-call binary: as root it reads and changes what the host holds.
+pub const SIM: &str = "/usr/local/lib/pve-sim/pve-sim";
+
+static HOST: Mutex<()> = Mutex::new(());
+
+/// Hold the host for a test that changes it (or needs it unchanged); released on drop. A test
+/// that failed while holding it does not block the others.
+pub fn lock() -> MutexGuard<'static, ()> {
+    HOST.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Where the bed is and who logs in there.
+pub struct Bed {
+    /// `PXAGENT_HOST`.
+    pub host: String,
+    /// `PXAGENT_PORT`.
+    pub port: String,
+    /// `PXAGENT_USER`, the agent account.
+    pub user: String,
+    /// `PXAGENT_IDENTITY`, the account's private key.
+    pub identity: String,
+    /// `PXAGENT_KNOWN_HOSTS`, which trusts the bed's host key.
+    pub known_hosts: String,
+    /// The account's installed sudoers file: `PXAGENT_TESTBED_SUDOERS`, else
+    /// `/etc/sudoers.d/<user>`.
+    pub sudoers: String,
+}
+
+/// The bed from the environment; panics with what to run when it is not there (tests that
+/// need it never skip).
+pub fn bed() -> Bed {
+    let get = |k: &str| {
+        std::env::var(k).unwrap_or_else(|_| {
+            panic!("{k} is not set: these tests need the sandbox host; run scripts/test.sh (or `eval \"$(scripts/testbed.sh env)\"` after `scripts/testbed.sh up`)")
+        })
+    };
+    let user = get("PXAGENT_USER");
+    Bed {
+        host: get("PXAGENT_HOST"),
+        port: get("PXAGENT_PORT"),
+        identity: get("PXAGENT_IDENTITY"),
+        known_hosts: get("PXAGENT_KNOWN_HOSTS"),
+        sudoers: std::env::var("PXAGENT_TESTBED_SUDOERS")
+            .unwrap_or_else(|_| format!("/etc/sudoers.d/{user}")),
+        user,
+    }
+}
+
+/// Run the simulator with `args` as root; asserts success, returns its stdout.
+pub fn sim(args: &[&str]) -> String {
+    let out = Command::new(SIM).args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "pve-sim {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `pvesh get PATH EXTRA… --output-format json` asked of the simulator directly: what the host
+/// holds, to compare pxagent's answers with.
+pub fn sim_get(path: &str, extra: &[&str]) -> Value {
+    let out = Command::new(SIM)
+        .args(["pvesh", "get", path])
+        .args(extra)
+        .args(["--output-format", "json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "sim {path}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The cluster resource of guest `vmid`, if the simulator has it.
+pub fn guest(vmid: u64) -> Option<Value> {
+    sim_get("/cluster/resources", &["--type", "vm"])
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["vmid"] == vmid)
+        .cloned()
+}
+
+/// Guest `vmid`'s status (`running`, `stopped`), or `absent`.
+pub fn status_of(vmid: u64) -> String {
+    guest(vmid)
+        .map(|g| g["status"].as_str().unwrap().to_string())
+        .unwrap_or_else(|| "absent".into())
+}
+
+/// Add a fault rule (JSON, see `pve-sim fault`) to the simulator.
+pub fn fault(rule: &str) {
+    assert!(
+        Command::new(SIM)
+            .args(["fault", "add", rule])
+            .status()
+            .unwrap()
+            .success()
+    );
+}
+
+/// Remove every fault rule.
+pub fn clear_faults() {
+    let _ = Command::new(SIM).args(["fault", "clear"]).status();
+}
+
+fn sudo_log() -> String {
+    format!("/var/log/sudo-{}.log", bed().user)
+}
+
+/// Where sudo's JSON event log for the bed's account ends now.
+pub fn sudo_log_len() -> u64 {
+    std::fs::metadata(sudo_log()).map(|m| m.len()).unwrap_or(0)
+}
+
+/// The commands sudo logged (allowed or denied) since `offset`: proof of what reached the
+/// host. Other processes may use the bed meanwhile, so callers look for their own commands.
+pub fn sudo_commands_since(offset: u64) -> Vec<String> {
+    let bytes = std::fs::read(sudo_log()).unwrap_or_default();
+    let tail = String::from_utf8_lossy(&bytes[(offset as usize).min(bytes.len())..]).into_owned();
+    tail.lines()
+        .filter_map(|l| l.trim().strip_prefix("\"SUDO_COMMAND="))
+        .map(|c| c.trim_end_matches([',', '"']).to_string())
+        .collect()
+}
+
+/// Assert that none of the commands sudo saw since `offset` contains any of `markers`.
+pub fn assert_not_sent(offset: u64, markers: &[&str]) {
+    for c in sudo_commands_since(offset) {
+        for m in markers {
+            assert!(!c.contains(m), "a refused op reached sudo: {c}");
+        }
+    }
+}
+
+/// Replaces the bed's sudoers file for the duration of a test and puts the original back on
+/// drop. Hold [`lock`] longer than the swap (declare the guard first).
+pub struct SudoersSwap {
+    path: String,
+    saved: Vec<u8>,
+}
+
+impl SudoersSwap {
+    /// Install `text` the safe way (temp name, `visudo -cf`, 0440, rename), or with `None`
+    /// remove the file.
+    pub fn install(text: Option<&str>) -> SudoersSwap {
+        let path = bed().sudoers;
+        let saved = std::fs::read(&path).expect("the bed's sudoers file");
+        match text {
+            None => std::fs::remove_file(&path).unwrap(),
+            Some(t) => {
+                let tmp = format!("{path}.new");
+                std::fs::write(&tmp, t).unwrap();
+                let ok = Command::new("visudo").args(["-cf", &tmp]).output().unwrap();
+                assert!(
+                    ok.status.success(),
+                    "{}",
+                    String::from_utf8_lossy(&ok.stderr)
+                );
+                Command::new("chmod").args(["0440", &tmp]).status().unwrap();
+                std::fs::rename(&tmp, &path).unwrap();
+            }
+        }
+        SudoersSwap { path, saved }
+    }
+
+    /// Install pxagent's own render for the bed's account: `sudoers render --user U --profile
+    /// full EXTRA…`.
+    pub fn render(extra: &[&str]) -> SudoersSwap {
+        let b = bed();
+        let mut args = vec!["sudoers", "render", "--user", &b.user, "--profile", "full"];
+        args.extend_from_slice(extra);
+        let r = px().args(&args).run();
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        SudoersSwap::install(Some(&r.stdout))
+    }
+}
+
+impl Drop for SudoersSwap {
+    /// Atomically, so sudo never sees a half-written or too-open file.
+    fn drop(&mut self) {
+        let tmp = format!("{}.new", self.path);
+        std::fs::write(&tmp, &self.saved).unwrap();
+        let _ = Command::new("chmod").args(["0440", &tmp]).status();
+        let _ = std::fs::rename(&tmp, &self.path);
+    }
+}
+
+/// An `ssh-agent -D` child with its own socket, killed by PID on drop.
+pub struct Agent {
+    child: Child,
+    /// The agent's socket (give it as `SSH_AUTH_SOCK` to one child at a time).
+    pub socket: PathBuf,
+}
+
+impl Agent {
+    /// Start an agent whose socket is `dir/agent.sock`.
+    pub fn start(dir: &Path) -> Agent {
+        let socket = dir.join("agent.sock");
+        let child = Command::new("ssh-agent")
+            .arg("-D")
+            .arg("-a")
+            .arg(&socket)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("cannot start ssh-agent");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !socket.exists() {
+            assert!(Instant::now() < deadline, "ssh-agent did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Agent { child, socket }
+    }
+
+    /// `ssh-add` with the socket given to that one child process, so the test process's
+    /// environment is never changed.
+    pub fn add(&self, key: &Path) {
+        let out = Command::new("ssh-add")
+            .arg(key)
+            .env("SSH_AUTH_SOCK", &self.socket)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
