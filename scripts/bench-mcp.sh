@@ -10,14 +10,19 @@
 # by the client; the server's own time per call comes from its -v log, so the difference is
 # what MCP itself adds (JSON-RPC over stdio, the SDK, serialization).
 # CLI: RUNS runs of `pxagent version`, each a new process with a new SSH connection.
-# Needs the sandbox host (`scripts/testbed.sh up`) and `python3 -m pip install 'mcp>=1.0'`.
+# Needs the sandbox host (`scripts/testbed.sh up`); the Python MCP SDK comes from the venv
+# scripts/test.sh uses (target/venv, env PXAGENT_VENV; made here when missing, scripts/lib/deps.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+DEPS_WHO=bench-mcp
+# shellcheck source=scripts/lib/deps.sh
+. scripts/lib/deps.sh
+deps_venv
 
 N=${N:-50}
 RUNS=${RUNS:-20}
 if [ -z "${PXAGENT_BIN:-}" ]; then
-    cargo build --release --quiet -p pxagent
+    cargo build --locked --release --quiet -p pxagent
     PXAGENT_BIN="$PWD/target/release/pxagent"
 fi
 if [ -z "${PXAGENT_HOST:-}" ]; then
@@ -30,9 +35,9 @@ export XDG_STATE_HOME
 XDG_STATE_HOME=$(mktemp -d)
 trap 'rm -rf "$XDG_STATE_HOME"' EXIT
 
-mcp=$(python3 tests/mcp_client.py "$PXAGENT_BIN" --bench "$N")
+mcp=$("$DEPS_PYTHON_BIN" tests/mcp_client.py "$PXAGENT_BIN" --bench "$N")
 
-python3 - "$PXAGENT_BIN" "$RUNS" "$mcp" <<'EOF'
+"$DEPS_PYTHON_BIN" - "$PXAGENT_BIN" "$RUNS" "$mcp" <<'EOF'
 import json
 import statistics
 import subprocess

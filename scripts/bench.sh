@@ -82,10 +82,11 @@ cleanup() {
 }
 trap cleanup EXIT
 
+DEPS_WHO=bench
+# shellcheck source=scripts/lib/deps.sh
+. "$REPO_DIR/scripts/lib/deps.sh"
 apt_install() { # apt_install PKG… — best effort; a failure is reported by the caller
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null 2>&1 && return 0
-    apt-get update -qq >/dev/null 2>&1 || true
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null 2>&1
+    deps_apt "$@" >&2
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -112,14 +113,14 @@ fi
 
 note "building pxagent and examples/bench_reads (release)"
 TARGET_DIR="${CARGO_TARGET_DIR:-$REPO_DIR/target}"
-cargo build --release --quiet -p pxagent --bins --example bench_reads ||
+cargo build --locked --release --quiet -p pxagent --bins --example bench_reads ||
     die "cargo build failed"
 PX="$TARGET_DIR/release/pxagent"
 READS_BIN="$TARGET_DIR/release/examples/bench_reads"
 
 if [[ "$UP" -eq 1 && "$BED" != up ]]; then
     note "bringing the sandbox host up"
-    cargo build --release --quiet -p pve-sim || die "cargo build -p pve-sim failed"
+    cargo build --locked --release --quiet -p pve-sim || die "cargo build -p pve-sim failed"
     PXAGENT_BIN="$PX" PVE_SIM_BIN="$TARGET_DIR/release/pve-sim" scripts/testbed.sh up >&2 ||
         die "scripts/testbed.sh up failed"
     BED="$(bed_state)"
@@ -142,10 +143,9 @@ if command -v hyperfine >/dev/null && [[ "${BENCH_TIMER:-}" != loop ]]; then HAV
 PROXMOXER_WHY=""
 setup_proxmoxer() {
     if ! "$VENV/bin/python" -c 'import proxmoxer, paramiko' >/dev/null 2>&1; then
-        command -v python3 >/dev/null || apt_install python3 ||
-            { PROXMOXER_WHY="python3 is missing and could not be installed"; return; }
+        apt_install "${DEPS_PYTHON[@]}" ||
+            { PROXMOXER_WHY="python3 and python3-venv are missing and could not be installed"; return; }
         python3 -m venv "$VENV" >/dev/null 2>&1 ||
-            { apt_install python3-venv && python3 -m venv "$VENV" >/dev/null 2>&1; } ||
             { PROXMOXER_WHY="cannot create a Python venv at $VENV (python3-venv)"; return; }
         "$VENV/bin/pip" install -q proxmoxer paramiko >"$WORK/pip.log" 2>&1 ||
             { PROXMOXER_WHY="pip install proxmoxer paramiko failed: $(tail -1 "$WORK/pip.log")"; return; }

@@ -12,7 +12,11 @@
 #   scripts/demo.sh            # options after the name go to `testbed.sh up`, e.g. --port 2223
 #   PXAGENT_BIN=… PVE_SIM_BIN=… scripts/demo.sh   # use prebuilt binaries, skip the build
 # The bed is left up at the end; `scripts/testbed.sh down` removes it.
-# Exit status: 0 when every shown step behaved as expected, 1 otherwise (all steps still run).
+# It first installs what is missing (scripts/lib/deps.sh): Rust through rustup when cargo is
+# missing or older than the MSRV, and the Debian packages gcc libc6-dev ca-certificates (build)
+# and openssh-server openssh-client sudo procps util-linux (sandbox host).
+# Exit status: 0 when every shown step behaved as expected, 1 otherwise (all steps still run);
+# 2 when something it needs could not be installed (it prints what to do).
 
 set -euo pipefail
 
@@ -86,11 +90,18 @@ render_head() {
     head -n 40 <<<"$out"
 }
 
+# What the demo needs and the machine lacks, before anything else (see the top of this file).
+DEPS_WHO=scripts/demo.sh
+# shellcheck source=scripts/lib/deps.sh
+. "$REPO_DIR/scripts/lib/deps.sh"
 if [[ -n "${PXAGENT_BIN:-}" && -n "${PVE_SIM_BIN:-}" ]]; then
+    deps_require "${DEPS_BED[@]}"
     heading "Using prebuilt binaries: $PXAGENT_BIN, $PVE_SIM_BIN"
 else
+    deps_rust
+    deps_require "${DEPS_BUILD[@]}" "${DEPS_BED[@]}"
     heading "Build pxagent and the PVE simulator (release)"
-    (cd "$REPO_DIR" && cargo build --release -p pxagent -p pve-sim)
+    (cd "$REPO_DIR" && cargo build --locked --release -p pxagent -p pve-sim)
     TARGET_DIR="${CARGO_TARGET_DIR:-$REPO_DIR/target}"
     PXAGENT_BIN="$TARGET_DIR/release/pxagent"
     PVE_SIM_BIN="$TARGET_DIR/release/pve-sim"

@@ -1,35 +1,69 @@
 #!/usr/bin/env bash
 # The README's test command: everything the tests need, on a fresh Debian machine, as root.
 #
-# 1. checks formatting and lints (cargo fmt, clippy with -D warnings);
-# 2. builds pxagent and the PVE simulator;
-# 3. brings the sandbox host up (installing sudo and OpenSSH from Debian's packages when
-#    missing): real sshd on 127.0.0.1, real account, real sudo with the sudoers file pxagent
-#    rendered, the simulator at the PVE paths; and proves it works;
-# 4. runs every test of the workspace against it;
-# 5. takes the sandbox down again, also when a step failed.
+#   scripts/test.sh              # all of it
+#   scripts/test.sh --deps-only  # only step 1 (e.g. while the network is there, before an
+#                                # offline run; a later full run installs nothing again)
+#
+# 1. installs what is missing (scripts/lib/deps.sh says exactly what): Rust through rustup when
+#    cargo is missing or older than the MSRV (with rustfmt and clippy); the Debian packages
+#    gcc libc6-dev ca-certificates (build), openssh-server openssh-client sudo procps util-linux
+#    (sandbox host), python3 python3-venv; the Python MCP SDK (`mcp>=1.0`) into the venv
+#    target/venv (env PXAGENT_VENV); the crates of Cargo.lock (`cargo fetch --locked`);
+# 2. checks formatting and lints (cargo fmt, clippy with -D warnings);
+# 3. builds pxagent and the PVE simulator, and checks that the generated files committed in the
+#    repository (templates/zen-agent-sudoers, README's MCP tool table) match the binary
+#    (`scripts/regen.sh --check`);
+# 4. brings the sandbox host up (scripts/testbed.sh): real sshd on 127.0.0.1, real account, real
+#    sudo with the sudoers file pxagent rendered, the simulator at the PVE paths; proves it works;
+# 5. runs every test of the workspace against it (tests/mcp.rs uses the venv's python through
+#    PXAGENT_TEST_PYTHON);
+# 6. takes the sandbox down again, also when a step failed.
+# Everything cargo does uses the lock file (--locked). Exit 2 when something could not be
+# installed (with what to do), otherwise the first failing step's status.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+DEPS_ONLY=0
+case "${1:-}" in
+"") ;;
+--deps-only) DEPS_ONLY=1 ;;
+-h | --help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
+*) echo "scripts/test.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+esac
 
 if [ "$(id -u)" -ne 0 ]; then
     echo "scripts/test.sh: run as root (it installs packages, an account and a sudoers file)" >&2
     exit 2
 fi
 
-# Packages (sudo, openssh-server) are installed by `scripts/testbed.sh up` below, which keeps
-# the package's own sshd from starting on port 22.
+DEPS_WHO=scripts/test.sh
+# shellcheck source=scripts/lib/deps.sh
+. scripts/lib/deps.sh
+
+echo "== installing what is missing"
+deps_rust rustfmt clippy
+deps_require "${DEPS_BUILD[@]}" "${DEPS_BED[@]}" "${DEPS_PYTHON[@]}"
+deps_venv
+cargo fetch --locked --quiet
+echo "$(cargo --version); $DEPS_PYTHON_BIN: Python MCP SDK $("$DEPS_PYTHON_BIN" -c 'import importlib.metadata as m; print(m.version("mcp"))')"
+if [ ${#DEPS_INSTALLED[@]} -gt 0 ]; then
+    echo "installed Debian packages: ${DEPS_INSTALLED[*]}"
+fi
+[ "$DEPS_ONLY" -eq 0 ] || exit 0
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy --all-targets -- -D warnings"
-cargo clippy --workspace --all-targets --quiet -- -D warnings
-
-echo "== installing the official Python MCP SDK (the real client of tests/mcp.rs)"
-python3 -m pip install --quiet 'mcp>=1.0'
+cargo clippy --locked --workspace --all-targets --quiet -- -D warnings
 
 echo "== building pxagent and pve-sim (release)"
-cargo build --release --quiet -p pxagent -p pve-sim
-export PXAGENT_BIN="$PWD/target/release/pxagent" PVE_SIM_BIN="$PWD/target/release/pve-sim"
+cargo build --locked --release --quiet -p pxagent -p pve-sim
+TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
+export PXAGENT_BIN="$TARGET_DIR/release/pxagent" PVE_SIM_BIN="$TARGET_DIR/release/pve-sim"
+
+echo "== generated files are up to date (scripts/regen.sh --check)"
+scripts/regen.sh --check
 
 echo "== bringing the sandbox host up"
 trap 'echo "== taking the sandbox host down"; scripts/testbed.sh down || true' EXIT
@@ -37,6 +71,7 @@ scripts/testbed.sh up
 scripts/testbed.sh selftest
 eval "$(scripts/testbed.sh env)"
 export PXAGENT_TESTBED_REQUIRED=1
+export PXAGENT_TEST_PYTHON="$DEPS_PYTHON_BIN"
 
 echo "== cargo test"
-cargo test --workspace --all-targets -- --test-threads=2
+cargo test --locked --workspace --all-targets -- --test-threads=2

@@ -32,7 +32,10 @@
 #   --offer-password  sshd OFFERS password/keyboard-interactive to the account (the password
 #                     itself stays unusable); for tests proving the client never sends one.
 #                     (env TESTBED_OFFER_PASSWORD=1, default off)
-#   PXAGENT_BIN / PVE_SIM_BIN  prebuilt binaries; otherwise `cargo build --release` in the repo.
+#   PXAGENT_BIN / PVE_SIM_BIN  prebuilt binaries; otherwise `cargo build --locked --release` in the
+#                     repo (installing Rust and the build packages first when missing).
+# Packages: `up` installs what is missing of openssh-server openssh-client sudo procps util-linux
+# (scripts/lib/deps.sh, the one place that installs anything for the scripts).
 # Side by side: beds need different --port AND --user. They share one simulator (its binary is
 # whatever the latest `up` installed; its state in /var/lib/pve-sim is reset only by an `up` that
 # finds no other bed registered).
@@ -70,6 +73,10 @@ readonly SIM_STATE_DIR=/var/lib/pve-sim
 readonly SIM_PATHS=(/usr/sbin/qm /usr/sbin/pct /usr/bin/pvesh /usr/sbin/pvesm /usr/bin/vzdump
     /usr/sbin/qmrestore /usr/bin/pveam /usr/sbin/ha-manager /usr/bin/pvecm)
 readonly SSHD=/usr/sbin/sshd # sshd must be started by absolute path (it re-execs itself)
+# What the bed needs from the machine (DEPS_BED) and how it is installed: one place for all scripts.
+DEPS_WHO=testbed
+# shellcheck source=scripts/lib/deps.sh
+. "$REPO_DIR/scripts/lib/deps.sh"
 
 # ---------------------------------------------------------------------------------------------
 # Options
@@ -347,26 +354,13 @@ bed_checks() {
 # Packages: only from Debian's repositories, only when missing. A policy-rc.d that exits 101 keeps
 # the package's own sshd from being started on port 22 (no init system here anyway).
 ensure_packages() {
-    local pkgs=()
-    [[ -x "$SSHD" ]] || pkgs+=(openssh-server)
-    command -v ssh >/dev/null && command -v ssh-keygen >/dev/null || pkgs+=(openssh-client)
-    command -v sudo >/dev/null && command -v visudo >/dev/null || pkgs+=(sudo)
-    command -v pkill >/dev/null || pkgs+=(procps)
-    command -v flock >/dev/null || pkgs+=(util-linux)
-    [[ ${#pkgs[@]} -gt 0 ]] || return 0
-    command -v apt-get >/dev/null || die "missing ${pkgs[*]} and no apt-get to install them"
-    say "installing ${pkgs[*]} from the Debian repositories"
-    local made_policy=0
-    if [[ ! -e /usr/sbin/policy-rc.d ]]; then
-        printf '#!/bin/sh\n# temporary, from pxagent scripts/testbed.sh: do not start services\nexit 101\n' >/usr/sbin/policy-rc.d
-        chmod 0755 /usr/sbin/policy-rc.d
-        made_policy=1
+    # Nothing to do when every tool is there (also on a machine without dpkg).
+    if [[ -x "$SSHD" ]] && command -v ssh >/dev/null && command -v ssh-keygen >/dev/null &&
+        command -v sudo >/dev/null && command -v visudo >/dev/null && command -v pkill >/dev/null &&
+        command -v flock >/dev/null; then
+        return 0
     fi
-    local rc=0
-    { DEBIAN_FRONTEND=noninteractive apt-get update -q &&
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${pkgs[@]}"; } || rc=$?
-    [[ $made_policy -eq 0 ]] || rm -f /usr/sbin/policy-rc.d
-    [[ $rc -eq 0 ]] || die "apt-get could not install ${pkgs[*]} (exit $rc): is a Debian package repository reachable?"
+    deps_apt "${DEPS_BED[@]}" || die "could not install ${DEPS_BED[*]} (see above)"
     if [[ ! -x "$SSHD" ]] || ! command -v sudo >/dev/null || ! command -v visudo >/dev/null; then
         die "packages installed but sshd/sudo/visudo still missing"
     fi
@@ -375,13 +369,11 @@ ensure_packages() {
 # PXAGENT_BIN / PVE_SIM_BIN, or a release build of both in this repository.
 resolve_binaries() {
     if [[ -z "${PXAGENT_BIN:-}" || -z "${PVE_SIM_BIN:-}" ]]; then
-        local cargo
-        cargo="$(command -v cargo || true)"
-        [[ -n "$cargo" || ! -x "$HOME/.cargo/bin/cargo" ]] || cargo="$HOME/.cargo/bin/cargo"
-        [[ -n "$cargo" ]] || die "cargo not found: install Rust or set PXAGENT_BIN and PVE_SIM_BIN"
-        say "building pxagent and pve-sim (cargo build --release)"
-        (cd "$REPO_DIR" && "$cargo" build --release -p pxagent -p pve-sim) ||
-            die "cargo build --release -p pxagent -p pve-sim failed"
+        deps_rust
+        deps_apt "${DEPS_BUILD[@]}" || die "could not install ${DEPS_BUILD[*]} (see above)"
+        say "building pxagent and pve-sim (cargo build --locked --release)"
+        (cd "$REPO_DIR" && cargo build --locked --release -p pxagent -p pve-sim) ||
+            die "cargo build --locked --release -p pxagent -p pve-sim failed"
         local target="${CARGO_TARGET_DIR:-$REPO_DIR/target}"
         PXAGENT_BIN="${PXAGENT_BIN:-$target/release/pxagent}"
         PVE_SIM_BIN="${PVE_SIM_BIN:-$target/release/pve-sim}"

@@ -1,0 +1,187 @@
+# shellcheck shell=bash
+# scripts/lib/deps.sh — the one place that knows what pxagent's scripts need from the machine and
+# how to get it (issue 10). Sourced by scripts/test.sh, demo.sh, testbed.sh, bench.sh and
+# bench-mcp.sh; never run on its own.
+#
+# What is installed, and only when missing (Debian packages: one `apt-get update`, then
+# `apt-get install -y --no-install-recommends` of the missing ones; services are not started):
+#   DEPS_BUILD  gcc libc6-dev ca-certificates — rustc links through `cc`; aws-lc-sys (russh's
+#               crypto backend) compiles its C and assembly with it (x86_64/aarch64 Linux use the
+#               cc builder: no cmake, perl, nasm or clang); cargo needs the CA list for crates.io.
+#   DEPS_BED    openssh-server openssh-client sudo procps util-linux — the sandbox host
+#               (scripts/testbed.sh: sshd, ssh-keygen, ssh-agent, sudo/visudo, pkill, flock, setpriv).
+#   DEPS_PYTHON python3 python3-venv — the venv that holds the Python MCP SDK (`mcp>=1.0`, from
+#               PyPI; never into the system Python, which Debian refuses: PEP 668).
+# Rust: `cargo`/`rustc` at least the MSRV (Cargo.toml's rust-version). When missing or older,
+# rustup installs the stable toolchain (the `rustup` already on PATH, else the official
+# https://sh.rustup.rs installer with curl); when its download cannot be reached the script
+# stops with exit 2 and prints the commands to run.
+#
+# Functions (all print what they do on stderr, prefixed with $DEPS_WHO):
+#   deps_apt PKG...        install the missing packages; returns 1 (with a message) on failure
+#   deps_require PKG...    deps_apt or exit 2
+#   deps_rust [COMPONENT...]  cargo >= MSRV on PATH (sources ~/.cargo/env), plus e.g. rustfmt clippy
+#   deps_venv              $DEPS_VENV (default target/venv, env PXAGENT_VENV) with `mcp>=1.0`
+# DEPS_INSTALLED lists the packages this process installed (exported to child scripts as
+# PXAGENT_APT_UPDATED so that they do not run `apt-get update` again).
+
+DEPS_REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+DEPS_WHO="${DEPS_WHO:-$(basename "$0")}"
+# shellcheck disable=SC2034 # the package sets are used by the scripts that source this file
+DEPS_BUILD=(gcc libc6-dev ca-certificates)
+# shellcheck disable=SC2034
+DEPS_BED=(openssh-server openssh-client sudo procps util-linux)
+DEPS_PYTHON=(python3 python3-venv)
+DEPS_VENV="${PXAGENT_VENV:-$DEPS_REPO/target/venv}"
+DEPS_MCP_REQUIREMENT='mcp>=1.0'
+DEPS_INSTALLED=()
+
+deps_say() { echo "$DEPS_WHO: $*" >&2; }
+
+# Is the Debian package installed? (dpkg's view; a package only unpacked does not count)
+deps_have_pkg() {
+    [[ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null)" == "install ok installed" ]]
+}
+
+deps_apt() {
+    local missing=() p
+    command -v dpkg-query >/dev/null ||
+        { deps_say "no dpkg: not a Debian system; install $* yourself"; return 1; }
+    for p in "$@"; do
+        deps_have_pkg "$p" || missing+=("$p")
+    done
+    [[ ${#missing[@]} -gt 0 ]] || return 0
+    if [[ "$(id -u)" -ne 0 ]]; then
+        deps_say "missing Debian packages ${missing[*]}: run as root, or: apt-get install -y --no-install-recommends ${missing[*]}"
+        return 1
+    fi
+    deps_say "installing from the Debian repositories: ${missing[*]}"
+    # No service may start from a package's postinst (the Debian openssh-server would take port
+    # 22; a chroot has no init anyway): the policy-rc.d convention, removed again afterwards.
+    local made_policy=0 rc=0
+    if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+        printf '#!/bin/sh\n# temporary, from pxagent scripts/lib/deps.sh: do not start services\nexit 101\n' \
+            >/usr/sbin/policy-rc.d
+        chmod 0755 /usr/sbin/policy-rc.d
+        made_policy=1
+    fi
+    local apt=(env DEBIAN_FRONTEND=noninteractive apt-get -q -o DPkg::Lock::Timeout=300)
+    if [[ -z "${PXAGENT_APT_UPDATED:-}" ]]; then
+        "${apt[@]}" update || rc=$?
+        [[ $rc -ne 0 ]] || export PXAGENT_APT_UPDATED=1
+    fi
+    [[ $rc -ne 0 ]] || "${apt[@]}" install -y --no-install-recommends "${missing[@]}" || rc=$?
+    [[ $made_policy -eq 0 ]] || rm -f /usr/sbin/policy-rc.d
+    if [[ $rc -ne 0 ]]; then
+        deps_say "apt-get could not install ${missing[*]} (exit $rc): is a Debian package repository reachable?"
+        return 1
+    fi
+    DEPS_INSTALLED+=("${missing[@]}")
+}
+
+deps_require() { deps_apt "$@" || exit 2; }
+
+# The MSRV, from Cargo.toml's rust-version.
+deps_msrv() {
+    sed -n 's/^rust-version *= *"\([0-9.]*\)".*/\1/p' "$DEPS_REPO/Cargo.toml" | head -n 1
+}
+
+# Is version $1 >= version $2 (dotted numbers)?
+deps_version_ge() {
+    [[ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -n 1)" == "$2" ]]
+}
+
+# The toolchain's problem, or nothing when cargo and rustc are there and new enough.
+deps_rust_problem() {
+    local msrv="$1" v
+    if ! command -v cargo >/dev/null || ! command -v rustc >/dev/null; then
+        echo "cargo/rustc not found"
+        return
+    fi
+    v="$(rustc --version 2>/dev/null | awk '{print $2}')" || true
+    v="${v%%-*}"
+    if [[ -z "$v" ]]; then
+        echo "rustc does not run (no default toolchain?)"
+    elif ! deps_version_ge "$v" "$msrv"; then
+        echo "rustc $v is older than $msrv"
+    fi
+}
+
+deps_rust_fail() {
+    local problem="$1" comps="$2"
+    local c_opts=""
+    [[ -z "$comps" ]] || c_opts=" --component ${comps// / --component }"
+    cat >&2 <<EOF
+$DEPS_WHO: Rust $(deps_msrv) or newer is needed ($problem), and rustup could not install it:
+its download (https://static.rust-lang.org) cannot be reached from here. Install Rust, then run
+this script again:
+
+    apt-get install -y --no-install-recommends curl ca-certificates
+    curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal$c_opts
+    . "\$HOME/.cargo/env"
+
+(with rustup already installed: rustup toolchain install stable --profile minimal$c_opts &&
+rustup default stable). Without access to static.rust-lang.org, copy ~/.cargo and ~/.rustup
+from a machine that has Rust $(deps_msrv) or newer into $HOME.
+EOF
+    exit 2
+}
+
+# shellcheck disable=SC2120 # the components are optional
+deps_rust() {
+    local comps="$*" msrv problem c
+    msrv="$(deps_msrv)"
+    # shellcheck source=/dev/null
+    [[ ! -f "$HOME/.cargo/env" ]] || . "$HOME/.cargo/env"
+    problem="$(deps_rust_problem "$msrv")"
+    if [[ -n "$problem" ]]; then
+        deps_say "Rust $msrv or newer is needed ($problem): installing the stable toolchain with rustup"
+        local c_args=()
+        for c in $comps; do c_args+=(--component "$c"); done
+        if command -v rustup >/dev/null; then
+            if ! rustup toolchain install stable --profile minimal "${c_args[@]}" ||
+                ! rustup default stable; then
+                deps_rust_fail "$problem" "$comps"
+            fi
+        else
+            deps_apt curl ca-certificates || deps_rust_fail "$problem" "$comps"
+            local init
+            init="$(curl --proto '=https' --tlsv1.2 -sSf --connect-timeout 20 https://sh.rustup.rs)" ||
+                deps_rust_fail "$problem" "$comps"
+            sh -s -- -y --profile minimal "${c_args[@]}" <<<"$init" ||
+                deps_rust_fail "$problem" "$comps"
+        fi
+        # shellcheck source=/dev/null
+        [[ ! -f "$HOME/.cargo/env" ]] || . "$HOME/.cargo/env"
+        problem="$(deps_rust_problem "$msrv")"
+        [[ -z "$problem" ]] || deps_rust_fail "$problem" "$comps"
+    fi
+    for c in $comps; do
+        case "$c" in
+        rustfmt) cargo fmt --version >/dev/null 2>&1 && continue ;;
+        clippy) cargo clippy --version >/dev/null 2>&1 && continue ;;
+        esac
+        if ! command -v rustup >/dev/null || ! rustup component add "$c"; then
+            deps_rust_fail "the $c component is missing" "$comps"
+        fi
+    done
+}
+
+# The venv holding the Python MCP SDK; prints nothing, sets DEPS_PYTHON_BIN.
+deps_venv() {
+    DEPS_PYTHON_BIN="$DEPS_VENV/bin/python3"
+    local check='import importlib.metadata as m, sys; v = m.version("mcp"); sys.exit(int(v.split(".")[0]) < 1)'
+    if [[ -x "$DEPS_PYTHON_BIN" ]] && "$DEPS_PYTHON_BIN" -c "$check" 2>/dev/null; then
+        return 0
+    fi
+    deps_require "${DEPS_PYTHON[@]}"
+    if ! "$DEPS_PYTHON_BIN" -m pip --version >/dev/null 2>&1; then
+        deps_say "creating the Python venv $DEPS_VENV"
+        rm -rf "$DEPS_VENV"
+        python3 -m venv "$DEPS_VENV" || { deps_say "python3 -m venv $DEPS_VENV failed"; exit 2; }
+    fi
+    deps_say "installing the Python MCP SDK ('$DEPS_MCP_REQUIREMENT', from PyPI) into $DEPS_VENV"
+    "$DEPS_PYTHON_BIN" -m pip install --quiet --disable-pip-version-check "$DEPS_MCP_REQUIREMENT" ||
+        { deps_say "pip install '$DEPS_MCP_REQUIREMENT' into $DEPS_VENV failed: is PyPI reachable?"; exit 2; }
+    "$DEPS_PYTHON_BIN" -c "$check" || { deps_say "the mcp package in $DEPS_VENV does not import"; exit 2; }
+}

@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# scripts/regen.sh — regenerate, from the built binary, the files the repository carries that
+# come from the catalog (issue 10): nothing in them is pasted by hand.
+#
+#   scripts/regen.sh           # rewrite the stale ones
+#   scripts/regen.sh --check   # change nothing; exit 1 naming each stale file (scripts/test.sh,
+#                              # and so CI, runs this)
+#
+# The generated files:
+#   templates/zen-agent-sudoers   = `pxagent sudoers render` (the default profile, no fences)
+#   README.md, between the lines `<!-- BEGIN generated: mcp-tools -->` and
+#   `<!-- END generated: mcp-tools -->`: the MCP tool table, from `pxagent mcp --list-tools`
+#   (one tool a line: name, risk, description, tab-separated; `|` is escaped for markdown)
+# The binary is PXAGENT_BIN, else `cargo build --locked --release -p pxagent` of this repository.
+# It runs with an empty environment and a throwaway HOME, so no config file, policy or
+# PXAGENT_* variable of the caller's can change what it prints.
+# Exit: 0 up to date (or rewritten), 1 stale (--check), 2 the generator itself failed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+CHECK=0
+case "${1:-}" in
+"") ;;
+--check) CHECK=1 ;;
+-h | --help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
+*) echo "scripts/regen.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+esac
+
+die() {
+    echo "scripts/regen.sh: $*" >&2
+    exit 2
+}
+
+readonly SUDOERS_FILE=templates/zen-agent-sudoers
+readonly README=README.md
+readonly BEGIN_MARK='<!-- BEGIN generated: mcp-tools -->'
+readonly END_MARK='<!-- END generated: mcp-tools -->'
+
+if [[ -z "${PXAGENT_BIN:-}" ]]; then
+    DEPS_WHO=scripts/regen.sh
+    # shellcheck source=scripts/lib/deps.sh
+    . scripts/lib/deps.sh
+    deps_rust
+    cargo build --locked --release --quiet -p pxagent || die "cargo build --locked --release -p pxagent failed"
+    PXAGENT_BIN="${CARGO_TARGET_DIR:-$PWD/target}/release/pxagent"
+fi
+[[ -x "$PXAGENT_BIN" ]] || die "no pxagent binary at $PXAGENT_BIN"
+
+WORK="$(mktemp -d)"
+trap 'rm -rf "$WORK"' EXIT
+mkdir -p "$WORK/home"
+px() {
+    env -i PATH=/usr/bin:/bin HOME="$WORK/home" XDG_CONFIG_HOME="$WORK/home/.config" \
+        XDG_STATE_HOME="$WORK/home/.local/state" "$PXAGENT_BIN" "$@"
+}
+
+# templates/zen-agent-sudoers
+px sudoers render >"$WORK/sudoers" || die "'pxagent sudoers render' failed"
+[[ -s "$WORK/sudoers" ]] || die "'pxagent sudoers render' printed nothing"
+
+# README's MCP tool table
+px mcp --list-tools >"$WORK/tools" || die "'pxagent mcp --list-tools' failed"
+{
+    echo '| tool | risk | description (what the model reads) |'
+    echo '|---|---|---|'
+    n=0
+    while IFS=$'\t' read -r name risk desc rest; do
+        [[ -n "$name" && -n "$risk" && -n "$desc" && -z "$rest" ]] ||
+            die "'pxagent mcp --list-tools' printed a line that is not name<TAB>risk<TAB>description: $name $risk $desc $rest"
+        # shellcheck disable=SC2016 # the backquotes are markdown
+        printf '| `%s` | %s | %s |\n' "${name//|/\\|}" "${risk//|/\\|}" "${desc//|/\\|}"
+        n=$((n + 1))
+    done <"$WORK/tools"
+    [[ $n -gt 0 ]] || die "'pxagent mcp --list-tools' listed no tools"
+} >"$WORK/table"
+
+[[ "$(grep -cxF -- "$BEGIN_MARK" "$README")" == 1 && "$(grep -cxF -- "$END_MARK" "$README")" == 1 ]] ||
+    die "$README must hold the lines '$BEGIN_MARK' and '$END_MARK' once each"
+awk -v begin="$BEGIN_MARK" -v end="$END_MARK" -v table="$WORK/table" '
+    $0 == begin { print; while ((getline line < table) > 0) print line; inside = 1; next }
+    $0 == end { if (!inside) exit 3; inside = 0 }
+    !inside { print }
+    END { if (inside) exit 3 }
+' "$README" >"$WORK/readme" || die "$README: '$END_MARK' must follow '$BEGIN_MARK'"
+
+STALE=0
+update() { # update GENERATED COMMITTED WHAT
+    if cmp -s "$1" "$2"; then
+        echo "scripts/regen.sh: $2 is up to date"
+    elif [[ $CHECK -eq 1 ]]; then
+        echo "scripts/regen.sh: $2 is stale: it differs from $3; run scripts/regen.sh (then commit it)" >&2
+        diff -u "$2" "$1" | head -n 40 >&2 || true
+        STALE=1
+    else
+        cat "$1" >"$2"
+        echo "scripts/regen.sh: regenerated $2 from $3"
+    fi
+}
+# shellcheck disable=SC2016 # the backquotes are markdown
+update "$WORK/sudoers" "$SUDOERS_FILE" '`pxagent sudoers render`'
+# shellcheck disable=SC2016
+update "$WORK/readme" "$README" 'the MCP tool table of `pxagent mcp --list-tools` (between the mcp-tools markers)'
+exit "$STALE"
