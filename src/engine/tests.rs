@@ -100,9 +100,7 @@ impl Run {
     }
 
     fn err(&self) -> &Error {
-        self.result
-            .as_ref()
-            .expect_err("the op should have failed")
+        self.result.as_ref().expect_err("the op should have failed")
     }
 
     fn data(&self) -> &Value {
