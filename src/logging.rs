@@ -25,11 +25,20 @@ pub fn filter_for(verbose: u8) -> &'static str {
 /// Install the stderr subscriber for this process. Later calls (a second [`crate::run`] in
 /// one process) keep the first subscriber: a global one can be set once.
 pub fn init(verbose: u8) {
-    let filter = ["PXAGENT_LOG", "RUST_LOG"]
-        .iter()
-        .find_map(|k| std::env::var(k).ok().filter(|v| !v.trim().is_empty()))
-        .and_then(|spec| EnvFilter::try_new(spec).ok())
-        .unwrap_or_else(|| EnvFilter::new(filter_for(verbose)));
+    let spec = ["PXAGENT_LOG", "RUST_LOG"].iter().find_map(|k| {
+        let v = std::env::var(k).ok().filter(|v| !v.trim().is_empty())?;
+        Some((*k, v))
+    });
+    // A bad filter must not silence the logs the user asked for: say so and use -v's.
+    let filter = match spec {
+        Some((name, spec)) => EnvFilter::try_new(&spec).unwrap_or_else(|e| {
+            crate::output::note(format!(
+                "{name}={spec:?} is not a log filter ({e}); using -v's"
+            ));
+            EnvFilter::new(filter_for(verbose))
+        }),
+        None => EnvFilter::new(filter_for(verbose)),
+    };
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr())
         && std::env::var_os("NO_COLOR").is_none();
     let _ = tracing_subscriber::fmt()

@@ -16,6 +16,10 @@ use serde_json::{Value, json};
 
 struct Bed {
     dir: tempfile::TempDir,
+    /// The binary under test, copied where the sandbox account can run it: the sandbox re-runs
+    /// it as that account, and the build's own copy may sit in a directory it cannot enter
+    /// (a clone in root's 0700 home).
+    exe: PathBuf,
 }
 
 struct Run {
@@ -43,13 +47,16 @@ impl Bed {
         let dir = tempfile::tempdir().unwrap();
         // The sandbox account must be able to reach `<state dir>/guests/<vmid>/root`.
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
-        Bed { dir }
+        let exe = dir.path().join("pve-sim");
+        std::fs::copy(env!("CARGO_BIN_EXE_pve-sim"), &exe).unwrap();
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+        Bed { dir, exe }
     }
     fn state(&self) -> PathBuf {
         self.dir.path().join("state/state.json")
     }
     fn cmd(&self, words: &[&str]) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_pve-sim"));
+        let mut c = Command::new(&self.exe);
         c.args(words)
             .env("PVE_SIM_STATE", self.state())
             .env("PVE_SIM_FAULTS", self.dir.path().join("faults.json"));
