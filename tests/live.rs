@@ -588,3 +588,80 @@ fn nothing_is_sent_for_invalid_input_or_dry_run() {
         r.stderr
     );
 }
+
+#[test]
+fn logs_grow_with_v_and_never_touch_stdout() {
+    let quiet = on_bed(&["vm", "list", "-o", "json"]);
+    assert_eq!(quiet.code, 0, "{}", quiet.stderr);
+    assert_eq!(quiet.stderr, "", "nothing on stderr by default");
+
+    let one = on_bed(&["-v", "vm", "list", "-o", "json"]);
+    assert_eq!(
+        one.json()["ok"],
+        true,
+        "logs never reach stdout: {}",
+        one.stdout
+    );
+    assert!(one.stderr.contains("op=vm.list"), "{}", one.stderr);
+    assert!(one.stderr.contains("exit=0"), "{}", one.stderr);
+    assert!(!one.stderr.contains("remote command"), "{}", one.stderr);
+
+    let two = on_bed(&["-vv", "vm", "list", "-o", "json"]);
+    assert_eq!(two.json()["ok"], true, "{}", two.stdout);
+    for needle in [
+        "connecting",
+        "fingerprint=SHA256:",
+        "method=\"publickey\"",
+        "sudo -n /usr/bin/pvesh get /cluster/resources",
+        "exit_status=0",
+    ] {
+        assert!(
+            two.stderr.contains(needle),
+            "no {needle:?} in\n{}",
+            two.stderr
+        );
+    }
+    assert!(
+        !two.stderr.contains("russh"),
+        "russh's own log only at -vvv"
+    );
+
+    let three = on_bed(&["-vvv", "vm", "list", "-o", "json"]);
+    assert_eq!(three.json()["ok"], true, "{}", three.stdout);
+    assert!(
+        three.stderr.contains("russh::client::kex"),
+        "russh's key exchange at -vvv:\n{}",
+        three.stderr
+    );
+    // The key itself never appears: not the private key file's content, not its base64 body.
+    let key = std::fs::read_to_string(&bed().identity).unwrap();
+    let body: String = key.lines().filter(|l| !l.starts_with("-----")).collect();
+    for line in key.lines().filter(|l| !l.starts_with("-----")) {
+        assert!(!three.stderr.contains(line), "a key line was logged");
+    }
+    assert!(!body.is_empty());
+
+    // PXAGENT_LOG wins over -v; a bad one is reported, not silently ignored.
+    let filtered = px()
+        .bed()
+        .env("PXAGENT_LOG", "pxagent::ssh=debug")
+        .args(["vm", "list", "-o", "json"])
+        .run();
+    assert!(
+        filtered.stderr.contains("authenticated"),
+        "{}",
+        filtered.stderr
+    );
+    assert!(
+        !filtered.stderr.contains("op=vm.list"),
+        "{}",
+        filtered.stderr
+    );
+    let bad = px()
+        .bed()
+        .env("PXAGENT_LOG", "pxagent=loud")
+        .args(["vm", "list", "-o", "json"])
+        .run();
+    assert_eq!(bad.code, 0);
+    assert!(bad.stderr.contains("not a log filter"), "{}", bad.stderr);
+}
