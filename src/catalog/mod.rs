@@ -9,7 +9,7 @@
 //! parameter kind's regex), which is why the client can never build a line sudo refuses.
 
 pub mod kind;
-mod ops;
+pub mod ops;
 pub mod pve;
 
 use std::collections::BTreeMap;
@@ -661,12 +661,12 @@ pub fn select(path: &[&str], raw: &BTreeMap<&'static str, String>) -> Result<&'s
 
 /// All ops with a given CLI path (a base op and its variants).
 pub fn ops_at(path: &[&str]) -> Vec<&'static Op> {
-    OPS.iter().filter(|o| o.cli == path).collect()
+    OPS.iter().copied().filter(|o| o.cli == path).collect()
 }
 
 /// Look an op up by id.
 pub fn find(id: &str) -> Option<&'static Op> {
-    OPS.iter().find(|o| o.id == id)
+    OPS.iter().copied().find(|o| o.id == id)
 }
 
 #[cfg(test)]

@@ -390,10 +390,11 @@ pub fn sudo_rules(out: Option<&Output>, profile: Profile, user: &str) -> Vec<Che
     let mut checks = Vec::new();
     let expected: Vec<(&Op, Regex)> = OPS
         .iter()
+        .copied()
         .filter(|op| profile.allows_op(op))
         .map(|op| (op, rule_matcher(op)))
         .collect();
-    let all: Vec<Regex> = OPS.iter().map(rule_matcher).collect();
+    let all: Vec<Regex> = OPS.iter().copied().map(rule_matcher).collect();
 
     let missing: Vec<&str> = expected
         .iter()
