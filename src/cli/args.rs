@@ -181,7 +181,7 @@ fn op_command(name: &str, ops: &[&'static Op]) -> Command {
     if let Some(c) = base.confirm {
         long.push_str(&format!("\nneeds the confirmation phrase `{}`", c.phrase));
     }
-    for v in ops.iter().filter(|o| o.id != base.id) {
+    for v in ops.iter().filter(|o| *o != base) {
         let when: Vec<String> = v
             .select
             .iter()

@@ -76,12 +76,10 @@ pub async fn run(remote: &Remote, profile: Profile, user: &str) -> Vec<Check> {
     });
 
     let tools = needed_tools(profile);
-    let version_argv = crate::invocation::Invocation::new(
-        crate::catalog::find("pve.version").expect("catalog has pve.version"),
-        Default::default(),
-    )
-    .map(|i| i.remote_argv())
-    .unwrap_or_default();
+    let version_argv =
+        crate::invocation::Invocation::new(&crate::catalog::ops::PVE_VERSION, Default::default())
+            .map(|i| i.remote_argv())
+            .unwrap_or_default();
     let mut cmds: Vec<Vec<String>> = vec![
         words(&["id", "-u"]),
         words(&["sudo", "-V"]),

@@ -68,6 +68,7 @@ pub static VM_FILE_WRITE: Op = Op {
         Arg::Word("0")
     ),
     view: View::Object,
+    step: true,
     ..ROW
 };
 
@@ -86,6 +87,7 @@ pub static VM_FILE_READ: Op = Op {
         Arg::Word("{file}")
     ),
     view: View::Object,
+    step: true,
     ..ROW
 };
 

@@ -2,7 +2,7 @@
 //!
 //! Every row is a `pub static` [`Op`] written the same way: a struct literal that names
 //! `id`, `cli`, `about`, `risk`, `area`, `params`, `args` and `view`, then whatever else
-//! differs from [`ROW`] (`tool`, `confirm`, `select`, `settles`, `prechecks`), then
+//! differs from [`ROW`] (`tool`, `confirm`, `select`, `settles`, `prechecks`, `step`), then
 //! `..ROW`. The static is the op's handle: code outside the catalog names an op by it
 //! (`ops::CLUSTER_RESOURCES`), never by its id string. A handle is the id upper-cased with
 //! `.` and `-` as `_`, and lives in the file named by the id's prefix (`vm.status` →
@@ -136,7 +136,7 @@ pub static OPS: &[&Op] = &[
 ];
 
 /// What a row leaves out: a pvesh command, no confirmation, no variant selection, nothing
-/// to settle, no prechecks. The rest of these values are placeholders: every row sets
+/// to settle, no prechecks, not a step. The rest of these values are placeholders: every row sets
 /// `id`, `cli`, `about`, `risk`, `area`, `params`, `args` and `view` itself.
 const ROW: Op = Op {
     id: "",
@@ -152,6 +152,7 @@ const ROW: Op = Op {
     settles: None,
     view: View::Object,
     prechecks: &[],
+    step: false,
 };
 
 // --- parameters shared by several areas ---------------------------------------------------
