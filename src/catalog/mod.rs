@@ -2,14 +2,16 @@
 //!
 //! Every operation pxagent can perform is one static [`Op`] row. The CLI, the sudoers
 //! render, `pxagent catalog`, dry-run, the preflight's expectations and (later) the MCP
-//! tools are all derived from these rows, so adding an operation is adding a row.
+//! tools are all derived from these rows, so adding an operation is adding a row (see
+//! [`ops`]). Code names an op by its handle (`ops::VM_STATUS`), never by its id string;
+//! [`find`] looks an op up by the id a user typed (CLI, MCP, policy files).
 //!
 //! An op's remote command is a template of [`Arg`]s after an absolute tool path. The same
 //! template yields the argv (with values) and the anchored sudoers regex (with each
 //! parameter kind's regex), which is why the client can never build a line sudo refuses.
 
 pub mod kind;
-mod ops;
+pub mod ops;
 pub mod pve;
 
 use std::collections::BTreeMap;
@@ -105,11 +107,6 @@ impl Profile {
         }
     }
 }
-
-/// Ops that are steps of `vm exec` (file sync), not commands of their own: catalog rows so
-/// that sudoers, dry-run and the preflight know their command lines, but neither the CLI nor
-/// the MCP server offers them.
-pub const STEPS: &[&str] = &["vm.file-write", "vm.file-read"];
 
 /// What part of Proxmox an op touches; names the sudoers `Cmnd_Alias` group with the risk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -300,7 +297,20 @@ pub struct Op {
     pub view: View,
     /// Checks made on the host before the action is sent.
     pub prechecks: &'static [Precheck],
+    /// A step of another op's flow (the file sync of `vm exec`), not a command of its own:
+    /// a row so that sudoers, dry-run and the preflight know its command line, but neither
+    /// the CLI nor the MCP server offers it.
+    pub step: bool,
 }
+
+/// Two ops are the same op when their ids are (ids are unique: the catalog tests check).
+impl PartialEq for Op {
+    fn eq(&self, other: &Op) -> bool {
+        self.id == other.id
+    }
+}
+
+impl Eq for Op {}
 
 impl Op {
     /// The op's MCP tool name: `vm.start` → `vm_start`.
@@ -308,9 +318,14 @@ impl Op {
         self.id.replace(['.', '-'], "_")
     }
 
-    /// Whether this op is a step of another op's flow (see [`STEPS`]).
+    /// Whether this op is a step of another op's flow (see [`Op::step`]).
     pub fn is_step(&self) -> bool {
-        STEPS.contains(&self.id)
+        self.step
+    }
+
+    /// Whether this op starts a Proxmox task (a UPID to follow; what `--no-wait` skips).
+    pub fn runs_task(&self) -> bool {
+        self.view == View::Task
     }
 
     /// Whether this op starts a process inside a guest (it takes a [`Kind::GuestArgv`]).
@@ -661,12 +676,12 @@ pub fn select(path: &[&str], raw: &BTreeMap<&'static str, String>) -> Result<&'s
 
 /// All ops with a given CLI path (a base op and its variants).
 pub fn ops_at(path: &[&str]) -> Vec<&'static Op> {
-    OPS.iter().filter(|o| o.cli == path).collect()
+    OPS.iter().copied().filter(|o| o.cli == path).collect()
 }
 
-/// Look an op up by id.
+/// Look an op up by the id a user gave; code that knows its op uses the handle in [`ops`].
 pub fn find(id: &str) -> Option<&'static Op> {
-    OPS.iter().find(|o| o.id == id)
+    OPS.iter().copied().find(|o| o.id == id)
 }
 
 #[cfg(test)]

@@ -224,6 +224,59 @@ fn usage_lines_read_well() {
 }
 
 #[test]
+fn every_row_fills_its_required_fields() {
+    for op in OPS {
+        assert!(!op.cli.is_empty() && !op.args.is_empty(), "{}", op.id);
+        // `risk` and `view` have placeholders in ROW: an action left at `Read`, or a change
+        // shown as an object, is a row that forgot one of them. (Exec ops show an object.)
+        let action_view = matches!(op.view, View::Task | View::Done);
+        let action_risk = matches!(op.risk, Risk::Change | Risk::Confirm);
+        assert!(
+            action_view == action_risk,
+            "{}: risk {:?} with view {:?}",
+            op.id,
+            op.risk,
+            op.view
+        );
+        if op.tool == Tool::Pvesh {
+            let tail: Vec<String> = op.args[op.args.len() - 2..]
+                .iter()
+                .map(|a| format!("{a:?}"))
+                .collect();
+            assert_eq!(
+                tail,
+                [r#"Word("--output-format")"#, r#"Word("json")"#],
+                "{}",
+                op.id
+            );
+        }
+    }
+}
+
+#[test]
+fn handles_are_the_rows_find_returns() {
+    let pairs: [(&Op, &str); 5] = [
+        (&ops::PVE_VERSION, "pve.version"),
+        (&ops::VM_STATUS, "vm.status"),
+        (
+            &ops::BACKUP_RESTORE_CT_OVERWRITE,
+            "backup.restore-ct-overwrite",
+        ),
+        (&ops::VM_FILE_READ, "vm.file-read"),
+        (&ops::CT_EXEC, "ct.exec"),
+    ];
+    for (handle, id) in pairs {
+        assert!(std::ptr::eq(handle, find(id).unwrap()), "{id}");
+        assert!(OPS.iter().any(|o| std::ptr::eq(*o, handle)), "{id}");
+    }
+    let steps: Vec<&str> = OPS.iter().filter(|o| o.is_step()).map(|o| o.id).collect();
+    assert_eq!(steps, ["vm.file-write", "vm.file-read"]);
+    assert!(ops::VM_START.runs_task() && !ops::VM_EXEC.runs_task());
+    assert!(!ops::BACKUP_REMOVE.runs_task() && !ops::VM_STATUS.runs_task());
+    assert_ne!(ops::BACKUP_RESTORE, ops::BACKUP_RESTORE_CT);
+}
+
+#[test]
 fn zz_dump_ops_debug() {
     if let Ok(p) = std::env::var("PX_DUMP_OPS") {
         std::fs::write(p, format!("{OPS:#?}")).unwrap();

@@ -181,7 +181,7 @@ fn op_command(name: &str, ops: &[&'static Op]) -> Command {
     if let Some(c) = base.confirm {
         long.push_str(&format!("\nneeds the confirmation phrase `{}`", c.phrase));
     }
-    for v in ops.iter().filter(|o| o.id != base.id) {
+    for v in ops.iter().filter(|o| *o != base) {
         let when: Vec<String> = v
             .select
             .iter()
@@ -294,7 +294,7 @@ pub fn command() -> Command {
 
     // Group ops by their first word, then by the rest of the path.
     // Steps of another op's flow (vm exec's file sync) are no commands of their own.
-    let ops: Vec<&'static Op> = OPS.iter().filter(|o| !o.is_step()).collect();
+    let ops: Vec<&'static Op> = OPS.iter().copied().filter(|o| !o.is_step()).collect();
     let mut tops: Vec<&str> = Vec::new();
     for op in &ops {
         if !tops.contains(&op.cli[0]) {

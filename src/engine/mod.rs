@@ -16,7 +16,7 @@ use std::future::Future;
 
 use serde_json::{Value, json};
 
-use crate::catalog::{self, Risk};
+use crate::catalog::{self, Risk, ops};
 use crate::error::{Error, Result};
 use crate::invocation::Invocation;
 use crate::policy::{Decision, Policy};
@@ -226,7 +226,7 @@ impl<C: Connector> Engine<'_, C> {
                 .filter_map(|t| t.get("upid").and_then(Value::as_str).map(String::from))
                 .collect()
         };
-        let before = upids(&remote.read_op("task.list", &filter).await?);
+        let before = upids(&remote.read_op(&ops::TASK_LIST, &filter).await?);
         let phrase = if given.is_none() {
             trail.phrase.clone()
         } else {
@@ -261,7 +261,7 @@ impl<C: Connector> Engine<'_, C> {
                     msg,
                 ));
             }
-            let now = upids(&remote.read_op("task.list", &filter).await?);
+            let now = upids(&remote.read_op(&ops::TASK_LIST, &filter).await?);
             if let Some(upid) = now.into_iter().find(|u| !before.contains(u)) {
                 trail.upid = Some(upid.clone());
                 return Ok(
@@ -337,7 +337,7 @@ pub fn human(inv: &Invocation, data: &Value) -> String {
 /// The tags of the guest an invocation targets (empty when it has none or does not exist).
 async fn guest_tags(remote: &Remote, inv: &Invocation) -> Result<Vec<String>> {
     let vmid = inv.vmid().unwrap_or(0);
-    let resources = remote.read_op("cluster.resources", &[]).await?;
+    let resources = remote.read_op(&ops::CLUSTER_RESOURCES, &[]).await?;
     Ok(resources
         .as_array()
         .into_iter()

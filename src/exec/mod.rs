@@ -31,7 +31,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::catalog::{self, Kind, Op};
+use crate::catalog::{self, Kind, Op, ops};
 use crate::engine::{Connector, Engine, Trail};
 use crate::error::{Error, Result};
 use crate::invocation::{Invocation, quote_argv};
@@ -301,7 +301,7 @@ async fn vm_flow(
     let mut pushed = Vec::new();
     for (local, guest, data) in &c.push {
         let step = step_inv(
-            "vm.file-write",
+            &ops::VM_FILE_WRITE,
             &[
                 ("vmid", &vmid),
                 ("node", &node),
@@ -328,7 +328,7 @@ async fn vm_flow(
     if ok {
         for (guest, local) in &c.pull {
             let step = step_inv(
-                "vm.file-read",
+                &ops::VM_FILE_READ,
                 &[("vmid", &vmid), ("node", &node), ("file", guest)],
             )?;
             let out = remote
@@ -395,7 +395,7 @@ async fn vm_run(remote: &Remote, inv: &Invocation, timeout: Duration) -> Result<
     let vmid = inv.values.get("vmid").cloned().unwrap_or_default();
     let node = inv.values.get("node").cloned().unwrap_or_default();
     let status = step_inv(
-        "vm.exec-status",
+        &ops::VM_EXEC_STATUS,
         &[("vmid", &vmid), ("node", &node), ("pid", &pid.to_string())],
     )?;
     let deadline = tokio::time::Instant::now() + timeout;
@@ -437,7 +437,7 @@ async fn vm_sha256(
 ) -> Result<String> {
     let argv = vec![SHA256SUM.to_string(), path.to_string()];
     let inv = step_inv(
-        "vm.exec",
+        &ops::VM_EXEC,
         &[
             ("vmid", vmid),
             ("node", node),
@@ -516,7 +516,7 @@ async fn ct_target(
     policy: &crate::policy::Policy,
 ) -> Result<CtTarget> {
     let vmid = inv.values.get("vmid").cloned().unwrap_or_default();
-    let lookup = step_inv("ct.config", &[("vmid", &vmid)])?;
+    let lookup = step_inv(&ops::CT_CONFIG, &[("vmid", &vmid)])?;
     let node = remote.resolve_node(&lookup).await?;
     let local = remote.local_node().await?;
     if node != local {
@@ -525,7 +525,7 @@ async fn ct_target(
         )));
     }
     let config = remote
-        .read_op("ct.config", &[("vmid", &vmid), ("node", &node)])
+        .read_op(&ops::CT_CONFIG, &[("vmid", &vmid), ("node", &node)])
         .await?;
     if !config.get("unprivileged").is_some_and(truthy) && !policy.allow_privileged_ct_exec() {
         return Err(Error::Policy(format!(
@@ -534,7 +534,7 @@ async fn ct_target(
         )));
     }
     let status = remote
-        .read_op("ct.status", &[("vmid", &vmid), ("node", &node)])
+        .read_op(&ops::CT_STATUS, &[("vmid", &vmid), ("node", &node)])
         .await?;
     if status.get("status").and_then(Value::as_str) != Some("running") {
         return Err(Error::Remote(format!(
@@ -629,7 +629,7 @@ async fn pct(
 ) -> Result<crate::ssh::Output> {
     let argv: Vec<String> = words.iter().map(|w| w.to_string()).collect();
     let inv = step_inv(
-        "ct.exec",
+        &ops::CT_EXEC,
         &[
             ("vmid", vmid),
             ("command", &serde_json::to_string(&argv).unwrap_or_default()),
@@ -673,8 +673,7 @@ async fn ct_sha256(remote: &Remote, vmid: &str, path: &str) -> Result<String> {
 // Shared pieces
 
 /// A catalog invocation for one step of a flow (already-validated values).
-fn step_inv(id: &str, values: &[(&'static str, &str)]) -> Result<Invocation> {
-    let op = catalog::find(id).ok_or_else(|| Error::Internal(format!("no op {id}")))?;
+fn step_inv(op: &'static Op, values: &[(&'static str, &str)]) -> Result<Invocation> {
     Invocation::new(
         op,
         values.iter().map(|(k, v)| (*k, v.to_string())).collect(),
@@ -684,7 +683,7 @@ fn step_inv(id: &str, values: &[(&'static str, &str)]) -> Result<Invocation> {
 /// The tags of the guest an invocation names (for a policy that protects tags).
 async fn guest_tags(remote: &Remote, inv: &Invocation) -> Result<Vec<String>> {
     let vmid = inv.vmid().unwrap_or(0);
-    let resources = remote.read_op("cluster.resources", &[]).await?;
+    let resources = remote.read_op(&ops::CLUSTER_RESOURCES, &[]).await?;
     Ok(resources
         .as_array()
         .into_iter()

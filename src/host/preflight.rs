@@ -76,12 +76,10 @@ pub async fn run(remote: &Remote, profile: Profile, user: &str) -> Vec<Check> {
     });
 
     let tools = needed_tools(profile);
-    let version_argv = crate::invocation::Invocation::new(
-        crate::catalog::find("pve.version").expect("catalog has pve.version"),
-        Default::default(),
-    )
-    .map(|i| i.remote_argv())
-    .unwrap_or_default();
+    let version_argv =
+        crate::invocation::Invocation::new(&crate::catalog::ops::PVE_VERSION, Default::default())
+            .map(|i| i.remote_argv())
+            .unwrap_or_default();
     let mut cmds: Vec<Vec<String>> = vec![
         words(&["id", "-u"]),
         words(&["sudo", "-V"]),
@@ -390,10 +388,11 @@ pub fn sudo_rules(out: Option<&Output>, profile: Profile, user: &str) -> Vec<Che
     let mut checks = Vec::new();
     let expected: Vec<(&Op, Regex)> = OPS
         .iter()
+        .copied()
         .filter(|op| profile.allows_op(op))
         .map(|op| (op, rule_matcher(op)))
         .collect();
-    let all: Vec<Regex> = OPS.iter().map(rule_matcher).collect();
+    let all: Vec<Regex> = OPS.iter().copied().map(rule_matcher).collect();
 
     let missing: Vec<&str> = expected
         .iter()

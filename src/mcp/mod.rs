@@ -442,7 +442,7 @@ pub fn invocation(
     // Values that select another variant belong to that variant's tool (a container archive
     // to `backup_restore_ct`), so a call can never run a sibling op in disguise.
     if let Ok(chosen) = catalog::select(op.cli, &raw)
-        && chosen.id != op.id
+        && chosen != op
         && chosen.select.len() >= op.select.len()
     {
         return Err(Error::usage(format!(
@@ -763,7 +763,7 @@ impl Server {
             );
         };
         // Not offered is not the same as unknown: it is a refusal, and audited as one.
-        if !self.tools.iter().any(|(s, _)| s.op.id == op.id) {
+        if !self.tools.iter().any(|(s, _)| s.op == *op) {
             let why = if self.profile.allows(op.risk) {
                 format!("the local policy ({}) denies it", self.policy.source())
             } else {

@@ -83,9 +83,7 @@ pub fn parse(text: &str, source: &str) -> Result<PolicyConfig> {
     let mut problems = Vec::new();
     for (name, tool) in g.tools {
         let Some(op) = OPS.iter().find(|o| o.tool_name() == name && !o.is_step()) else {
-            let hint = OPS
-                .iter()
-                .find(|o| o.id == name)
+            let hint = crate::catalog::find(&name)
                 .map(|o| format!(" (write the tool name {})", o.tool_name()))
                 .unwrap_or_else(|| " (`pxagent catalog` lists each op's mcp_tool)".into());
             problems.push(format!("unknown tool {name:?}{hint}"));

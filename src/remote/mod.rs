@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::catalog::{self, NodeFrom};
+use crate::catalog::{self, NodeFrom, Op, ops};
 use crate::error::{Error, Result};
 use crate::invocation::Invocation;
 use crate::ssh::Output;
@@ -97,7 +97,7 @@ impl Remote {
             .filter(|p| p.how == catalog::How::NextId)
         {
             if !inv.values.contains_key(p.name) {
-                let next = self.read_op("cluster.nextid", &[]).await?;
+                let next = self.read_op(&ops::CLUSTER_NEXTID, &[]).await?;
                 let id = as_u64(&next)
                     .ok_or_else(|| Error::Remote(format!("/cluster/nextid returned {next}")))?;
                 let v = p.kind.parse(p.name, &id.to_string())?;
@@ -211,8 +211,8 @@ impl Remote {
     /// Poll a guest's status until it is `want` (at most the command timeout, default 120 s).
     async fn settle(&self, inv: &Invocation, want: &str) -> Result<()> {
         let status_op = match inv.op.area {
-            catalog::Area::Ct => "ct.status",
-            _ => "vm.status",
+            catalog::Area::Ct => &ops::CT_STATUS,
+            _ => &ops::VM_STATUS,
         };
         let vmid = inv.values.get("vmid").cloned().unwrap_or_default();
         let node = inv.values.get("node").cloned().unwrap_or_default();
@@ -245,7 +245,7 @@ impl Remote {
                 let Some(id) = inv.values.get(param).and_then(|v| v.parse::<u64>().ok()) else {
                     return Ok(());
                 };
-                let resources = self.read_op("cluster.resources", &[]).await?;
+                let resources = self.read_op(&ops::CLUSTER_RESOURCES, &[]).await?;
                 let taken = resources
                     .as_array()
                     .into_iter()
@@ -292,7 +292,7 @@ impl Remote {
                 let src = archive.split(':').next().unwrap_or("");
                 let content = self
                     .read_op(
-                        "storage.content",
+                        &ops::STORAGE_CONTENT,
                         &[("storage", src), ("content", "backup"), ("node", &node)],
                     )
                     .await?;
@@ -321,7 +321,7 @@ impl Remote {
     }
 
     async fn need_space(&self, node: &str, storage: &str, need: u64, what: &str) -> Result<()> {
-        let list = self.read_op("storage.list", &[("node", node)]).await?;
+        let list = self.read_op(&ops::STORAGE_LIST, &[("node", node)]).await?;
         let entry = list
             .as_array()
             .into_iter()
@@ -360,7 +360,7 @@ impl Remote {
                     catalog::Area::Ct => "lxc",
                     _ => "qemu",
                 };
-                let resources = self.read_op("vm.list", &[]).await?;
+                let resources = self.read_op(&ops::VM_LIST, &[]).await?;
                 let entry = resources
                     .as_array()
                     .into_iter()
@@ -401,7 +401,7 @@ impl Remote {
 
     /// The name of the node pxagent is connected to (`local: 1` in /cluster/status).
     pub async fn local_node(&self) -> Result<String> {
-        let status = self.read_op("cluster.status", &[]).await?;
+        let status = self.read_op(&ops::CLUSTER_STATUS, &[]).await?;
         status
             .as_array()
             .into_iter()
@@ -415,9 +415,9 @@ impl Remote {
             .ok_or_else(|| Error::Remote("/cluster/status names no local node".into()))
     }
 
-    /// Run a read op of the catalog by id with raw values and return its JSON.
-    pub async fn read_op(&self, id: &str, values: &[(&'static str, &str)]) -> Result<Value> {
-        let op = catalog::find(id).ok_or_else(|| Error::Internal(format!("no op {id}")))?;
+    /// Run a read op of the catalog (its handle, e.g. `&ops::VM_STATUS`) with raw values and
+    /// return its JSON.
+    pub async fn read_op(&self, op: &'static Op, values: &[(&'static str, &str)]) -> Result<Value> {
         let raw: BTreeMap<&'static str, String> =
             values.iter().map(|(k, v)| (*k, v.to_string())).collect();
         let inv = Invocation::new(op, raw)?;
@@ -426,12 +426,12 @@ impl Remote {
     }
 
     async fn task_status(&self, upid: &str) -> Result<Value> {
-        self.read_op("task.status", &[("upid", upid)]).await
+        self.read_op(&ops::TASK_STATUS, &[("upid", upid)]).await
     }
 
     async fn task_log_tail(&self, upid: &str, n: usize) -> Result<String> {
         let log = self
-            .read_op("task.log", &[("upid", upid), ("limit", "5000")])
+            .read_op(&ops::TASK_LOG, &[("upid", upid), ("limit", "5000")])
             .await?;
         let lines: Vec<&str> = log
             .as_array()

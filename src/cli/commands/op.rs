@@ -65,7 +65,7 @@ pub fn run_op(
     let given = s.confirm.as_deref();
     let connector = OnceConnector::new(target);
     let engine = ctx.engine(&connector, true);
-    if s.no_wait && inv.op.view == crate::catalog::View::Task {
+    if s.no_wait && inv.op.runs_task() {
         return no_wait(s, &engine, &connector, inv, given, out, trail);
     }
     let spinner = spinner(inv);

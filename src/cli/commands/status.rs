@@ -3,7 +3,7 @@
 use serde_json::{Value, json};
 
 use super::open;
-use crate::catalog;
+use crate::catalog::{self, ops};
 use crate::context::{Context, runtime};
 use crate::engine::Trail;
 use crate::error::{Error, Result};
@@ -16,9 +16,9 @@ pub fn status(ctx: &Context, out: &mut Output, trail: &mut Trail) -> Result<u8> 
         let remote = open(&target).await?;
         // Gathered concurrently over the one connection.
         let (v, c, r) = tokio::join!(
-            remote.read_op("pve.version", &[]),
-            remote.read_op("cluster.status", &[]),
-            remote.read_op("cluster.resources", &[]),
+            remote.read_op(&ops::PVE_VERSION, &[]),
+            remote.read_op(&ops::CLUSTER_STATUS, &[]),
+            remote.read_op(&ops::CLUSTER_RESOURCES, &[]),
         );
         remote.session.close().await;
         Ok::<_, Error>((v?, c?, r?))

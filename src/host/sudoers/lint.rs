@@ -2091,6 +2091,7 @@ fn own_exec_op(tool: Tool, regex: &str) -> Option<&'static crate::catalog::Op> {
     const SENTINEL: &str = "PXAVMIDFENCE";
     crate::catalog::OPS
         .iter()
+        .copied()
         .filter(|op| op.risk == crate::catalog::Risk::Exec && op.tool == tool)
         .find(|op| {
             let escaped = regex::escape(&op.args_regex(Some(SENTINEL))).replace(

@@ -63,6 +63,7 @@ impl RenderOptions {
     /// The ops this render allows, in catalog order.
     pub fn ops(&self) -> impl Iterator<Item = &'static Op> + '_ {
         OPS.iter()
+            .copied()
             .filter(|op| self.profile.allows_op(op) || (is_ct_exec(op) && self.ct_exec.is_some()))
     }
 }

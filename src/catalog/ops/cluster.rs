@@ -1,0 +1,81 @@
+//! Cluster-wide reads: the Proxmox version, membership and quorum, the resource list and
+//! the next free VMID. All read-only, all `pvesh get`.
+
+use super::*;
+
+/// `pxagent version`
+pub static PVE_VERSION: Op = Op {
+    id: "pve.version",
+    cli: &["version"],
+    about: "Show the Proxmox VE version of the host",
+    risk: Risk::Read,
+    area: Area::Cluster,
+    params: &[],
+    args: pvesh!("get", "/version"),
+    view: View::Object,
+    ..ROW
+};
+
+/// `pxagent cluster status`
+pub static CLUSTER_STATUS: Op = Op {
+    id: "cluster.status",
+    cli: &["cluster", "status"],
+    about: "Show cluster membership and quorum",
+    risk: Risk::Read,
+    area: Area::Cluster,
+    params: &[],
+    args: pvesh!("get", "/cluster/status"),
+    view: View::ClusterStatus,
+    ..ROW
+};
+
+/// `pxagent cluster resources`
+pub static CLUSTER_RESOURCES: Op = Op {
+    id: "cluster.resources",
+    cli: &["cluster", "resources"],
+    about: "List every guest, node and storage of the cluster",
+    risk: Risk::Read,
+    area: Area::Cluster,
+    params: &[RESOURCE_TYPE],
+    args: pvesh!(
+        "get",
+        "/cluster/resources",
+        Arg::Opt("type", &["--type", "{type}"])
+    ),
+    view: View::Resources(None),
+    ..ROW
+};
+
+/// `pxagent cluster nextid`
+pub static CLUSTER_NEXTID: Op = Op {
+    id: "cluster.nextid",
+    cli: &["cluster", "nextid"],
+    about: "Show the next free VMID",
+    risk: Risk::Read,
+    area: Area::Cluster,
+    params: &[],
+    args: pvesh!("get", "/cluster/nextid"),
+    view: View::Object,
+    ..ROW
+};
+
+const RESOURCE_TYPE: Param = Param {
+    name: "type",
+    // `ct` is not a /cluster/resources type: it asks for `vm` and the output keeps lxc entries.
+    kind: Kind::Choice(&[
+        Choice {
+            cli: "vm",
+            wire: "vm",
+            keep_type: Some("qemu"),
+        },
+        Choice {
+            cli: "ct",
+            wire: "vm",
+            keep_type: Some("lxc"),
+        },
+        same("node"),
+        same("storage"),
+    ]),
+    how: How::Option,
+    help: "only resources of this type",
+};

@@ -1,0 +1,276 @@
+//! LXC containers: reads, lifecycle, snapshots and create. Commands run inside a container
+//! are in exec.rs.
+//!
+//! Lifecycle actions that leave the container in a known state say so in `settles`:
+//! HA-managed guests only *request* a state, so pxagent polls until it is reached.
+
+use super::*;
+
+// --- reads --------------------------------------------------------------------------------
+
+/// `pxagent ct list`
+pub static CT_LIST: Op = Op {
+    id: "ct.list",
+    cli: &["ct", "list"],
+    about: "List the cluster's containers",
+    risk: Risk::Read,
+    area: Area::Ct,
+    params: &[],
+    args: pvesh!(
+        "get",
+        "/cluster/resources",
+        Arg::Word("--type"),
+        Arg::Word("vm")
+    ),
+    view: View::Resources(Some("lxc")),
+    ..ROW
+};
+
+/// `pxagent ct status VMID`
+pub static CT_STATUS: Op = Op {
+    id: "ct.status",
+    cli: &["ct", "status"],
+    about: "Show a container's current status",
+    risk: Risk::Read,
+    area: Area::Ct,
+    params: &[CTID, GUEST_NODE],
+    args: pvesh!("get", "/nodes/{node}/lxc/{vmid}/status/current"),
+    view: View::Object,
+    ..ROW
+};
+
+/// `pxagent ct config VMID`
+pub static CT_CONFIG: Op = Op {
+    id: "ct.config",
+    cli: &["ct", "config"],
+    about: "Show a container's configuration",
+    risk: Risk::Read,
+    area: Area::Ct,
+    params: &[CTID, GUEST_NODE],
+    args: pvesh!("get", "/nodes/{node}/lxc/{vmid}/config"),
+    view: View::Object,
+    ..ROW
+};
+
+/// `pxagent ct snapshots VMID`
+pub static CT_SNAPSHOTS: Op = Op {
+    id: "ct.snapshots",
+    cli: &["ct", "snapshots"],
+    about: "List a container's snapshots",
+    risk: Risk::Read,
+    area: Area::Ct,
+    params: &[CTID, GUEST_NODE],
+    args: pvesh!("get", "/nodes/{node}/lxc/{vmid}/snapshot"),
+    view: View::Snapshots,
+    ..ROW
+};
+
+// --- lifecycle ----------------------------------------------------------------------------
+
+/// `pxagent ct start VMID`
+pub static CT_START: Op = Op {
+    id: "ct.start",
+    cli: &["ct", "start"],
+    about: "Start a container",
+    risk: Risk::Change,
+    area: Area::Ct,
+    params: &[CTID, GUEST_NODE],
+    args: pvesh!("create", "/nodes/{node}/lxc/{vmid}/status/start"),
+    view: View::Task,
+    settles: Some("running"),
+    ..ROW
+};
+
+/// `pxagent ct shutdown VMID`
+pub static CT_SHUTDOWN: Op = Op {
+    id: "ct.shutdown",
+    cli: &["ct", "shutdown"],
+    about: "Shut a container down cleanly",
+    risk: Risk::Change,
+    area: Area::Ct,
+    params: &[CTID, SHUTDOWN_TIMEOUT, GUEST_NODE],
+    args: pvesh!(
+        "create",
+        "/nodes/{node}/lxc/{vmid}/status/shutdown",
+        Arg::Opt("shutdown_timeout", &["--timeout", "{shutdown_timeout}"])
+    ),
+    view: View::Task,
+    settles: Some("stopped"),
+    ..ROW
+};
+
+/// `pxagent ct reboot VMID`
+pub static CT_REBOOT: Op = Op {
+    id: "ct.reboot",
+    cli: &["ct", "reboot"],
+    about: "Reboot a container",
+    risk: Risk::Change,
+    area: Area::Ct,
+    params: &[CTID, GUEST_NODE],
+    args: pvesh!("create", "/nodes/{node}/lxc/{vmid}/status/reboot"),
+    view: View::Task,
+    ..ROW
+};
+
+/// `pxagent ct stop VMID`
+pub static CT_STOP: Op = Op {
+    id: "ct.stop",
+    cli: &["ct", "stop"],
+    about: "Stop a container at once",
+    risk: Risk::Confirm,
+    area: Area::Ct,
+    params: &[CTID, GUEST_NODE],
+    args: pvesh!("create", "/nodes/{node}/lxc/{vmid}/status/stop"),
+    view: View::Task,
+    confirm: Some(Confirm {
+        phrase: "yes stop {vmid}",
+        consequence: "this kills container {vmid}'s processes at once; unsaved data is lost",
+        hint: Some("try `pxagent ct shutdown {vmid}` first: it asks the container to stop cleanly"),
+    }),
+    settles: Some("stopped"),
+    ..ROW
+};
+
+/// `pxagent ct destroy VMID`
+pub static CT_DESTROY: Op = Op {
+    id: "ct.destroy",
+    cli: &["ct", "destroy"],
+    about: "Delete a container and its volumes",
+    risk: Risk::Confirm,
+    area: Area::Ct,
+    params: &[CTID, PURGE, GUEST_NODE],
+    args: pvesh!(
+        "delete",
+        "/nodes/{node}/lxc/{vmid}",
+        Arg::Opt("purge", &["--purge", "1"])
+    ),
+    view: View::Task,
+    confirm: Some(Confirm {
+        phrase: "yes destroy {vmid}",
+        consequence: "this deletes the container and its volumes irrecoverably",
+        hint: None,
+    }),
+    ..ROW
+};
+
+// --- snapshots ----------------------------------------------------------------------------
+
+/// `pxagent ct snapshot VMID SNAPSHOT`
+pub static CT_SNAPSHOT: Op = Op {
+    id: "ct.snapshot",
+    cli: &["ct", "snapshot"],
+    about: "Take a snapshot of a container",
+    risk: Risk::Change,
+    area: Area::Ct,
+    params: &[CTID, SNAP, DESCRIPTION, GUEST_NODE],
+    args: pvesh!(
+        "create",
+        "/nodes/{node}/lxc/{vmid}/snapshot",
+        Arg::Word("--snapname"),
+        Arg::Word("{snapshot}"),
+        Arg::Opt("description", &["--description", "{description}"])
+    ),
+    view: View::Task,
+    ..ROW
+};
+
+/// `pxagent ct rollback VMID SNAPSHOT`
+pub static CT_ROLLBACK: Op = Op {
+    id: "ct.rollback",
+    cli: &["ct", "rollback"],
+    about: "Roll a container back to a snapshot",
+    risk: Risk::Confirm,
+    area: Area::Ct,
+    params: &[CTID, SNAP, GUEST_NODE],
+    args: pvesh!(
+        "create",
+        "/nodes/{node}/lxc/{vmid}/snapshot/{snapshot}/rollback"
+    ),
+    view: View::Task,
+    confirm: Some(Confirm {
+        phrase: "yes rollback {vmid} {snapshot}",
+        consequence: "this discards every change made to container {vmid} since snapshot {snapshot}",
+        hint: Some("take a snapshot of the current state first if you may want it back"),
+    }),
+    ..ROW
+};
+
+/// `pxagent ct delsnapshot VMID SNAPSHOT`
+pub static CT_DELSNAPSHOT: Op = Op {
+    id: "ct.delsnapshot",
+    cli: &["ct", "delsnapshot"],
+    about: "Delete a container snapshot",
+    risk: Risk::Confirm,
+    area: Area::Ct,
+    params: &[CTID, SNAP, GUEST_NODE],
+    args: pvesh!("delete", "/nodes/{node}/lxc/{vmid}/snapshot/{snapshot}"),
+    view: View::Task,
+    confirm: Some(Confirm {
+        phrase: "yes delsnapshot {vmid} {snapshot}",
+        consequence: "this deletes snapshot {snapshot} of container {vmid} irrecoverably",
+        hint: None,
+    }),
+    ..ROW
+};
+
+// --- creating -----------------------------------------------------------------------------
+
+/// `pxagent ct create --hostname NAME --template VOLUME`
+pub static CT_CREATE: Op = Op {
+    id: "ct.create",
+    cli: &["ct", "create"],
+    about: "Create an unprivileged container from a template",
+    risk: Risk::Change,
+    area: Area::Ct,
+    params: &[
+        NEW_VMID,
+        CT_HOSTNAME,
+        CT_TEMPLATE,
+        memory("512"),
+        cores("1"),
+        disk_size("8"),
+        DISK_STORAGE,
+        BRIDGE,
+        LOCAL_NODE,
+    ],
+    args: pvesh!(
+        "create",
+        "/nodes/{node}/lxc",
+        Arg::Word("--vmid"),
+        Arg::Word("{vmid}"),
+        Arg::Word("--hostname"),
+        Arg::Word("{hostname}"),
+        Arg::Word("--ostemplate"),
+        Arg::Word("{template}"),
+        Arg::Word("--memory"),
+        Arg::Word("{memory}"),
+        Arg::Word("--cores"),
+        Arg::Word("{cores}"),
+        Arg::Word("--rootfs"),
+        Arg::Word("{disk_storage}:{disk_size}"),
+        Arg::Word("--net0"),
+        Arg::Word("name=eth0,bridge={bridge},ip=dhcp"),
+        // Always unprivileged: a privileged container's root is close to the host's root.
+        Arg::Word("--unprivileged"),
+        Arg::Word("1")
+    ),
+    view: View::Task,
+    prechecks: &[
+        Precheck::NewVmid("vmid"),
+        Precheck::SpaceGib("disk_size", "disk_storage"),
+    ],
+    ..ROW
+};
+
+const CT_HOSTNAME: Param = Param {
+    name: "hostname",
+    kind: Kind::GuestName,
+    how: How::Required,
+    help: "the container's host name",
+};
+const CT_TEMPLATE: Param = Param {
+    name: "template",
+    kind: Kind::TemplateVolume,
+    how: How::Required,
+    help: "the OS template (see `pxagent storage content local --content vztmpl`)",
+};

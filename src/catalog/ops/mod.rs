@@ -1,0 +1,270 @@
+//! The rows of the catalog, one file per area, and [`OPS`], the list that orders them.
+//!
+//! Every row is a `pub static` [`Op`] written the same way: a struct literal that names
+//! `id`, `cli`, `about`, `risk`, `area`, `params`, `args` and `view`, then whatever else
+//! differs from [`ROW`] (`tool`, `confirm`, `select`, `settles`, `prechecks`, `step`), then
+//! `..ROW`. The static is the op's handle: code outside the catalog names an op by it
+//! (`ops::CLUSTER_RESOURCES`), never by its id string. A handle is the id upper-cased with
+//! `.` and `-` as `_`, and lives in the file named by the id's prefix (`vm.status` →
+//! `vm.rs`), except `pve.version` (cluster.rs) and the commands run inside guests
+//! (exec.rs).
+//!
+//! To add an operation: write its row in its area's file and put its handle in [`OPS`].
+//!
+//! Reads go through `pvesh get … --output-format json` (typed JSON, design §7). Actions go
+//! through `pvesh create|delete /nodes/{node}/…` as well: pvesh reaches every node of a
+//! cluster (it proxies), so a guest on another node works from any node, and every action
+//! yields a UPID to follow. `qm`/`pct` act only on the local node's guests. The [`pvesh!`]
+//! macro writes a pvesh command with `--output-format json` always last, so that free text
+//! can never end a rule.
+//!
+//! Parameters used by one area live in its file; the shared ones are below.
+
+use super::{
+    Area, Arg, Choice, Confirm, How, Kind, NodeFrom, Op, Param, Precheck, Risk, Select, View,
+};
+use crate::catalog::pve::Tool;
+
+/// The args of a pvesh command: the verb, the API path, then these args, then
+/// `--output-format json`. Write `pvesh!("get", "/cluster/resources", Arg::Opt(…))`.
+macro_rules! pvesh {
+    ($verb:literal, $path:literal $(, $arg:expr)* $(,)?) => {
+        &[
+            Arg::Word($verb),
+            Arg::Word($path),
+            $($arg,)*
+            Arg::Word("--output-format"),
+            Arg::Word("json"),
+        ]
+    };
+}
+
+mod backup;
+mod cluster;
+mod ct;
+mod exec;
+mod iso;
+mod node;
+mod storage;
+mod task;
+mod template;
+mod vm;
+
+pub use backup::*;
+pub use cluster::*;
+pub use ct::*;
+pub use exec::*;
+pub use iso::*;
+pub use node::*;
+pub use storage::*;
+pub use task::*;
+pub use template::*;
+pub use vm::*;
+
+/// Every operation pxagent knows. Order is the order of `pxagent catalog`, of the sudoers
+/// file and of the MCP tool list.
+pub static OPS: &[&Op] = &[
+    // cluster and nodes: reads
+    &PVE_VERSION,
+    &CLUSTER_STATUS,
+    &CLUSTER_RESOURCES,
+    &NODE_LIST,
+    &NODE_STATUS,
+    // VMs: reads
+    &VM_LIST,
+    &VM_STATUS,
+    &VM_CONFIG,
+    &VM_SNAPSHOTS,
+    // containers: reads
+    &CT_LIST,
+    &CT_STATUS,
+    &CT_CONFIG,
+    &CT_SNAPSHOTS,
+    // storage and tasks: reads
+    &STORAGE_LIST,
+    &TASK_STATUS,
+    &TASK_LIST,
+    &TASK_LOG,
+    // VMs: lifecycle and snapshots
+    &VM_START,
+    &VM_SHUTDOWN,
+    &VM_REBOOT,
+    &VM_SUSPEND,
+    &VM_RESUME,
+    &VM_STOP,
+    &VM_DESTROY,
+    &VM_SNAPSHOT,
+    &VM_SNAPSHOT_VMSTATE,
+    &VM_ROLLBACK,
+    &VM_DELSNAPSHOT,
+    // containers: lifecycle and snapshots
+    &CT_START,
+    &CT_SHUTDOWN,
+    &CT_REBOOT,
+    &CT_STOP,
+    &CT_DESTROY,
+    &CT_SNAPSHOT,
+    &CT_ROLLBACK,
+    &CT_DELSNAPSHOT,
+    // backups
+    &BACKUP_CREATE,
+    &BACKUP_LIST,
+    &BACKUP_RESTORE,
+    &BACKUP_RESTORE_CT,
+    &BACKUP_RESTORE_OVERWRITE,
+    &BACKUP_RESTORE_CT_OVERWRITE,
+    &BACKUP_PRUNE,
+    &BACKUP_REMOVE,
+    // storage, ISOs and templates
+    &STORAGE_CONTENT,
+    &STORAGE_REMOVE,
+    &ISO_DOWNLOAD,
+    &ISO_LIST,
+    &TEMPLATE_LIST,
+    &TEMPLATE_DOWNLOAD,
+    &CLUSTER_NEXTID,
+    // creating guests
+    &VM_CREATE,
+    &VM_CLONE,
+    &CT_CREATE,
+    // commands inside guests
+    &VM_EXEC,
+    &VM_EXEC_STATUS,
+    &VM_FILE_WRITE,
+    &VM_FILE_READ,
+    &CT_EXEC,
+];
+
+/// What a row leaves out: a pvesh command, no confirmation, no variant selection, nothing
+/// to settle, no prechecks, not a step. The rest of these values are placeholders: every row sets
+/// `id`, `cli`, `about`, `risk`, `area`, `params`, `args` and `view` itself.
+const ROW: Op = Op {
+    id: "",
+    cli: &[],
+    about: "",
+    risk: Risk::Read,
+    area: Area::Cluster,
+    params: &[],
+    tool: Tool::Pvesh,
+    args: &[],
+    confirm: None,
+    select: &[],
+    settles: None,
+    view: View::Object,
+    prechecks: &[],
+    step: false,
+};
+
+// --- parameters shared by several areas ---------------------------------------------------
+
+const VMID: Param = Param {
+    name: "vmid",
+    kind: Kind::Vmid,
+    how: How::Positional,
+    help: "the VM's id",
+};
+const CTID: Param = Param {
+    name: "vmid",
+    kind: Kind::Vmid,
+    how: How::Positional,
+    help: "the container's id",
+};
+const VMID_FILTER: Param = Param {
+    name: "vmid",
+    kind: Kind::Vmid,
+    how: How::Option,
+    help: "only this guest's backups",
+};
+const NEW_VMID: Param = Param {
+    name: "vmid",
+    kind: Kind::Vmid,
+    how: How::NextId,
+    help: "the new guest's VMID",
+};
+const GUEST_NODE: Param = Param {
+    name: "node",
+    kind: Kind::Node,
+    how: How::Node(NodeFrom::Guest),
+    help: "the node that hosts the guest (default: looked up in /cluster/resources)",
+};
+const LOCAL_NODE: Param = Param {
+    name: "node",
+    kind: Kind::Node,
+    how: How::Node(NodeFrom::Local),
+    help: "the node to ask (default: the node pxagent is connected to)",
+};
+const SNAP: Param = Param {
+    name: "snapshot",
+    kind: Kind::SnapName,
+    how: How::Positional,
+    help: "the snapshot's name",
+};
+const DESCRIPTION: Param = Param {
+    name: "description",
+    kind: Kind::Text,
+    how: How::Option,
+    help: "a description for the snapshot",
+};
+const SHUTDOWN_TIMEOUT: Param = Param {
+    name: "shutdown_timeout",
+    kind: Kind::Seconds,
+    how: How::Option,
+    help: "seconds to wait for the guest to power off (Proxmox default: 60)",
+};
+const PURGE: Param = Param {
+    name: "purge",
+    kind: Kind::Flag,
+    how: How::Flag,
+    help: "also remove the guest from backup jobs, replication and HA",
+};
+const LOCAL_STORAGE: Param = Param {
+    name: "storage",
+    kind: Kind::StorageId,
+    how: How::Defaulted("local"),
+    help: "the target storage",
+};
+const fn memory(default: &'static str) -> Param {
+    Param {
+        name: "memory",
+        kind: Kind::Mebibytes,
+        how: How::Defaulted(default),
+        help: "memory in MiB",
+    }
+}
+const fn cores(default: &'static str) -> Param {
+    Param {
+        name: "cores",
+        kind: Kind::Cores,
+        how: How::Defaulted(default),
+        help: "CPU cores",
+    }
+}
+const fn disk_size(default: &'static str) -> Param {
+    Param {
+        name: "disk_size",
+        kind: Kind::Gibibytes,
+        how: How::Defaulted(default),
+        help: "disk size in GiB",
+    }
+}
+const DISK_STORAGE: Param = Param {
+    name: "disk_storage",
+    kind: Kind::StorageId,
+    how: How::Defaulted("local-lvm"),
+    help: "the storage for the disk",
+};
+const BRIDGE: Param = Param {
+    name: "bridge",
+    kind: Kind::Bridge,
+    how: How::Defaulted("vmbr0"),
+    help: "the network bridge",
+};
+
+/// The choices of a [`Kind::Choice`] whose CLI and wire values are the same.
+const fn same(word: &'static str) -> Choice {
+    Choice {
+        cli: word,
+        wire: word,
+        keep_type: None,
+    }
+}
