@@ -1,0 +1,188 @@
+//! Containers through `pct exec`: the node, config and status reads that decide, then the
+//! command, with pushes and pulls over the exec's own stdin/stdout (`tee`, `cat`), never
+//! `pct push`/`pull`.
+
+use serde_json::{Value, json};
+
+use crate::catalog::ops;
+use crate::engine::Trail;
+use crate::error::{Error, Result};
+use crate::invocation::Invocation;
+use crate::remote::Remote;
+
+use super::*;
+
+/// What `ct exec` found out about the container before running anything.
+pub(super) struct CtTarget {
+    pub(super) vmid: String,
+    pub(super) node: String,
+}
+
+/// The container must be on the connected node (pct is local), running, and unprivileged
+/// unless the policy allows privileged ones. Reads only.
+pub(super) async fn ct_target(
+    remote: &Remote,
+    inv: &Invocation,
+    policy: &crate::policy::Policy,
+) -> Result<CtTarget> {
+    let vmid = inv.values.get("vmid").cloned().unwrap_or_default();
+    let lookup = step_inv(&ops::CT_CONFIG, &[("vmid", &vmid)])?;
+    let node = remote.resolve_node(&lookup).await?;
+    let local = remote.local_node().await?;
+    if node != local {
+        return Err(Error::usage(format!(
+            "container {vmid} is on node {node}, but pxagent is connected to {local}: `pct exec` reaches only the containers of its own node (Proxmox has no API for container exec); connect to {node} with -H"
+        )));
+    }
+    let config = remote
+        .read_op(&ops::CT_CONFIG, &[("vmid", &vmid), ("node", &node)])
+        .await?;
+    if !config.get("unprivileged").is_some_and(truthy) && !policy.allow_privileged_ct_exec() {
+        return Err(Error::Policy(format!(
+            "policy refuses ct.exec on {vmid}: container {vmid} is privileged (no `unprivileged: 1` in its config), where root in the container is close to root on the host; set `allow_privileged_ct_exec: true` in the policy to allow it ({})",
+            policy.source()
+        )));
+    }
+    let status = remote
+        .read_op(&ops::CT_STATUS, &[("vmid", &vmid), ("node", &node)])
+        .await?;
+    if status.get("status").and_then(Value::as_str) != Some("running") {
+        return Err(Error::Remote(format!(
+            "container {vmid} is not running (status {}): start it first (`pxagent ct start {vmid}`)",
+            status
+                .get("status")
+                .and_then(Value::as_str)
+                .unwrap_or("unknown")
+        )));
+    }
+    Ok(CtTarget { vmid, node })
+}
+
+pub(super) async fn ct_flow(
+    remote: &Remote,
+    c: Checked,
+    t: &CtTarget,
+    trail: &mut Trail,
+) -> Result<Value> {
+    let mut pushed = Vec::new();
+    for (local, guest, data) in &c.push {
+        let out = pct(remote, &t.vmid, &[TEE, guest], Some(data)).await?;
+        if out.exit_status != 0 {
+            return Err(Error::Remote(format!(
+                "pushing {} to {guest} in container {}: `{TEE}` exited {}: {}",
+                local.display(),
+                t.vmid,
+                out.exit_status,
+                out.stderr_text().trim()
+            )));
+        }
+        let sum = ct_sha256(remote, &t.vmid, guest).await?;
+        verify(
+            &sum,
+            data,
+            &format!("pushing {} to {guest}", local.display()),
+        )?;
+        pushed.push(json!({"local": local, "guest": guest, "bytes": data.len(), "sha256": sum}));
+    }
+    trail.argv = c.inv.remote_argv();
+    let words: Vec<&str> = c.argv.iter().map(String::as_str).collect();
+    let out = pct(remote, &t.vmid, &words, c.stdin.as_deref()).await?;
+    let mut doc = json!({
+        "exited": true,
+        "exitcode": out.exit_status,
+        "signal": Value::Null,
+        "stdout": out.stdout_text(),
+        "stderr": out.stderr_text(),
+        "out_truncated": false,
+        "err_truncated": false,
+    });
+    if std::str::from_utf8(&out.stdout).is_err() {
+        doc["stdout_base64"] = json!(base64(&out.stdout));
+    }
+    if std::str::from_utf8(&out.stderr).is_err() {
+        doc["stderr_base64"] = json!(base64(&out.stderr));
+    }
+    let mut pulled = Vec::new();
+    if out.exit_status == 0 {
+        for (guest, local) in &c.pull {
+            let got = pct(remote, &t.vmid, &[CAT, guest], None).await?;
+            if got.exit_status != 0 {
+                return Err(Error::Remote(format!(
+                    "pulling {guest} from container {}: `{CAT}` exited {}: {}",
+                    t.vmid,
+                    got.exit_status,
+                    got.stderr_text().trim()
+                )));
+            }
+            let sum = ct_sha256(remote, &t.vmid, guest).await?;
+            verify(&sum, &got.stdout, &format!("pulling {guest}"))?;
+            write_local(local, &got.stdout, c.force)?;
+            pulled.push(
+                json!({"guest": guest, "local": local, "bytes": got.stdout.len(), "sha256": sum}),
+            );
+        }
+    } else if !c.pull.is_empty() {
+        doc["pull_skipped"] = json!("the command did not exit 0, so nothing was pulled");
+    }
+    doc["vmid"] = json!(t.vmid.parse::<u64>().unwrap_or(0));
+    doc["node"] = json!(t.node);
+    doc["via"] = json!("pct-exec");
+    doc["command"] = json!(c.argv);
+    doc["pushed"] = json!(pushed);
+    doc["pulled"] = json!(pulled);
+    Ok(doc)
+}
+
+/// Run `pct exec VMID -- WORDS…` (through the catalog's `ct.exec` row) with optional stdin.
+/// A non-zero exit status is the guest command's (pct passes it through) unless sudo
+/// refused, which is exit 9 with the way to enable container exec.
+pub(super) async fn pct(
+    remote: &Remote,
+    vmid: &str,
+    words: &[&str],
+    stdin: Option<&[u8]>,
+) -> Result<crate::ssh::Output> {
+    let argv: Vec<String> = words.iter().map(|w| w.to_string()).collect();
+    let inv = step_inv(
+        &ops::CT_EXEC,
+        &[
+            ("vmid", vmid),
+            ("command", &serde_json::to_string(&argv).unwrap_or_default()),
+        ],
+    )?;
+    let remote_argv = inv.remote_argv();
+    let result = match stdin {
+        Some(data) => remote.session.exec_with_stdin(&remote_argv, data).await,
+        None => remote.session.exec(&remote_argv).await,
+    };
+    let out = result.map_err(|e| match e {
+        Error::Connection(m) if m.contains("timed out") => Error::Connection(format!(
+            "{m}; the command inside container {vmid} may still be running"
+        )),
+        e => e,
+    })?;
+    if out.exit_status != 0
+        && let Err(Error::SudoRefused(m)) =
+            crate::remote::classify(&out, &remote_argv, &remote.target)
+    {
+        return Err(Error::SudoRefused(format!(
+            "{m}; container exec is in no sudoers profile: render the host's file with `pxagent sudoers render --ct-exec {vmid}` (or a range holding {vmid})"
+        )));
+    }
+    Ok(out)
+}
+
+pub(super) async fn ct_sha256(remote: &Remote, vmid: &str, path: &str) -> Result<String> {
+    let out = pct(remote, vmid, &[SHA256SUM, path], None).await?;
+    if out.exit_status != 0 {
+        return Err(Error::Remote(format!(
+            "cannot verify {path} in container {vmid}: `{SHA256SUM} {path}` exited {}: {}",
+            out.exit_status,
+            out.stderr_text().trim()
+        )));
+    }
+    parse_sum(&out.stdout_text(), path)
+}
+
+// ---------------------------------------------------------------------------------------
+// Shared pieces

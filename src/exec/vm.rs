@@ -1,0 +1,232 @@
+//! VMs through the QEMU guest agent: file-write pushes, guest-exec, polling exec-status to
+//! the end or the timeout, file-read pulls, each file checked against `sha256sum` in the guest.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::catalog::{self, ops};
+use crate::engine::Trail;
+use crate::error::{Error, Result};
+use crate::invocation::{Invocation, quote_argv};
+use crate::remote::Remote;
+
+use super::*;
+
+pub(super) async fn vm_flow(
+    remote: &Remote,
+    c: Checked,
+    timeout: Duration,
+    trail: &mut Trail,
+) -> Result<Value> {
+    let inv = remote.prepare(&c.inv).await?;
+    trail.argv = inv.remote_argv();
+    let node = inv.values.get("node").cloned().unwrap_or_default();
+    let vmid = inv.values.get("vmid").cloned().unwrap_or_default();
+    let mut pushed = Vec::new();
+    for (local, guest, data) in &c.push {
+        let step = step_inv(
+            &ops::VM_FILE_WRITE,
+            &[
+                ("vmid", &vmid),
+                ("node", &node),
+                ("file", guest),
+                ("content", &base64(data)),
+            ],
+        )?;
+        remote
+            .exec(&step.remote_argv())
+            .await
+            .map_err(|e| agent_error(e, &inv))?;
+        let sum = vm_sha256(remote, &vmid, &node, guest, timeout).await?;
+        verify(
+            &sum,
+            data,
+            &format!("pushing {} to {guest}", local.display()),
+        )?;
+        pushed.push(json!({"local": local, "guest": guest, "bytes": data.len(), "sha256": sum}));
+    }
+    let (pid, st) = vm_run(remote, &inv, timeout).await?;
+    let mut doc = status_doc(&st);
+    let ok = doc["exitcode"] == json!(0);
+    let mut pulled = Vec::new();
+    if ok {
+        for (guest, local) in &c.pull {
+            let step = step_inv(
+                &ops::VM_FILE_READ,
+                &[("vmid", &vmid), ("node", &node), ("file", guest)],
+            )?;
+            let out = remote
+                .exec(&step.remote_argv())
+                .await
+                .map_err(|e| agent_error(e, &inv))?;
+            let v: Value = serde_json::from_slice(&out.stdout)
+                .map_err(|e| Error::Remote(format!("file-read did not return JSON: {e}")))?;
+            if v.get("truncated").is_some_and(truthy) {
+                return Err(Error::Remote(format!(
+                    "{guest} in VM {vmid} is larger than the guest agent's file-read limit ({VM_PULL_MAX} bytes): nothing was written to {}",
+                    local.display()
+                )));
+            }
+            let data = pve_bytes(v.get("content").and_then(Value::as_str).unwrap_or(""));
+            if let Some(n) = v.get("bytes-read").and_then(Value::as_u64)
+                && n as usize != data.len()
+            {
+                return Err(Error::Remote(format!(
+                    "file-read of {guest} reported {n} bytes but carried {}",
+                    data.len()
+                )));
+            }
+            let sum = vm_sha256(remote, &vmid, &node, guest, timeout).await?;
+            verify(&sum, &data, &format!("pulling {guest}"))?;
+            write_local(local, &data, c.force)?;
+            pulled
+                .push(json!({"guest": guest, "local": local, "bytes": data.len(), "sha256": sum}));
+        }
+    } else if !c.pull.is_empty() {
+        doc["pull_skipped"] = json!("the command did not exit 0, so nothing was pulled");
+    }
+    doc["vmid"] = json!(vmid.parse::<u64>().unwrap_or(0));
+    doc["node"] = json!(node);
+    doc["via"] = json!("guest-agent");
+    doc["command"] = json!(c.argv);
+    doc["pid"] = json!(pid);
+    doc["pushed"] = json!(pushed);
+    doc["pulled"] = json!(pulled);
+    Ok(doc)
+}
+
+/// Start a prepared `vm.exec` invocation and poll until the process exited.
+pub(super) async fn vm_run(
+    remote: &Remote,
+    inv: &Invocation,
+    timeout: Duration,
+) -> Result<(u64, Value)> {
+    let out = remote
+        .exec(&inv.remote_argv())
+        .await
+        .map_err(|e| agent_error(e, inv))?;
+    let started: Value = serde_json::from_slice(&out.stdout).map_err(|e| {
+        Error::Remote(format!(
+            "the guest agent's exec did not return JSON ({e}): {}",
+            out.stdout_text().trim()
+        ))
+    })?;
+    let pid = started
+        .get("pid")
+        .and_then(|p| {
+            p.as_u64()
+                .or_else(|| p.as_str().and_then(|s| s.parse().ok()))
+        })
+        .ok_or_else(|| {
+            Error::Remote(format!("the guest agent's exec returned no pid: {started}"))
+        })?;
+    let vmid = inv.values.get("vmid").cloned().unwrap_or_default();
+    let node = inv.values.get("node").cloned().unwrap_or_default();
+    let status = step_inv(
+        &ops::VM_EXEC_STATUS,
+        &[("vmid", &vmid), ("node", &node), ("pid", &pid.to_string())],
+    )?;
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut pause = Duration::from_millis(50);
+    loop {
+        let out = remote
+            .exec(&status.remote_argv())
+            .await
+            .map_err(|e| agent_error(e, inv))?;
+        let st: Value = serde_json::from_slice(&out.stdout)
+            .map_err(|e| Error::Remote(format!("exec-status did not return JSON: {e}")))?;
+        if st.get("exited").is_some_and(truthy) {
+            return Ok((pid, st));
+        }
+        if tokio::time::Instant::now() + pause > deadline {
+            return Err(Error::Connection(format!(
+                "`{}` in VM {vmid} did not finish within {}s; the guest agent cannot stop it, so process {pid} is left running in the guest (see `pxagent vm exec-status {vmid} {pid}`; raise --timeout to wait longer)",
+                quote_argv(&catalog::kind::guest_argv(
+                    inv.values
+                        .get("command")
+                        .map(String::as_str)
+                        .unwrap_or("[]")
+                )),
+                timeout.as_secs()
+            )));
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_secs(1));
+    }
+}
+
+/// `sha256sum PATH` in a VM, through the agent.
+pub(super) async fn vm_sha256(
+    remote: &Remote,
+    vmid: &str,
+    node: &str,
+    path: &str,
+    timeout: Duration,
+) -> Result<String> {
+    let argv = vec![SHA256SUM.to_string(), path.to_string()];
+    let inv = step_inv(
+        &ops::VM_EXEC,
+        &[
+            ("vmid", vmid),
+            ("node", node),
+            ("command", &serde_json::to_string(&argv).unwrap_or_default()),
+        ],
+    )?;
+    let (_, st) = vm_run(remote, &inv, timeout).await?;
+    let doc = status_doc(&st);
+    if doc["exitcode"] != json!(0) {
+        return Err(Error::Remote(format!(
+            "cannot verify {path} in VM {vmid}: `{SHA256SUM} {path}` failed: {}",
+            doc["stderr"].as_str().unwrap_or("").trim()
+        )));
+    }
+    parse_sum(doc["stdout"].as_str().unwrap_or(""), path)
+}
+
+/// The readable form of an exec-status answer.
+pub(super) fn status_doc(st: &Value) -> Value {
+    let data = |k: &str| pve_bytes(st.get(k).and_then(Value::as_str).unwrap_or(""));
+    let (out, err) = (data("out-data"), data("err-data"));
+    let mut doc = json!({
+        "exited": st.get("exited").is_some_and(truthy),
+        "exitcode": st.get("exitcode"),
+        "signal": st.get("signal"),
+        "stdout": String::from_utf8_lossy(&out),
+        "stderr": String::from_utf8_lossy(&err),
+        "out_truncated": st.get("out-truncated").is_some_and(truthy),
+        "err_truncated": st.get("err-truncated").is_some_and(truthy),
+    });
+    if std::str::from_utf8(&out).is_err() {
+        doc["stdout_base64"] = json!(base64(&out));
+    }
+    if std::str::from_utf8(&err).is_err() {
+        doc["stderr_base64"] = json!(base64(&err));
+    }
+    doc
+}
+
+/// Turn the guest agent's refusals into messages that say what to do.
+pub(super) fn agent_error(e: Error, inv: &Invocation) -> Error {
+    let vmid = inv.values.get("vmid").cloned().unwrap_or_default();
+    let Error::Remote(msg) = &e else {
+        return e;
+    };
+    let hint = if msg.contains("No QEMU guest agent configured") {
+        format!(
+            "VM {vmid} has no guest agent configured: enable it (`agent: 1` in its config), install qemu-guest-agent in the guest and restart the VM"
+        )
+    } else if msg.contains("QEMU guest agent is not running") {
+        format!(
+            "the guest agent of VM {vmid} does not answer: is qemu-guest-agent installed and running in the guest?"
+        )
+    } else if msg.contains(&format!("VM {vmid} is not running")) || msg.contains("not running") {
+        format!("VM {vmid} is not running: start it first (`pxagent vm start {vmid}`)")
+    } else {
+        return e;
+    };
+    Error::Remote(format!("{hint} ({})", msg.trim()))
+}
+
+// ---------------------------------------------------------------------------------------
+// Containers: `pct exec`
