@@ -67,7 +67,11 @@ impl Transport for Session {
         argv: &'a [String],
         on_stdout: &'a mut (dyn FnMut(&[u8]) + Send),
     ) -> BoxFuture<'a, Result<Output>> {
-        Box::pin(Session::exec_streaming(self, argv, on_stdout))
+        Box::pin(async move {
+            Session::exec_streaming(self, argv, on_stdout)
+                .await
+                .map(without_sudo_notes)
+        })
     }
 
     fn exec_with_stdin<'a>(
@@ -75,11 +79,21 @@ impl Transport for Session {
         argv: &'a [String],
         input: &'a [u8],
     ) -> BoxFuture<'a, Result<Output>> {
-        Box::pin(Session::exec_with_stdin(self, argv, input))
+        Box::pin(async move {
+            Session::exec_with_stdin(self, argv, input)
+                .await
+                .map(without_sudo_notes)
+        })
     }
 
     fn exec_many(&self, cmds: Vec<Vec<String>>) -> BoxFuture<'_, Vec<Result<Output>>> {
-        Box::pin(Session::exec_many(self, cmds))
+        Box::pin(async move {
+            Session::exec_many(self, cmds)
+                .await
+                .into_iter()
+                .map(|r| r.map(without_sudo_notes))
+                .collect()
+        })
     }
 
     fn close(&self) -> BoxFuture<'_, ()> {
@@ -100,5 +114,61 @@ impl Transport for Session {
 
     fn recorded_host_key(&self) -> Option<&str> {
         Session::recorded_host_key(self)
+    }
+}
+
+/// Drop the lines sudo itself writes before it runs the tool when the host's own name does not
+/// resolve (`sudo: unable to resolve host pve1: Name or service not known`, a common slip in
+/// `/etc/hosts`): they are not the tool's output, and left in they would read as a Proxmox
+/// warning, or as the first line of a guest command's stderr. Only leading lines, only that
+/// exact shape; they are logged at debug level.
+pub(crate) fn without_sudo_notes(mut out: Output) -> Output {
+    const NOTE: &[u8] = b"sudo: unable to resolve host ";
+    let mut cut = 0;
+    while out.stderr[cut..].starts_with(NOTE) {
+        match out.stderr[cut..].iter().position(|&b| b == b'\n') {
+            Some(end) => {
+                let line = String::from_utf8_lossy(&out.stderr[cut..cut + end]);
+                tracing::debug!(target: "pxagent::remote", note = %line, "sudo's own note, not the tool's output");
+                cut += end + 1;
+            }
+            None => break,
+        }
+    }
+    out.stderr.drain(..cut);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn out(stderr: &str) -> Output {
+        Output {
+            stdout: b"{}".to_vec(),
+            stderr: stderr.as_bytes().to_vec(),
+            exit_status: 0,
+        }
+    }
+
+    #[test]
+    fn sudo_host_resolution_notes_are_dropped_only_when_leading() {
+        let o = without_sudo_notes(out(
+            "sudo: unable to resolve host vm: Temporary failure in name resolution\nerr\n",
+        ));
+        assert_eq!(o.stderr, b"err\n");
+        let o = without_sudo_notes(out(
+            "sudo: unable to resolve host a: x\nsudo: unable to resolve host a: y\n",
+        ));
+        assert!(o.stderr.is_empty());
+        // Anywhere else it is the tool's output and stays.
+        let text = "warn\nsudo: unable to resolve host vm: x\n";
+        assert_eq!(without_sudo_notes(out(text)).stderr, text.as_bytes());
+        // A refusal is not touched.
+        let text = "sudo: a password is required\n";
+        assert_eq!(without_sudo_notes(out(text)).stderr, text.as_bytes());
+        // An unterminated note is kept (it may be cut off; never guess).
+        let text = "sudo: unable to resolve host vm";
+        assert_eq!(without_sudo_notes(out(text)).stderr, text.as_bytes());
     }
 }
