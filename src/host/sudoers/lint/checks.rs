@@ -1,0 +1,622 @@
+//! Command checks shared by `lint` and `check_command`: paths, the PVE tools against the
+//! catalog, and the systemd/pager tools.
+
+use super::*;
+
+pub(super) fn check_item(item: &Item) -> Vec<Finding> {
+    let display = item.cmnd.display();
+    if item.negated {
+        return vec![finding(
+            Severity::Info,
+            "negated-command",
+            format!(
+                "`!{display}` only subtracts this exact path: a copy, a symlink or a shell still runs it, so a \
+                 `!` exception never makes a broad rule safe"
+            ),
+            "List what is allowed instead of subtracting from a broad rule.",
+        )];
+    }
+    match &item.cmnd {
+        Cmnd::All => vec![finding(
+            Severity::Error,
+            "all-commands",
+            "`ALL` as a command lets the account run anything as root: it is root, and so is \
+             whoever holds its SSH key"
+                .into(),
+            "List only the commands the agent needs: `pxagent sudoers render` writes them.",
+        )],
+        // Expanded where the alias is defined.
+        Cmnd::Alias(_) => Vec::new(),
+        Cmnd::Sudoedit(args) => vec![finding(
+            Severity::Warning,
+            "sudoedit",
+            format!(
+                "`{display}` lets the agent edit {} as root: harmless for a file nothing trusts, root for anything \
+                 sudo, cron, systemd or PVE reads",
+                if matches!(args, Args::Glob(_) | Args::Regex(_)) {
+                    "these files"
+                } else {
+                    "any file"
+                }
+            ),
+            "Drop sudoedit from the agent's rules; change configuration through PVE operations.",
+        )],
+        Cmnd::Path { path, args } => check_path(path, args, &display),
+    }
+}
+
+pub(super) const STD_DIRS: [&str; 6] = [
+    "/usr/bin",
+    "/usr/sbin",
+    "/bin",
+    "/sbin",
+    "/usr/local/bin",
+    "/usr/local/sbin",
+];
+
+pub(super) fn basename(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+pub(super) fn check_path(path: &str, args: &Args, display: &str) -> Vec<Finding> {
+    if path.starts_with('^') {
+        return check_regex_path(path, args, display);
+    }
+    if !path.starts_with('/') {
+        return vec![finding(
+            Severity::Error,
+            "relative-path",
+            format!(
+                "`{display}`: sudoers needs a fully-qualified path (visudo rejects `{path}`), and a rule that \
+                 depends on PATH would never be safe"
+            ),
+            match Tool::from_name(basename(path)) {
+                Some(t) => format!("Write `{}`.", t.path()),
+                None => format!("Write the absolute path (`command -v {path}` on the host)."),
+            },
+        )];
+    }
+    if path.ends_with('/') || path.contains(['*', '?', '[']) {
+        let shells = STD_DIRS
+            .iter()
+            .any(|d| glob_matches(path, &format!("{d}/bash")) || path == format!("{d}/"));
+        return vec![finding(
+            Severity::Error,
+            "wildcard-path",
+            format!(
+                "`{display}` allows every program {}{}",
+                if path.ends_with('/') {
+                    "in that directory"
+                } else {
+                    "whose path matches the pattern"
+                },
+                if shells {
+                    ", bash and python among them: root"
+                } else {
+                    ": review what can ever match"
+                }
+            ),
+            "Name each binary by its full path.",
+        )];
+    }
+    let base = basename(path);
+    let mut out = Vec::new();
+    if let Some(tool) = Tool::from_name(base) {
+        out.extend(check_pve_tool(tool, path, args, display));
+        return out;
+    }
+    let dir = &path[..path.len() - base.len()].trim_end_matches('/');
+    if !STD_DIRS.contains(dir) {
+        out.push(finding(
+            Severity::Warning,
+            "nonstandard-path",
+            format!(
+                "`{path}` is outside the system binary directories: if the agent can write the file or any \
+                 directory above it, it can replace the program and run anything as root"
+            ),
+            "Keep allowed programs root-owned under /usr/bin or /usr/sbin (or /usr/local/{s,}bin, root-owned).",
+        ));
+    }
+    out.extend(match base {
+        "systemctl" => check_systemctl(args, display),
+        "journalctl" => check_journalctl(args, display),
+        "dmesg" => check_dmesg(args, display),
+        _ => match lookup_risky(base) {
+            Some(r) => check_risky(r, args, display),
+            None => match OTHER_PVE.iter().find(|(n, _)| *n == base) {
+                Some((_, how)) => check_generic(args, display, Severity::Error, how),
+                None => {
+                    let hint = GENERIC_NOTES
+                        .iter()
+                        .find(|(n, _)| *n == base)
+                        .map_or("", |(_, h)| *h);
+                    check_generic(args, display, Severity::Warning, hint)
+                }
+            },
+        },
+    });
+    out
+}
+
+pub(super) fn check_regex_path(path: &str, args: &Args, display: &str) -> Vec<Finding> {
+    let matcher = Regex::new(&ere_to_regex(path)).ok();
+    let mut matched: Vec<String> = Vec::new();
+    if let Some(m) = &matcher {
+        for cand in known_paths() {
+            if m.is_match(cand) && !matched.iter().any(|p| basename(p) == basename(cand)) {
+                matched.push(cand.clone());
+            }
+        }
+    }
+    let mut out = vec![finding(
+        Severity::Warning,
+        "regex-path",
+        format!(
+            "`{display}`: a regex as the command path is hard to review and may match more programs than meant{}",
+            match (&matcher, matched.is_empty()) {
+                (None, _) => " (the linter could not evaluate it)".to_string(),
+                (Some(_), true) => String::new(),
+                (Some(_), false) => format!(" (it matches {})", matched.join(", ")),
+            }
+        ),
+        "Write one rule per binary with its literal path; pxagent renders literal paths only.",
+    )];
+    for p in &matched {
+        out.extend(check_path(
+            p,
+            args,
+            format!("{p} {}", args.text()).trim_end(),
+        ));
+    }
+    out
+}
+
+/// Every path the linter has an opinion about, for judging regex command paths.
+pub(super) fn known_paths() -> &'static [String] {
+    static PATHS: LazyLock<Vec<String>> = LazyLock::new(|| {
+        let mut names: BTreeSet<&str> = BTreeSet::new();
+        names.extend(RISKY.iter().flat_map(|r| r.names.iter().copied()));
+        names.extend(OTHER_PVE.iter().map(|(n, _)| *n));
+        names.extend(GENERIC_NOTES.iter().map(|(n, _)| *n));
+        names.extend(["systemctl", "journalctl", "dmesg"]);
+        let mut out: Vec<String> = Tool::ALL.iter().map(|t| t.path().to_string()).collect();
+        for n in names {
+            out.extend(STD_DIRS.iter().map(|d| format!("{d}/{n}")));
+        }
+        out
+    });
+    &PATHS
+}
+
+// --- PVE tools --------------------------------------------------------------------------
+
+/// Why an unconstrained PVE tool is root, and command lines that prove it. A rule whose
+/// arguments admit any probe is root-equivalent. Probes list only abuse, never operations
+/// pxagent's catalog performs (stop, destroy, storage remove … are confirm-class ops).
+pub(super) struct ToolRisk {
+    pub(super) tool: Tool,
+    pub(super) why: &'static str,
+    pub(super) probes: &'static [&'static str],
+}
+
+pub(super) const TOOL_RISKS: [ToolRisk; 10] = [
+    ToolRisk {
+        tool: Tool::Qm,
+        why: "qm is root in a few words: `qm set N --hookscript local:snippets/x.pl` runs a script as root at the \
+              guest's next start, `qm set N --args …` passes raw arguments to QEMU (which runs as root), \
+              `qm monitor N` reaches the QEMU monitor where `migrate \"exec:…\"` runs any shell command, and \
+              `qm guest exec` runs commands inside guests",
+        probes: &[
+            "monitor 100",
+            "set 100 --hookscript local:snippets/x.pl",
+            "set 100 --hookscript=local:snippets/x.pl",
+            "set 100 --args -x",
+            "set 100 --args=-x",
+            "create 100 --hookscript local:snippets/x.pl",
+            "guest exec 100 -- sh",
+            "guest exec 100 sh",
+            "importdisk 100 /etc/shadow local",
+            "disk import 100 /etc/shadow local",
+        ],
+    },
+    ToolRisk {
+        tool: Tool::Pct,
+        why: "pct is root in a few words: `pct exec N -- sh` and `pct enter N` give a shell in the container \
+              (in a privileged one, root on the host), `pct push`/`pct pull` copy host files in and out as root \
+              (`pct pull N /x /etc/sudoers.d/x`), `pct set N --mp0 /,mp=/host` bind-mounts the host's root into a \
+              container, and `--hookscript` runs a script as root",
+        probes: &[
+            "enter 100",
+            "exec 100 -- sh",
+            "exec 100 sh",
+            "console 100",
+            "push 100 /etc/shadow /tmp/s",
+            "pull 100 /tmp/x /etc/sudoers.d/x",
+            "set 100 --mp0 /,mp=/mnt/host",
+            "set 100 --mp0=/,mp=/mnt/host",
+            "set 100 --hookscript local:snippets/x.pl",
+            "set 100 --hookscript=local:snippets/x.pl",
+            "restore 100 /tmp/x.tar",
+        ],
+    },
+    ToolRisk {
+        tool: Tool::Pvesh,
+        why: "pvesh is the whole PVE API as root@pam, on every node of the cluster: \
+              `pvesh set /access/password --userid root@pam …` sets root's password, \
+              `pvesh set /access/acl --path / --roles Administrator …` makes anyone an administrator, \
+              `pvesh create /nodes/N/termproxy` opens a root shell, and guest config endpoints take hookscripts \
+              and bind mounts",
+        probes: &[
+            "set /access/password --userid root@pam --password x",
+            "set /access/acl --path / --roles Administrator --users x@pve",
+            "create /access/users --userid x@pve",
+            "create /nodes/pve/termproxy",
+            "create /nodes/pve/vncshell",
+            "create /nodes/pve/execute --commands x",
+            "create /nodes/pve/qemu/100/monitor --command x",
+            "set /nodes/pve/qemu/100/config --hookscript local:snippets/x.pl",
+            "create /nodes/pve/qemu/100/config --hookscript local:snippets/x.pl",
+            "set /nodes/pve/lxc/100/config --mp0 /,mp=/mnt/host",
+            "create /cluster/config/join --hostname x --fingerprint x --password x",
+        ],
+    },
+    ToolRisk {
+        tool: Tool::Pvesm,
+        why: "`pvesm add dir X --path / --content snippets,images` turns any host directory into a storage (then \
+              hookscripts, and `pvesm export`/`import` read and write any file there), and `pvesm set` rewires \
+              existing storages",
+        probes: &[
+            "add dir x --path / --content snippets",
+            "add dir x --path=/ --content=snippets",
+            "set local --path /",
+            "set local --content snippets",
+            "export local:100/vm-100-disk-0.raw raw+size /etc/sudoers.d/x",
+            "import local:100/vm-100-disk-0.raw raw+size /etc/shadow",
+        ],
+    },
+    ToolRisk {
+        tool: Tool::Vzdump,
+        why: "`vzdump N --script /path` runs any program as root (as a hook script), `--dumpdir`/`--tmpdir` write \
+              into any directory, and `--stdout` streams any guest's disks to the caller",
+        probes: &[
+            "100 --script /tmp/x",
+            "100 --script=/tmp/x",
+            "100 --dumpdir /etc",
+            "100 --tmpdir /etc",
+            "100 --stdout",
+            "100 --stdout 1",
+            "--all 1 --script /tmp/x",
+            "100 --storage local --script /tmp/x",
+            "100 --storage local --mode snapshot --script /tmp/x",
+        ],
+    },
+    ToolRisk {
+        tool: Tool::Qmrestore,
+        why: "`qmrestore ARCHIVE N` restores any archive, one the caller crafted included, over any VMID \
+              (`--force` overwrites an existing guest); the archive's config can carry a hookscript or raw QEMU \
+              `args:`, which run as root at the next start",
+        probes: &[
+            "/tmp/x.vma 100",
+            "/tmp/x.vma 100 --force 1",
+            "/tmp/x.vma.zst 100",
+        ],
+    },
+    ToolRisk {
+        tool: Tool::Pveam,
+        why: "`pveam download STORAGE TEMPLATE` writes into any storage, `pveam remove` deletes templates and \
+              `pveam update` refreshes the appliance index as root; not a shell by itself, but far more than a \
+              fixed download needs",
+        probes: &[],
+    },
+    ToolRisk {
+        tool: Tool::HaManager,
+        why: "ha-manager acts on the whole cluster: `ha-manager set vm:N --state stopped|disabled`, `remove`, \
+              `crm-command migrate|relocate` and `crm-command node-maintenance enable` stop or move every HA guest, \
+              and HA recovery can fence (hard-reset) nodes; not a root shell, but cluster-wide disruption from one \
+              account",
+        probes: &[],
+    },
+    ToolRisk {
+        tool: Tool::Pvecm,
+        why: "`pvecm add HOST` joins this node to a cluster the caller controls, which then owns it as root; \
+              `pvecm delnode` removes nodes and `pvecm expected 1` forces quorum (split brain)",
+        probes: &[
+            "add 10.0.0.1",
+            "add 10.0.0.1 --force",
+            "add 10.0.0.1 --force 1",
+        ],
+    },
+    ToolRisk {
+        tool: Tool::QemuImg,
+        why: "`qemu-img convert -f raw -O raw /tmp/x /etc/sudoers.d/x` writes any file as root, and \
+              `qemu-img info`/`convert`/`dd` read any file (/etc/shadow, /etc/pve/priv/authkey.key)",
+        probes: &[
+            "convert -O raw /tmp/x /etc/sudoers.d/x",
+            "convert -f raw -O raw /tmp/x /etc/sudoers.d/x",
+            "dd if=/tmp/x of=/etc/sudoers.d/x",
+            "create -f raw /etc/sudoers.d/x 1M",
+            "info /etc/shadow",
+        ],
+    },
+];
+
+pub(super) fn tool_risk(tool: Tool) -> &'static ToolRisk {
+    TOOL_RISKS
+        .iter()
+        .find(|r| r.tool == tool)
+        .expect("every Tool has a ToolRisk (tested)")
+}
+
+/// Merged /usr (PVE 8 and 9): /bin is /usr/bin and /sbin is /usr/sbin, and sudo also
+/// matches a rule's path by inode, so `/sbin/qm` works; `/usr/bin/qm` does not exist.
+pub(super) fn merged_usr(path: &str) -> String {
+    for (from, to) in [("/bin/", "/usr/bin/"), ("/sbin/", "/usr/sbin/")] {
+        if let Some(rest) = path.strip_prefix(from) {
+            return format!("{to}{rest}");
+        }
+    }
+    path.to_string()
+}
+
+pub(super) fn check_pve_tool(tool: Tool, path: &str, args: &Args, display: &str) -> Vec<Finding> {
+    // pxagent's own exec rules (issue 6) carry a guest's argv by design: `.*` after a pinned
+    // prefix (verb, endpoint, fenced VMID). Say what they grant instead of "over-broad".
+    if let (Args::Regex(r), true) = (args, path == tool.path())
+        && let Some(op) = own_exec_op(tool, r)
+    {
+        let (severity, what) = match op.area {
+            crate::catalog::Area::Ct => (
+                Severity::Warning,
+                "root inside these containers (close to host root in a privileged one; pxagent refuses those unless its policy allows them)",
+            ),
+            _ => (
+                Severity::Info,
+                "root inside these VMs through their guest agent, nothing on the host",
+            ),
+        };
+        return vec![finding(
+            severity,
+            "guest-exec",
+            format!(
+                "`{display}` is pxagent's {} rule: it runs commands as {what}",
+                op.id
+            ),
+            "Keep it only if agents need commands inside guests; pxagent rate-limits them and checks its policy's command allowlist.",
+        )];
+    }
+    let risk = tool_risk(tool);
+    let name = tool.name();
+    let mut out = Vec::new();
+    if merged_usr(path) != tool.path() {
+        out.push(finding(
+            Severity::Error,
+            "wrong-path",
+            format!(
+                "`{path}` does not exist on PVE 8/9 ({name} is {}): sudo never matches this rule, so it is dead \
+                 and the agent gets 'sudo: a password is required'",
+                tool.path()
+            ),
+            format!("Write `{}`.", tool.path()),
+        ));
+    } else if path != tool.path() {
+        out.push(finding(
+            Severity::Info,
+            "noncanonical-path",
+            format!(
+                "`{path}` works on merged-/usr hosts (sudo matches it by inode), but pxagent runs `{}`",
+                tool.path()
+            ),
+            format!("Write `{}`.", tool.path()),
+        ));
+    }
+    match args {
+        Args::Any => out.push(finding(
+            Severity::Error,
+            "unconstrained-args",
+            format!(
+                "`{display}` has no argument list, and sudo reads that as \"any arguments\": every {name} command \
+                 line is allowed. {}",
+                risk.why
+            ),
+            FIX_RENDER,
+        )),
+        Args::Glob(g) if has_star(g) => out.push(finding(
+            Severity::Error,
+            "wildcard-args",
+            format!(
+                "`{display}`: sudo's `*` matches spaces, options and `--`, so this allows any {name} command line. {}",
+                risk.why
+            ),
+            FIX_RENDER,
+        )),
+        _ => {
+            out.extend(args_findings(args, display, true));
+            let probes: Vec<String> = risk
+                .probes
+                .iter()
+                .flat_map(|p| {
+                    // pvesh rules usually pin the output format at the end.
+                    let tails: &[&str] = if tool == Tool::Pvesh {
+                        &["", " --output-format json", " --output-format=json"]
+                    } else {
+                        &[""]
+                    };
+                    tails.iter().map(move |t| format!("{p}{t}"))
+                })
+                .collect();
+            let hits = admitted(args, &probes);
+            if !hits.is_empty() {
+                let shown: Vec<String> = hits.iter().take(3).map(|h| format!("`{name} {h}`")).collect();
+                out.push(finding(
+                    Severity::Error,
+                    "pve-dangerous-args",
+                    format!("`{display}` still admits {}. {}", shown.join(", "), risk.why),
+                    FIX_RENDER,
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// The catalog exec op whose rendered rule (with any VMID fence) this regex is.
+pub(super) fn own_exec_op(tool: Tool, regex: &str) -> Option<&'static crate::catalog::Op> {
+    const SENTINEL: &str = "PXAVMIDFENCE";
+    crate::catalog::OPS
+        .iter()
+        .copied()
+        .filter(|op| op.risk == crate::catalog::Risk::Exec && op.tool == tool)
+        .find(|op| {
+            let escaped = ::regex::escape(&op.args_regex(Some(SENTINEL))).replace(
+                &format!(r"\({SENTINEL}\)"),
+                r"(?:\[1-9\]\[0-9\]\{2,8\}|\([0-9\[\]{}|-]+\))",
+            );
+            Regex::new(&format!("^{escaped}$")).is_ok_and(|re| re.is_match(regex))
+        })
+}
+
+// --- systemd and other pager tools ------------------------------------------------------
+
+/// Why a systemd tool that can start its pager is root.
+pub(super) fn pager_why(tool: &str) -> String {
+    format!(
+        "on a terminal (any `ssh -t`) {tool} pages its output through less, and `!sh` in less is a root shell; \
+         systemd ≥ 247 switches less to secure mode under sudo, but only when it detects sudo and the pager is \
+         less, while a pinned `--no-pager` depends on neither"
+    )
+}
+
+pub(super) const FIX_NO_PAGER: &str = "Pin `--no-pager` in an anchored regex with exactly the arguments needed, e.g. \
+     `/usr/bin/journalctl ^-u pvedaemon -n [0-9]{1,4} --no-pager -o json$`, or drop the rule.";
+
+pub(super) const SYSTEMCTL_ROOT_PROBES: &[&str] = &[
+    "start debug-shell.service",
+    "restart debug-shell.service",
+    "reload-or-restart debug-shell.service",
+    "enable --now debug-shell.service",
+    "isolate rescue.target",
+    "edit ssh.service",
+    "link /tmp/x.service",
+    "enable /tmp/x.service",
+    "set-environment LD_PRELOAD=/tmp/x.so",
+    "set-property ssh.service ExecStart=/bin/sh",
+];
+
+pub(super) const SYSTEMCTL_PAGER_VERBS: &[&str] = &[
+    "status",
+    "show",
+    "cat",
+    "help",
+    "list-units",
+    "list-unit-files",
+    "list-timers",
+    "list-sockets",
+    "list-jobs",
+    "list-dependencies",
+    "list-machines",
+];
+
+pub(super) fn check_systemctl(args: &Args, display: &str) -> Vec<Finding> {
+    let unit_control = |extra: &str| {
+        finding(
+            Severity::Error,
+            "systemctl-unit-control",
+            format!(
+                "`{display}`{extra} lets the agent control any unit as root: `systemctl start debug-shell.service` \
+                 is a root shell on tty9, `systemctl edit` opens an editor as root, `link`/`enable` install unit \
+                 files from any path, `set-environment` reaches every service started later"
+            ),
+            "Allow fixed verbs and units only, e.g. `/usr/bin/systemctl ^is-active (pvedaemon|pveproxy)$`, \
+             and `--no-pager` for anything that prints.",
+        )
+    };
+    if matches!(args, Args::Any) {
+        return vec![unit_control(" (no argument list: any arguments)")];
+    }
+    let mut out = args_findings(args, display, true);
+    let root_probes: Vec<String> = SYSTEMCTL_ROOT_PROBES
+        .iter()
+        .map(|p| p.to_string())
+        .collect();
+    if !admitted(args, &root_probes).is_empty() {
+        out.push(unit_control(""));
+        return out;
+    }
+    let pager_probes: Vec<String> = SYSTEMCTL_PAGER_VERBS
+        .iter()
+        .flat_map(|v| [v.to_string(), format!("{v} pvedaemon")])
+        .collect();
+    if !args.text().contains("--no-pager") && !admitted(args, &pager_probes).is_empty() {
+        out.push(finding(
+            Severity::Error,
+            "pager-escape",
+            format!("`{display}`: {}", pager_why("systemctl")),
+            "Pin `--no-pager` in an anchored regex with exactly the verb and units needed, e.g. \
+             `/usr/bin/systemctl ^--no-pager status (pvedaemon|pveproxy)$`, or drop the rule.",
+        ));
+    } else if matches!(args, Args::Glob(g) if has_star(g)) {
+        out.push(finding(
+            Severity::Warning,
+            "wildcard-args",
+            format!("`{display}`: `*` also passes options (`-H host`, `--root=DIR` …); over-broad"),
+            FIX_PIN,
+        ));
+    }
+    out
+}
+
+pub(super) fn check_journalctl(args: &Args, display: &str) -> Vec<Finding> {
+    let tamper = "; `--vacuum-time=1s`, `--rotate` and `--flush` delete or rotate the journal — the audit trail";
+    let unbounded = matches!(args, Args::Any) || matches!(args, Args::Glob(g) if has_star(g));
+    if unbounded || !args.text().contains("--no-pager") {
+        let mut out = args_findings(args, display, true);
+        out.push(finding(
+            Severity::Error,
+            "pager-escape",
+            format!(
+                "`{display}`: {}{}",
+                pager_why("journalctl"),
+                if unbounded { tamper } else { "" }
+            ),
+            FIX_NO_PAGER,
+        ));
+        return out;
+    }
+    let mut out = args_findings(args, display, true);
+    let probes: Vec<String> = [
+        "--no-pager --vacuum-time=1s",
+        "--vacuum-time=1s --no-pager",
+        "--no-pager --vacuum-size=1",
+        "--no-pager --rotate",
+        "--no-pager --flush",
+        "--no-pager --relinquish-var",
+    ]
+    .iter()
+    .map(|p| p.to_string())
+    .collect();
+    if !admitted(args, &probes).is_empty() {
+        out.push(finding(
+            Severity::Error,
+            "journal-tamper",
+            format!("`{display}` admits `--vacuum-*`/`--rotate`/`--flush`: the agent can delete the journal it is audited by"),
+            FIX_NO_PAGER,
+        ));
+    }
+    out
+}
+
+pub(super) fn check_dmesg(args: &Args, display: &str) -> Vec<Finding> {
+    let mut out = args_findings(args, display, false);
+    if matches!(args, Args::Any) || matches!(args, Args::Glob(g) if has_star(g)) {
+        out.push(finding(
+            Severity::Error,
+            "pager-escape",
+            format!(
+                "`{display}`: `dmesg -H` pages through less (`!sh` is a root shell; util-linux does not make less \
+                 secure) and `dmesg -C` clears the kernel log"
+            ),
+            "Pin the arguments, e.g. `/usr/bin/dmesg ^--ctime --nopager$`, or drop the rule.",
+        ));
+    }
+    out
+}

@@ -1,0 +1,243 @@
+//! Defaults entries judged: environment variables that reach a root process, tags turned
+//! into options, and the log format.
+
+use super::*;
+
+/// Environment variables that turn a root command into the caller's code.
+pub(super) const DANGEROUS_ENV: &[(&str, &str)] = &[
+    (
+        "LD_PRELOAD",
+        "loads the caller's library into the root process",
+    ),
+    (
+        "LD_LIBRARY_PATH",
+        "makes the root process load the caller's libraries",
+    ),
+    (
+        "LD_AUDIT",
+        "loads the caller's library into the root process",
+    ),
+    (
+        "PERL5OPT",
+        "runs the caller's Perl code in qm, pct, pvesh … (they are Perl)",
+    ),
+    (
+        "PERL5LIB",
+        "loads the caller's Perl modules into qm, pct, pvesh …",
+    ),
+    (
+        "PERLLIB",
+        "loads the caller's Perl modules into qm, pct, pvesh …",
+    ),
+    ("PERL5DB", "runs the caller's Perl debugger code"),
+    ("PYTHONPATH", "loads the caller's Python modules"),
+    ("PYTHONSTARTUP", "runs the caller's Python code"),
+    ("PYTHONHOME", "loads the caller's Python standard library"),
+    ("RUBYLIB", "loads the caller's Ruby code"),
+    ("RUBYOPT", "runs the caller's Ruby code"),
+    ("NODE_OPTIONS", "runs the caller's JavaScript (`--require`)"),
+    (
+        "BASH_ENV",
+        "makes every bash script source the caller's file",
+    ),
+    ("ENV", "makes sh scripts source the caller's file"),
+    (
+        "SHELLOPTS",
+        "changes how root shell scripts run (`xtrace` + PS4)",
+    ),
+    ("PS4", "runs command substitutions under `set -x`"),
+    ("IFS", "changes how root shell scripts split words"),
+    ("GCONV_PATH", "loads the caller's iconv modules"),
+    ("PAGER", "chooses the pager root commands start"),
+    (
+        "SYSTEMD_PAGER",
+        "chooses the pager systemctl/journalctl start",
+    ),
+    ("LESSOPEN", "runs the caller's input preprocessor in less"),
+    ("EDITOR", "chooses the editor root commands start"),
+    ("VISUAL", "chooses the editor root commands start"),
+];
+
+/// What each rule tag is called as a Defaults option.
+pub(super) fn tag_as_option(tag: &str) -> &'static str {
+    match tag {
+        "LOG_INPUT" => "log_input",
+        "LOG_OUTPUT" => "log_output",
+        "NOLOG_INPUT" => "!log_input",
+        "NOLOG_OUTPUT" => "!log_output",
+        "NOPASSWD" => "!authenticate",
+        "PASSWD" => "authenticate",
+        "NOEXEC" => "noexec",
+        "EXEC" => "!noexec",
+        "INTERCEPT" => "intercept",
+        "NOINTERCEPT" => "!intercept",
+        "SETENV" => "setenv",
+        "NOSETENV" => "!setenv",
+        "MAIL" => "mail_all_cmnds",
+        "NOMAIL" => "!mail_all_cmnds",
+        "FOLLOW" => "sudoedit_follow",
+        _ => "!sudoedit_follow",
+    }
+}
+
+pub(super) fn check_defaults(d: &DefaultsEntry, aliases: &Aliases) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let head = match d.binding {
+        Binding::Global => "Defaults".to_string(),
+        b => {
+            let sigil = match b {
+                Binding::User => ':',
+                Binding::Host => '@',
+                Binding::Runas => '>',
+                _ => '!',
+            };
+            format!("Defaults{sigil}{}", d.targets.join(","))
+        }
+    };
+    if d.binding == Binding::Cmnd {
+        for t in &d.targets {
+            let t = t.trim_start_matches('!');
+            if is_alias_name(t) && t != "ALL" {
+                if !aliases.cmnd.contains_key(t) {
+                    out.push(finding(
+                        Severity::Warning,
+                        "undefined-alias",
+                        format!(
+                            "`Defaults!{t}` names a Cmnd_Alias that is not defined in this file"
+                        ),
+                        format!("Define `Cmnd_Alias {t} = …`, or lint the file that defines it."),
+                    ));
+                }
+            } else if !(t == "ALL" || t == "sudoedit" || t.starts_with('/') || t.starts_with('^')) {
+                out.push(finding(
+                    Severity::Error,
+                    "defaults-bang-not-command",
+                    format!(
+                        "`Defaults!{t}`: after `!` sudo expects commands (a full path or a Cmnd_Alias), so `{t}` is a \
+                         syntax error ('expected a fully-qualified path name') that every sudo call prints, and \
+                         these options never take effect"
+                    ),
+                    format!("To set options for the account write `Defaults:{t} …` (a colon binds to users)."),
+                ));
+            }
+        }
+    }
+    for o in &d.options {
+        let valid_name =
+            !o.name.is_empty() && o.name.bytes().all(|b| b.is_ascii_lowercase() || b == b'_');
+        if !valid_name {
+            if let Some(tag) = TAGS.iter().find(|t| **t == o.name) {
+                out.push(finding(
+                    Severity::Error,
+                    "defaults-tag-as-option",
+                    format!(
+                        "`{tag}` is a tag for rules (`{tag}: /usr/sbin/qm …`), not a Defaults option: sudo rejects \
+                         `{head} {}` and the setting never takes effect",
+                        o.text
+                    ),
+                    format!(
+                        "Use the Defaults option `{}` (e.g. `Defaults:zen-agent log_input, log_output`).",
+                        tag_as_option(tag)
+                    ),
+                ));
+            } else {
+                out.push(finding(
+                    Severity::Error,
+                    "defaults-invalid-option",
+                    format!("`{}` is not a sudoers option (options are lower-case words such as `log_output`)", o.text),
+                    "Use an option from sudoers(5); check with `visudo -cf FILE`.",
+                ));
+            }
+            continue;
+        }
+        match (o.name.as_str(), o.negated) {
+            ("env_reset", true) => out.push(finding(
+                Severity::Error,
+                "env-not-reset",
+                format!(
+                    "`{head} !env_reset` hands the caller's environment to root commands: `PERL5OPT`/`PERL5LIB` run \
+                     code inside qm, pct and pvesh (Perl), `LD_PRELOAD` inside anything"
+                ),
+                "Remove `!env_reset` (env_reset is sudo's default).",
+            )),
+            ("env_keep", false) => {
+                for var in o.value.split([' ', '\t', ',']).map(|v| v.trim_matches('"')).filter(|v| !v.is_empty()) {
+                    let hit = DANGEROUS_ENV.iter().find(|(name, _)| match var.strip_suffix('*') {
+                        Some(prefix) => name.starts_with(prefix),
+                        None => *name == var || (var.starts_with("LD_") && name.starts_with("LD_")),
+                    });
+                    if let Some((name, effect)) = hit {
+                        out.push(finding(
+                            Severity::Error,
+                            "env-keep-dangerous",
+                            format!("`{}` keeps `{var}` for root commands: {name} {effect}", o.text),
+                            format!("Remove `{var}` from env_keep."),
+                        ));
+                    }
+                }
+            }
+            ("setenv", false) => out.push(finding(
+                Severity::Error,
+                "setenv",
+                format!(
+                    "`{head} setenv` lets the caller pass any environment into root commands \
+                     (`PERL5OPT`, `LD_PRELOAD` …): root"
+                ),
+                "Remove `setenv`.",
+            )),
+            ("requiretty", false) => out.push(finding(
+                Severity::Info,
+                "requiretty",
+                format!(
+                    "`{head} requiretty` refuses sudo without a terminal, and pxagent runs commands over a non-tty \
+                     SSH exec: every command fails with 'sorry, you must have a tty to run sudo'"
+                ),
+                "Add `Defaults:zen-agent !requiretty`.",
+            )),
+            ("noexec" | "intercept", false) => out.push(noexec_pve(&format!("`{head} {}`", o.text))),
+            ("log_input" | "log_output" | "log_allowed" | "log_denied", true) => out.push(finding(
+                Severity::Warning,
+                "log-disabled",
+                format!(
+                    "`{head} {}` turns logging off{}: what runs through these rules leaves less or no trace",
+                    o.text,
+                    if d.binding == Binding::Cmnd { " for those commands" } else { "" }
+                ),
+                "Keep log_input, log_output, log_allowed and log_denied on for the agent's commands.",
+            )),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// `logfile` without `log_format=json` loses argv boundaries (design §6).
+pub(super) fn log_format_finding(entries: &[(Logical, Result<Entry, String>)]) -> Option<Finding> {
+    let mut logfile = None;
+    let mut json = false;
+    for (l, e) in entries {
+        if let Ok(Entry::Defaults(d)) = e {
+            for o in &d.options {
+                if o.name == "logfile" && o.has_value && !o.negated && logfile.is_none() {
+                    logfile = Some(l);
+                }
+                if o.name == "log_format" && o.value == "json" {
+                    json = true;
+                }
+            }
+        }
+    }
+    let l = logfile.filter(|_| !json)?;
+    Some(Finding {
+        line: l.line,
+        source: l.text.clone(),
+        ..finding(
+            Severity::Info,
+            "log-format",
+            "the sudo event log is in sudo's text format, where `qm set 100 --name 'a b'` and \
+             `qm set 100 --name a b` look the same"
+                .into(),
+            "Add `log_format=json` next to `logfile=`: JSON events keep argv boundaries.",
+        )
+    })
+}
