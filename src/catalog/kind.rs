@@ -254,6 +254,28 @@ impl Kind {
         }
     }
 
+    /// Validate a value as it appears on the wire (in a remote command line) and return it:
+    /// the host gate's check of what a client sent. A choice must be one of the wire values, a
+    /// switch is `1`; everything else passes exactly the checks of [`Kind::parse`] and must
+    /// come back unchanged.
+    pub fn from_wire(self, what: &str, wire: &str) -> Result<String> {
+        let bad =
+            |why: String| Error::usage(format!("invalid {what} '{}': {why}", printable(wire)));
+        match self {
+            Kind::Choice(choices) if choices.iter().any(|c| c.wire == wire) => Ok(wire.to_string()),
+            Kind::Choice(_) => Err(bad(format!("expected {}", self.regex()))),
+            Kind::Flag if wire == "1" => Ok(wire.to_string()),
+            Kind::Flag => Err(bad("a switch is sent as 1".into())),
+            _ => {
+                let v = self.parse(what, wire)?;
+                if v != wire {
+                    return Err(bad("not in its canonical form".into()));
+                }
+                Ok(v)
+            }
+        }
+    }
+
     /// Validate a value given on the command line (or by an agent) and return its wire form.
     ///
     /// `what` names the parameter in the error message.

@@ -10,6 +10,7 @@
 //! template yields the argv (with values) and the anchored sudoers regex (with each
 //! parameter kind's regex), which is why the client can never build a line sudo refuses.
 
+pub mod inverse;
 pub mod kind;
 pub mod ops;
 pub mod pve;
