@@ -65,6 +65,10 @@ pub enum Error {
     #[error("{0}")]
     SudoRefused(String),
 
+    /// The host gate refused the request (issue 11); nothing ran on the host.
+    #[error("the host refused: {}", .0.message)]
+    Host(Box<crate::host::gate::protocol::Refusal>),
+
     /// A bug in pxagent.
     #[error("internal error: {0}")]
     Internal(String),
@@ -108,6 +112,18 @@ impl Error {
             Error::RateLimited(_) => 8,
             Error::SudoRefused(_) => 9,
             Error::Internal(_) => 10,
+            Error::Host(r) => {
+                use crate::host::gate::protocol::Kind;
+                match r.kind {
+                    Kind::BadRequest => 2,
+                    Kind::PolicyRefused | Kind::PolicyUnavailable => 3,
+                    Kind::ConfirmationRequired | Kind::ApprovalRequired | Kind::ApprovalInvalid => {
+                        4
+                    }
+                    Kind::RateLimited => 8,
+                    Kind::NotAllowed | Kind::Unsupported | Kind::AuditUnavailable => 9,
+                }
+            }
         }
     }
 
@@ -125,7 +141,38 @@ impl Error {
             Error::RateLimited(_) => "rate_limited",
             Error::SudoRefused(_) => "sudo_refused",
             Error::Internal(_) => "internal",
+            Error::Host(r) => r.kind.name(),
         }
+    }
+
+    /// The `error` object of a JSON answer (CLI and MCP): kind, message, exit code, and what
+    /// the class carries (the phrase, the approval request, the refusing side).
+    pub fn to_json(&self) -> serde_json::Value {
+        use serde_json::json;
+        let mut e = json!({"kind": self.kind(), "message": self.to_string(), "exit_code": self.exit_code()});
+        match self {
+            Error::ConfirmationRequired { phrase, hint, .. } => {
+                e["phrase"] = json!(phrase);
+                e["hint"] = json!(hint);
+            }
+            Error::Host(r) => {
+                e["source"] = json!("host");
+                if let Some(p) = &r.phrase {
+                    e["phrase"] = json!(p);
+                }
+                if let Some(a) = &r.approval_request {
+                    e["approval_request"] = json!(a);
+                }
+                if let Some(why) = &r.reason {
+                    e["reason"] = json!(why);
+                }
+                if !r.gate.is_empty() {
+                    e["gate"] = json!(r.gate);
+                }
+            }
+            _ => {}
+        }
+        e
     }
 
     /// Convenience constructor for [`Error::Usage`].

@@ -20,6 +20,19 @@ pub struct Invocation {
     pub values: BTreeMap<&'static str, String>,
     /// Keep only result entries of this `type` (from a choice such as `--type ct`).
     pub keep_type: Option<&'static str>,
+    /// What travels to a gated host beside the command line.
+    pub attach: Attach,
+}
+
+/// What an invocation carries to a gated host besides its command line (issue 11): the host
+/// gate asks for them when its policy says `confirm` or `approve`. Never part of the argv.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Attach {
+    /// A signed approval (`--approval FILE`, MCP `approval`): an armored SSH signature,
+    /// optionally after the statement it signs.
+    pub approval: Option<String>,
+    /// The confirmation phrase the user gave and the client accepted.
+    pub confirmed: Option<String>,
 }
 
 impl Invocation {
@@ -76,6 +89,7 @@ impl Invocation {
             op,
             values,
             keep_type,
+            attach: Attach::default(),
         };
         // The node of a task is written in its UPID: no lookup needed.
         if inv.node_from() == Some(NodeFrom::Upid)
@@ -116,6 +130,27 @@ impl Invocation {
         let mut v = vec!["sudo".to_string(), "-n".to_string()];
         v.extend(self.argv());
         v
+    }
+
+    /// What is sent over SSH: the remote argv, or — when an approval travels with it — a
+    /// gate envelope carrying the argv, the approval and the accepted phrase.
+    pub fn wire_argv(&self) -> Vec<String> {
+        match &self.attach.approval {
+            Some(a) => self.envelope(Some(a.clone())),
+            None => self.remote_argv(),
+        }
+    }
+
+    /// The gate envelope for this invocation with the accepted phrase (and an approval).
+    pub fn envelope(&self, approval: Option<String>) -> Vec<String> {
+        crate::host::gate::protocol::Envelope {
+            client: format!("pxagent {}", crate::VERSION),
+            argv: Some(self.remote_argv()),
+            confirm: self.attach.confirmed.clone(),
+            approval,
+            ..Default::default()
+        }
+        .to_command()
     }
 
     /// The command line as one string, each word POSIX-quoted as it travels over SSH.

@@ -34,6 +34,9 @@ use std::ffi::OsString;
 
 pub use error::{Error, Result};
 
+/// pxagent's version (the client's in envelopes, the gate's in its answers).
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
 /// Run pxagent with these arguments (program name first) and return the exit code.
 pub fn run(args: Vec<OsString>) -> u8 {
     cli::run(args)

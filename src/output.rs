@@ -81,11 +81,7 @@ impl Output {
     pub fn failure(&self, op: &str, err: &Error, data: Option<Value>) {
         match self.format {
             Format::Json => {
-                let mut e = json!({"kind": err.kind(), "message": err.to_string(), "exit_code": err.exit_code()});
-                if let Error::ConfirmationRequired { phrase, hint, .. } = err {
-                    e["phrase"] = json!(phrase);
-                    e["hint"] = json!(hint);
-                }
+                let e = err.to_json();
                 let mut doc = json!({"ok": false, "op": op, "host": self.host, "error": e});
                 if let Some(d) = data {
                     doc["data"] = d;
@@ -97,6 +93,17 @@ impl Output {
                 let _ = writeln!(stderr, "pxagent: {err}");
                 if let Error::ConfirmationRequired { hint: Some(h), .. } = err {
                     let _ = writeln!(stderr, "hint: {h}");
+                }
+                if let Error::Host(r) = err
+                    && let Some(a) = &r.approval_request
+                {
+                    let _ = writeln!(
+                        stderr,
+                        "statement to sign (expires {}):\n{}sign it with one of:\n  {}",
+                        a.expires,
+                        a.statement,
+                        a.sign_with.join("\n  ")
+                    );
                 }
             }
         }

@@ -11,7 +11,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{Arg, Kind, OPS, Op, split_part};
+use super::{Arg, OPS, Op, split_part};
 
 /// Why a command line is not a catalog operation.
 #[derive(Debug, Clone, PartialEq, Eq)]

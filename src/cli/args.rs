@@ -72,6 +72,12 @@ fn global_args() -> Vec<Arg> {
             .global(true)
             .value_name("PHRASE")
             .help("The exact confirmation phrase for a destructive op, e.g. 'yes destroy 100'"),
+        // No environment variable either: an approval is for one request.
+        Arg::new("approval")
+            .long("approval")
+            .global(true)
+            .value_name("FILE")
+            .help("A signed approval for an op the host policy marks `approve` (what `pxagent approve` or `ssh-keygen -Y sign` printed; - for stdin)"),
         Arg::new("policy")
             .long("policy")
             .env("PXAGENT_POLICY")
@@ -253,6 +259,21 @@ pub fn command() -> Command {
                     .help("Offer only the tools of this profile: readonly, operator or full"))
                 .arg(Arg::new("list_tools").long("list-tools").action(ArgAction::SetTrue)
                     .help("Print the tools this server would offer (name, risk, description; tab-separated) and exit")),
+        )
+        .subcommand(
+            Command::new("gate")
+                .about("Host side: the agent key's forced command; checks each request against the catalog and the host policy, then runs it through sudo")
+                .long_about("Host side: the agent key's forced command (installed by `pxagent setup render`). \
+Reads SSH_ORIGINAL_COMMAND, accepts exactly one catalog command line (or a pxagent-gate/1 envelope), \
+applies the host policy (--policy, default /etc/pxagent/policy.yaml; with `approve`, signed approvals \
+by the keys in --approvers), counts host rate limits, logs each decision to syslog, then runs \
+`sudo -n` with that argv. Never starts a shell. Options come from the command line only.")
+                .arg(Arg::new("approvers").long("approvers").value_name("FILE")
+                    .help("The approvers' public keys (default /etc/pxagent/approvers)"))
+                .arg(Arg::new("state_dir").long("state-dir").value_name("DIR")
+                    .help("Host rate-limit counters and approval nonces (default /var/lib/pxagent/<account>)"))
+                .arg(Arg::new("log_socket").long("log-socket").value_name("PATH")
+                    .help("The syslog socket for the host audit (default /dev/log)")),
         )
         .subcommand(Command::new("status").about("One summary of the host or cluster: version, nodes, storages, guests by state"))
         .subcommand(

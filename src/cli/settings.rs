@@ -31,6 +31,8 @@ pub struct Settings {
     pub dry_run: bool,
     /// `--confirm`.
     pub confirm: Option<String>,
+    /// `--approval FILE` (`-`: stdin).
+    pub approval: Option<PathBuf>,
     /// `--policy`.
     pub policy: Option<String>,
     /// `--config`.
@@ -67,6 +69,8 @@ pub enum Cmd {
         /// Print the tool list and exit.
         list_tools: bool,
     },
+    /// `pxagent gate …` (host side).
+    Gate(crate::host::gate::Options),
     /// A catalog op (not a guest command).
     Op(Invocation),
     /// A command inside a guest (`vm exec`, `ct exec`).
@@ -86,6 +90,7 @@ impl Cmd {
             Cmd::SudoersRender(_) => "sudoers.render",
             Cmd::SudoersLint(_) => "sudoers.lint",
             Cmd::Mcp { .. } => "mcp",
+            Cmd::Gate(_) => "gate",
             Cmd::Op(inv) => inv.op.id,
             Cmd::Exec(req) => req.op.id,
         }
@@ -120,6 +125,7 @@ impl Settings {
                 .unwrap_or(Format::Table),
             dry_run: m.get_flag("dry_run"),
             confirm: string(m, "confirm"),
+            approval: string(m, "approval").map(PathBuf::from),
             policy: string(m, "policy"),
             config: string(m, "config").map(PathBuf::from),
             verbose: m.get_count("verbose"),
@@ -152,6 +158,7 @@ pub fn command(m: &ArgMatches, s: &Settings) -> Result<Cmd> {
             profile: profile(sub)?,
             list_tools: sub.get_flag("list_tools"),
         },
+        ("gate", _) => Cmd::Gate(gate_options(m, sub)?),
         ("audit", Some(("show", a))) => Cmd::AuditShow(string(a, "since")),
         ("audit", Some(("verify", _))) => Cmd::AuditVerify,
         ("audit", _) => return Err(Error::usage("expected `audit show` or `audit verify`")),
@@ -175,6 +182,45 @@ pub fn command(m: &ArgMatches, s: &Settings) -> Result<Cmd> {
             }
         }
     })
+}
+
+/// The gate's files. Only values typed on the command line count: the forced command names
+/// them, and nothing from the environment (which a client may partly set) may move them.
+fn gate_options(root: &ArgMatches, g: &ArgMatches) -> Result<crate::host::gate::Options> {
+    use clap::parser::ValueSource;
+    let typed = |m: &ArgMatches, k: &str| -> Option<PathBuf> {
+        (m.value_source(k) == Some(ValueSource::CommandLine))
+            .then(|| string(m, k).map(PathBuf::from))
+            .flatten()
+    };
+    let mut o = crate::host::gate::Options::default();
+    if let Some(p) = typed(root, "policy") {
+        o.policy = p;
+    }
+    if let Some(p) = typed(g, "approvers") {
+        o.approvers = p;
+    }
+    o.state_dir = typed(g, "state_dir");
+    if let Some(p) = typed(g, "log_socket") {
+        o.log_socket = p;
+    }
+    for p in [
+        Some(&o.policy),
+        Some(&o.approvers),
+        o.state_dir.as_ref(),
+        Some(&o.log_socket),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        if !p.is_absolute() {
+            return Err(Error::usage(format!(
+                "gate: {} is not an absolute path",
+                p.display()
+            )));
+        }
+    }
+    Ok(o)
 }
 
 fn render_options(s: &Settings, r: &ArgMatches) -> Result<RenderOptions> {

@@ -169,7 +169,8 @@ impl<C: Connector> Engine<'_, C> {
         }
         self.decide(inv, given, trail).await?;
         let remote = self.connector.remote().await?;
-        let prepared = remote.prepare(inv).await?;
+        let mut prepared = remote.prepare(inv).await?;
+        prepared.attach.confirmed = trail.phrase.clone().or_else(|| given.map(str::to_string));
         trail.argv = prepared.remote_argv();
         let outcome = remote.send_with_progress(&prepared, progress).await?;
         trail.upid = outcome.upid.clone();
@@ -289,8 +290,10 @@ pub fn dry_run(policy: &Policy, inv: &Invocation, trail: &mut Trail) -> Value {
     let verdict = policy.check(inv, Some(&[])).map(|d| match d {
         Decision::Allow => "allowed".to_string(),
         Decision::Confirm(c) => format!("needs the phrase `{}` ({})", c.phrase, c.rule),
+        Decision::Approve { rule, .. } => format!("needs a signed approval ({rule})"),
     });
     let mut data = inv.dry_run();
+    data["approval_statement"] = json!(crate::host::gate::approval::preview(inv));
     data["policy"] = match verdict {
         Ok(v) => json!(v),
         Err(e) => json!(format!("refused: {e}")),

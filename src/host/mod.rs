@@ -1,6 +1,8 @@
 //! What runs or lands on the Proxmox host: the sudoers file pxagent renders and the lint that
-//! reads hand-written ones ([`sudoers`]), and the preflight that proves a host's setup.
+//! reads hand-written ones ([`sudoers`]), the preflight that proves a host's setup, and the
+//! gate that enforces the catalog and the host policy as the key's forced command ([`gate`]).
 //! It may use the catalog and the transport; nothing in the core depends on it.
 
+pub mod gate;
 pub mod preflight;
 pub mod sudoers;

@@ -169,11 +169,5 @@ pub(super) fn check_with(inv: &Invocation) -> String {
 
 /// The `-o json` failure document, as structured content of an error result.
 pub(super) fn failure_doc(err: &Error, op: &str, host: &str) -> Value {
-    let mut e =
-        json!({"kind": err.kind(), "message": err.to_string(), "exit_code": err.exit_code()});
-    if let Error::ConfirmationRequired { phrase, hint, .. } = err {
-        e["phrase"] = json!(phrase);
-        e["hint"] = json!(hint);
-    }
-    json!({"ok": false, "op": op, "host": host, "error": e})
+    json!({"ok": false, "op": op, "host": host, "error": err.to_json()})
 }

@@ -38,6 +38,13 @@ pub enum Decision {
     Allow,
     /// A `confirm` rule matched: the op is soft-blacklisted and needs this confirmation.
     Confirm(Confirmation),
+    /// An `approve` rule matched (host policy only): the op needs a signed approval.
+    Approve {
+        /// The rule that demanded it, for messages.
+        rule: String,
+        /// The rule's reason, if it gave one.
+        reason: Option<String>,
+    },
 }
 
 /// The confirmation a `confirm` rule demands.
@@ -261,6 +268,10 @@ impl Policy {
                 rule: format!("policy.ops.{key} in {}", self.source),
                 reason: r.reason.clone(),
             })),
+            Some((key, r)) if r.action == Action::Approve => Ok(Decision::Approve {
+                rule: format!("policy.ops.{key} in {}", self.source),
+                reason: r.reason.clone(),
+            }),
             _ => Ok(Decision::Allow),
         }
     }

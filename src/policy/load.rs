@@ -37,9 +37,29 @@ impl Policy {
     /// entry at once: op ids and globs that match no catalog op, malformed tags, VMIDs out of
     /// range, reasons that are not one line.
     pub fn from_config(cfg: PolicyConfig, source: &str) -> Result<Policy> {
+        Policy::compile(cfg, source, false)
+    }
+
+    /// Load the host policy (`/etc/pxagent/policy.yaml`, read by `pxagent gate`): the same
+    /// YAML as a client policy, plus the action `approve`. Errors as [`Policy::from_file`].
+    pub fn from_host_file(path: &Path) -> Result<Policy> {
+        let text = std::fs::read_to_string(path).map_err(|source| Error::ReadFile {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let shown = path.display().to_string();
+        Policy::compile(parse_yaml(&text, &shown)?, &shown, true)
+    }
+
+    fn compile(cfg: PolicyConfig, source: &str, host: bool) -> Result<Policy> {
         let mut problems = Vec::new();
         let mut rules = Vec::new();
         for (key, rule) in cfg.ops {
+            if rule.action == super::schema::Action::Approve && !host {
+                problems.push(format!(
+                    "policy.ops.{key}: `approve` is an action of the host policy (/etc/pxagent/policy.yaml), where `pxagent gate` checks the signature; a client cannot check it (use `confirm` here)"
+                ));
+            }
             if let Some(r) = &rule.reason
                 && (r.trim().is_empty() || r.chars().any(char::is_control))
             {
@@ -131,16 +151,8 @@ impl Policy {
         let shown = path.display().to_string();
         let cfg = if gateway::is_gateway_form(&text) {
             gateway::parse(&text, &shown)?
-        } else if text.trim().is_empty() {
-            PolicyConfig::default()
         } else {
-            yaml_serde::from_str::<PolicyConfig>(&text).map_err(|e| {
-                let at = e
-                    .location()
-                    .map(|l| format!(":{}:{}", l.line(), l.column()))
-                    .unwrap_or_default();
-                Error::usage(format!("policy {shown}{at}: {e}"))
-            })?
+            parse_yaml(&text, &shown)?
         };
         Policy::from_config(cfg, &shown)
     }
@@ -154,6 +166,20 @@ impl Policy {
             PolicySource::File(path) => Policy::from_file(&path),
         }
     }
+}
+
+/// A policy in pxagent's YAML form (empty text is the empty policy).
+fn parse_yaml(text: &str, shown: &str) -> Result<PolicyConfig> {
+    if text.trim().is_empty() {
+        return Ok(PolicyConfig::default());
+    }
+    yaml_serde::from_str::<PolicyConfig>(text).map_err(|e| {
+        let at = e
+            .location()
+            .map(|l| format!(":{}:{}", l.line(), l.column()))
+            .unwrap_or_default();
+        Error::usage(format!("policy {shown}{at}: {e}"))
+    })
 }
 
 /// The message for an `ops` key that matches no op, with a suggestion when one is close.

@@ -65,6 +65,9 @@ pub enum Action {
     Allow,
     /// The op becomes soft-blacklisted: it runs only with its confirmation phrase.
     Confirm,
+    /// Host policy only: the op runs only with a human's signed approval, checked by the
+    /// gate (`pxagent gate`, issue 11). A client policy refuses to load it.
+    Approve,
     /// The op is refused (exit 3).
     Deny,
 }
@@ -75,14 +78,20 @@ impl Action {
         match self {
             Action::Allow => "allow",
             Action::Confirm => "confirm",
+            Action::Approve => "approve",
             Action::Deny => "deny",
         }
     }
 
     fn parse(s: &str) -> Option<Action> {
-        [Action::Allow, Action::Confirm, Action::Deny]
-            .into_iter()
-            .find(|a| a.name() == s)
+        [
+            Action::Allow,
+            Action::Confirm,
+            Action::Approve,
+            Action::Deny,
+        ]
+        .into_iter()
+        .find(|a| a.name() == s)
     }
 }
 
@@ -117,11 +126,11 @@ impl<'de> Deserialize<'de> for Rule {
     // what was expected instead of "data did not match any variant".
     fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Rule, D::Error> {
         struct V;
-        const EXPECTED: &str = "allow, deny or confirm";
+        const EXPECTED: &str = "allow, deny, confirm or approve";
         impl<'de> Visitor<'de> for V {
             type Value = Rule;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("allow, deny, confirm, or {action: allow|deny|confirm, reason: \"…\"}")
+                f.write_str("allow, deny, confirm, approve, or {action: allow|deny|confirm|approve, reason: \"…\"}")
             }
             fn visit_str<E: de::Error>(self, s: &str) -> std::result::Result<Rule, E> {
                 let action =
@@ -438,7 +447,7 @@ mod tests {
             "{}",
             e("ops:\n  vm.stop: maybe\n")
         );
-        assert!(e("ops:\n  vm.stop: {action: nope}\n").contains("allow, deny or confirm"));
+        assert!(e("ops:\n  vm.stop: {action: nope}\n").contains("allow, deny, confirm or approve"));
         assert!(e("ops:\n  vm.stop: {deny: why}\n").contains("unknown field `deny`"));
         assert!(e("ops:\n  vm.stop: {reason: why}\n").contains("missing field `action`"));
         assert!(e("readonly: true\n").contains("unknown field `readonly`"));

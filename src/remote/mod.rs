@@ -21,6 +21,7 @@ use serde_json::Value;
 
 use crate::catalog::{self, NodeFrom, Op, ops};
 use crate::error::{Error, Result};
+use crate::host::gate::protocol::{Kind as GateKind, Refusal as GateRefusal};
 use crate::invocation::Invocation;
 use crate::ssh::Output;
 
@@ -135,7 +136,20 @@ impl Remote {
             }
         };
         let argv = inv.remote_argv();
-        let out = self.session.exec_streaming(&argv, &mut on_stdout).await?;
+        let wire = inv.wire_argv();
+        let mut out = self.session.exec_streaming(&wire, &mut on_stdout).await?;
+        // A gated host whose policy wants the phrase the user already gave: send the same
+        // command again in an envelope that carries it (once; nothing ran the first time).
+        if wire == argv
+            && inv.attach.confirmed.is_some()
+            && gate_refusal(&out).is_some_and(|r| r.kind == GateKind::ConfirmationRequired)
+        {
+            let enveloped = inv.envelope(None);
+            out = self
+                .session
+                .exec_streaming(&enveloped, &mut on_stdout)
+                .await?;
+        }
         classify(&out, &argv, &self.target)?;
         let warnings = warning_lines(&out);
         let node = inv.values.get("node").cloned();
@@ -451,6 +465,9 @@ pub fn task_ok(exitstatus: &str) -> bool {
 /// Turn a non-zero answer into the right error class. sudo's own refusals and a PVE tool
 /// run without root are setup problems (exit 9); anything else is a remote failure (exit 1).
 pub fn classify(out: &Output, argv: &[String], target: &str) -> Result<()> {
+    if let Some(r) = gate_refusal(out) {
+        return Err(Error::Host(Box::new(r)));
+    }
     let stderr = out.stderr_text();
     let cmd = argv.iter().skip(2).cloned().collect::<Vec<_>>().join(" ");
     let has = |s: &str| stderr.lines().any(|l| l.contains(s));
@@ -496,6 +513,11 @@ pub fn classify(out: &Output, argv: &[String], target: &str) -> Result<()> {
         out.exit_status,
         tail(&stderr, 5).trim()
     )))
+}
+
+/// The host gate's refusal in a command's answer, if it is one (issue 11).
+pub fn gate_refusal(out: &Output) -> Option<GateRefusal> {
+    GateRefusal::from_output(out.exit_status, &out.stderr_text())
 }
 
 /// stderr lines of a successful command: shown as warnings, never failures.

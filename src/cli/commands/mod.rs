@@ -31,6 +31,7 @@ pub fn execute(
     let plain = |r: Result<u8>| r.map_err(|e| (e, None));
     match cmd {
         Cmd::Catalog => plain(catalog::catalog(out)),
+        Cmd::Gate(opts) => Ok(crate::host::gate::run(opts)),
         Cmd::SudoersRender(opts) => plain(sudoers::sudoers_render(opts, out)),
         Cmd::SudoersLint(file) => sudoers::sudoers_lint(file, out),
         Cmd::AuditShow(since) => plain(audit::audit_show(since.as_deref(), out)),

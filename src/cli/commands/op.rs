@@ -61,6 +61,11 @@ pub fn run_op(
         });
         return Ok(0);
     }
+    let mut inv = inv.clone();
+    if let Some(path) = &s.approval {
+        inv.attach.approval = Some(read_approval(path)?);
+    }
+    let inv = &inv;
     let target = super::resolve(ctx, out, trail)?;
     let given = s.confirm.as_deref();
     let connector = OnceConnector::new(target);
@@ -177,4 +182,31 @@ fn follower_args(args: &[std::ffi::OsString]) -> Vec<std::ffi::OsString> {
         out.push(a.clone());
     }
     out
+}
+
+/// Read an approval file (`-`: stdin). Its content is checked by the host gate; here only its
+/// size, so a wrong file fails before anything is sent.
+fn read_approval(path: &std::path::Path) -> Result<String> {
+    let text = if path.as_os_str() == "-" {
+        let mut t = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut t).map_err(|source| {
+            Error::ReadFile {
+                path: path.to_path_buf(),
+                source,
+            }
+        })?;
+        t
+    } else {
+        std::fs::read_to_string(path).map_err(|source| Error::ReadFile {
+            path: path.to_path_buf(),
+            source,
+        })?
+    };
+    if text.len() > 16 * 1024 || !text.contains("-----BEGIN SSH SIGNATURE-----") {
+        return Err(Error::usage(format!(
+            "{} is not an approval: expected the armored SSH signature that `pxagent approve` or `ssh-keygen -Y sign` printed",
+            path.display()
+        )));
+    }
+    Ok(text)
 }

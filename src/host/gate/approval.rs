@@ -1,0 +1,191 @@
+//! The gate's side of signed approvals: issue the statement a human must sign when the host
+//! policy says `approve`, and check the approval that comes back ([`crate::approval`] does
+//! the statement, signature and nonce work).
+//!
+//! The gate issues each statement (its host name, the op, every parameter value, a nonce, an
+//! expiry) in its refusal and remembers it in its state directory, so a bare signature from
+//! `ssh-keygen -Y sign` can be matched without the client carrying the statement back; an
+//! approval that carries its statement (`pxagent approve --ttl`) is checked as it is. Either
+//! way, the signature must be by a key in the approvers file over a statement for exactly
+//! this request, unexpired, and its nonce is used once.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use super::protocol::{ApprovalRequest, FileState, Kind, Refusal};
+use super::{Context, Options, trusted_file};
+use crate::approval::{
+    self, Approvers, DEFAULT_TTL, NonceStore, Pending, Rejection, Request, Statement,
+};
+use crate::invocation::Invocation;
+
+/// Check the approval for `inv`; `Ok` is the approver's key fingerprint. `rule` names the
+/// policy rule that asks for it (for messages).
+pub(super) fn check(
+    opts: &Options,
+    ctx: &Context,
+    state: &Path,
+    inv: &Invocation,
+    text: Option<&str>,
+    rule: &str,
+) -> Result<String, Box<Refusal>> {
+    let unavailable = |m: String| Box::new(Refusal::new(Kind::PolicyUnavailable, m));
+    trusted_file(&opts.approvers, ctx.uid).map_err(unavailable)?;
+    let approvers = Approvers::load(&opts.approvers).map_err(|e| {
+        unavailable(format!(
+            "the approvers file cannot be used ({e}), so no approval can be checked; fix {} (as root)",
+            opts.approvers.display()
+        ))
+    })?;
+    let args: BTreeMap<String, String> = inv
+        .values
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.clone()))
+        .collect();
+    let req = Request {
+        host: &ctx.host,
+        op: inv.op.id,
+        args: &args,
+    };
+    let store = |dir: &str| state.join(dir);
+    let pending =
+        Pending::open(&store("pending")).map_err(|e| unavailable(state_problem(state, &e)))?;
+    let ask = |kind: Kind, message: String, reason: Option<&str>| -> Box<Refusal> {
+        let mut r = Refusal::new(kind, message);
+        r.reason = reason.map(str::to_string);
+        match Statement::new(&ctx.host, inv.op.id, args.clone(), DEFAULT_TTL, ctx.now) {
+            Ok(st) => {
+                if pending.remember(&st, ctx.now).is_ok() {
+                    r.approval_request = Some(ApprovalRequest {
+                        statement: st.text(),
+                        expires: approval::time::format_rfc3339(st.expires),
+                        sign_with: vec![
+                            format!("pxagent approve --key ~/.ssh/id_ed25519 FILE"),
+                            format!(
+                                "ssh-keygen -Y sign -n {} -f ~/.ssh/id_ed25519 FILE",
+                                approval::NAMESPACE
+                            ),
+                        ],
+                    });
+                }
+            }
+            Err(e) => r
+                .message
+                .push_str(&format!(" (no statement could be issued: {e})")),
+        }
+        Box::new(r)
+    };
+    let Some(text) = text else {
+        return Err(ask(
+            Kind::ApprovalRequired,
+            format!(
+                "the host policy wants a human's signed approval for `{}` ({rule}); nothing ran. Save the statement in approval_request to a file, have an approver sign it (`pxagent approve --key KEY FILE`, or `ssh-keygen -Y sign -n {} -f KEY FILE`), then send the same request again with the signature (`--approval SIGFILE`; MCP: `approval`)",
+                inv.display(),
+                approval::NAMESPACE
+            ),
+            None,
+        ));
+    };
+    let nonces =
+        NonceStore::open(&store("nonces")).map_err(|e| unavailable(state_problem(state, &e)))?;
+    let invalid = |rej: &Rejection| {
+        ask(
+            Kind::ApprovalInvalid,
+            format!(
+                "the approval for `{}` does not hold: {rej}; nothing ran. A fresh statement is in approval_request",
+                inv.display()
+            ),
+            Some(rej.code()),
+        )
+    };
+    let parsed =
+        approval::parse_approval(text).map_err(|why| invalid(&Rejection::Malformed(why)))?;
+    let statements: Vec<String> = match parsed.statement {
+        Some(st) => vec![st],
+        None => pending.candidates(&req, ctx.now),
+    };
+    if statements.is_empty() {
+        return Err(invalid(&Rejection::Malformed(
+            "it is a bare signature, and this gate has no unexpired statement for exactly this request (was it signed for other parameters, or has it expired?)".into(),
+        )));
+    }
+    let mut first_rejection = None;
+    for st in &statements {
+        match approval::check(&approvers, &nonces, &req, st, &parsed.signature, ctx.now) {
+            Ok(v) => {
+                return Ok(format!("{} {}", v.fingerprint, v.comment)
+                    .trim()
+                    .to_string());
+            }
+            Err(rej) => {
+                first_rejection.get_or_insert(rej);
+            }
+        }
+    }
+    Err(invalid(&first_rejection.unwrap_or_else(|| {
+        Rejection::Malformed("no statement matched".into())
+    })))
+}
+
+fn state_problem(state: &Path, e: &str) -> String {
+    format!(
+        "the gate's state directory {} is not usable ({e}); create it as root: install -d -o ACCOUNT -m 0700 {}",
+        state.display(),
+        state.display()
+    )
+}
+
+/// The approvers file as the preflight sees it.
+pub(super) fn describe(path: &Path, uid: u32) -> FileState {
+    let shown = path.display().to_string();
+    let state = |ok: bool, detail: String| FileState {
+        path: shown.clone(),
+        ok,
+        detail,
+    };
+    if !path.exists() {
+        return state(
+            true,
+            "absent: no approvals can be given (an `approve` rule then refuses)".into(),
+        );
+    }
+    if let Err(e) = trusted_file(path, uid) {
+        return state(false, e);
+    }
+    match Approvers::load(path) {
+        Ok(a) => state(true, format!("{} key(s)", a.len())),
+        Err(e) => state(false, e),
+    }
+}
+
+/// The statement a gate whose policy says `approve` would issue for `inv`, for `--dry-run`:
+/// the host's name, the nonce and the expiry are the gate's to fill in (and a node that is
+/// looked up at run time is bound too), so this shows the shape, not signable bytes.
+pub fn preview(inv: &Invocation) -> String {
+    let st = Statement {
+        host: "HOST".into(),
+        op: inv.op.id.to_string(),
+        args: inv
+            .values
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect(),
+        nonce: "0".repeat(32),
+        expires: 0,
+    };
+    st.text()
+        .lines()
+        .map(|l| {
+            if l.starts_with("host: ") {
+                "host: <the host's name>".to_string()
+            } else if l.starts_with("nonce: ") {
+                "nonce: <issued by the gate>".to_string()
+            } else if l.starts_with("expires: ") {
+                "expires: <issued by the gate>".to_string()
+            } else {
+                l.to_string()
+            }
+        })
+        .map(|l| l + "\n")
+        .collect()
+}

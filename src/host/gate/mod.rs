@@ -1,0 +1,574 @@
+//! `pxagent gate`: the agent key's forced command on the Proxmox host (issue 11).
+//!
+//! Why it exists: an agent that can run pxagent can read its key, its config and its state,
+//! so the client's policy, confirmation, limits and audit are advice, not a wall. The gate
+//! moves them onto the host, where the account can reach nothing but the gate: sshd runs it for
+//! every session of the account (`command=` in the root-owned authorized_keys, `ForceCommand`
+//! in the `Match User` block), with the requested command in `SSH_ORIGINAL_COMMAND`.
+//!
+//! For each request the gate:
+//! 1. reads the command line ([`protocol::parse_command`]): a plain catalog line or an
+//!    envelope; an empty command (interactive login), a subsystem (sftp), extra text or
+//!    anything not in pxagent's canonical quoting is refused;
+//! 2. reads it back into catalog operations ([`crate::catalog::inverse`]): the line must be
+//!    exactly `sudo -n` plus a command line the catalog builds, with valid values;
+//! 3. loads the host policy, failing closed when it is missing, invalid, or writable by
+//!    anyone but root; decides with it (deny, read_only, protect, exec allowlists, `confirm`
+//!    with the phrase from the envelope, `approve` with a signed approval ([`approval`]));
+//! 4. counts host rate limits in its state directory (shared by every client);
+//! 5. writes the decision to the system log ([`syslog`]); an allowed request that cannot be
+//!    recorded is refused;
+//! 6. replaces itself with `sudo -n <argv>` (no shell, no PATH search, a clean environment),
+//!    so stdin, stdout, stderr and the exit status are sudo's own.
+//!
+//! Refusals are one stderr line and exit 125 ([`protocol`]). The gate runs as the agent
+//! account, never as root; sudoers still decides what root runs. Uses the catalog, the
+//! policy, the limits and the approvals; nothing else in pxagent depends on it.
+
+pub mod approval;
+pub mod protocol;
+pub mod syslog;
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::MetadataExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+use self::protocol::{Envelope, Hello, Kind, Refusal, Request};
+use crate::catalog::{self, Op, Risk, ops};
+use crate::error::Error;
+use crate::invocation::Invocation;
+use crate::policy::{Decision, Policy};
+
+/// Where the gate finds its files. The defaults are what `pxagent setup render` installs.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The host policy (root-owned, not writable by anyone else).
+    pub policy: PathBuf,
+    /// The approvers' public keys (root-owned).
+    pub approvers: PathBuf,
+    /// Rate-limit counters, approval nonces and issued statements; default
+    /// `/var/lib/pxagent/<account>` (owned by the account, 0700).
+    pub state_dir: Option<PathBuf>,
+    /// The syslog socket.
+    pub log_socket: PathBuf,
+    /// sudo.
+    pub sudo: PathBuf,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            policy: PathBuf::from("/etc/pxagent/policy.yaml"),
+            approvers: PathBuf::from("/etc/pxagent/approvers"),
+            state_dir: None,
+            log_socket: PathBuf::from("/dev/log"),
+            sudo: PathBuf::from("/usr/bin/sudo"),
+        }
+    }
+}
+
+/// The environment the tools run in: sudo resets it anyway; nothing of the client's passes.
+const PATH: &str = "/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// Facts about this request that do not come from the client.
+struct Context {
+    account: String,
+    uid: u32,
+    host: String,
+    /// `SSH_CONNECTION`'s first word: the client's address.
+    client: String,
+    now: u64,
+}
+
+impl Context {
+    fn read() -> Context {
+        let uid = std::fs::metadata("/proc/self")
+            .map(|m| m.uid())
+            .unwrap_or(u32::MAX);
+        let account = account_name(uid).unwrap_or_else(|| format!("uid {uid}"));
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_string())
+            .unwrap_or_default();
+        let client = std::env::var("SSH_CONNECTION")
+            .ok()
+            .and_then(|c| c.split(' ').next().map(str::to_string))
+            .unwrap_or_else(|| "local".into());
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        Context {
+            account,
+            uid,
+            host,
+            client,
+            now,
+        }
+    }
+
+    fn state_dir(&self, opts: &Options) -> PathBuf {
+        opts.state_dir
+            .clone()
+            .unwrap_or_else(|| Path::new("/var/lib/pxagent").join(&self.account))
+    }
+}
+
+/// The account name of `uid` from /etc/passwd.
+fn account_name(uid: u32) -> Option<String> {
+    let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
+    passwd.lines().find_map(|l| {
+        let mut f = l.split(':');
+        let name = f.next()?;
+        let id = f.nth(1)?;
+        (id.parse() == Ok(uid)).then(|| name.to_string())
+    })
+}
+
+/// What the gate decided.
+enum Verdict {
+    /// Describe the gate (a `hello` envelope).
+    Hello(Box<Hello>),
+    /// Run `sudo -n` with these words.
+    Run(Vec<String>),
+    /// Refuse.
+    Refuse(Box<Refusal>),
+}
+
+/// Serve one request; returns the exit status when it does not `exec` sudo.
+pub fn run(opts: &Options) -> u8 {
+    let ctx = Context::read();
+    let line = std::env::var("SSH_ORIGINAL_COMMAND").ok();
+    let mut audit = json!({
+        "account": ctx.account,
+        "client": ctx.client,
+    });
+    let verdict = decide(opts, &ctx, line.as_deref(), &mut audit);
+    match verdict {
+        Verdict::Hello(h) => {
+            audit["decision"] = json!("hello");
+            let _ = syslog::record(&opts.log_socket, true, &audit);
+            crate::output::write_stdout(&serde_json::to_string(&h).unwrap_or_default());
+            0
+        }
+        Verdict::Refuse(r) => {
+            refuse(opts, &mut audit, &r);
+            protocol::REFUSED_EXIT as u8
+        }
+        Verdict::Run(words) => {
+            audit["decision"] = json!("allowed");
+            if let Err(e) = syslog::record(&opts.log_socket, true, &audit) {
+                let r = Refusal::new(
+                    Kind::AuditUnavailable,
+                    format!(
+                        "the gate cannot write its audit record ({e}), so nothing runs; the host's syslog (journald or rsyslog) must listen on {}",
+                        opts.log_socket.display()
+                    ),
+                );
+                crate::output::write_stderr(&format!("{}\n", r.to_line()));
+                return protocol::REFUSED_EXIT as u8;
+            }
+            let err = Command::new(&opts.sudo)
+                .args(&words[1..])
+                .env_clear()
+                .env("PATH", PATH)
+                .exec();
+            // Only reached when sudo could not be started: say it the way a shell would, so
+            // the client's "sudo is not installed" diagnosis applies.
+            crate::output::write_stderr(&format!(
+                "pxagent gate: {}: command not found ({err})\n",
+                opts.sudo.display()
+            ));
+            127
+        }
+    }
+}
+
+/// Log and print a refusal.
+fn refuse(opts: &Options, audit: &mut Value, r: &Refusal) {
+    audit["decision"] = json!("refused");
+    audit["kind"] = json!(r.kind.name());
+    audit["reason"] = json!(r.message);
+    if let Some(why) = &r.reason {
+        audit["approval_check"] = json!(why);
+    }
+    // A refusal that cannot be logged is still a refusal: nothing ran.
+    let _ = syslog::record(&opts.log_socket, false, audit);
+    crate::output::write_stderr(&format!("{}\n", r.to_line()));
+}
+
+fn decide(opts: &Options, ctx: &Context, line: Option<&str>, audit: &mut Value) -> Verdict {
+    let request = match protocol::parse_command(line) {
+        Ok(r) => r,
+        Err(r) => {
+            audit["command"] = json!(line.map(|l| crate::catalog::kind::printable(l)));
+            return Verdict::Refuse(Box::new(r));
+        }
+    };
+    let (words, envelope) = match request {
+        Request::Plain(words) => (words, Envelope::default()),
+        Request::Envelope(env) if env.hello => {
+            audit["client_version"] = json!(env.client);
+            return Verdict::Hello(Box::new(hello(opts, ctx)));
+        }
+        Request::Envelope(mut env) => {
+            audit["client_version"] = json!(env.client);
+            (env.argv.take().unwrap_or_default(), env)
+        }
+    };
+    audit["argv"] = json!(words);
+    match check(opts, ctx, &words, &envelope, audit) {
+        Ok(()) => Verdict::Run(words),
+        Err(r) => Verdict::Refuse(Box::new(*r)),
+    }
+}
+
+/// Everything between reading the words and running them.
+fn check(
+    opts: &Options,
+    ctx: &Context,
+    words: &[String],
+    envelope: &Envelope,
+    audit: &mut Value,
+) -> Result<(), Box<Refusal>> {
+    let refusal = |kind: Kind, msg: String| Box::new(Refusal::new(kind, msg));
+    let tool_argv = match words {
+        [sudo, n, rest @ ..] if sudo == "sudo" && n == "-n" && !rest.is_empty() => rest,
+        _ => {
+            return Err(refusal(
+                Kind::NotAllowed,
+                format!(
+                    "`{}` is refused: this account runs only pxagent's catalog operations (`sudo -n /absolute/tool args…`)",
+                    crate::catalog::kind::printable(&crate::invocation::quote_argv(words))
+                ),
+            ));
+        }
+    };
+    let found = catalog::inverse::parse_argv(tool_argv).map_err(|e| {
+        refusal(
+            Kind::NotAllowed,
+            format!(
+                "`{}` is refused: {e}",
+                crate::catalog::kind::printable(&crate::invocation::quote_argv(tool_argv))
+            ),
+        )
+    })?;
+    let invs: Vec<Invocation> = found
+        .into_iter()
+        .map(|(op, values)| Invocation {
+            op,
+            values,
+            keep_type: None,
+            attach: Default::default(),
+        })
+        .collect();
+    let first = &invs[0];
+    audit["op"] = json!(first.op.id);
+    if invs.len() > 1 {
+        audit["also"] = json!(invs[1..].iter().map(|i| i.op.id).collect::<Vec<_>>());
+    }
+    audit["params"] = json!(first.values);
+    let with_op = |mut r: Box<Refusal>| {
+        r.op = Some(first.op.id.to_string());
+        r
+    };
+
+    let policy =
+        load_policy(opts, ctx).map_err(|m| with_op(refusal(Kind::PolicyUnavailable, m)))?;
+    let tags = if policy.needs_guest_tags() && first.vmid().is_some() && first.op.risk != Risk::Read
+    {
+        Some(guest_tags(opts, first.vmid().unwrap_or(0)).map_err(|m| {
+            with_op(refusal(
+                Kind::PolicyRefused,
+                format!("host policy protects tags, and the gate cannot read guest tags: {m}"),
+            ))
+        })?)
+    } else {
+        None
+    };
+    // Several ops may send the same line: it must pass as each of them (strictest verdict).
+    let mut confirm: Option<String> = None;
+    let mut approve: Option<String> = None;
+    for inv in &invs {
+        let decision = policy
+            .check(inv, tags.as_deref())
+            .map_err(|e| with_op(refusal(Kind::PolicyRefused, host_words(&e.to_string()))))?;
+        if inv.op.runs_guest_command()
+            && let Some(cmd) = inv.values.get("command")
+        {
+            let argv = crate::catalog::kind::guest_argv(cmd);
+            policy
+                .check_command(inv, &argv)
+                .map_err(|e| with_op(refusal(Kind::PolicyRefused, host_words(&e.to_string()))))?;
+        }
+        match decision {
+            Decision::Allow => {}
+            Decision::Confirm(c) => confirm = Some(c.phrase),
+            Decision::Approve { rule, reason } => {
+                approve = Some(match reason {
+                    Some(r) => format!("{r} ({rule})"),
+                    None => rule,
+                })
+            }
+        }
+    }
+    if let Some(phrase) = confirm
+        && envelope.confirm.as_deref() != Some(phrase.as_str())
+    {
+        let mut r = refusal(
+            Kind::ConfirmationRequired,
+            format!(
+                "the host policy wants confirmation for `{}`: reply `{phrase}` if you want it to run",
+                first.display()
+            ),
+        );
+        r.phrase = Some(phrase);
+        return Err(with_op(r));
+    }
+    let state = ctx.state_dir(opts);
+    if let Some(rule) = approve {
+        let fp = approval::check(
+            opts,
+            ctx,
+            &state,
+            first,
+            envelope.approval.as_deref(),
+            &rule,
+        )
+        .map_err(with_op)?;
+        audit["approver"] = json!(fp);
+    }
+    for inv in &invs {
+        admit(&policy, &state, inv.op, ctx.now).map_err(|e| {
+            with_op(refusal(
+                match e {
+                    Error::RateLimited(_) => Kind::RateLimited,
+                    _ => Kind::PolicyUnavailable,
+                },
+                host_words(&e.to_string()),
+            ))
+        })?;
+    }
+    Ok(())
+}
+
+/// Policy messages name "policy"; on the host they are the host's.
+fn host_words(msg: &str) -> String {
+    msg.replacen("policy refuses", "host policy refuses", 1)
+        .replacen("local policy", "host policy", 1)
+}
+
+/// Count the op against its host limits.
+fn admit(policy: &Policy, state: &Path, op: &'static Op, now: u64) -> crate::Result<()> {
+    let limits = policy.limits_for(op);
+    if limits.is_empty() {
+        return Ok(());
+    }
+    crate::limits::admit_at(
+        &state.join("limits.json"),
+        op,
+        &limits,
+        now,
+        policy.limits_source(op).as_deref(),
+    )
+}
+
+/// Load the host policy, refusing one that someone other than root could have written.
+fn load_policy(opts: &Options, ctx: &Context) -> Result<Policy, String> {
+    trusted_file(&opts.policy, ctx.uid)?;
+    Policy::from_host_file(&opts.policy).map_err(|e| {
+        format!(
+            "the host policy is invalid, so the gate refuses everything: {e}; fix {} (as root)",
+            opts.policy.display()
+        )
+    })
+}
+
+/// A file the gate may trust: it exists, and neither it nor its directory can be written by
+/// the account, its group or others (only by root).
+pub(crate) fn trusted_file(path: &Path, uid: u32) -> Result<(), String> {
+    let meta = std::fs::metadata(path).map_err(|e| {
+        format!(
+            "the gate cannot read {} ({e}), so it refuses everything; install it as root (see `pxagent setup render`)",
+            path.display()
+        )
+    })?;
+    let dir = path.parent().unwrap_or(Path::new("/"));
+    for (what, m) in [
+        (path.to_path_buf(), Some(meta)),
+        (dir.to_path_buf(), std::fs::metadata(dir).ok()),
+    ] {
+        let Some(m) = m else { continue };
+        let why = if m.uid() == uid {
+            Some("is owned by the agent account")
+        } else if m.mode() & 0o020 != 0 {
+            Some("is writable by its group")
+        } else if m.mode() & 0o002 != 0 {
+            Some("is writable by others")
+        } else if m.uid() != 0 {
+            Some("is not owned by root")
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            return Err(format!(
+                "{} {why}, so the gate cannot trust {} and refuses everything; fix it as root: chown root:root and chmod go-w",
+                what.display(),
+                path.display()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Run one command as the gate does (sudo, clean environment) and collect its output.
+fn run_collect(program: &Path, args: &[String]) -> protocol::CommandResult {
+    match Command::new(program)
+        .args(args)
+        .env_clear()
+        .env("PATH", PATH)
+        .stdin(std::process::Stdio::null())
+        .output()
+    {
+        Ok(o) => protocol::CommandResult {
+            exit_status: o.status.code(),
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        },
+        Err(e) => protocol::CommandResult {
+            exit_status: None,
+            stdout: String::new(),
+            stderr: format!("cannot run {}: {e}", program.display()),
+        },
+    }
+}
+
+/// The tags of guest `vmid`, read with the catalog's own `/cluster/resources` line.
+fn guest_tags(opts: &Options, vmid: u64) -> Result<Vec<String>, String> {
+    let inv =
+        Invocation::new(&ops::CLUSTER_RESOURCES, BTreeMap::new()).map_err(|e| e.to_string())?;
+    let argv = inv.remote_argv();
+    let out = run_collect(&opts.sudo, &argv[1..]);
+    if out.exit_status != Some(0) {
+        return Err(format!(
+            "`{}` failed: {}",
+            argv.join(" "),
+            out.stderr.trim()
+        ));
+    }
+    let resources: Value = serde_json::from_str(&out.stdout)
+        .map_err(|e| format!("/cluster/resources is not JSON: {e}"))?;
+    Ok(resources
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|r| r.get("vmid").and_then(Value::as_u64) == Some(vmid))
+        .and_then(|r| r.get("tags").and_then(Value::as_str))
+        .map(crate::policy::parse_tags)
+        .unwrap_or_default())
+}
+
+/// The answer to a `hello`: who the gate is and what the account can do (the preflight reads
+/// it instead of running `id`, `sudo -V` and `sudo -n -l`, which the gate does not accept as
+/// commands).
+fn hello(opts: &Options, ctx: &Context) -> Hello {
+    let policy = match load_policy(opts, ctx) {
+        Ok(p) => protocol::FileState {
+            path: opts.policy.display().to_string(),
+            ok: true,
+            detail: format!(
+                "loaded ({})",
+                if p.read_only() { "read_only" } else { "rules" }
+            ),
+        },
+        Err(m) => protocol::FileState {
+            path: opts.policy.display().to_string(),
+            ok: false,
+            detail: m,
+        },
+    };
+    let approvers = approval::describe(&opts.approvers, ctx.uid);
+    let tools: Vec<(String, bool)> = catalog::pve::Tool::ALL
+        .iter()
+        .map(|t| {
+            let p = t.path();
+            let ok = std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.mode() & 0o111 != 0);
+            (p.to_string(), ok)
+        })
+        .collect();
+    Hello {
+        protocol: protocol::PROTOCOL.to_string(),
+        gate: crate::VERSION.to_string(),
+        host: ctx.host.clone(),
+        account: ctx.account.clone(),
+        uid: ctx.uid,
+        policy,
+        approvers,
+        sudo_version: run_collect(&opts.sudo, &["-V".to_string()]),
+        sudo_list: run_collect(&opts.sudo, &["-n".to_string(), "-l".to_string()]),
+        tools,
+        extra: Default::default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn files_writable_by_others_are_not_trusted() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("policy.yaml");
+        std::fs::write(&f, "ops: {}\n").unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let me = std::fs::metadata("/proc/self").unwrap().uid();
+        // Owned by whoever runs the test: when that is root, a foreign uid must pass and the
+        // owner's own uid must not; otherwise "not owned by root" refuses.
+        let e = trusted_file(&f, me).unwrap_err();
+        assert!(e.contains("owned by the agent account"), "{e}");
+        if me == 0 {
+            trusted_file(&f, 4242).unwrap();
+            std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o664)).unwrap();
+            assert!(trusted_file(&f, 4242).unwrap_err().contains("group"));
+            std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o646)).unwrap();
+            assert!(trusted_file(&f, 4242).unwrap_err().contains("others"));
+            std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o644)).unwrap();
+            std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o757)).unwrap();
+            let e = trusted_file(&f, 4242).unwrap_err();
+            assert!(
+                e.contains("writable by others") && e.contains(&dir.path().display().to_string()),
+                "{e}"
+            );
+        } else {
+            assert!(
+                trusted_file(&f, 4242)
+                    .unwrap_err()
+                    .contains("not owned by root")
+            );
+        }
+        assert!(trusted_file(&dir.path().join("missing"), 4242).is_err());
+    }
+
+    #[test]
+    fn host_policy_takes_approve_and_client_policy_refuses_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("p.yaml");
+        std::fs::write(&f, "ops:\n  vm.destroy: approve\n").unwrap();
+        let host = Policy::from_host_file(&f).unwrap();
+        let inv = Invocation::new(
+            &ops::VM_DESTROY,
+            [("vmid", "100".to_string()), ("node", "pve1".to_string())].into(),
+        )
+        .unwrap();
+        assert!(matches!(
+            host.check(&inv, None),
+            Ok(Decision::Approve { .. })
+        ));
+        let e = Policy::from_file(&f).unwrap_err();
+        assert!(e.to_string().contains("host policy"), "{e}");
+    }
+}
