@@ -8,8 +8,10 @@
 //! - core: [`catalog`], [`invocation`], [`engine`], [`policy`], [`confirm`], [`limits`],
 //!   [`audit`], [`views`], [`exec`], [`remote`], [`output`] (the only stdout writer);
 //! - transport: [`ssh`] (the only russh user);
-//! - host side: [`host`] (sudoers render and lint, preflight).
+//! - host side: [`host`] (sudoers render and lint, preflight);
+//! - signed human approvals: [`approval`] (statements, signatures, the gate's checks).
 
+pub mod approval;
 pub mod audit;
 pub mod catalog;
 pub mod cli;

@@ -291,6 +291,23 @@ by the keys in --approvers), counts host rate limits, logs each decision to sysl
                 .subcommand(Command::new("verify").about("Check the hash chain; exit 1 naming the first broken line")),
         )
         .subcommand(
+            Command::new("approve")
+                .about("Sign an approval statement a host issued for an operation its policy marks `approve`")
+                .long_about(
+                    "Sign an approval statement a host issued for an operation its policy marks `approve`.\n\n\
+                     Shows what is being approved on stderr, then prints the armored SSH signature \
+                     (what `ssh-keygen -Y sign -n pxagent-approval` prints) on stdout; with --ttl, the \
+                     statement with its new expiry followed by the signature. Hand that output back as \
+                     the approval. Nothing is sent anywhere and nothing is logged.",
+                )
+                .arg(Arg::new("key").long("key").required(true).value_name("FILE")
+                    .help("Your private key: an unencrypted OpenSSH key file (for a passphrase or security key, use `ssh-keygen -Y sign`)"))
+                .arg(Arg::new("ttl").long("ttl").value_name("DURATION")
+                    .help("Give the statement a new expiry this long from now: 30m, 1h, or seconds; at most 1h"))
+                .arg(Arg::new("statement").required(true).value_name("STATEMENT")
+                    .help("The statement: a file, - for stdin, or the text itself (starting `pxagent-approval/1`)")),
+        )
+        .subcommand(
             Command::new("sudoers")
                 .about("Render pxagent's sudoers whitelist, or lint any sudoers file")
                 .subcommand_required(true)

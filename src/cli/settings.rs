@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::ArgMatches;
 
@@ -62,6 +63,15 @@ pub enum Cmd {
     SudoersRender(RenderOptions),
     /// `pxagent sudoers lint FILE|-`.
     SudoersLint(String),
+    /// `pxagent approve --key FILE [--ttl DURATION] STATEMENT`.
+    Approve {
+        /// The signer's private key file.
+        key: PathBuf,
+        /// A new lifetime for the statement, from now (at most [`crate::approval::MAX_TTL`]).
+        ttl: Option<Duration>,
+        /// A file, `-` for stdin, or the statement text itself.
+        statement: String,
+    },
     /// `pxagent mcp [--profile P] [--list-tools]`.
     Mcp {
         /// The profile whose tools are offered.
@@ -89,6 +99,7 @@ impl Cmd {
             Cmd::AuditVerify => "audit.verify",
             Cmd::SudoersRender(_) => "sudoers.render",
             Cmd::SudoersLint(_) => "sudoers.lint",
+            Cmd::Approve { .. } => "approve",
             Cmd::Mcp { .. } => "mcp",
             Cmd::Gate(_) => "gate",
             Cmd::Op(inv) => inv.op.id,
@@ -162,6 +173,11 @@ pub fn command(m: &ArgMatches, s: &Settings) -> Result<Cmd> {
         ("audit", Some(("show", a))) => Cmd::AuditShow(string(a, "since")),
         ("audit", Some(("verify", _))) => Cmd::AuditVerify,
         ("audit", _) => return Err(Error::usage("expected `audit show` or `audit verify`")),
+        ("approve", _) => Cmd::Approve {
+            key: PathBuf::from(string(sub, "key").unwrap_or_default()),
+            ttl: string(sub, "ttl").map(|t| approve_ttl(&t)).transpose()?,
+            statement: string(sub, "statement").unwrap_or_else(|| "-".into()),
+        },
         ("sudoers", Some(("render", r))) => Cmd::SudoersRender(render_options(s, r)?),
         ("sudoers", Some(("lint", l))) => {
             Cmd::SudoersLint(string(l, "file").unwrap_or_else(|| "-".into()))
@@ -221,6 +237,25 @@ fn gate_options(root: &ArgMatches, g: &ArgMatches) -> Result<crate::host::gate::
         }
     }
     Ok(o)
+}
+
+/// `approve --ttl`: a duration of at most [`crate::approval::MAX_TTL`].
+fn approve_ttl(text: &str) -> Result<Duration> {
+    use crate::approval::{MAX_TTL, time};
+    let ttl = time::parse_duration(text).ok_or_else(|| {
+        Error::usage(format!(
+            "invalid --ttl '{}': expected a duration such as 30m, 1h or 600 (seconds)",
+            crate::catalog::kind::printable(text)
+        ))
+    })?;
+    if ttl > MAX_TTL {
+        return Err(Error::usage(format!(
+            "--ttl {}: an approval lasts at most {}",
+            text.trim(),
+            time::describe_duration(MAX_TTL)
+        )));
+    }
+    Ok(ttl)
 }
 
 fn render_options(s: &Settings, r: &ArgMatches) -> Result<RenderOptions> {

@@ -2,6 +2,7 @@
 //! through a [`Context`] (and, for anything that reaches a host, the engine), and prints
 //! through [`Output`].
 
+mod approve;
 mod audit;
 mod catalog;
 mod exec;
@@ -34,6 +35,11 @@ pub fn execute(
         Cmd::Gate(opts) => Ok(crate::host::gate::run(opts)),
         Cmd::SudoersRender(opts) => plain(sudoers::sudoers_render(opts, out)),
         Cmd::SudoersLint(file) => sudoers::sudoers_lint(file, out),
+        Cmd::Approve {
+            key,
+            ttl,
+            statement,
+        } => plain(approve::approve(key, *ttl, statement, out)),
         Cmd::AuditShow(since) => plain(audit::audit_show(since.as_deref(), out)),
         Cmd::AuditVerify => audit::audit_verify(out),
         Cmd::Mcp {

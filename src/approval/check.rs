@@ -1,0 +1,261 @@
+//! The gate's decision: does this approval let this request run, now?
+//!
+//! Checks run in a fixed order and the first failure is the answer: the statement must parse,
+//! the signature must decode, be made for [`NAMESPACE`], by a listed key, and verify over the
+//! statement; the statement must name this host, op and exactly these parameters; it must
+//! not have expired nor last longer than [`MAX_TTL`] (plus [`CLOCK_SKEW`]); and its nonce must
+//! be new. The nonce is consumed last, so a refused approval is not used up, while a
+//! replayed one is refused even when everything else is right. Each [`Rejection`] says which
+//! check failed and what the human should do; its [`Rejection::code`] is stable for programs.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use super::nonces::NonceStore;
+use super::sshsig::{self, Approvers};
+use super::statement::Statement;
+use super::time::{describe_duration, format_rfc3339};
+use super::{CLOCK_SKEW, MAX_TTL, NAMESPACE};
+
+/// What the agent asked the gate to run.
+#[derive(Debug, Clone, Copy)]
+pub struct Request<'a> {
+    /// This host's name (`uname -n`).
+    pub host: &'a str,
+    /// The catalog op id.
+    pub op: &'a str,
+    /// Every parameter of the op by name.
+    pub args: &'a BTreeMap<String, String>,
+}
+
+/// Why an approval does not let a request run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Rejection {
+    /// The statement or the approval text is not in its one valid form.
+    Malformed(String),
+    /// A listed key's signature that does not verify over the statement (or is too weak).
+    BadSignature(String),
+    /// A signature made for another purpose (its namespace).
+    WrongNamespace(String),
+    /// A signature by a key that is not in the approvers file.
+    UnlistedKey {
+        /// The signing key's `SHA256:…` fingerprint.
+        fingerprint: String,
+    },
+    /// The statement's expiry has passed.
+    Expired {
+        /// When it expired (RFC 3339).
+        expired: String,
+    },
+    /// The statement would stay valid longer than approvals may.
+    TooLong {
+        /// Its expiry (RFC 3339).
+        expires: String,
+    },
+    /// The statement names another host.
+    WrongHost {
+        /// The host in the statement.
+        statement: String,
+        /// This host.
+        request: String,
+    },
+    /// The statement names another operation.
+    WrongOp {
+        /// The op in the statement.
+        statement: String,
+        /// The op requested.
+        request: String,
+    },
+    /// The statement's parameters are not exactly the request's.
+    WrongArgs {
+        /// Each difference, e.g. `vmid: approved "100", requested "101"`.
+        differences: Vec<String>,
+    },
+    /// The nonce was used before: an approval is good for one operation.
+    Replayed {
+        /// The nonce.
+        nonce: String,
+    },
+    /// The nonce could not be recorded, so the approval cannot be known to be unused.
+    StoreFailed(String),
+}
+
+impl Rejection {
+    /// A stable snake_case name for programs (the gate's JSON, the audit).
+    pub fn code(&self) -> &'static str {
+        match self {
+            Rejection::Malformed(_) => "malformed",
+            Rejection::BadSignature(_) => "bad_signature",
+            Rejection::WrongNamespace(_) => "wrong_namespace",
+            Rejection::UnlistedKey { .. } => "unlisted_key",
+            Rejection::Expired { .. } => "expired",
+            Rejection::TooLong { .. } => "too_long",
+            Rejection::WrongHost { .. } => "wrong_host",
+            Rejection::WrongOp { .. } => "wrong_op",
+            Rejection::WrongArgs { .. } => "wrong_args",
+            Rejection::Replayed { .. } => "replayed",
+            Rejection::StoreFailed(_) => "store_failed",
+        }
+    }
+}
+
+impl fmt::Display for Rejection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let fresh = "ask for the operation again and sign the fresh statement the host issues";
+        match self {
+            Rejection::Malformed(why) => write!(
+                f,
+                "approval malformed: {why}; sign the host's statement unchanged (`pxagent approve --key KEY STATEMENT`, or `ssh-keygen -Y sign -n {NAMESPACE} -f KEY statement.txt`) and pass the output whole"
+            ),
+            Rejection::BadSignature(why) => write!(
+                f,
+                "approval signature invalid: {why}; the statement was changed after signing or the signature is for another statement: {fresh}"
+            ),
+            Rejection::WrongNamespace(ns) => write!(
+                f,
+                "approval signed for namespace `{ns}`, not `{NAMESPACE}`: sign again with `-n {NAMESPACE}`"
+            ),
+            Rejection::UnlistedKey { fingerprint } => write!(
+                f,
+                "approval signed by key {fingerprint}, which is not in this host's approvers file: sign with a listed key, or have the host's admin add this one to /etc/pxagent/approvers"
+            ),
+            Rejection::Expired { expired } => {
+                write!(f, "approval expired at {expired}: {fresh}")
+            }
+            Rejection::TooLong { expires } => write!(
+                f,
+                "approval valid until {expires}, longer than the {} an approval may last: {fresh} (a `--ttl` of at most {})",
+                describe_duration(MAX_TTL),
+                describe_duration(MAX_TTL)
+            ),
+            Rejection::WrongHost { statement, request } => write!(
+                f,
+                "approval is for host `{statement}`, but this host is `{request}`: sign the statement this host issued"
+            ),
+            Rejection::WrongOp { statement, request } => write!(
+                f,
+                "approval is for op `{statement}`, but the request is `{request}`: {fresh}"
+            ),
+            Rejection::WrongArgs { differences } => write!(
+                f,
+                "approval's parameters differ from the request's ({}): {fresh}",
+                differences.join("; ")
+            ),
+            Rejection::Replayed { nonce } => write!(
+                f,
+                "approval already used (nonce {nonce}); each approval allows one operation: {fresh}"
+            ),
+            Rejection::StoreFailed(why) => write!(
+                f,
+                "approval not accepted: its nonce could not be recorded ({why}), so it cannot be known to be unused; tell the host's admin"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for Rejection {}
+
+/// An approval that let a request run: who signed it, and what they signed.
+#[derive(Debug, Clone)]
+pub struct Verified {
+    /// The approver's key, `SHA256:…`.
+    pub fingerprint: String,
+    /// The approver's comment in the approvers file.
+    pub comment: String,
+    /// The statement that was signed.
+    pub statement: Statement,
+}
+
+/// Decide whether the approval (`statement_text` signed by `signature_armored`) lets `req` run
+/// at `now` (Unix seconds). On success its nonce is consumed in `nonces`.
+pub fn check(
+    approvers: &Approvers,
+    nonces: &NonceStore,
+    req: &Request,
+    statement_text: &str,
+    signature_armored: &str,
+    now: u64,
+) -> Result<Verified, Rejection> {
+    let st = Statement::parse(statement_text)
+        .map_err(|why| Rejection::Malformed(format!("statement: {why}")))?;
+    let sig = sshsig::decode(signature_armored).map_err(Rejection::Malformed)?;
+    if sig.namespace() != NAMESPACE {
+        return Err(Rejection::WrongNamespace(crate::catalog::kind::printable(
+            sig.namespace(),
+        )));
+    }
+    let approver = approvers
+        .find(sig.public_key())
+        .ok_or_else(|| Rejection::UnlistedKey {
+            fingerprint: sshsig::fingerprint(sig.public_key()),
+        })?;
+    // The signed bytes are the canonical text, or that text without its final newline (a
+    // statement saved by an editor that drops it, then signed with ssh-keygen): both are the
+    // same statement.
+    let canonical = st.text();
+    let without_newline = canonical.trim_end_matches('\n');
+    if !approver.verifies(canonical.as_bytes(), &sig)
+        && !approver.verifies(without_newline.as_bytes(), &sig)
+    {
+        return Err(Rejection::BadSignature(format!(
+            "the signature by {} does not match the statement",
+            approver.fingerprint
+        )));
+    }
+    if let Some(why) = sshsig::weak_signature(&sig) {
+        return Err(Rejection::BadSignature(why.to_string()));
+    }
+    if st.host != req.host {
+        return Err(Rejection::WrongHost {
+            statement: st.host,
+            request: req.host.to_string(),
+        });
+    }
+    if st.op != req.op {
+        return Err(Rejection::WrongOp {
+            statement: st.op,
+            request: req.op.to_string(),
+        });
+    }
+    let differences = arg_differences(&st.args, req.args);
+    if !differences.is_empty() {
+        return Err(Rejection::WrongArgs { differences });
+    }
+    if st.expires <= now {
+        return Err(Rejection::Expired {
+            expired: format_rfc3339(st.expires),
+        });
+    }
+    if st.expires > now + MAX_TTL.as_secs() + CLOCK_SKEW.as_secs() {
+        return Err(Rejection::TooLong {
+            expires: format_rfc3339(st.expires),
+        });
+    }
+    nonces.consume(&st.nonce, st.expires, now)?;
+    Ok(Verified {
+        fingerprint: approver.fingerprint.clone(),
+        comment: approver.comment.clone(),
+        statement: st,
+    })
+}
+
+/// Every way `approved` and `requested` differ, by parameter name.
+fn arg_differences(
+    approved: &BTreeMap<String, String>,
+    requested: &BTreeMap<String, String>,
+) -> Vec<String> {
+    let q = |v: &str| serde_json::Value::String(v.to_string()).to_string();
+    let mut names: Vec<&String> = approved.keys().chain(requested.keys()).collect();
+    names.sort();
+    names.dedup();
+    names
+        .into_iter()
+        .filter_map(|name| match (approved.get(name), requested.get(name)) {
+            (Some(a), Some(r)) if a == r => None,
+            (Some(a), Some(r)) => Some(format!("{name}: approved {}, requested {}", q(a), q(r))),
+            (Some(a), None) => Some(format!("{name}: approved {}, not in the request", q(a))),
+            (None, Some(r)) => Some(format!("{name}: requested {}, not in the approval", q(r))),
+            (None, None) => None,
+        })
+        .collect()
+}
