@@ -204,8 +204,8 @@ fn decide(opts: &Options, ctx: &Context, line: Option<&str>, audit: &mut Value) 
     let request = match protocol::parse_command(line) {
         Ok(r) => r,
         Err(r) => {
-            audit["command"] = json!(line.map(|l| crate::catalog::kind::printable(l)));
-            return Verdict::Refuse(Box::new(r));
+            audit["command"] = json!(line.map(crate::catalog::kind::printable));
+            return Verdict::Refuse(r);
         }
     };
     let (words, envelope) = match request {

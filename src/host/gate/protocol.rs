@@ -75,21 +75,21 @@ impl Envelope {
 }
 
 /// Read the command line the gate was started for. `Err` is the refusal to send.
-pub fn parse_command(line: Option<&str>) -> Result<Request, Refusal> {
+pub fn parse_command(line: Option<&str>) -> Result<Request, Box<Refusal>> {
     let Some(line) = line else {
-        return Err(Refusal::new(
+        return Err(Box::new(Refusal::new(
             Kind::NotAllowed,
             "no command: this account has no shell, only pxagent's catalog operations (interactive logins and subsystems such as sftp are refused)",
-        ));
+        )));
     };
     if line.len() > MAX_LINE {
-        return Err(Refusal::new(
+        return Err(Box::new(Refusal::new(
             Kind::BadRequest,
             format!(
                 "the command line is {} bytes, more than the {MAX_LINE} the gate reads",
                 line.len()
             ),
-        ));
+        )));
     }
     if let Some(rest) = line.strip_prefix(PROTOCOL) {
         let payload = rest.strip_prefix(' ').ok_or_else(|| {
@@ -111,22 +111,22 @@ pub fn parse_command(line: Option<&str>) -> Result<Request, Refusal> {
             )
         })?;
         if env.hello == env.argv.is_some() {
-            return Err(Refusal::new(
+            return Err(Box::new(Refusal::new(
                 Kind::BadRequest,
                 "an envelope carries either `hello` or `argv`",
-            ));
+            )));
         }
         return Ok(Request::Envelope(env));
     }
     if let Some(other) = line.strip_prefix("pxagent-gate/") {
         let version = other.split(' ').next().unwrap_or_default();
-        return Err(Refusal::new(
+        return Err(Box::new(Refusal::new(
             Kind::Unsupported,
             format!(
                 "the client speaks pxagent-gate/{} but this gate speaks {PROTOCOL} only: install the same pxagent version on both sides",
                 crate::catalog::kind::printable(version)
             ),
-        ));
+        )));
     }
     let words = shlex::split(line).ok_or_else(|| {
         Refusal::new(
@@ -135,16 +135,16 @@ pub fn parse_command(line: Option<&str>) -> Result<Request, Refusal> {
         )
     })?;
     if words.is_empty() {
-        return Err(Refusal::new(
+        return Err(Box::new(Refusal::new(
             Kind::NotAllowed,
             "an empty command: this account has no shell, only pxagent's catalog operations",
-        ));
+        )));
     }
     if crate::invocation::quote_argv(&words) != line {
-        return Err(Refusal::new(
+        return Err(Box::new(Refusal::new(
             Kind::NotAllowed,
             "the command line is not in pxagent's canonical form (one command, words quoted only where needed); extra text, comments, chaining and redirections are refused",
-        ));
+        )));
     }
     Ok(Request::Plain(words))
 }
@@ -379,7 +379,7 @@ mod tests {
                 Kind::BadRequest,
             ),
             (format!("{PROTOCOL} !!!"), Kind::BadRequest),
-            (format!("{PROTOCOL}"), Kind::BadRequest),
+            (PROTOCOL.to_string(), Kind::BadRequest),
             ("pxagent-gate/2 e30".to_string(), Kind::Unsupported),
         ] {
             assert_eq!(parse_command(Some(&bad)).unwrap_err().kind, kind, "{bad}");
