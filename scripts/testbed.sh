@@ -28,6 +28,13 @@
 #   --profile P       readonly|operator|full            (env TESTBED_PROFILE, default full)
 #   --vmids R         passed to `pxagent sudoers render` (env TESTBED_VMIDS, default unset)
 #   --ctids R         passed to `pxagent sudoers render` (env TESTBED_CTIDS, default unset)
+#   --ct-exec R       passed to `pxagent sudoers render` (env TESTBED_CT_EXEC, default unset)
+#   --gate            put `pxagent gate` in front of the account (issue 11): the key's forced
+#                     command (authorized_keys `restrict,command=…` and sshd ForceCommand), with
+#                     this bed's own host policy and approvers files (root-owned, in the state dir;
+#                     a test may rewrite them: the gate rereads them on every request), its own
+#                     gate state dir, and a syslog socket whose records land in gate-audit.log
+#                     (a small python3 listener stands in for journald). (env TESTBED_GATE=1)
 #   --state-dir DIR   (env TESTBED_STATE_DIR, default /var/lib/pxagent-testbed/<user>-<port>)
 #   --offer-password  sshd OFFERS password/keyboard-interactive to the account (the password
 #                     itself stays unusable); for tests proving the client never sends one.
@@ -88,6 +95,8 @@ USER_NAME="${TESTBED_USER:-zen-agent}"
 PROFILE="${TESTBED_PROFILE:-full}"
 VMIDS="${TESTBED_VMIDS:-}"
 CTIDS="${TESTBED_CTIDS:-}"
+CT_EXEC="${TESTBED_CT_EXEC:-}"
+GATE="${TESTBED_GATE:-0}"
 STATE_DIR="${TESTBED_STATE_DIR:-}"
 OFFER_PASSWORD="${TESTBED_OFFER_PASSWORD:-0}"
 SELFTEST_QUICK=0
@@ -114,6 +123,9 @@ while [[ $# -gt 0 ]]; do
     --vmids=*) VMIDS="${1#*=}"; shift ;;
     --ctids) CTIDS="${2:?--ctids needs a value}"; shift 2 ;;
     --ctids=*) CTIDS="${1#*=}"; shift ;;
+    --ct-exec) CT_EXEC="${2:?--ct-exec needs a value}"; shift 2 ;;
+    --ct-exec=*) CT_EXEC="${1#*=}"; shift ;;
+    --gate) GATE=1; shift ;;
     --state-dir) STATE_DIR="${2:?--state-dir needs a value}"; shift 2 ;;
     --state-dir=*) STATE_DIR="${1#*=}"; shift ;;
     --offer-password) OFFER_PASSWORD=1; shift ;;
@@ -136,6 +148,7 @@ if ! [[ "$PORT" =~ ^[0-9]{1,5}$ ]] || ((PORT < 1 || PORT > 65535)); then die "in
 [[ "$USER_NAME" != root ]] || die "the agent account must not be root"
 case "$PROFILE" in readonly | operator | full) ;; *) die "invalid profile '$PROFILE'" ;; esac
 case "$OFFER_PASSWORD" in 1 | yes | true) OFFER_PASSWORD=1 ;; *) OFFER_PASSWORD=0 ;; esac
+case "$GATE" in 1 | yes | true) GATE=1 ;; *) GATE=0 ;; esac
 STATE_DIR="${STATE_DIR:-$TESTBED_ROOT/$USER_NAME-$PORT}"
 [[ "$STATE_DIR" == /* && "$STATE_DIR" != / && "$STATE_DIR" != *..* ]] ||
     die "state dir must be an absolute path below / without '..': '$STATE_DIR'"
@@ -153,6 +166,18 @@ readonly SUDOERS_COPY="$STATE_DIR/sudoers"           # exactly what we installed
 readonly SUDOERS_FILE="/etc/sudoers.d/$USER_NAME"
 readonly BED_ID="$USER_NAME-$PORT"
 readonly REGISTRY_ENTRY="$REGISTRY_DIR/$BED_ID"
+# The gate (with --gate): everything in the state dir, so `down` removes it with the bed.
+readonly GATE_BIN="$STATE_DIR/bin/pxagent"           # a root-owned copy the account can run
+readonly GATE_DIR="$STATE_DIR/gate"                  # root 0755: the host policy and approvers
+readonly GATE_POLICY="$GATE_DIR/policy.yaml"
+readonly GATE_APPROVERS="$GATE_DIR/approvers"
+readonly GATE_STATE="$STATE_DIR/gate-state"          # the account's, 0700: limits, nonces
+readonly GATE_SOCKET="$STATE_DIR/gate-log.sock"      # stands in for /dev/log
+readonly GATE_LOG="$STATE_DIR/gate-audit.log"        # what the listener received
+readonly GATE_LOG_PID="$STATE_DIR/gate-log.pid"
+readonly APPROVER_KEY="$STATE_DIR/approver_ed25519"  # a human approver's key, for tests
+GATE_CMD="$GATE_BIN gate --policy $GATE_POLICY --approvers $GATE_APPROVERS --state-dir $GATE_STATE --log-socket $GATE_SOCKET"
+readonly GATE_CMD
 
 need_root() { [[ $EUID -eq 0 ]] || die "'$CMD' must run as root (it manages an account, sudoers and sshd)"; }
 
@@ -424,6 +449,8 @@ write_bed_conf() {
         echo "profile=$PROFILE"
         echo "vmids=$VMIDS"
         echo "ctids=$CTIDS"
+        echo "ct_exec=$CT_EXEC"
+        echo "gate=$GATE"
         echo "offer_password=$OFFER_PASSWORD"
         echo "pxagent_bin=$PXAGENT_BIN"
         echo "pve_sim_bin=$PVE_SIM_BIN"
@@ -482,9 +509,13 @@ ensure_keys() {
     ssh_dir="$home/.ssh"
     ak="$ssh_dir/authorized_keys"
     mkdir -p "$ssh_dir"
-    if [[ ! -f "$ak" ]] || ! cmp -s "$ak" "$CLIENT_KEY.pub"; then
-        cp "$CLIENT_KEY.pub" "$ak"
-        changed "authorized the client key in $ak"
+    local want
+    want="$(cat "$CLIENT_KEY.pub")"
+    # Gated: the key may only ever run the gate (sshd's ForceCommand says the same).
+    [[ $GATE -eq 0 ]] || want="restrict,command=\"$GATE_CMD\" $want"
+    if [[ ! -f "$ak" || "$(cat "$ak")" != "$want" ]]; then
+        printf '%s\n' "$want" >"$ak"
+        changed "authorized the client key in $ak$([[ $GATE -eq 0 ]] || echo ' (forced command: the gate)')"
     fi
     # sshd's StrictModes refuses keys in group/world-writable places.
     chown -R "$USER_NAME:" "$ssh_dir"
@@ -497,6 +528,7 @@ ensure_sudoers() {
     local rendered args=(sudoers render --user "$USER_NAME" --profile "$PROFILE")
     [[ -z "$VMIDS" ]] || args+=(--vmids "$VMIDS")
     [[ -z "$CTIDS" ]] || args+=(--ctids "$CTIDS")
+    [[ -z "$CT_EXEC" ]] || args+=(--ct-exec "$CT_EXEC")
     rendered="$(mktemp "$STATE_DIR/sudoers.rendered.XXXXXX")"
     if ! "$PXAGENT_BIN" "${args[@]}" >"$rendered"; then
         rm -f "$rendered"
@@ -604,6 +636,77 @@ Match User $USER_NAME
     PermitUserRC no
     GatewayPorts no
 EOF
+    [[ $GATE -eq 0 ]] || printf '    ForceCommand %s\n' "$GATE_CMD"
+}
+
+# The syslog stand-in: a datagram socket anyone may write to (like /dev/log), each record one
+# line of gate-audit.log. Identified by its cmdline naming our socket.
+readonly LISTENER_PY='import os, socket, sys
+path, out = sys.argv[1], sys.argv[2]
+if os.path.exists(path):
+    os.unlink(path)
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.bind(path)
+os.chmod(path, 0o666)
+with open(out, "ab", buffering=0) as f:
+    while True:
+        f.write(s.recv(65536).rstrip(b"\n") + b"\n")'
+listener_pid() {
+    local pid
+    [[ -f "$GATE_LOG_PID" ]] || return 0
+    pid="$(tr -dc '0-9' <"$GATE_LOG_PID")"
+    [[ -n "$pid" && "$(pid_cmdline "$pid") " == *" $GATE_SOCKET "* ]] && echo "$pid"
+    return 0
+}
+stop_listener() {
+    local pid
+    pid="$(listener_pid)"
+    [[ -z "$pid" ]] || { kill -TERM "$pid" 2>/dev/null || true; say "stopped the gate's syslog listener pid $pid"; }
+    rm -f "$GATE_LOG_PID" "$GATE_SOCKET"
+}
+
+ensure_gate() {
+    if [[ $GATE -eq 0 ]]; then
+        if [[ -d "$GATE_DIR" ]]; then
+            stop_listener
+            rm -rf "$GATE_DIR" "$GATE_STATE" "$STATE_DIR/bin"
+            changed "removed the gate (the bed is ungated now)"
+        fi
+        return 0
+    fi
+    command -v python3 >/dev/null || deps_apt python3 || die "could not install python3 (the gate's syslog listener)"
+    mkdir -p "$STATE_DIR/bin" "$GATE_DIR"
+    chmod 0755 "$STATE_DIR/bin" "$GATE_DIR"
+    if [[ ! -x "$GATE_BIN" ]] || ! cmp -s "$PXAGENT_BIN" "$GATE_BIN"; then
+        install -m 0755 -o root -g root "$PXAGENT_BIN" "$GATE_BIN.new"
+        mv -f "$GATE_BIN.new" "$GATE_BIN"
+        changed "installed the gate binary $GATE_BIN"
+    fi
+    if [[ ! -f "$GATE_POLICY" ]]; then
+        printf '%s\n' "# Host policy of test bed $BED_ID (tests rewrite it; the gate rereads it per request)." \
+            "ops: {}" >"$GATE_POLICY"
+        changed "wrote the host policy $GATE_POLICY (allows what sudoers allows)"
+    fi
+    if [[ ! -f "$APPROVER_KEY" ]]; then
+        ssh-keygen -q -t ed25519 -N '' -C "pxagent-testbed approver $BED_ID" -f "$APPROVER_KEY"
+        changed "generated the approver key $APPROVER_KEY"
+    fi
+    [[ -f "$GATE_APPROVERS" ]] || { cp "$APPROVER_KEY.pub" "$GATE_APPROVERS"; changed "wrote $GATE_APPROVERS"; }
+    chown root:root "$GATE_POLICY" "$GATE_APPROVERS"
+    chmod 0644 "$GATE_POLICY" "$GATE_APPROVERS"
+    mkdir -p "$GATE_STATE"
+    chown "$USER_NAME:" "$GATE_STATE"
+    chmod 0700 "$GATE_STATE"
+    if [[ -z "$(listener_pid)" ]]; then
+        rm -f "$GATE_SOCKET"
+        touch "$GATE_LOG"
+        setsid python3 -c "$LISTENER_PY" "$GATE_SOCKET" "$GATE_LOG" </dev/null >/dev/null 2>&1 &
+        echo $! >"$GATE_LOG_PID"
+        local i
+        for ((i = 0; i < 50; i++)); do [[ -S "$GATE_SOCKET" ]] && break; sleep 0.1; done
+        [[ -S "$GATE_SOCKET" ]] || die "the gate's syslog listener did not create $GATE_SOCKET"
+        changed "started the gate's syslog listener ($GATE_SOCKET -> $GATE_LOG)"
+    fi
 }
 
 start_sshd() {
@@ -687,6 +790,7 @@ do_up() {
     ensure_account
     ensure_keys
     ensure_sudoers
+    ensure_gate
     ensure_sim
     local sshd_before
     sshd_before="$(our_sshd_pid)"
@@ -728,6 +832,7 @@ do_down() {
     if [[ -z "$sharer" ]] && sudoers_is_ours; then sudoers_ours=1; fi
     # sshd first, so no new session can start while the rest goes away.
     if stop_our_sshd; then did=1; fi
+    if [[ -n "$(listener_pid)" ]]; then stop_listener; did=1; fi
     if [[ -n "$sharer" ]]; then
         say "account $USER_NAME and $SUDOERS_FILE belong to bed $sharer: left alone"
     elif account_exists; then
@@ -814,6 +919,13 @@ do_env() {
     printf 'export PXAGENT_TESTBED_SSHD_CONFIG=%q\n' "$SSHD_CONFIG"
     printf 'export PXAGENT_TESTBED_SUDOERS=%q\n' "$SUDOERS_FILE"
     printf 'export PXAGENT_TESTBED_SIM_DIR=%q\n' "$SIM_STATE_DIR"
+    if [[ "$(conf_get gate)" == 1 || $GATE -eq 1 ]]; then
+        printf 'export PXAGENT_TESTBED_GATE_POLICY=%q\n' "$GATE_POLICY"
+        printf 'export PXAGENT_TESTBED_APPROVERS=%q\n' "$GATE_APPROVERS"
+        printf 'export PXAGENT_TESTBED_APPROVER_KEY=%q\n' "$APPROVER_KEY"
+        printf 'export PXAGENT_TESTBED_GATE_LOG=%q\n' "$GATE_LOG"
+        printf 'export PXAGENT_TESTBED_GATE_STATE=%q\n' "$GATE_STATE"
+    fi
 }
 
 # ---------------------------------------------------------------------------------------------
