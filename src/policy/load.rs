@@ -128,13 +128,19 @@ impl Policy {
             path: path.to_path_buf(),
             source,
         })?;
-        let shown = path.display().to_string();
-        let cfg = if gateway::is_gateway_form(&text) {
-            gateway::parse(&text, &shown)?
+        Policy::from_text(&text, &path.display().to_string())
+    }
+
+    /// Check and compile a policy file's text (see [`Policy::from_file`]); `shown` names
+    /// where the text came from in every error. `setup render` validates the host policy it
+    /// embeds with this, so what it installs is exactly the text that was checked.
+    pub fn from_text(text: &str, shown: &str) -> Result<Policy> {
+        let cfg = if gateway::is_gateway_form(text) {
+            gateway::parse(text, shown)?
         } else if text.trim().is_empty() {
             PolicyConfig::default()
         } else {
-            yaml_serde::from_str::<PolicyConfig>(&text).map_err(|e| {
+            yaml_serde::from_str::<PolicyConfig>(text).map_err(|e| {
                 let at = e
                     .location()
                     .map(|l| format!(":{}:{}", l.line(), l.column()))
@@ -142,7 +148,7 @@ impl Policy {
                 Error::usage(format!("policy {shown}{at}: {e}"))
             })?
         };
-        Policy::from_config(cfg, &shown)
+        Policy::from_config(cfg, shown)
     }
 
     /// Load the policy a [`PolicySource`] names: the built-in default, a config section, or a
