@@ -3,8 +3,8 @@
 //! in an isolated environment and for the sandbox host. One binary means one build and link,
 //! and one process-wide lock for the tests that change the host, whichever topic they are in.
 //!
-//! Filter by topic: `cargo test --test integration cli::` runs only what needs no host. The
-//! live topics (`live`, `actions`, `exec`, `mcp`, `sudo_rules`, `ssh_transport`) need root and
+//! Filter by topic: `cargo test --test integration cli::` (and `setup::`, which needs only
+//! this machine's sshd binary) runs what needs no host. The live topics (`live`, `actions`, `exec`, `mcp`, `sudo_rules`, `ssh_transport`) need root and
 //! the bed that `scripts/test.sh` brings up; without it they fail with what to run.
 
 mod support;
@@ -14,5 +14,6 @@ mod cli;
 mod exec;
 mod live;
 mod mcp;
+mod setup;
 mod ssh_transport;
 mod sudo_rules;

@@ -1,6 +1,8 @@
 //! What runs or lands on the Proxmox host: the sudoers file pxagent renders and the lint that
-//! reads hand-written ones ([`sudoers`]), and the preflight that proves a host's setup.
+//! reads hand-written ones ([`sudoers`]), the root scripts that set up and revoke a gated agent
+//! account ([`setup`]), and the preflight that proves a host's setup.
 //! It may use the catalog and the transport; nothing in the core depends on it.
 
 pub mod preflight;
+pub mod setup;
 pub mod sudoers;

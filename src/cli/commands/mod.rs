@@ -7,6 +7,7 @@ mod catalog;
 mod exec;
 mod op;
 mod preflight;
+mod setup;
 mod status;
 mod sudoers;
 
@@ -33,6 +34,8 @@ pub fn execute(
         Cmd::Catalog => plain(catalog::catalog(out)),
         Cmd::SudoersRender(opts) => plain(sudoers::sudoers_render(opts, out)),
         Cmd::SudoersLint(file) => sudoers::sudoers_lint(file, out),
+        Cmd::SetupRender(opts) => plain(setup::setup_render(opts, out)),
+        Cmd::SetupRevoke(opts) => plain(setup::setup_revoke(opts, out)),
         Cmd::AuditShow(since) => plain(audit::audit_show(since.as_deref(), out)),
         Cmd::AuditVerify => audit::audit_verify(out),
         Cmd::Mcp {
