@@ -3,9 +3,10 @@
 //! in an isolated environment and for the sandbox host. One binary means one build and link,
 //! and one process-wide lock for the tests that change the host, whichever topic they are in.
 //!
-//! Filter by topic: `cargo test --test integration cli::` (or `approve::`) runs only what needs
-//! no host. The live topics (`live`, `actions`, `exec`, `mcp`, `sudo_rules`, `ssh_transport`)
-//! need root and the bed that `scripts/test.sh` brings up; without it they fail with what to run.
+//! Filter by topic: `cargo test --test integration cli::` (and `approve::`, and `setup::`, which
+//! needs only this machine's sshd binary) runs what needs no host. The live topics (`live`,
+//! `actions`, `exec`, `mcp`, `sudo_rules`, `ssh_transport`, `gate`) need root and the beds that
+//! `scripts/test.sh` brings up; without them they fail with what to run.
 
 mod support;
 
@@ -15,5 +16,6 @@ mod cli;
 mod exec;
 mod live;
 mod mcp;
+mod setup;
 mod ssh_transport;
 mod sudo_rules;

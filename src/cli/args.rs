@@ -328,7 +328,8 @@ by the keys in --approvers), counts host rate limits, logs each decision to sysl
                         .about("Report dangerous or broken rules in a sudoers file (exit 1 on errors)")
                         .arg(Arg::new("file").required(true).value_name("FILE").help("A sudoers file, or - for stdin")),
                 ),
-        );
+        )
+        .subcommand(setup_command());
 
     // Group ops by their first word, then by the rest of the path.
     // Steps of another op's flow (vm exec's file sync) are no commands of their own.
@@ -361,6 +362,57 @@ by the keys in --approvers), counts host rate limits, logs each decision to sysl
         root = root.subcommand(group);
     }
     root
+}
+
+/// `setup render|revoke`: the root scripts for the host (local commands, nothing is sent).
+fn setup_command() -> Command {
+    let sshd_args = || {
+        [
+            Arg::new("sshd_config").long("sshd-config").value_name("PATH")
+                .help("The config file the host's sshd reads (default /etc/ssh/sshd_config); the drop-in goes to sshd_config.d/ beside it. For test beds and unusual hosts"),
+            Arg::new("sshd_pid_file").long("sshd-pid-file").value_name("PATH")
+                .help("Reload sshd with SIGHUP to the pid in this file instead of through systemd. For test beds"),
+        ]
+    };
+    Command::new("setup")
+        .about("Print reviewable, idempotent root scripts that set up or revoke the gated agent account on the host")
+        .subcommand_required(true)
+        .subcommand(
+            Command::new("render")
+                .about("Print the root script that sets up the agent account (--user, default zen-agent): sudo, account, key, sshd, sudoers, host policy")
+                .arg(Arg::new("pubkey").long("pubkey").value_name("FILE").required(true)
+                    .help("The agent's OpenSSH public key (one line, no options): its only way in"))
+                .arg(Arg::new("from").long("from").value_name("CIDR")
+                    .help("Accept the key only from these addresses or networks, e.g. 192.0.2.0/24,2001:db8::/32"))
+                .arg(Arg::new("profile").long("profile").value_name("PROFILE").default_value("full")
+                    .help("The sudoers profile: readonly, operator or full"))
+                .arg(Arg::new("vmids").long("vmids").value_name("RANGES")
+                    .help("Allow only these VM ids in every VM rule, e.g. 100-199,250"))
+                .arg(Arg::new("ctids").long("ctids").value_name("RANGES")
+                    .help("Allow only these container ids in every container rule (default: --vmids)"))
+                .arg(Arg::new("ct_exec").long("ct-exec").value_name("RANGES")
+                    .help("Allow `pct exec` in these containers only"))
+                .arg(Arg::new("approvers").long("approvers").value_name("FILE")
+                    .help("Install these approvers' public keys (one per line; replaces the installed file)"))
+                .arg(Arg::new("gate_bin").long("gate-bin").value_name("PATH")
+                    .help("Where the pxagent binary (the gate) is installed on the host (default /usr/local/bin/pxagent)"))
+                .arg(Arg::new("policy_path").long("policy-path").value_name("PATH")
+                    .help("Where the host policy goes (default /etc/pxagent/policy.yaml)"))
+                .arg(Arg::new("approvers_path").long("approvers-path").value_name("PATH")
+                    .help("Where the approvers file goes (default /etc/pxagent/approvers)"))
+                .args(sshd_args())
+                .after_help(
+                    "--policy FILE (or PXAGENT_POLICY) installs FILE as the host policy (replacing the installed one, kept as .bak); \
+                     without it an installed policy stays and a missing one becomes a default that allows every op.\n\
+                     Review the script, then run it as root on the host: \
+                     pxagent setup render --user zen-agent --pubkey agent.pub > setup.sh; less setup.sh; bash setup.sh",
+                ),
+        )
+        .subcommand(
+            Command::new("revoke")
+                .about("Print the root script that revokes the agent account (--user): expire, lock, remove keys, drop-in and sudoers, end its processes")
+                .args(sshd_args()),
+        )
 }
 
 fn group_about(top: &str) -> &'static str {

@@ -16,6 +16,9 @@ use crate::catalog::{self, How, Op, Profile};
 use crate::context::{self, ConnectArgs};
 use crate::error::{Error, Result};
 use crate::exec::Request;
+use crate::host::setup::{
+    AgentKey, Approvers, HostPath, HostPolicy, RevokeOptions, SetupOptions, SourceList, Sshd,
+};
 use crate::host::sudoers::ranges::Ranges;
 use crate::host::sudoers::render::RenderOptions;
 use crate::invocation::Invocation;
@@ -72,6 +75,10 @@ pub enum Cmd {
         /// A file, `-` for stdin, or the statement text itself.
         statement: String,
     },
+    /// `pxagent setup render …`.
+    SetupRender(Box<SetupOptions>),
+    /// `pxagent setup revoke …`.
+    SetupRevoke(RevokeOptions),
     /// `pxagent mcp [--profile P] [--list-tools]`.
     Mcp {
         /// The profile whose tools are offered.
@@ -100,6 +107,8 @@ impl Cmd {
             Cmd::SudoersRender(_) => "sudoers.render",
             Cmd::SudoersLint(_) => "sudoers.lint",
             Cmd::Approve { .. } => "approve",
+            Cmd::SetupRender(_) => "setup.render",
+            Cmd::SetupRevoke(_) => "setup.revoke",
             Cmd::Mcp { .. } => "mcp",
             Cmd::Gate(_) => "gate",
             Cmd::Op(inv) => inv.op.id,
@@ -185,6 +194,9 @@ pub fn command(m: &ArgMatches, s: &Settings) -> Result<Cmd> {
         ("sudoers", _) => {
             return Err(Error::usage("expected `sudoers render` or `sudoers lint`"));
         }
+        ("setup", Some(("render", r))) => Cmd::SetupRender(Box::new(setup_options(s, r)?)),
+        ("setup", Some(("revoke", r))) => Cmd::SetupRevoke(revoke_options(s, r)?),
+        ("setup", _) => return Err(Error::usage("expected `setup render` or `setup revoke`")),
         (_, second) => {
             // A catalog op: its path is one or two words.
             let (path, leaf): (Vec<&str>, &ArgMatches) = match second {
@@ -274,6 +286,61 @@ fn render_options(s: &Settings, r: &ArgMatches) -> Result<RenderOptions> {
         opts.ct_exec = Some(Ranges::parse("--ct-exec", &v)?);
     }
     Ok(opts)
+}
+
+/// A text file named on the command line (exit 2 when it cannot be read).
+fn read_text(path: &str) -> Result<String> {
+    std::fs::read_to_string(path).map_err(|source| Error::ReadFile {
+        path: path.into(),
+        source,
+    })
+}
+
+/// The sshd options of both `setup` scripts.
+fn sshd_options(r: &ArgMatches) -> Result<Sshd> {
+    let mut sshd = Sshd::default();
+    if let Some(p) = string(r, "sshd_config") {
+        sshd.config = HostPath::parse("--sshd-config", &p)?;
+    }
+    if let Some(p) = string(r, "sshd_pid_file") {
+        sshd.pid_file = Some(HostPath::parse("--sshd-pid-file", &p)?);
+    }
+    Ok(sshd)
+}
+
+/// `setup render`: the account and sudoers options as for `sudoers render`, the files read and
+/// checked now. The host policy is the global `--policy` (or `PXAGENT_POLICY`).
+fn setup_options(s: &Settings, r: &ArgMatches) -> Result<SetupOptions> {
+    let sudoers = render_options(s, r)?;
+    let pubkey = string(r, "pubkey").ok_or_else(|| Error::usage("--pubkey FILE is required"))?;
+    let key = AgentKey::parse(&read_text(&pubkey)?, &pubkey)?;
+    let mut o = SetupOptions::new(sudoers, key);
+    if let Some(f) = string(r, "from") {
+        o.from = Some(SourceList::parse(&f)?);
+    }
+    if let Some(p) = &s.policy {
+        o.policy = Some(HostPolicy::parse(&read_text(p)?, p)?);
+    }
+    if let Some(a) = string(r, "approvers") {
+        o.approvers = Some(Approvers::parse(&read_text(&a)?, &a)?);
+    }
+    if let Some(p) = string(r, "gate_bin") {
+        o.gate = HostPath::parse("--gate-bin", &p)?;
+    }
+    if let Some(p) = string(r, "policy_path") {
+        o.policy_path = HostPath::parse("--policy-path", &p)?;
+    }
+    if let Some(p) = string(r, "approvers_path") {
+        o.approvers_path = HostPath::parse("--approvers-path", &p)?;
+    }
+    o.sshd = sshd_options(r)?;
+    Ok(o)
+}
+
+fn revoke_options(s: &Settings, r: &ArgMatches) -> Result<RevokeOptions> {
+    let mut o = RevokeOptions::new(s.connect.user.as_deref().unwrap_or(context::DEFAULT_USER))?;
+    o.sshd = sshd_options(r)?;
+    Ok(o)
 }
 
 /// An op's invocation from the matches of its subcommand (`path` is the CLI path). Every

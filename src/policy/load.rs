@@ -47,8 +47,7 @@ impl Policy {
             path: path.to_path_buf(),
             source,
         })?;
-        let shown = path.display().to_string();
-        Policy::compile(parse_yaml(&text, &shown)?, &shown, true)
+        Policy::from_host_text(&text, &path.display().to_string())
     }
 
     fn compile(cfg: PolicyConfig, source: &str, host: bool) -> Result<Policy> {
@@ -148,13 +147,25 @@ impl Policy {
             path: path.to_path_buf(),
             source,
         })?;
-        let shown = path.display().to_string();
-        let cfg = if gateway::is_gateway_form(&text) {
-            gateway::parse(&text, &shown)?
+        Policy::from_text(&text, &path.display().to_string())
+    }
+
+    /// Check and compile a policy file's text (see [`Policy::from_file`]); `shown` names
+    /// where the text came from in every error.
+    pub fn from_text(text: &str, shown: &str) -> Result<Policy> {
+        let cfg = if gateway::is_gateway_form(text) {
+            gateway::parse(text, shown)?
         } else {
-            parse_yaml(&text, &shown)?
+            parse_yaml(text, shown)?
         };
-        Policy::from_config(cfg, &shown)
+        Policy::from_config(cfg, shown)
+    }
+
+    /// Check and compile a host policy's text (see [`Policy::from_host_file`]). `setup
+    /// render` validates the host policy it embeds with this, so what it installs is exactly
+    /// the text that was checked.
+    pub fn from_host_text(text: &str, shown: &str) -> Result<Policy> {
+        Policy::compile(parse_yaml(text, shown)?, shown, true)
     }
 
     /// Load the policy a [`PolicySource`] names: the built-in default, a config section, or a

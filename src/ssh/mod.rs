@@ -9,7 +9,8 @@
 //!
 //! By job: `session` (connect, channels, timeouts, keepalive), `auth` (key files and
 //! ssh-agent, public keys only), `hostkey` (the handshake's host key check), `known_hosts`
-//! (the file), [`config`] (the `~/.ssh/config` reader). This file keeps the plain types.
+//! (the file), [`config`] (the `~/.ssh/config` reader), [`pubkey`] (one public key line, for the
+//! files `setup render` puts on the host). This file keeps the plain types.
 //!
 //! Security decisions, each deliberate:
 //! - **Host key before anything else.** The key is checked inside the handshake
@@ -34,6 +35,7 @@ mod auth;
 pub mod config;
 mod hostkey;
 mod known_hosts;
+pub mod pubkey;
 mod session;
 
 use std::borrow::Cow;

@@ -8,6 +8,7 @@ mod catalog;
 mod exec;
 mod op;
 mod preflight;
+mod setup;
 mod status;
 mod sudoers;
 
@@ -40,6 +41,8 @@ pub fn execute(
             ttl,
             statement,
         } => plain(approve::approve(key, *ttl, statement, out)),
+        Cmd::SetupRender(opts) => plain(setup::setup_render(opts, out)),
+        Cmd::SetupRevoke(opts) => plain(setup::setup_revoke(opts, out)),
         Cmd::AuditShow(since) => plain(audit::audit_show(since.as_deref(), out)),
         Cmd::AuditVerify => audit::audit_verify(out),
         Cmd::Mcp {
