@@ -75,28 +75,78 @@ pub async fn run(remote: &Remote, profile: Profile, user: &str) -> Vec<Check> {
         None => check("ssh-auth-methods", Status::Fail, "the server let the account in without any authentication", "require publickey authentication in sshd_config"),
     });
 
+    // Is a gate in front of the account? Ask it first: a gated account accepts no `id` or
+    // `sudo -l`, so the gate answers those itself.
+    let hello_cmd = crate::host::gate::protocol::Envelope {
+        client: format!("pxagent {}", crate::VERSION),
+        hello: true,
+        ..Default::default()
+    }
+    .to_command();
+    let hello = remote.session.exec(&hello_cmd).await;
+    let (gate_checks, gated) = gate_checks(&hello, user);
+    checks.extend(gate_checks);
+
     let tools = needed_tools(profile);
     let version_argv =
         crate::invocation::Invocation::new(&crate::catalog::ops::PVE_VERSION, Default::default())
             .map(|i| i.remote_argv())
             .unwrap_or_default();
-    let mut cmds: Vec<Vec<String>> = vec![
-        words(&["id", "-u"]),
-        words(&["sudo", "-V"]),
-        words(&["sudo", "-n", "-l"]),
-        version_argv.clone(),
-    ];
-    for t in &tools {
-        cmds.push(words(&["test", "-x", t]));
-    }
-    let mut results = remote.session.exec_many(cmds).await.into_iter();
-    let mut next = || {
-        results
-            .next()
-            .unwrap_or_else(|| Err(crate::Error::Internal("missing result".into())))
+    let (id, sudo_v, sudo_l, version, tool_results) = match &gated {
+        Some(h) => {
+            let version = remote.session.exec(&version_argv).await;
+            let out = |r: &crate::host::gate::protocol::CommandResult| {
+                Ok(Output {
+                    stdout: r.stdout.clone().into_bytes(),
+                    stderr: r.stderr.clone().into_bytes(),
+                    exit_status: r.exit_status.map(|c| c as u32).unwrap_or(255),
+                })
+            };
+            let found = |t: &str| h.tools.iter().any(|(p, ok)| p == t && *ok);
+            let tool_results: Vec<crate::Result<Output>> = tools
+                .iter()
+                .map(|t| {
+                    Ok(Output {
+                        stdout: Vec::new(),
+                        stderr: Vec::new(),
+                        exit_status: if found(t) { 0 } else { 1 },
+                    })
+                })
+                .collect();
+            let id = Ok(Output {
+                stdout: h.uid.to_string().into_bytes(),
+                stderr: Vec::new(),
+                exit_status: 0,
+            });
+            (
+                id,
+                out(&h.sudo_version),
+                out(&h.sudo_list),
+                version,
+                tool_results,
+            )
+        }
+        None => {
+            let mut cmds: Vec<Vec<String>> = vec![
+                words(&["id", "-u"]),
+                words(&["sudo", "-V"]),
+                words(&["sudo", "-n", "-l"]),
+                version_argv.clone(),
+            ];
+            for t in &tools {
+                cmds.push(words(&["test", "-x", t]));
+            }
+            let mut results = remote.session.exec_many(cmds).await.into_iter();
+            let mut next = || {
+                results
+                    .next()
+                    .unwrap_or_else(|| Err(crate::Error::Internal("missing result".into())))
+            };
+            let (id, sudo_v, sudo_l, version) = (next(), next(), next(), next());
+            let tool_results: Vec<_> = tools.iter().map(|_| next()).collect();
+            (id, sudo_v, sudo_l, version, tool_results)
+        }
     };
-    let (id, sudo_v, sudo_l, version) = (next(), next(), next(), next());
-    let tool_results: Vec<_> = tools.iter().map(|_| next()).collect();
 
     checks.push(match &id {
         Ok(o) if o.success() && o.stdout_text().trim() == "0" => check(
@@ -176,6 +226,112 @@ pub async fn run(remote: &Remote, profile: Profile, user: &str) -> Vec<Check> {
         },
     );
     checks
+}
+
+/// The gate's checks from its answer to a `hello`, and the answer when there is a gate.
+fn gate_checks(
+    hello: &crate::Result<Output>,
+    user: &str,
+) -> (Vec<Check>, Option<crate::host::gate::protocol::Hello>) {
+    use crate::host::gate::protocol::{Hello, PROTOCOL, Refusal};
+    let o = match hello {
+        Ok(o) => o,
+        Err(e) => {
+            return (
+                vec![check(
+                    "gate",
+                    Status::Fail,
+                    e.to_string(),
+                    "check the connection",
+                )],
+                None,
+            );
+        }
+    };
+    if let Some(r) = Refusal::from_output(o.exit_status, &o.stderr_text()) {
+        return (
+            vec![check(
+                "gate",
+                Status::Fail,
+                format!(
+                    "a gate (pxagent {}) is in front of {user} but refused this client (pxagent {}, {PROTOCOL}): {}",
+                    if r.gate.is_empty() {
+                        "?"
+                    } else {
+                        r.gate.as_str()
+                    },
+                    crate::VERSION,
+                    r.message
+                ),
+                "install the same pxagent version on the host (the gate) and here",
+            )],
+            None,
+        );
+    }
+    let h: Option<Hello> = if o.exit_status == 0 {
+        serde_json::from_slice(&o.stdout).ok()
+    } else {
+        None
+    };
+    let Some(h) = h else {
+        return (
+            vec![check(
+                "gate",
+                Status::Warn,
+                format!(
+                    "no pxagent gate in front of {user}: only sudoers holds against the agent (policy, confirmation, limits and audit are the client's)"
+                ),
+                "put the gate in front of the account: `pxagent setup render` (README: Setup on the Proxmox host)",
+            )],
+            None,
+        );
+    };
+    let mut out = vec![check(
+        "gate",
+        if h.protocol == PROTOCOL {
+            Status::Pass
+        } else {
+            Status::Fail
+        },
+        format!(
+            "pxagent gate {} ({}) is the forced command of {} on {}",
+            h.gate, h.protocol, h.account, h.host
+        ),
+        if h.protocol == PROTOCOL {
+            String::new()
+        } else {
+            format!("this client speaks {PROTOCOL}: install the same pxagent version on both sides")
+        },
+    )];
+    out.push(check(
+        "host-policy",
+        if h.policy.ok {
+            Status::Pass
+        } else {
+            Status::Fail
+        },
+        format!("{}: {}", h.policy.path, h.policy.detail),
+        if h.policy.ok {
+            ""
+        } else {
+            "fix the host policy as root; until then the gate refuses everything"
+        },
+    ));
+    out.push(check(
+        "approvers",
+        if h.approvers.ok {
+            Status::Pass
+        } else {
+            Status::Fail
+        },
+        format!("{}: {}", h.approvers.path, h.approvers.detail),
+        if h.approvers.ok {
+            ""
+        } else {
+            "fix the approvers file as root (one OpenSSH public key per line)"
+        },
+    ));
+    (out, Some(h))
 }
 
 fn words(w: &[&str]) -> Vec<String> {

@@ -84,8 +84,24 @@ pub fn invocation(
     args: &Map<String, Value>,
     takes_confirm: bool,
 ) -> Result<(Invocation, Option<String>)> {
-    let (raw, confirm) = raw_values(op, args, takes_confirm)?;
     let tool = op.tool_name();
+    // `approval` travels to the host's gate beside the command line (issue 11).
+    let mut args = args.clone();
+    let approval = match args.remove("approval") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) if op.risk != Risk::Read => Some(s),
+        Some(Value::String(_)) => {
+            return Err(Error::usage(format!(
+                "{tool} takes no `approval` (it only reads)"
+            )));
+        }
+        Some(_) => {
+            return Err(Error::usage(format!(
+                "{tool}: `approval` must be a string (the signature the human's approver printed)"
+            )));
+        }
+    };
+    let (raw, confirm) = raw_values(op, &args, takes_confirm)?;
     // Values that select another variant belong to that variant's tool (a container archive
     // to `backup_restore_ct`), so a call can never run a sibling op in disguise.
     if let Ok(chosen) = catalog::select(op.cli, &raw)
@@ -111,13 +127,25 @@ pub fn invocation(
             needs.join(" and ")
         )));
     }
-    Ok((Invocation::new(op, raw)?, confirm))
+    let mut inv = Invocation::new(op, raw)?;
+    inv.attach.approval = approval;
+    Ok((inv, confirm))
 }
 
 /// The text a model reads for a failed call: what happened, and what to do next.
 pub fn failure_text(err: &Error, inv: &Invocation) -> String {
     let tool = inv.op.tool_name();
     match err {
+        Error::Host(r) if r.approval_request.is_some() => {
+            let a = r
+                .approval_request
+                .as_ref()
+                .map(|a| a.statement.as_str())
+                .unwrap_or("");
+            format!(
+                "{err}\n\nNothing ran. Only a human approver can sign this; you cannot. Show the user this statement and ask them to sign it (`pxagent approve --key KEY FILE`, or `ssh-keygen -Y sign -n pxagent-approval -f KEY FILE`) and give you the signature; then call {tool} again with the same arguments plus \"approval\": \"<the signature text>\".\n\n{a}"
+            )
+        }
         Error::ConfirmationRequired {
             message,
             phrase,

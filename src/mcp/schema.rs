@@ -177,6 +177,15 @@ pub fn input_schema(op: &Op, confirm: bool) -> Value {
             }),
         );
     }
+    if op.risk != crate::catalog::Risk::Read {
+        props.insert(
+            "approval".into(),
+            json!({
+                "type": "string",
+                "description": "only when the host asked for one (error kind approval_required): the signature a human approver made over the statement the host issued; never made up",
+            }),
+        );
+    }
     json!({
         "type": "object",
         "properties": props,
