@@ -700,7 +700,8 @@ ensure_gate() {
     if [[ -z "$(listener_pid)" ]]; then
         rm -f "$GATE_SOCKET"
         touch "$GATE_LOG"
-        setsid python3 -c "$LISTENER_PY" "$GATE_SOCKET" "$GATE_LOG" </dev/null >/dev/null 2>&1 &
+        # 9>&-: the listener must not hold the beds' lock (fd 9) for its whole life.
+        setsid python3 -c "$LISTENER_PY" "$GATE_SOCKET" "$GATE_LOG" </dev/null >/dev/null 2>&1 9>&- &
         echo $! >"$GATE_LOG_PID"
         local i
         for ((i = 0; i < 50; i++)); do [[ -S "$GATE_SOCKET" ]] && break; sleep 0.1; done

@@ -14,6 +14,7 @@ mod actions;
 mod approve;
 mod cli;
 mod exec;
+mod gate;
 mod live;
 mod mcp;
 mod setup;

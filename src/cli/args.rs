@@ -400,6 +400,8 @@ fn setup_command() -> Command {
                     .help("Where the host policy goes (default /etc/pxagent/policy.yaml)"))
                 .arg(Arg::new("approvers_path").long("approvers-path").value_name("PATH")
                     .help("Where the approvers file goes (default /etc/pxagent/approvers)"))
+                .arg(Arg::new("log_socket").long("log-socket").value_name("PATH")
+                    .help("The syslog socket the gate writes its audit to (default /dev/log; for test beds without journald)"))
                 .args(sshd_args())
                 .after_help(
                     "--policy FILE (or PXAGENT_POLICY) installs FILE as the host policy (replacing the installed one, kept as .bak); \

@@ -333,6 +333,9 @@ fn setup_options(s: &Settings, r: &ArgMatches) -> Result<SetupOptions> {
     if let Some(p) = string(r, "approvers_path") {
         o.approvers_path = HostPath::parse("--approvers-path", &p)?;
     }
+    if let Some(p) = string(r, "log_socket") {
+        o.log_socket = Some(HostPath::parse("--log-socket", &p)?);
+    }
     o.sshd = sshd_options(r)?;
     Ok(o)
 }

@@ -252,3 +252,139 @@ impl Drop for Agent {
         let _ = self.child.wait();
     }
 }
+
+/// The gated bed (`scripts/testbed.sh up --gate`, issue 11): the same simulator behind a second
+/// sshd and account whose key's forced command is `pxagent gate`. `scripts/test.sh` exports its
+/// `PXAGENT_*` variables prefixed `PXAGENT_GATED_`.
+pub struct Gated {
+    /// Connection variables, as `PXAGENT_*` names and values.
+    pub env: Vec<(&'static str, String)>,
+    /// The host policy the gate reads (root-owned; tests rewrite it).
+    pub policy: PathBuf,
+    /// A listed approver's private key.
+    pub approver_key: PathBuf,
+    /// What the gate's syslog listener received, one record per line.
+    pub log: PathBuf,
+    /// The account.
+    pub user: String,
+}
+
+/// The gated bed from the environment; panics with what to run when it is not there.
+pub fn gated() -> Gated {
+    let get = |k: &str| {
+        std::env::var(format!("PXAGENT_GATED_{k}")).unwrap_or_else(|_| {
+            panic!("PXAGENT_GATED_{k} is not set: these tests need the gated bed; run scripts/test.sh (it brings up `scripts/testbed.sh up --gate --port 2223 --user zen-gate` and exports its env with the PXAGENT_GATED_ prefix)")
+        })
+    };
+    let mut env = Vec::new();
+    for k in ["HOST", "PORT", "USER", "IDENTITY", "KNOWN_HOSTS"] {
+        let name: &'static str = match k {
+            "HOST" => "PXAGENT_HOST",
+            "PORT" => "PXAGENT_PORT",
+            "USER" => "PXAGENT_USER",
+            "IDENTITY" => "PXAGENT_IDENTITY",
+            _ => "PXAGENT_KNOWN_HOSTS",
+        };
+        env.push((name, get(k)));
+    }
+    Gated {
+        user: get("USER"),
+        policy: get("TESTBED_GATE_POLICY").into(),
+        approver_key: get("TESTBED_APPROVER_KEY").into(),
+        log: get("TESTBED_GATE_LOG").into(),
+        env,
+    }
+}
+
+impl Gated {
+    /// `ssh` as the agent with the bed's key and known_hosts, the given remote command line
+    /// (none: an interactive login attempt). Returns (exit code, stdout, stderr).
+    pub fn ssh(&self, line: Option<&str>) -> (i32, String, String) {
+        let get = |n: &str| {
+            self.env
+                .iter()
+                .find(|(k, _)| *k == n)
+                .map(|(_, v)| v.clone())
+                .unwrap_or_default()
+        };
+        let mut cmd = Command::new("ssh");
+        cmd.args([
+            "-F",
+            "/dev/null",
+            "-T",
+            "-i",
+            &get("PXAGENT_IDENTITY"),
+            "-p",
+            &get("PXAGENT_PORT"),
+        ])
+        .args([
+            "-o",
+            &format!("UserKnownHostsFile={}", get("PXAGENT_KNOWN_HOSTS")),
+        ])
+        .args([
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "IdentitiesOnly=yes",
+            "-o",
+            "IdentityAgent=none",
+        ])
+        .arg(format!("{}@{}", get("PXAGENT_USER"), get("PXAGENT_HOST")))
+        .stdin(Stdio::null());
+        if let Some(l) = line {
+            cmd.arg(l);
+        }
+        let out = cmd.output().expect("ssh");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    /// Replace the host policy (root-owned, 0644, like the real one); the previous text comes
+    /// back when the guard drops.
+    pub fn policy(&self, yaml: &str) -> PolicySwap {
+        let old = std::fs::read_to_string(&self.policy).unwrap_or_default();
+        write_root_file(&self.policy, yaml);
+        PolicySwap {
+            path: self.policy.clone(),
+            old,
+        }
+    }
+
+    /// The gate's audit records written since `offset` bytes of its log.
+    pub fn log_since(&self, offset: u64) -> Vec<Value> {
+        let text = std::fs::read(&self.log).unwrap_or_default();
+        String::from_utf8_lossy(&text[offset.min(text.len() as u64) as usize..])
+            .lines()
+            .filter_map(|l| l.split_once("]: ").map(|(_, j)| j.to_string()))
+            .filter_map(|j| serde_json::from_str(&j).ok())
+            .collect()
+    }
+
+    /// The current length of the gate's log.
+    pub fn log_len(&self) -> u64 {
+        std::fs::metadata(&self.log).map(|m| m.len()).unwrap_or(0)
+    }
+}
+
+fn write_root_file(path: &Path, text: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
+
+/// Puts the host policy back on drop.
+pub struct PolicySwap {
+    path: PathBuf,
+    old: String,
+}
+
+impl Drop for PolicySwap {
+    fn drop(&mut self) {
+        write_root_file(&self.path, &self.old);
+    }
+}

@@ -151,6 +151,14 @@ impl Px {
         self
     }
 
+    /// Connect to the gated bed (`PXAGENT_GATED_*`).
+    pub fn gated(mut self) -> Px {
+        for (k, v) in super::gated().env {
+            self.cmd.env(k, v);
+        }
+        self
+    }
+
     /// More arguments.
     pub fn args<I, S>(mut self, args: I) -> Px
     where
@@ -158,6 +166,12 @@ impl Px {
         S: AsRef<OsStr>,
     {
         self.cmd.args(args);
+        self
+    }
+
+    /// One more argument that is a path.
+    pub fn arg_path(mut self, p: &Path) -> Px {
+        self.cmd.arg(p);
         self
     }
 

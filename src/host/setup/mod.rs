@@ -396,6 +396,8 @@ pub struct SetupOptions {
     pub policy_path: HostPath,
     /// `--approvers-path`.
     pub approvers_path: HostPath,
+    /// `--log-socket`: the gate's syslog socket when it is not `/dev/log`.
+    pub log_socket: Option<HostPath>,
     /// `--sshd-config`, `--sshd-pid-file`.
     pub sshd: Sshd,
 }
@@ -413,6 +415,7 @@ impl SetupOptions {
             gate: HostPath::fixed(DEFAULT_GATE),
             policy_path: HostPath::fixed(DEFAULT_POLICY_PATH),
             approvers_path: HostPath::fixed(DEFAULT_APPROVERS_PATH),
+            log_socket: None,
             sshd: Sshd::default(),
         }
     }

@@ -13,12 +13,16 @@ const STEPS: &str = include_str!("render.sh");
 /// The command both the key's `command="…"` and the drop-in's `ForceCommand` run: the gate,
 /// with the host policy and the approvers.
 pub fn forced_command(o: &SetupOptions) -> String {
-    format!(
+    let mut c = format!(
         "{} gate --policy {} --approvers {}",
         o.gate.as_str(),
         o.policy_path.as_str(),
         o.approvers_path.as_str()
-    )
+    );
+    if let Some(s) = &o.log_socket {
+        c.push_str(&format!(" --log-socket {}", s.as_str()));
+    }
+    c
 }
 
 /// The account's authorized_keys file: a comment and the one key, with `restrict` (no

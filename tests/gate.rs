@@ -1,0 +1,549 @@
+//! The host gate on the gated bed (issue 11): what a plain `ssh` can no longer do, pxagent's
+//! operations through the gate, the host policy over the client's, signed approvals, host rate
+//! limits, the host audit, and `setup render` / `setup revoke` applied for real.
+//!
+//! The gated bed shares the simulator with the ordinary one; every test holds the host lock.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+use crate::support::*;
+
+/// A snapshot name no earlier run used.
+fn fresh(prefix: &str) -> String {
+    let n = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
+        % 1_000_000_000;
+    format!("{prefix}{n}")
+}
+
+fn gated_run(home: &Home, args: &[&str]) -> Run {
+    home.px().gated().args(args).run()
+}
+
+#[test]
+fn only_catalog_lines_pass_the_gate() {
+    let _g = lock();
+    let g = gated();
+    let at = g.log_len();
+    let (code, out, _) = g.ssh(Some(
+        "sudo -n /usr/bin/pvesh get /version --output-format json",
+    ));
+    assert_eq!(code, 0, "a person's plain catalog line keeps working");
+    assert!(out.contains("\"version\""), "{out}");
+    for (line, why) in [
+        (Some("id"), "not_allowed"),
+        (
+            Some("sudo -n /usr/bin/pvesh get /version --output-format json; id"),
+            "not_allowed",
+        ),
+        (Some("sudo -n /bin/sh -c id"), "not_allowed"),
+        (
+            Some("sudo -n /usr/sbin/qm set 100 --hookscript local:snippets/x.pl"),
+            "not_allowed",
+        ),
+        (None, "not_allowed"),
+        (Some("pxagent-gate/1 e30"), "bad_request"),
+    ] {
+        let (code, out, err) = g.ssh(line);
+        assert_eq!(code, 125, "{line:?}: {out} {err}");
+        assert!(out.is_empty(), "{line:?} printed {out}");
+        assert!(
+            err.contains(&format!("pxagent-gate/1 refused {{\"kind\":\"{why}\"")),
+            "{line:?}: {err}"
+        );
+    }
+    // sftp is a subsystem: with the gate as forced command it gets no file access.
+    let sftp = Command::new("sftp")
+        .args(["-F", "/dev/null", "-b", "-", "-P"])
+        .arg(&g.env[1].1)
+        .args(["-i", &g.env[3].1])
+        .arg("-o")
+        .arg(format!("UserKnownHostsFile={}", g.env[4].1))
+        .args(["-o", "BatchMode=yes"])
+        .arg(format!("{}@{}", g.user, g.env[0].1))
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!sftp.status.success(), "sftp got in");
+    let records = g.log_since(at);
+    assert!(
+        records
+            .iter()
+            .any(|r| r["decision"] == "allowed" && r["op"] == "pve.version"),
+        "{records:?}"
+    );
+    assert!(
+        records
+            .iter()
+            .any(|r| r["decision"] == "refused" && r["argv"] == serde_json::json!(["id"])),
+        "{records:?}"
+    );
+}
+
+#[test]
+fn pxagent_works_unchanged_through_the_gate() {
+    let _g = lock();
+    let home = Home::new();
+    let r = gated_run(&home, &["vm", "list", "-o", "json"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.data().as_array().is_some_and(|a| !a.is_empty()));
+    let r = gated_run(&home, &["vm", "status", "100", "-o", "json"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let snap = fresh("g");
+    let r = gated_run(&home, &["vm", "snapshot", "100", &snap, "-o", "json"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let r = gated_run(&home, &["preflight", "-o", "json"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let checks = r.data()["checks"].as_array().unwrap().clone();
+    for name in [
+        "gate",
+        "host-policy",
+        "approvers",
+        "account",
+        "sudo-rules",
+        "audit",
+    ] {
+        let c = checks.iter().find(|c| c["name"] == name).unwrap();
+        assert_eq!(c["status"], "pass", "{c}");
+    }
+}
+
+#[test]
+fn the_host_policy_wins_over_the_client_policy() {
+    let _g = lock();
+    let g = gated();
+    let _p = g.policy("ops:\n  vm.start: {action: deny, reason: \"the host says no\"}\n");
+    let home = Home::new();
+    home.write("allow.yaml", b"ops:\n  \"*\": allow\n");
+    let r = gated_run(
+        &home,
+        &["--policy", "allow.yaml", "vm", "start", "100", "-o", "json"],
+    );
+    assert_eq!(r.code, 3, "{}\n{}", r.stdout, r.stderr);
+    let e = &r.json()["error"];
+    assert_eq!(e["source"], "host", "{e}");
+    assert_eq!(e["kind"], "policy_refused", "{e}");
+    assert!(
+        e["message"].as_str().unwrap().contains("the host says no"),
+        "{e}"
+    );
+    // The same line by hand is refused as well.
+    let (code, _, err) = g.ssh(Some(
+        "sudo -n /usr/bin/pvesh create /nodes/pve1/qemu/100/status/start --output-format json",
+    ));
+    assert_eq!(code, 125, "{err}");
+    assert!(err.contains("policy_refused"), "{err}");
+    // An unreadable or unsafe host policy refuses everything (fail closed).
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&g.policy, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let r = gated_run(&home, &["vm", "list", "-o", "json"]);
+    std::fs::set_permissions(&g.policy, std::fs::Permissions::from_mode(0o644)).unwrap();
+    assert_eq!(r.code, 3, "{}", r.stdout);
+    assert_eq!(r.json()["error"]["kind"], "policy_unavailable");
+    assert!(
+        r.json()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("writable by its group")
+    );
+}
+
+/// The statement the gate asked to sign, from a refused run's JSON.
+fn statement(r: &Run) -> String {
+    r.json()["error"]["approval_request"]["statement"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no approval_request: {}", r.stdout))
+        .to_string()
+}
+
+fn ssh_keygen_sign(key: &Path, file: &Path) -> PathBuf {
+    let sig = file.with_extension("txt.sig");
+    let _ = std::fs::remove_file(&sig);
+    let out = Command::new("ssh-keygen")
+        .args(["-q", "-Y", "sign", "-n", "pxagent-approval", "-f"])
+        .arg(key)
+        .arg(file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    sig
+}
+
+#[test]
+fn approve_ops_need_a_listed_signature_once() {
+    let _g = lock();
+    let g = gated();
+    let _p = g.policy("ops:\n  vm.snapshot: approve\n");
+    let home = Home::new();
+    let snap = fresh("a");
+    let args = ["vm", "snapshot", "100", snap.as_str(), "-o", "json"];
+
+    // No approval: exit 4, the statement to sign, nothing ran.
+    let r = gated_run(&home, &args);
+    assert_eq!(r.code, 4, "{}", r.stdout);
+    let e = &r.json()["error"];
+    assert_eq!(e["kind"], "approval_required");
+    assert_eq!(e["source"], "host");
+    let st = statement(&r);
+    assert!(
+        st.contains("op: vm.snapshot") && st.contains(&format!("arg snapshot: \"{snap}\"")),
+        "{st}"
+    );
+
+    // Signed by `pxagent approve` with the listed key: runs once.
+    let st_file = home.path().join("st.txt");
+    std::fs::write(&st_file, &st).unwrap();
+    let ap = home
+        .px()
+        .args(["approve", "--key"])
+        .arg_path(&g.approver_key)
+        .args(["st.txt"])
+        .run();
+    assert_eq!(ap.code, 0, "{}", ap.stderr);
+    home.write("ap.txt", ap.stdout.as_bytes());
+    let mut with = args.to_vec();
+    with.extend(["--approval", "ap.txt"]);
+    let r = gated_run(&home, &with);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    // Replayed: exit 4, replayed.
+    let r = gated_run(&home, &with);
+    assert_eq!(r.code, 4, "{}", r.stdout);
+    assert_eq!(r.json()["error"]["reason"], "replayed", "{}", r.stdout);
+
+    // Signed by ssh-keygen -Y sign: an equally valid approval.
+    let snap2 = fresh("b");
+    let args2 = ["vm", "snapshot", "100", snap2.as_str(), "-o", "json"];
+    let r = gated_run(&home, &args2);
+    std::fs::write(&st_file, statement(&r)).unwrap();
+    let sig = ssh_keygen_sign(&g.approver_key, &st_file);
+    let mut with2 = args2.to_vec();
+    let sig_s = sig.display().to_string();
+    with2.extend(["--approval", sig_s.as_str()]);
+    let r = gated_run(&home, &with2);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+
+    // The same signature for another parameter (another snapshot name): refused.
+    let snap3 = fresh("c");
+    let r = gated_run(
+        &home,
+        &[
+            "vm",
+            "snapshot",
+            "100",
+            &snap3,
+            "-o",
+            "json",
+            "--approval",
+            &sig_s,
+        ],
+    );
+    assert_eq!(r.code, 4, "{}", r.stdout);
+    // A statement re-dated by `approve --ttl` carries itself: bound to its own parameters.
+    let r = gated_run(&home, &["vm", "snapshot", "100", &snap3, "-o", "json"]);
+    std::fs::write(&st_file, statement(&r)).unwrap();
+    let ap = home
+        .px()
+        .args(["approve", "--ttl", "5m", "--key"])
+        .arg_path(&g.approver_key)
+        .args(["st.txt"])
+        .run();
+    assert_eq!(ap.code, 0, "{}", ap.stderr);
+    home.write("ttl.txt", ap.stdout.as_bytes());
+    let snap4 = fresh("d");
+    let r = gated_run(
+        &home,
+        &[
+            "vm",
+            "snapshot",
+            "100",
+            &snap4,
+            "-o",
+            "json",
+            "--approval",
+            "ttl.txt",
+        ],
+    );
+    assert_eq!(r.code, 4, "{}", r.stdout);
+    assert_eq!(r.json()["error"]["reason"], "wrong_args", "{}", r.stdout);
+
+    // An unlisted key: refused, naming it.
+    let other = home.path().join("other");
+    let kg = Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+        .arg(&other)
+        .output()
+        .unwrap();
+    assert!(kg.status.success());
+    let r = gated_run(&home, &["vm", "snapshot", "100", &snap4, "-o", "json"]);
+    std::fs::write(&st_file, statement(&r)).unwrap();
+    let sig = ssh_keygen_sign(&other, &st_file);
+    let r = gated_run(
+        &home,
+        &[
+            "vm",
+            "snapshot",
+            "100",
+            &snap4,
+            "-o",
+            "json",
+            "--approval",
+            &sig.display().to_string(),
+        ],
+    );
+    assert_eq!(r.code, 4, "{}", r.stdout);
+    assert_eq!(r.json()["error"]["reason"], "unlisted_key", "{}", r.stdout);
+
+    // The host audit names the approver of the runs that happened.
+    let log = std::fs::read_to_string(&g.log).unwrap();
+    assert!(
+        log.contains("\"approver\":\"SHA256:"),
+        "no approver in the gate's log"
+    );
+}
+
+#[test]
+fn host_limits_hold_across_separate_client_states() {
+    let _g = lock();
+    let g = gated();
+    // Not across a minute boundary: the window is a UTC minute.
+    let sec = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        % 60;
+    if sec > 45 {
+        std::thread::sleep(std::time::Duration::from_secs(61 - sec));
+    }
+    let counter = fresh("t");
+    let _p = g.policy(&format!(
+        "ops:\n  vm.status:\n    limits: [{{counter: {counter}, window: minute, max: 5}}]\n"
+    ));
+    let homes: Vec<Home> = (0..12).map(|_| Home::new()).collect();
+    let running: Vec<Running> = homes
+        .iter()
+        .map(|h| {
+            h.px()
+                .gated()
+                .args(["vm", "status", "100", "-o", "json"])
+                .spawn()
+        })
+        .collect();
+    let codes: Vec<i32> = running.into_iter().map(|r| r.wait().code).collect();
+    let ok = codes.iter().filter(|c| **c == 0).count();
+    let limited = codes.iter().filter(|c| **c == 8).count();
+    assert_eq!((ok, limited), (5, 7), "{codes:?}");
+}
+
+#[test]
+fn setup_render_applied_gives_a_gated_account_and_revoke_ends_it() {
+    let _g = lock();
+    let g = gated();
+    let user = "zen-setup";
+    let port = "2224";
+    // Root-owned and traversable by the new account: the gate checks both.
+    let dir = PathBuf::from("/var/lib/pxagent-testbed/setup-test");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let cleanup = Cleanup {
+        dir: dir.clone(),
+        user,
+    };
+    let sh = |args: &[&str]| {
+        let o = Command::new(args[0]).args(&args[1..]).output().unwrap();
+        assert!(
+            o.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    };
+    let p = |x: &str| dir.join(x).display().to_string();
+    sh(&[
+        "ssh-keygen",
+        "-q",
+        "-t",
+        "ed25519",
+        "-N",
+        "",
+        "-f",
+        &p("host_key"),
+    ]);
+    sh(&[
+        "ssh-keygen",
+        "-q",
+        "-t",
+        "ed25519",
+        "-N",
+        "",
+        "-f",
+        &p("agent"),
+    ]);
+    std::fs::write(
+        dir.join("sshd_config"),
+        format!(
+            "ListenAddress 127.0.0.1\nPort {port}\nHostKey {}\nPidFile {}\nUsePAM yes\nPasswordAuthentication no\nKbdInteractiveAuthentication no\nPermitRootLogin no\n",
+            p("host_key"),
+            p("sshd.pid")
+        ),
+    )
+    .unwrap();
+    std::fs::write(dir.join("policy.yaml"), "ops: {}\n").unwrap();
+    let gate_bin = g
+        .policy
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("bin/pxagent");
+    let socket = g.log.with_file_name("gate-log.sock");
+    let render = px()
+        .args([
+            "setup",
+            "render",
+            "--user",
+            user,
+            "--pubkey",
+            &p("agent.pub"),
+            "--from",
+            "127.0.0.0/8",
+        ])
+        .args(["--profile", "readonly", "--policy", &p("policy.yaml")])
+        .args(["--gate-bin", &gate_bin.display().to_string()])
+        .args([
+            "--policy-path",
+            &p("host-policy.yaml"),
+            "--approvers-path",
+            &p("approvers"),
+        ])
+        .args(["--log-socket", &socket.display().to_string()])
+        .args([
+            "--sshd-config",
+            &p("sshd_config"),
+            "--sshd-pid-file",
+            &p("sshd.pid"),
+        ])
+        .run();
+    assert_eq!(render.code, 0, "{}", render.stderr);
+    std::fs::write(dir.join("setup.sh"), &render.stdout).unwrap();
+    let check = Command::new("bash")
+        .arg("-n")
+        .arg(dir.join("setup.sh"))
+        .output()
+        .unwrap();
+    assert!(check.status.success());
+    // sshd must run for the script's reload; start it first with the config as it is.
+    sh(&[
+        "/usr/sbin/sshd",
+        "-f",
+        &p("sshd_config"),
+        "-E",
+        &p("sshd.log"),
+    ]);
+    let apply = Command::new("bash")
+        .arg(dir.join("setup.sh"))
+        .output()
+        .unwrap();
+    assert!(
+        apply.status.success(),
+        "setup.sh failed:\n{}\n{}",
+        String::from_utf8_lossy(&apply.stdout),
+        String::from_utf8_lossy(&apply.stderr)
+    );
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let login = |line: &str| {
+        Command::new("ssh")
+            .args(["-F", "/dev/null", "-T", "-i", &p("agent"), "-p", port])
+            .args([
+                "-o",
+                "StrictHostKeyChecking=no",
+                "-o",
+                "UserKnownHostsFile=/dev/null",
+            ])
+            .args([
+                "-o",
+                "BatchMode=yes",
+                "-o",
+                "IdentitiesOnly=yes",
+                "-o",
+                "LogLevel=ERROR",
+            ])
+            .arg(format!("{user}@127.0.0.1"))
+            .arg(line)
+            .output()
+            .unwrap()
+    };
+    let ok = login("sudo -n /usr/bin/pvesh get /version --output-format json");
+    assert!(
+        ok.status.success(),
+        "the set-up account does not work: {} {}",
+        String::from_utf8_lossy(&ok.stdout),
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    let v: Value = serde_json::from_slice(&ok.stdout).unwrap();
+    assert!(v["version"].is_string());
+    let refused = login("id");
+    assert_eq!(refused.status.code(), Some(125), "the gate is not in front");
+
+    let revoke = px()
+        .args(["setup", "revoke", "--user", user])
+        .args([
+            "--sshd-config",
+            &p("sshd_config"),
+            "--sshd-pid-file",
+            &p("sshd.pid"),
+        ])
+        .run();
+    assert_eq!(revoke.code, 0, "{}", revoke.stderr);
+    std::fs::write(dir.join("revoke.sh"), &revoke.stdout).unwrap();
+    let apply = Command::new("bash")
+        .arg(dir.join("revoke.sh"))
+        .output()
+        .unwrap();
+    assert!(
+        apply.status.success(),
+        "revoke.sh failed:\n{}\n{}",
+        String::from_utf8_lossy(&apply.stdout),
+        String::from_utf8_lossy(&apply.stderr)
+    );
+    let after = login("sudo -n /usr/bin/pvesh get /version --output-format json");
+    assert_eq!(
+        after.status.code(),
+        Some(255),
+        "login still works after revoke"
+    );
+    drop(cleanup);
+}
+
+/// Removes what the setup test made, by name and pid file, also when it failed.
+struct Cleanup {
+    dir: PathBuf,
+    user: &'static str,
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        if let Ok(pid) = std::fs::read_to_string(self.dir.join("sshd.pid")) {
+            let _ = Command::new("kill").arg(pid.trim()).status();
+        }
+        let _ = Command::new("pkill")
+            .args(["-KILL", "-u", self.user])
+            .status();
+        let _ = Command::new("userdel").args(["-r", self.user]).output();
+        for f in [
+            format!("/etc/sudoers.d/{}", self.user),
+            format!("/etc/pxagent/keys/{}", self.user),
+        ] {
+            let _ = std::fs::remove_file(f);
+        }
+        let _ = std::fs::remove_dir_all(format!("/var/lib/pxagent/{}", self.user));
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
