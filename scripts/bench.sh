@@ -20,6 +20,8 @@
 #      processes, and `pxagent status` (3 reads concurrently over one connection).
 #   4. peak memory (max RSS, /usr/bin/time -v) of `pxagent status` and `pxagent version`
 #      (target < 20 MiB), with ssh and proxmoxer for context.
+#   5. the host gate's added latency per operation, gated vs ungated bed (scripts/bench/gate.sh;
+#      goal < 5 ms), when the gated bed is up.
 #
 # Usage: sudo scripts/bench.sh [--up] [--runs N] [--batch-runs N] [--reads N]
 #   --up            bring the sandbox host up first when it is down (scripts/testbed.sh up)
@@ -482,3 +484,11 @@ for k in floor px_catalog px_dryrun host_floor px_version ssh_one mux_one py_pro
 done
 for s in ssh_n mux_n px_version_n; do printf '  %-15s %s' "$s.sh" "$(cat "$WORK/$s.sh")"; echo; done
 echo "  (each measured command was run once first and its output checked: /version JSON, ok:true)"
+
+echo
+# 5. The host gate (issue 11): only when the gated bed is up too (scripts/test.sh brings both up).
+if "$REPO_DIR/scripts/testbed.sh" status --gate --port 2223 --user zen-gate >/dev/null 2>&1; then
+    "$REPO_DIR/scripts/bench/gate.sh" "$RUNS" || echo "  5. the gate's added latency: could not be measured (see above)"
+else
+    echo "  5. the gate's added latency: not measured (no gated bed: scripts/testbed.sh up --gate --port 2223 --user zen-gate)"
+fi

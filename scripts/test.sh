@@ -16,6 +16,7 @@
 #    (`scripts/regen.sh --check`);
 # 4. brings the sandbox host up (scripts/testbed.sh): real sshd on 127.0.0.1, real account, real
 #    sudo with the sudoers file pxagent rendered, the simulator at the PVE paths; proves it works;
+#    then a second, gated bed (port 2223, account zen-gate, `pxagent gate` as the forced command);
 # 5. runs every test of the workspace against it (tests/mcp.rs uses the venv's python through
 #    PXAGENT_TEST_PYTHON);
 # 6. takes the sandbox down again, also when a step failed.
@@ -66,9 +67,14 @@ echo "== generated files are up to date (scripts/regen.sh --check)"
 scripts/regen.sh --check
 
 echo "== bringing the sandbox host up"
-trap 'echo "== taking the sandbox host down"; scripts/testbed.sh down || true' EXIT
+# Two beds on one simulator: the plain one, and a gated one (issue 11: `pxagent gate` is its
+# key's forced command) whose env the tests read with the PXAGENT_GATED_ prefix.
+GATED=(--gate --port 2223 --user zen-gate)
+trap 'echo "== taking the sandbox hosts down"; scripts/testbed.sh down || true; scripts/testbed.sh down "${GATED[@]}" || true' EXIT
 scripts/testbed.sh up
 scripts/testbed.sh selftest
+scripts/testbed.sh up "${GATED[@]}"
+eval "$(scripts/testbed.sh env "${GATED[@]}" | sed 's/^export PXAGENT_/export PXAGENT_GATED_/')"
 eval "$(scripts/testbed.sh env)"
 export PXAGENT_TESTBED_REQUIRED=1
 export PXAGENT_TEST_PYTHON="$DEPS_PYTHON_BIN"
