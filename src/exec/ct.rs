@@ -161,6 +161,10 @@ pub(super) async fn pct(
         )),
         e => e,
     })?;
+    // A gated host's refusal is not the guest command's exit status.
+    if let Some(r) = crate::remote::gate_refusal(&out) {
+        return Err(Error::Host(Box::new(r)));
+    }
     if out.exit_status != 0
         && let Err(Error::SudoRefused(m)) =
             crate::remote::classify(&out, &remote_argv, &remote.target)

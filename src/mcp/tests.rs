@@ -360,3 +360,39 @@ async fn a_client_over_a_duplex_pipe_sees_exactly_the_offered_tools() {
     drop(io);
     running.await.unwrap();
 }
+
+#[test]
+fn tools_that_change_state_take_an_approval_and_reads_do_not() {
+    let destroy = super::schema::input_schema(&crate::catalog::ops::VM_DESTROY, true);
+    assert_eq!(destroy["properties"]["approval"]["type"], "string");
+    let list = super::schema::input_schema(&crate::catalog::ops::VM_LIST, false);
+    assert!(list["properties"].get("approval").is_none());
+    let args = serde_json::json!({"vmid": 100, "approval": "-----BEGIN SSH SIGNATURE-----\nx\n-----END SSH SIGNATURE-----\n"});
+    let (inv, _) = super::args::invocation(
+        &crate::catalog::ops::VM_START,
+        args.as_object().unwrap(),
+        false,
+    )
+    .unwrap();
+    assert!(
+        inv.attach
+            .approval
+            .as_deref()
+            .unwrap()
+            .starts_with("-----BEGIN")
+    );
+    assert!(
+        !inv.remote_argv().concat().contains("SIGNATURE"),
+        "never in the argv"
+    );
+    assert_eq!(inv.wire_argv()[0], "pxagent-gate/1");
+    let bad = serde_json::json!({"vmid": 100, "approval": 5});
+    assert!(
+        super::args::invocation(
+            &crate::catalog::ops::VM_START,
+            bad.as_object().unwrap(),
+            false
+        )
+        .is_err()
+    );
+}
