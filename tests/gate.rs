@@ -547,3 +547,57 @@ impl Drop for Cleanup {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
+
+#[test]
+fn host_exec_allowlists_cover_commands_and_file_transfers() {
+    let _g = lock();
+    let g = gated();
+    let _p = g.policy(
+        "ops:\n  vm.exec:\n    commands: [[sort, \"...\"]]\n    push: [\"/tmp/*\"]\n    pull: [\"/tmp/*\"]\n",
+    );
+    let home = Home::new();
+    home.write("in.txt", b"b\na\n");
+    let run = |args: &[&str]| gated_run(&home, args);
+    let r = run(&[
+        "-o",
+        "json",
+        "vm",
+        "exec",
+        "100",
+        "--push",
+        "in.txt:/tmp/gate-in.txt",
+        "--pull",
+        "/tmp/gate-out.txt:out.txt",
+        "--",
+        "sort",
+        "-o",
+        "/tmp/gate-out.txt",
+        "/tmp/gate-in.txt",
+    ]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(home.read("out.txt"), b"a\nb\n");
+    // A command outside the host's allowlist, and a push outside its paths: exit 3 from the host.
+    let r = run(&["-o", "json", "vm", "exec", "100", "--", "id"]);
+    assert_eq!(r.code, 3, "{}", r.stdout);
+    assert_eq!(r.json()["error"]["source"], "host");
+    let r = run(&[
+        "-o",
+        "json",
+        "vm",
+        "exec",
+        "100",
+        "--push",
+        "in.txt:/etc/cron.d/x",
+        "--",
+        "sort",
+        "/tmp/gate-in.txt",
+    ]);
+    assert_eq!(r.code, 3, "{}", r.stdout);
+    assert!(r.stdout.contains("/etc/cron.d/x"), "{}", r.stdout);
+    // The same file write by hand is refused as well.
+    let (code, _, err) = g.ssh(Some(
+        "sudo -n /usr/bin/pvesh create /nodes/pve1/qemu/100/agent/file-write --file /etc/cron.d/x --content hi --encode 0 --output-format json",
+    ));
+    assert_eq!(code, 125, "{err}");
+    assert!(err.contains("policy_refused"), "{err}");
+}

@@ -315,6 +315,7 @@ pub fn dry_run_exec(
     data["policy"] = match policy
         .check(&inv, Some(&[]))
         .and_then(|_| policy.check_command(&inv, &argv))
+        .and_then(|_| crate::exec::check_transfers(policy, req, inv.op))
     {
         Ok(()) => json!("allowed"),
         Err(e) => json!(format!("refused: {e}")),

@@ -57,9 +57,12 @@ pub const CT_FILE_MAX: usize = 64 * 1024 * 1024;
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Guest programs of the file sync (absolute: they do not depend on the guest's PATH).
-const TEE: &str = "/usr/bin/tee";
-const CAT: &str = "/bin/cat";
-const SHA256SUM: &str = "/usr/bin/sha256sum";
+/// `tee` in a guest: a container push writes stdin to the path (the gate reads it back too).
+pub const TEE: &str = "/usr/bin/tee";
+/// `cat` in a guest: a container pull.
+pub const CAT: &str = "/bin/cat";
+/// The checksum that proves a transfer.
+pub const SHA256SUM: &str = "/usr/bin/sha256sum";
 
 /// Run one guest command with its file sync through an engine (the CLI's or the MCP
 /// server's): policy, allowlist, confirmation and rate limit first, then the host. `given` is
@@ -80,6 +83,7 @@ pub async fn run<C: Connector>(
     };
     let decision = policy.check(&c.inv, tags.as_deref())?;
     policy.check_command(&c.inv, &c.argv)?;
+    check_transfers(policy, req, c.inv.op)?;
     let policy_confirm = matches!(decision, crate::policy::Decision::Confirm(_));
     trail.phrase = if engine.interactive {
         crate::confirm::gate(&c.inv, given, policy_confirm)?
@@ -120,3 +124,20 @@ pub async fn exec_status<C: Connector>(engine: &Engine<'_, C>, inv: &Invocation)
 
 #[cfg(test)]
 mod tests;
+
+/// The policy's `push`/`pull` paths for every file of the request (exit 3 before anything is
+/// sent).
+pub(crate) fn check_transfers(
+    policy: &crate::policy::Policy,
+    req: &Request,
+    op: &crate::catalog::Op,
+) -> Result<()> {
+    use crate::policy::Transfer;
+    for (_, guest) in &req.push {
+        policy.check_transfer(op, Transfer::Push, guest)?;
+    }
+    for (guest, _) in &req.pull {
+        policy.check_transfer(op, Transfer::Pull, guest)?;
+    }
+    Ok(())
+}

@@ -165,6 +165,36 @@ impl Policy {
         )))
     }
 
+    /// Whether a file may move between the client and a guest in the flow of `exec_op`
+    /// (`vm.exec`, `ct.exec`): the rule's `push`/`pull` globs decide; a rule with a command
+    /// allowlist and no list for that direction allows none (fail closed); otherwise files move
+    /// freely, as the commands do. `Err` is [`Error::Policy`] (exit 3).
+    pub fn check_transfer(&self, exec_op: &Op, dir: Transfer, path: &str) -> Result<()> {
+        let Some(c) = self.compiled_for(exec_op.id) else {
+            return Ok(());
+        };
+        let (what, list) = match dir {
+            Transfer::Push => ("push", &c.rule.push),
+            Transfer::Pull => ("pull", &c.rule.pull),
+        };
+        let shown = crate::catalog::kind::printable(path);
+        match list {
+            Some(globs) if globs.iter().any(|g| path_glob(g, path)) => Ok(()),
+            Some(globs) => Err(Error::Policy(format!(
+                "policy refuses to {what} {shown} for {}: not one of {} (policy.ops.{}.{what} in {})",
+                exec_op.id,
+                globs.join(", "),
+                c.key,
+                self.source
+            ))),
+            None if c.commands.is_some() => Err(Error::Policy(format!(
+                "policy refuses to {what} {shown} for {}: the rule allows only listed commands and lists no {what} paths (add `{what}: [\"/path/*\"]` to policy.ops.{} in {})",
+                exec_op.id, c.key, self.source
+            ))),
+            None => Ok(()),
+        }
+    }
+
     /// Whether `ct exec` may enter privileged containers.
     pub fn allow_privileged_ct_exec(&self) -> bool {
         self.allow_privileged_ct_exec
@@ -293,6 +323,36 @@ impl Policy {
         let read_only_blocks = self.read_only && op.risk != Risk::Read;
         !(denied || read_only_blocks)
     }
+}
+
+/// Which way a file moves in a guest command's flow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transfer {
+    /// Into the guest (`--push`).
+    Push,
+    /// Out of the guest (`--pull`).
+    Pull,
+}
+
+/// A guest path glob: `*` matches within one path segment, `**` across segments.
+fn path_glob(glob: &str, path: &str) -> bool {
+    let mut re = String::from("^");
+    let mut rest = glob;
+    while !rest.is_empty() {
+        if let Some(r) = rest.strip_prefix("**") {
+            re.push_str(".*");
+            rest = r;
+        } else if let Some(r) = rest.strip_prefix('*') {
+            re.push_str("[^/]*");
+            rest = r;
+        } else {
+            let c = rest.chars().next().unwrap_or_default();
+            re.push_str(&regex::escape(&c.to_string()));
+            rest = &rest[c.len_utf8()..];
+        }
+    }
+    re.push('$');
+    regex::Regex::new(&re).is_ok_and(|r| r.is_match(path))
 }
 
 /// Split a guest's `tags` field as Proxmox writes it (`;`-separated in `/cluster/resources`;
@@ -622,5 +682,50 @@ mod tests {
         assert!(!glob_match("vm.star", "vm.start"));
         assert!(!glob_match("*.stop", "vm.start"));
         assert!(glob_match("**", ""));
+    }
+}
+
+#[cfg(test)]
+mod transfer_tests {
+    use super::*;
+
+    #[test]
+    fn path_globs_stay_in_their_segment() {
+        assert!(path_glob("/tmp/*", "/tmp/a.txt"));
+        assert!(!path_glob("/tmp/*", "/tmp/a/b"));
+        assert!(path_glob("/srv/**", "/srv/a/b/c"));
+        assert!(!path_glob("/tmp/*", "/etc/passwd"));
+        assert!(!path_glob("/tmp/a.txt", "/tmp/aXtxt"));
+    }
+
+    #[test]
+    fn transfers_follow_push_and_pull_lists_and_fail_closed_with_commands() {
+        let p = |yaml: &str| {
+            let cfg: crate::policy::schema::PolicyConfig = yaml_serde::from_str(yaml).unwrap();
+            Policy::from_config(cfg, "t").unwrap()
+        };
+        let op = &crate::catalog::ops::VM_EXEC;
+        let open = p("ops:\n  vm.exec: allow\n");
+        assert!(open.check_transfer(op, Transfer::Push, "/etc/x").is_ok());
+        let listed = p("ops:\n  vm.exec:\n    commands: [[uname]]\n    push: [\"/tmp/*\"]\n");
+        assert!(listed.check_transfer(op, Transfer::Push, "/tmp/a").is_ok());
+        assert_eq!(
+            listed
+                .check_transfer(op, Transfer::Push, "/etc/a")
+                .unwrap_err()
+                .exit_code(),
+            3
+        );
+        let e = listed
+            .check_transfer(op, Transfer::Pull, "/tmp/a")
+            .unwrap_err();
+        assert!(e.to_string().contains("lists no pull paths"), "{e}");
+        let bad: crate::policy::schema::PolicyConfig =
+            yaml_serde::from_str("ops:\n  vm.start:\n    push: [\"tmp\"]\n").unwrap();
+        let e = Policy::from_config(bad, "t").unwrap_err().to_string();
+        assert!(
+            e.contains("only ops that run a command") && e.contains("absolute"),
+            "{e}"
+        );
     }
 }

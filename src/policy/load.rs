@@ -97,6 +97,27 @@ impl Policy {
                     }
                 }
             };
+            for (what, list) in [("push", &rule.push), ("pull", &rule.pull)] {
+                let Some(list) = list else { continue };
+                if !OPS
+                    .iter()
+                    .any(|op| glob_match(&key, op.id) && op.runs_guest_command())
+                {
+                    problems.push(format!(
+                        "policy.ops.{key}.{what}: only ops that run a command in a guest (vm.exec, ct.exec) move files"
+                    ));
+                }
+                for g in list {
+                    if !g.starts_with('/')
+                        || g.split('/').any(|s| s == "..")
+                        || g.chars().any(char::is_control)
+                    {
+                        problems.push(format!(
+                            "policy.ops.{key}.{what}: {g:?} is not an absolute path glob (no '..', no control characters)"
+                        ));
+                    }
+                }
+            }
             rules.push(Compiled {
                 key,
                 rule,
@@ -315,7 +336,9 @@ protect: [100, 105, keep]
                             action: Action::Allow,
                             reason: None,
                             limits: None,
-                            commands: None
+                            commands: None,
+                            push: None,
+                            pull: None
                         }
                     ),
                     (
@@ -324,7 +347,9 @@ protect: [100, 105, keep]
                             action: Action::Deny,
                             reason: None,
                             limits: None,
-                            commands: None
+                            commands: None,
+                            push: None,
+                            pull: None
                         }
                     ),
                     (
@@ -333,7 +358,9 @@ protect: [100, 105, keep]
                             action: Action::Deny,
                             reason: Some("use `vm shutdown` instead".into()),
                             limits: None,
-                            commands: None
+                            commands: None,
+                            push: None,
+                            pull: None
                         }
                     ),
                     (
@@ -342,7 +369,9 @@ protect: [100, 105, keep]
                             action: Action::Confirm,
                             reason: None,
                             limits: None,
-                            commands: None
+                            commands: None,
+                            push: None,
+                            pull: None
                         }
                     ),
                     (
@@ -351,7 +380,9 @@ protect: [100, 105, keep]
                             action: Action::Confirm,
                             reason: Some("production host".into()),
                             limits: None,
-                            commands: None
+                            commands: None,
+                            push: None,
+                            pull: None
                         }
                     ),
                 ]),

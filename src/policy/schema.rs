@@ -107,6 +107,11 @@ pub struct Rule {
     pub limits: Option<Vec<Limit>>,
     /// The guest commands the matching ops may run (argv shapes).
     pub commands: Option<Vec<CommandRule>>,
+    /// Where files may be pushed into the guest (absolute path globs: `*` within one path
+    /// segment, `**` across segments). With `commands` and no `push`, nothing may be pushed.
+    pub push: Option<Vec<String>>,
+    /// Where files may be pulled from (as `push`).
+    pub pull: Option<Vec<String>>,
 }
 
 impl Rule {
@@ -117,6 +122,8 @@ impl Rule {
             reason: None,
             limits: None,
             commands: None,
+            push: None,
+            pull: None,
         }
     }
 }
@@ -141,8 +148,9 @@ impl<'de> Deserialize<'de> for Rule {
                 self,
                 mut map: A,
             ) -> std::result::Result<Rule, A::Error> {
-                const FIELDS: &[&str] = &["action", "reason", "limits", "commands"];
+                const FIELDS: &[&str] = &["action", "reason", "limits", "commands", "push", "pull"];
                 let (mut action, mut reason, mut limits, mut commands) = (None, None, None, None);
+                let (mut push, mut pull) = (None, None);
                 while let Some(key) = map.next_key::<String>()? {
                     match key.as_str() {
                         "action" if action.is_none() => {
@@ -154,7 +162,9 @@ impl<'de> Deserialize<'de> for Rule {
                         "reason" if reason.is_none() => reason = Some(map.next_value::<String>()?),
                         "limits" if limits.is_none() => limits = Some(map.next_value()?),
                         "commands" if commands.is_none() => commands = Some(map.next_value()?),
-                        "action" | "reason" | "limits" | "commands" => {
+                        "push" if push.is_none() => push = Some(map.next_value()?),
+                        "pull" if pull.is_none() => pull = Some(map.next_value()?),
+                        "action" | "reason" | "limits" | "commands" | "push" | "pull" => {
                             return Err(de::Error::custom(format!("duplicate field `{key}`")));
                         }
                         other => {
@@ -164,7 +174,13 @@ impl<'de> Deserialize<'de> for Rule {
                 }
                 let action = match action {
                     Some(a) => a,
-                    None if limits.is_some() || commands.is_some() => Action::Allow,
+                    None if limits.is_some()
+                        || commands.is_some()
+                        || push.is_some()
+                        || pull.is_some() =>
+                    {
+                        Action::Allow
+                    }
                     None => return Err(de::Error::missing_field("action")),
                 };
                 Ok(Rule {
@@ -172,6 +188,8 @@ impl<'de> Deserialize<'de> for Rule {
                     reason,
                     limits,
                     commands,
+                    push,
+                    pull,
                 })
             }
         }

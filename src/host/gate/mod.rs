@@ -41,7 +41,7 @@ use self::protocol::{Envelope, Hello, Kind, Refusal, Request};
 use crate::catalog::{self, Op, Risk, ops};
 use crate::error::Error;
 use crate::invocation::Invocation;
-use crate::policy::{Decision, Policy};
+use crate::policy::{Decision, Policy, Transfer};
 
 /// Where the gate finds its files. The defaults are what `pxagent setup render` installs.
 #[derive(Debug, Clone)]
@@ -292,17 +292,36 @@ fn check(
     // Several ops may send the same line: it must pass as each of them (strictest verdict).
     let mut confirm: Option<String> = None;
     let mut approve: Option<String> = None;
+    let mut transfers = 0;
     for inv in &invs {
+        let policy_refused =
+            |e: Error| with_op(refusal(Kind::PolicyRefused, host_words(&e.to_string())));
+        // A step of a guest command's flow (a file write or read, a checksum) is judged as
+        // that command's op — a `deny` or `protect` of vm.exec covers its file writes — and
+        // as a transfer under its `push`/`pull` paths instead of its command allowlist.
+        let (judged, transfer) = sync_step(inv);
         let decision = policy
-            .check(inv, tags.as_deref())
-            .map_err(|e| with_op(refusal(Kind::PolicyRefused, host_words(&e.to_string()))))?;
-        if inv.op.runs_guest_command()
-            && let Some(cmd) = inv.values.get("command")
-        {
-            let argv = crate::catalog::kind::guest_argv(cmd);
-            policy
-                .check_command(inv, &argv)
-                .map_err(|e| with_op(refusal(Kind::PolicyRefused, host_words(&e.to_string()))))?;
+            .check(&judged, tags.as_deref())
+            .map_err(policy_refused)?;
+        match transfer {
+            Some((dirs, path)) => {
+                transfers += 1;
+                let mut last = Ok(());
+                for dir in dirs {
+                    last = policy.check_transfer(judged.op, *dir, &path);
+                    if last.is_ok() {
+                        break;
+                    }
+                }
+                last.map_err(policy_refused)?;
+            }
+            None if inv.op.runs_guest_command() => {
+                if let Some(cmd) = inv.values.get("command") {
+                    let argv = crate::catalog::kind::guest_argv(cmd);
+                    policy.check_command(inv, &argv).map_err(policy_refused)?;
+                }
+            }
+            None => {}
         }
         match decision {
             Decision::Allow => {}
@@ -341,7 +360,8 @@ fn check(
         .map_err(with_op)?;
         audit["approver"] = json!(fp);
     }
-    for inv in &invs {
+    // A transfer is part of a guest command the limits already counted.
+    for inv in invs.iter().filter(|_| transfers == 0) {
         admit(&policy, &state, inv.op, ctx.now).map_err(|e| {
             with_op(refusal(
                 match e {
@@ -353,6 +373,47 @@ fn check(
         })?;
     }
     Ok(())
+}
+
+/// For a step of a guest command's flow: the invocation to judge it as (the guest command's
+/// op, same guest), and the transfer it makes (the directions it may count as, the guest
+/// path). Anything else is judged as itself.
+type Step = (Invocation, Option<(&'static [Transfer], String)>);
+
+fn sync_step(inv: &Invocation) -> Step {
+    const PUSH: &[Transfer] = &[Transfer::Push];
+    const PULL: &[Transfer] = &[Transfer::Pull];
+    const EITHER: &[Transfer] = &[Transfer::Push, Transfer::Pull];
+    let as_op = |op: &'static Op| Invocation {
+        op,
+        values: inv.values.clone(),
+        keep_type: None,
+        attach: Default::default(),
+    };
+    let file = inv.values.get("file").cloned().unwrap_or_default();
+    if inv.op == &ops::VM_FILE_WRITE {
+        return (as_op(&ops::VM_EXEC), Some((PUSH, file)));
+    }
+    if inv.op == &ops::VM_FILE_READ {
+        return (as_op(&ops::VM_EXEC), Some((PULL, file)));
+    }
+    if inv.op.runs_guest_command()
+        && let Some(cmd) = inv.values.get("command")
+    {
+        let argv = crate::catalog::kind::guest_argv(cmd);
+        if let [program, path] = argv.as_slice() {
+            let dirs = match program.as_str() {
+                crate::exec::TEE if inv.op == &ops::CT_EXEC => Some(PUSH),
+                crate::exec::CAT if inv.op == &ops::CT_EXEC => Some(PULL),
+                crate::exec::SHA256SUM => Some(EITHER),
+                _ => None,
+            };
+            if let Some(d) = dirs {
+                return (inv.clone(), Some((d, path.clone())));
+            }
+        }
+    }
+    (inv.clone(), None)
 }
 
 /// Policy messages name "policy"; on the host they are the host's.
@@ -551,6 +612,53 @@ mod tests {
             );
         }
         assert!(trusted_file(&dir.path().join("missing"), 4242).is_err());
+    }
+
+    #[test]
+    fn sync_steps_are_judged_as_their_guest_command_and_as_transfers() {
+        let inv = |op: &'static Op, kv: &[(&'static str, &str)]| Invocation {
+            op,
+            values: kv.iter().map(|(k, v)| (*k, v.to_string())).collect(),
+            keep_type: None,
+            attach: Default::default(),
+        };
+        let w = inv(&ops::VM_FILE_WRITE, &[("vmid", "100"), ("file", "/tmp/a")]);
+        let (judged, t) = sync_step(&w);
+        assert_eq!(judged.op, &ops::VM_EXEC);
+        assert_eq!(
+            t.map(|(d, p)| (d.to_vec(), p)),
+            Some((vec![Transfer::Push], "/tmp/a".into()))
+        );
+        let tee = inv(
+            &ops::CT_EXEC,
+            &[("vmid", "200"), ("command", r#"["/usr/bin/tee","/tmp/b"]"#)],
+        );
+        assert_eq!(
+            sync_step(&tee).1.map(|(d, _)| d.to_vec()),
+            Some(vec![Transfer::Push])
+        );
+        let sum = inv(
+            &ops::VM_EXEC,
+            &[
+                ("vmid", "100"),
+                ("command", r#"["/usr/bin/sha256sum","/tmp/b"]"#),
+            ],
+        );
+        assert_eq!(sync_step(&sum).1.map(|(d, _)| d.len()), Some(2));
+        // A tee with more words, or a tee through the VM guest agent, is an ordinary command.
+        let other = inv(
+            &ops::CT_EXEC,
+            &[
+                ("vmid", "200"),
+                ("command", r#"["/usr/bin/tee","-a","/x"]"#),
+            ],
+        );
+        assert!(sync_step(&other).1.is_none());
+        let vm_tee = inv(
+            &ops::VM_EXEC,
+            &[("vmid", "100"), ("command", r#"["/usr/bin/tee","/x"]"#)],
+        );
+        assert!(sync_step(&vm_tee).1.is_none());
     }
 
     #[test]
