@@ -69,8 +69,10 @@ ensure_sudo() {
         fi
         changed "installed the sudo package (classic sudo)"
     fi
-    version=$(sudo -V 2>&1 || true)
-    version=${version%%$'\n'*}
+    # stdout only, and its "Sudo version" line: with a host name missing from /etc/hosts, sudo
+    # first prints "unable to resolve host" on stderr.
+    version=$(sudo -V 2>/dev/null | grep -m1 '^Sudo version' || true)
+    [[ -n $version ]] || version=$(sudo -V 2>&1 | head -n1 || true)
     if [[ ! $version =~ ^Sudo\ version\ ([0-9]+)\.([0-9]+)\.([0-9]+) ]]; then
         die "sudo here is not classic sudo ('$version'; sudo-rs?): pxagent's rules need classic sudo >= 1.9.10 (apt-get install sudo)"
     fi
