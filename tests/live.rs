@@ -665,3 +665,22 @@ fn logs_grow_with_v_and_never_touch_stdout() {
     assert_eq!(bad.code, 0);
     assert!(bad.stderr.contains("not a log filter"), "{}", bad.stderr);
 }
+
+#[test]
+fn node_version_reads_one_node() {
+    // The read op added to show the seam of issue 10: one catalog row, the simulator's route.
+    let r = on_bed(&["node", "version", "pve2", "-o", "json"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.data()["version"]
+            .as_str()
+            .is_some_and(|v| v.starts_with("9.")),
+        "{}",
+        r.stdout
+    );
+    let r = on_bed(&["node", "version", "pve2", "--dry-run", "-o", "json"]);
+    assert_eq!(
+        r.data()["command"],
+        "sudo -n /usr/bin/pvesh get /nodes/pve2/version --output-format json"
+    );
+}

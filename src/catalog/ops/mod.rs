@@ -70,6 +70,7 @@ pub static OPS: &[&Op] = &[
     &CLUSTER_RESOURCES,
     &NODE_LIST,
     &NODE_STATUS,
+    &NODE_VERSION,
     // VMs: reads
     &VM_LIST,
     &VM_STATUS,

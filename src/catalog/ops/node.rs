@@ -1,4 +1,4 @@
-//! Node reads: the cluster's nodes and one node's status.
+//! Node reads: the cluster's nodes, one node's status and its Proxmox version.
 
 use super::*;
 
@@ -24,6 +24,19 @@ pub static NODE_STATUS: Op = Op {
     area: Area::Node,
     params: &[NODE_POS],
     args: pvesh!("get", "/nodes/{node}/status"),
+    view: View::Object,
+    ..ROW
+};
+
+/// `pxagent node version NODE`
+pub static NODE_VERSION: Op = Op {
+    id: "node.version",
+    cli: &["node", "version"],
+    about: "Show one node's Proxmox VE version (nodes differ while a cluster is upgraded)",
+    risk: Risk::Read,
+    area: Area::Node,
+    params: &[NODE_POS],
+    args: pvesh!("get", "/nodes/{node}/version"),
     view: View::Object,
     ..ROW
 };
