@@ -34,6 +34,18 @@ impl Run {
     }
 }
 
+/// One copy of the binary for the whole test process, made before any test runs it: a copy
+/// per test raced with the other tests' forks, whose children briefly held the copy's write
+/// descriptor, and exec then failed with "Text file busy" (seen in a bare Debian 12 run).
+static EXE: std::sync::LazyLock<(tempfile::TempDir, PathBuf)> = std::sync::LazyLock::new(|| {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
+    let exe = dir.path().join("pve-sim");
+    std::fs::copy(env!("CARGO_BIN_EXE_pve-sim"), &exe).unwrap();
+    std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+    (dir, exe)
+});
+
 fn am_root() -> bool {
     access::real_euid() == Some(0)
 }
@@ -47,10 +59,10 @@ impl Bed {
         let dir = tempfile::tempdir().unwrap();
         // The sandbox account must be able to reach `<state dir>/guests/<vmid>/root`.
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
-        let exe = dir.path().join("pve-sim");
-        std::fs::copy(env!("CARGO_BIN_EXE_pve-sim"), &exe).unwrap();
-        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
-        Bed { dir, exe }
+        Bed {
+            dir,
+            exe: EXE.1.clone(),
+        }
     }
     fn state(&self) -> PathBuf {
         self.dir.path().join("state/state.json")
