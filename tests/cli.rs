@@ -349,3 +349,77 @@ fn run_can_be_called_twice_in_one_process() {
         assert_eq!(code, 0, "the {call} call");
     }
 }
+
+#[test]
+fn a_dry_run_of_a_refused_op_is_the_same_refusal() {
+    // Issue 12, item 9: exit 3 and the policy's message, not a report that says "refused".
+    let home = crate::support::Home::new();
+    home.write("deny.yaml", b"ops:\n  vm.destroy: {action: deny, reason: \"not here\"}\n  vm.exec: {commands: [[uname]]}\n");
+    let r = home
+        .px()
+        .args([
+            "--policy",
+            "deny.yaml",
+            "-o",
+            "json",
+            "vm",
+            "destroy",
+            "100",
+            "--dry-run",
+        ])
+        .run();
+    assert_eq!(r.code, 3, "{}", r.stdout);
+    let msg = r.json()["error"]["message"].as_str().unwrap().to_string();
+    assert!(
+        msg.contains("policy refuses vm.destroy on 100: not here"),
+        "{msg}"
+    );
+    // A guest command outside the allowlist, and a push with no push paths: the same.
+    let r = home
+        .px()
+        .args([
+            "--policy",
+            "deny.yaml",
+            "vm",
+            "exec",
+            "100",
+            "--dry-run",
+            "--",
+            "id",
+        ])
+        .run();
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    home.write("f", b"x");
+    let r = home
+        .px()
+        .args([
+            "--policy",
+            "deny.yaml",
+            "vm",
+            "exec",
+            "100",
+            "--dry-run",
+            "--push",
+            "f:/tmp/f",
+            "--",
+            "uname",
+        ])
+        .run();
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert!(r.stderr.contains("lists no push paths"), "{}", r.stderr);
+    // Allowed: still a report, exit 0.
+    let r = home
+        .px()
+        .args([
+            "--policy",
+            "deny.yaml",
+            "vm",
+            "exec",
+            "100",
+            "--dry-run",
+            "--",
+            "uname",
+        ])
+        .run();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+}

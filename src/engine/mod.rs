@@ -283,26 +283,25 @@ impl<C: Connector> Engine<'_, C> {
 
 /// What a dry run of `inv` reports: the remote command, its sudoers rule, risk and
 /// profiles, and the local policy's verdict (a guest's tags are unknown without a
-/// connection, so tag protection is checked at run time). Sends nothing.
-pub fn dry_run(policy: &Policy, inv: &Invocation, trail: &mut Trail) -> Value {
+/// connection, so tag protection is checked at run time). Sends nothing. An op the policy
+/// refuses is refused here too, with the same message and exit 3 (issue 12).
+pub fn dry_run(policy: &Policy, inv: &Invocation, trail: &mut Trail) -> Result<Value> {
     trail.dry_run = true;
     trail.argv = inv.remote_argv();
-    let verdict = policy.check(inv, Some(&[])).map(|d| match d {
+    let verdict = match policy.check(inv, Some(&[]))? {
         Decision::Allow => "allowed".to_string(),
         Decision::Confirm(c) => format!("needs the phrase `{}` ({})", c.phrase, c.rule),
         Decision::Approve { rule, .. } => format!("needs a signed approval ({rule})"),
-    });
+    };
     let mut data = inv.dry_run();
     data["approval_statement"] = json!(crate::host::gate::approval::preview(inv));
-    data["policy"] = match verdict {
-        Ok(v) => json!(v),
-        Err(e) => json!(format!("refused: {e}")),
-    };
-    data
+    data["policy"] = json!(verdict);
+    Ok(data)
 }
 
 /// What a dry run of a guest command reports: the first remote command, the policy's and
-/// the allowlist's verdict, and the rate limits. Local checks still apply (exit 2).
+/// the allowlist's verdict, and the rate limits. Local checks still apply (exit 2), and so do
+/// the policy's refusals (exit 3).
 pub fn dry_run_exec(
     policy: &Policy,
     req: &crate::exec::Request,
@@ -311,15 +310,12 @@ pub fn dry_run_exec(
     trail.dry_run = true;
     let (inv, argv) = crate::exec::check_request(req)?;
     trail.argv = inv.remote_argv();
+    // A refusal is a refusal in a dry run too (exit 3, the same message).
+    policy.check(&inv, Some(&[]))?;
+    policy.check_command(&inv, &argv)?;
+    crate::exec::check_transfers(policy, req, inv.op)?;
     let mut data = inv.dry_run();
-    data["policy"] = match policy
-        .check(&inv, Some(&[]))
-        .and_then(|_| policy.check_command(&inv, &argv))
-        .and_then(|_| crate::exec::check_transfers(policy, req, inv.op))
-    {
-        Ok(()) => json!("allowed"),
-        Err(e) => json!(format!("refused: {e}")),
-    };
+    data["policy"] = json!("allowed");
     data["limits"] = json!(policy.limits_for(inv.op));
     Ok(data)
 }

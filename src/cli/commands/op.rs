@@ -19,7 +19,7 @@ pub fn run_op(
     trail: &mut Trail,
 ) -> Result<u8> {
     if s.dry_run {
-        let data = crate::engine::dry_run(&ctx.policy, inv, trail);
+        let data = crate::engine::dry_run(&ctx.policy, inv, trail)?;
         out.success(inv.op.id, data, |d| {
             let mut s = format!("{} (risk: {})\n", inv.op.id, inv.op.risk.name());
             s.push_str(&format!(
