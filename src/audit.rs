@@ -442,7 +442,7 @@ pub fn parse_since(s: &str, now: SystemTime) -> Result<SystemTime> {
             _ => 7 * 86_400,
         };
         return now
-            .checked_sub(Duration::from_secs(n * unit))
+            .checked_sub(Duration::from_secs(n.checked_mul(unit).ok_or_else(bad)?))
             .filter(|t| *t >= UNIX_EPOCH)
             .ok_or_else(bad);
     }

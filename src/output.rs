@@ -123,19 +123,37 @@ pub fn write_stderr(text: &str) {
     let _ = err.flush();
 }
 
-/// Write one block to stdout with a trailing newline; a closed pipe is not an error worth
-/// a panic (`pxagent catalog | head`).
+/// Write one block to stdout with a trailing newline. A failed write is remembered for
+/// [`take_write_error`]: the front end turns it into exit 10 (a closed pipe, `| head`, ends
+/// quietly instead).
 pub fn write_stdout(text: &str) {
     let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{text}");
-    let _ = out.flush();
+    let r = writeln!(out, "{text}").and_then(|_| out.flush());
+    remember(r);
 }
 
 /// Write raw text to stdout exactly as given (used for files such as a sudoers render).
 pub fn write_raw(text: &str) {
     let mut out = std::io::stdout().lock();
-    let _ = out.write_all(text.as_bytes());
-    let _ = out.flush();
+    let r = out.write_all(text.as_bytes()).and_then(|_| out.flush());
+    remember(r);
+}
+
+/// The first stdout write error since the last [`take_write_error`]. Process-wide because
+/// stdout is; taking it resets it, so every run starts clean.
+static WRITE_ERROR: std::sync::Mutex<Option<std::io::Error>> = std::sync::Mutex::new(None);
+
+fn remember(r: std::io::Result<()>) {
+    if let Err(e) = r {
+        let mut slot = WRITE_ERROR.lock().unwrap_or_else(|p| p.into_inner());
+        slot.get_or_insert(e);
+    }
+}
+
+/// The first stdout write error since the last call (issue 12: a full disk or a closed file
+/// must not look like success).
+pub fn take_write_error() -> Option<std::io::Error> {
+    WRITE_ERROR.lock().unwrap_or_else(|p| p.into_inner()).take()
 }
 
 /// Render rows as an aligned text table with a header.

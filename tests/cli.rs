@@ -423,3 +423,46 @@ fn a_dry_run_of_a_refused_op_is_the_same_refusal() {
         .run();
     assert_eq!(r.code, 0, "{}", r.stderr);
 }
+
+#[test]
+fn a_failed_write_to_stdout_is_an_error_and_a_closed_pipe_is_quiet() {
+    // Issue 12, item 13.
+    use std::process::{Command, Stdio};
+    let home = crate::support::Home::new();
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let mut cmd = Command::new(crate::support::bin());
+    crate::support::isolate(&mut cmd, home.path());
+    let out = cmd
+        .args(["sudoers", "render"])
+        .stdout(Stdio::from(full))
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(10));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot write the output"));
+    // A reader that stops early: no message, the command's own code.
+    let mut cmd = Command::new(crate::support::bin());
+    crate::support::isolate(&mut cmd, home.path());
+    let mut child = cmd
+        .args(["catalog"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -82,12 +82,22 @@ pub fn run(args: Vec<OsString>) -> u8 {
         ms = took.as_millis() as u64,
         "{name}"
     );
-    match result {
+    let code = match result {
         Ok(code) => code,
         Err((err, data)) => {
             out.failure(&name, &err, data);
             err.exit_code()
         }
+    };
+    // What we wrote must have arrived: a full disk or a closed file is exit 10; a reader that
+    // went away (`| head`) is not an error.
+    match output::take_write_error() {
+        Some(e) if e.kind() == std::io::ErrorKind::BrokenPipe => code,
+        Some(e) => {
+            output::note(format!("cannot write the output to stdout: {e}"));
+            10
+        }
+        None => code,
     }
 }
 
