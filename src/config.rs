@@ -121,19 +121,25 @@ pub fn parse(text: &str, path: &Path) -> Result<Config> {
 }
 
 impl Config {
-    /// Where the policy in force is stated: `flag` (`--policy FILE`) when given, else the
-    /// file named by `PXAGENT_POLICY` (the environment form of `--policy`, read here too for
-    /// callers that did not go through clap), else `policy_file:` (relative to this config
-    /// file), else the `policy:` section (the built-in default without a config file). Only
-    /// the source actually in force is checked: with `--policy`, a config setting both
-    /// `policy:` and `policy_file:` is not an error.
-    pub fn policy_source(&self, flag: Option<&str>) -> Result<PolicySource> {
+    /// Where the policies in force are stated, broadest first: the config's own (its
+    /// `policy_file:`, relative to the config file, else its `policy:` section, else the
+    /// built-in default), then `flag` (`--policy FILE`) or, without it, the file named by
+    /// `PXAGENT_POLICY` (read here too for callers that did not go through clap). The later
+    /// one only narrows the first (issue 12): no flag or variable can widen what the config
+    /// forbids.
+    pub fn policy_sources(&self, flag: Option<&str>) -> Result<Vec<PolicySource>> {
+        let mut v = vec![self.policy_source()?];
         if let Some(f) = flag.filter(|f| !f.is_empty()) {
-            return Ok(PolicySource::File(expand_home(Path::new(f))));
+            v.push(PolicySource::File(expand_home(Path::new(f))));
+        } else if let Some(f) = std::env::var_os("PXAGENT_POLICY").filter(|v| !v.is_empty()) {
+            v.push(PolicySource::File(expand_home(Path::new(&f))));
         }
-        if let Some(f) = std::env::var_os("PXAGENT_POLICY").filter(|v| !v.is_empty()) {
-            return Ok(PolicySource::File(expand_home(Path::new(&f))));
-        }
+        Ok(v)
+    }
+
+    /// The config's own policy: `policy_file:` (relative to this config file), else the
+    /// `policy:` section, else the built-in default without a config file.
+    pub fn policy_source(&self) -> Result<PolicySource> {
         if let Some(f) = &self.policy_file {
             if self.policy != PolicyConfig::default() {
                 return Err(Error::usage(format!(
@@ -165,11 +171,15 @@ impl Config {
 // are reworked (issue 10); it lives here because the policy must not name the config. New code
 // writes `Policy::load(cfg.policy_source(flag)?)`, and this goes once no caller is left.
 impl Policy {
-    /// The policy in force for a command: `--policy FILE` (also `PXAGENT_POLICY`) when given,
-    /// else the config's (its `policy_file:` or its `policy:` section). Same as
-    /// `Policy::load(cfg.policy_source(flag)?)`.
+    /// The policy in force for a command: the config's (its `policy_file:` or its `policy:`
+    /// section), narrowed by `--policy FILE` (or `PXAGENT_POLICY`) when given.
     pub fn effective(flag: Option<&str>, cfg: &Config) -> Result<Policy> {
-        Policy::load(cfg.policy_source(flag)?)
+        let mut layers = cfg.policy_sources(flag)?.into_iter();
+        let mut policy = Policy::load(layers.next().unwrap_or(PolicySource::Default))?;
+        for more in layers {
+            policy = policy.narrowed_by(Policy::load(more)?);
+        }
+        Ok(policy)
     }
 }
 
@@ -227,15 +237,12 @@ mod tests {
     fn policy_source_precedence() {
         let mut c = p("policy: {read_only: true}\npolicy_file: gw.json\n").unwrap();
         c.path = Some(PathBuf::from("/etc/x/config.yaml"));
-        // `--policy` wins, and the config's own conflict is then not looked at.
+        // The config's own conflict is an error whatever `--policy` says: it only narrows.
         assert_eq!(
-            c.policy_source(Some("/p.yaml")).unwrap(),
-            PolicySource::File(PathBuf::from("/p.yaml"))
+            c.policy_sources(Some("/p.yaml")).unwrap_err().exit_code(),
+            2
         );
-        if std::env::var_os("PXAGENT_POLICY").is_some_and(|v| !v.is_empty()) {
-            return; // the environment names the policy: the rest cannot be observed here
-        }
-        let e = c.policy_source(Some("")).unwrap_err();
+        let e = c.policy_source().unwrap_err();
         assert_eq!(e.exit_code(), 2);
         assert_eq!(
             e.to_string(),
@@ -243,20 +250,30 @@ mod tests {
         );
         c.policy = PolicyConfig::default();
         assert_eq!(
-            c.policy_source(None).unwrap(),
+            c.policy_source().unwrap(),
             PolicySource::File(PathBuf::from("/etc/x/gw.json"))
         );
         c.policy_file = None;
         assert_eq!(
-            c.policy_source(None).unwrap(),
+            c.policy_source().unwrap(),
             PolicySource::Section {
                 policy: PolicyConfig::default(),
                 source: "/etc/x/config.yaml".into()
             }
         );
         assert_eq!(
-            Config::default().policy_source(None).unwrap(),
+            Config::default().policy_source().unwrap(),
             PolicySource::Default
+        );
+        assert_eq!(
+            c.policy_sources(Some("/p.yaml")).unwrap(),
+            vec![
+                PolicySource::Section {
+                    policy: PolicyConfig::default(),
+                    source: "/etc/x/config.yaml".into()
+                },
+                PolicySource::File(PathBuf::from("/p.yaml"))
+            ]
         );
     }
 }

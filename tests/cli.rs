@@ -466,3 +466,33 @@ fn a_failed_write_to_stdout_is_an_error_and_a_closed_pipe_is_quiet() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn a_policy_flag_cannot_widen_the_configs_policy() {
+    // Issue 12, item 6: the config says read_only; `--policy` allowing everything narrows, never
+    // widens (the dry run is refused like the run would be, before anything is sent).
+    let home = crate::support::Home::new();
+    let cfg = home.config_dir().join("pxagent");
+    std::fs::create_dir_all(&cfg).unwrap();
+    std::fs::write(cfg.join("config.yaml"), "policy:\n  read_only: true\n").unwrap();
+    home.write("allow.yaml", b"ops:\n  \"*\": allow\n");
+    for args in [
+        vec![
+            "--policy",
+            "allow.yaml",
+            "vm",
+            "destroy",
+            "100",
+            "--dry-run",
+        ],
+        vec!["vm", "destroy", "100", "--dry-run"],
+    ] {
+        let r = home
+            .px()
+            .args(&args)
+            .env("PXAGENT_POLICY", "allow.yaml")
+            .run();
+        assert_eq!(r.code, 3, "{args:?}: {}", r.stderr);
+        assert!(r.stderr.contains("read_only"), "{}", r.stderr);
+    }
+}

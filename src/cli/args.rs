@@ -83,7 +83,7 @@ fn global_args() -> Vec<Arg> {
             .env("PXAGENT_POLICY")
             .global(true)
             .value_name("FILE")
-            .help("Policy file: pxagent's YAML policy or the MCP gateway's JSON form (overrides the config's policy)"),
+            .help("Policy file: pxagent's YAML policy or the MCP gateway's JSON form (narrows the config's policy: it can add refusals, never remove one)"),
         Arg::new("config")
             .long("config")
             .env("PXAGENT_CONFIG")

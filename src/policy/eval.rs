@@ -104,6 +104,8 @@ pub struct Policy {
     pub(super) protect_tags: Vec<String>,
     pub(super) allow_privileged_ct_exec: bool,
     pub(super) source: String,
+    /// Layers that narrow this one (see [`Policy::narrowed_by`]).
+    pub(super) also: Vec<Policy>,
 }
 
 impl Default for Policy {
@@ -116,6 +118,7 @@ impl Default for Policy {
             protect_tags: Vec::new(),
             allow_privileged_ct_exec: false,
             source: "built-in defaults".into(),
+            also: Vec::new(),
         }
     }
 }
@@ -123,7 +126,7 @@ impl Default for Policy {
 impl Policy {
     /// The rate limits of an op: the most specific rule's `limits`, else 10 per minute for
     /// ops that run a command in a guest, else none.
-    pub fn limits_for(&self, op: &Op) -> Vec<Limit> {
+    fn limits_for_one(&self, op: &Op) -> Vec<Limit> {
         match self.compiled_for(op.id).and_then(|c| c.rule.limits.clone()) {
             Some(l) => l,
             None if op.runs_guest_command() => vec![Limit::exec_default(op)],
@@ -132,7 +135,7 @@ impl Policy {
     }
 
     /// Where an op's limits were written (`None`: pxagent's default).
-    pub fn limits_source(&self, op: &Op) -> Option<String> {
+    fn limits_source_one(&self, op: &Op) -> Option<String> {
         let c = self.compiled_for(op.id)?;
         c.rule
             .limits
@@ -142,7 +145,7 @@ impl Policy {
 
     /// Whether the most specific rule's allowlist admits this guest command (program first).
     /// `Err` is [`Error::Policy`] (exit 3) naming the allowed shapes.
-    pub fn check_command(&self, inv: &Invocation, argv: &[String]) -> Result<()> {
+    fn check_command_one(&self, inv: &Invocation, argv: &[String]) -> Result<()> {
         let Some(c) = self.compiled_for(inv.op.id) else {
             return Ok(());
         };
@@ -169,7 +172,7 @@ impl Policy {
     /// (`vm.exec`, `ct.exec`): the rule's `push`/`pull` globs decide; a rule with a command
     /// allowlist and no list for that direction allows none (fail closed); otherwise files move
     /// freely, as the commands do. `Err` is [`Error::Policy`] (exit 3).
-    pub fn check_transfer(&self, exec_op: &Op, dir: Transfer, path: &str) -> Result<()> {
+    fn check_transfer_one(&self, exec_op: &Op, dir: Transfer, path: &str) -> Result<()> {
         let Some(c) = self.compiled_for(exec_op.id) else {
             return Ok(());
         };
@@ -196,7 +199,7 @@ impl Policy {
     }
 
     /// Whether `ct exec` may enter privileged containers.
-    pub fn allow_privileged_ct_exec(&self) -> bool {
+    fn allow_privileged_ct_exec_one(&self) -> bool {
         self.allow_privileged_ct_exec
     }
 
@@ -213,13 +216,13 @@ impl Policy {
     }
 
     /// Whether `read_only` is on.
-    pub fn read_only(&self) -> bool {
+    fn read_only_one(&self) -> bool {
         self.read_only
     }
 
     /// The rule that applies to an op id and the key it was written under (for dry-run
     /// output and, later, rate limits): the most specific match, as the module doc says.
-    pub fn rule_for(&self, op_id: &str) -> Option<(&str, &Rule)> {
+    fn rule_for_one(&self, op_id: &str) -> Option<(&str, &Rule)> {
         self.compiled_for(op_id).map(|c| (c.key.as_str(), &c.rule))
     }
 
@@ -230,7 +233,7 @@ impl Policy {
     /// policy fails closed rather than guess.
     ///
     /// `Err` is always [`Error::Policy`] (exit 3) with a one-line reason.
-    pub fn check(&self, inv: &Invocation, guest_tags: Option<&[String]>) -> Result<Decision> {
+    fn check_one(&self, inv: &Invocation, guest_tags: Option<&[String]>) -> Result<Decision> {
         let op = inv.op;
         let target = match inv.vmid() {
             Some(id) => format!("{} on {id}", op.id),
@@ -242,7 +245,7 @@ impl Policy {
                 self.source
             )))
         };
-        let rule = self.rule_for(op.id);
+        let rule = self.rule_for_one(op.id);
         if let Some((key, r)) = rule
             && r.action == Action::Deny
         {
@@ -309,19 +312,122 @@ impl Policy {
     /// Whether [`Policy::check`] needs the guest's tags (some protect entry is a tag). The
     /// caller then reads them from the guest's `/cluster/resources` entry — the same lookup
     /// that finds the guest's node.
-    pub fn needs_guest_tags(&self) -> bool {
+    fn needs_guest_tags_one(&self) -> bool {
         !self.protect_tags.is_empty()
     }
 
     /// Whether an op should be offered at all (MCP tool listing): false when a `deny` rule or
     /// `read_only` refuses it whatever its arguments. Protection depends on the arguments, so
     /// it does not hide an op.
-    pub fn allows_listing(&self, op: &Op) -> bool {
+    fn allows_listing_one(&self, op: &Op) -> bool {
         let denied = self
             .rule_for(op.id)
             .is_some_and(|(_, r)| r.action == Action::Deny);
         let read_only_blocks = self.read_only && op.risk != Risk::Read;
         !(denied || read_only_blocks)
+    }
+}
+
+/// Layers (issue 12): `--policy FILE` and `PXAGENT_POLICY` add to the config's policy; they
+/// never replace it. Every check asks every layer, and the most restrictive answer wins:
+/// any refusal refuses, `approve` beats `confirm` beats `allow`, limits add up, `read_only` and
+/// `protect` accumulate, an allowlist must admit in every layer that has one.
+impl Policy {
+    /// This policy narrowed by `more` (checked after it). Nothing in `more` can widen it.
+    pub fn narrowed_by(mut self, more: Policy) -> Policy {
+        self.source = format!("{} + {}", self.source, more.source);
+        self.also.push(more);
+        self
+    }
+
+    fn layers(&self) -> impl Iterator<Item = &Policy> {
+        std::iter::once(self).chain(self.also.iter())
+    }
+
+    /// The rate limits of an op: the `limits` of the most specific rule in each layer that
+    /// states some, all of them counting; when no layer states any, 10 per minute for ops
+    /// that run a command in a guest, else none.
+    pub fn limits_for(&self, op: &Op) -> Vec<Limit> {
+        let mut all: Vec<Limit> = Vec::new();
+        let stated = self
+            .layers()
+            .filter_map(|p| p.compiled_for(op.id).and_then(|c| c.rule.limits.clone()));
+        for l in stated.flatten() {
+            if !all.contains(&l) {
+                all.push(l);
+            }
+        }
+        if all.is_empty() {
+            return self.limits_for_one(op);
+        }
+        all
+    }
+
+    /// Where an op's limits were written (`None`: pxagent's default).
+    pub fn limits_source(&self, op: &Op) -> Option<String> {
+        self.layers().find_map(|p| p.limits_source_one(op))
+    }
+
+    /// Whether every layer's allowlist admits this guest command (program first). `Err` is
+    /// [`Error::Policy`] (exit 3) naming the allowed shapes.
+    pub fn check_command(&self, inv: &Invocation, argv: &[String]) -> Result<()> {
+        self.layers()
+            .try_for_each(|p| p.check_command_one(inv, argv))
+    }
+
+    /// Whether a file may move between the client and a guest in the flow of `exec_op`
+    /// (`vm.exec`, `ct.exec`) in every layer: the rule's `push`/`pull` globs decide; a rule
+    /// with a command allowlist and no list for that direction allows none (fail closed);
+    /// otherwise files move freely, as the commands do. `Err` is [`Error::Policy`] (exit 3).
+    pub fn check_transfer(&self, exec_op: &Op, dir: Transfer, path: &str) -> Result<()> {
+        self.layers()
+            .try_for_each(|p| p.check_transfer_one(exec_op, dir, path))
+    }
+
+    /// Whether `ct exec` may enter privileged containers (every layer must say so).
+    pub fn allow_privileged_ct_exec(&self) -> bool {
+        self.layers().all(|p| p.allow_privileged_ct_exec_one())
+    }
+
+    /// Whether `read_only` is on in any layer.
+    pub fn read_only(&self) -> bool {
+        self.layers().any(|p| p.read_only_one())
+    }
+
+    /// The rule that applies to an op id and the key it was written under (for dry-run
+    /// output): the first layer's most specific match.
+    pub fn rule_for(&self, op_id: &str) -> Option<(&str, &Rule)> {
+        self.layers().find_map(|p| p.rule_for_one(op_id))
+    }
+
+    /// Decide before anything is sent (see the layer rules above). `guest_tags` are the tags
+    /// of the guest named by the op's `vmid` (`None`: not looked up; a layer that protects tags
+    /// then refuses a change). `Err` is always [`Error::Policy`] (exit 3).
+    pub fn check(&self, inv: &Invocation, guest_tags: Option<&[String]>) -> Result<Decision> {
+        let mut out = Decision::Allow;
+        for p in self.layers() {
+            let d = p.check_one(inv, guest_tags)?;
+            let rank = |d: &Decision| match d {
+                Decision::Allow => 0,
+                Decision::Confirm(_) => 1,
+                Decision::Approve { .. } => 2,
+            };
+            if rank(&d) > rank(&out) {
+                out = d;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Whether [`Policy::check`] needs the guest's tags (some layer protects a tag).
+    pub fn needs_guest_tags(&self) -> bool {
+        self.layers().any(|p| p.needs_guest_tags_one())
+    }
+
+    /// Whether an op should be offered at all (MCP tool listing): false when any layer's
+    /// `deny` rule or `read_only` refuses it whatever its arguments.
+    pub fn allows_listing(&self, op: &Op) -> bool {
+        self.layers().all(|p| p.allows_listing_one(op))
     }
 }
 
@@ -727,5 +833,64 @@ mod transfer_tests {
             e.contains("only ops that run a command") && e.contains("absolute"),
             "{e}"
         );
+    }
+}
+
+#[cfg(test)]
+mod layer_tests {
+    use super::*;
+
+    fn policy(yaml: &str, source: &str) -> Policy {
+        let cfg: crate::policy::schema::PolicyConfig = yaml_serde::from_str(yaml).unwrap();
+        Policy::from_config(cfg, source).unwrap()
+    }
+
+    fn inv(op: &'static Op, vmid: &str) -> Invocation {
+        Invocation::new(op, [("vmid", vmid.to_string())].into()).unwrap()
+    }
+
+    #[test]
+    fn a_second_layer_only_narrows() {
+        use crate::catalog::ops;
+        let config = policy("read_only: true\nprotect: [105]\n", "config");
+        let wide = policy("ops:\n  \"*\": allow\n", "flag");
+        let p = config.clone().narrowed_by(wide);
+        assert!(p.read_only());
+        assert_eq!(
+            p.check(&inv(&ops::VM_DESTROY, "100"), Some(&[]))
+                .unwrap_err()
+                .exit_code(),
+            3
+        );
+        assert!(p.check(&inv(&ops::VM_STATUS, "100"), Some(&[])).is_ok());
+        assert!(p.source().contains("config") && p.source().contains("flag"));
+        // The narrower layer's confirm and protect count; limits add up; allowlists both apply.
+        let base = policy("ops:\n  vm.exec: {commands: [[uname, ...]]}\n", "a");
+        let more = policy(
+            "ops:\n  vm.start: confirm\n  vm.exec:\n    commands: [[uname, -a]]\n    limits: [{counter: x, window: minute, max: 1}]\nprotect: [101]\n",
+            "b",
+        );
+        let p = base.narrowed_by(more);
+        assert!(matches!(
+            p.check(&inv(&ops::VM_START, "100"), Some(&[])).unwrap(),
+            Decision::Confirm(_)
+        ));
+        assert!(p.check(&inv(&ops::VM_START, "101"), Some(&[])).is_err());
+        let exec = Invocation::new(
+            &ops::VM_EXEC,
+            [
+                ("vmid", "100".to_string()),
+                ("command", r#"["uname","-r"]"#.to_string()),
+            ]
+            .into(),
+        )
+        .unwrap();
+        let words = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert!(p.check_command(&exec, &words(&["uname", "-a"])).is_ok());
+        assert!(
+            p.check_command(&exec, &words(&["uname", "-r"])).is_err(),
+            "the narrower list applies"
+        );
+        assert!(p.limits_for(&ops::VM_EXEC).iter().any(|l| l.max == 1));
     }
 }

@@ -157,6 +157,7 @@ impl Policy {
             protect_tags,
             allow_privileged_ct_exec: cfg.allow_privileged_ct_exec,
             source: source.to_string(),
+            also: Vec::new(),
         })
     }
 
