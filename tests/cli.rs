@@ -496,3 +496,27 @@ fn a_policy_flag_cannot_widen_the_configs_policy() {
         assert!(r.stderr.contains("read_only"), "{}", r.stderr);
     }
 }
+
+#[test]
+fn downloads_from_inside_the_hosts_network_are_refused_before_sending() {
+    // Issue 12, item 8: exit 2 and nothing sent (port 1 would be exit 7 had it connected).
+    for url in [
+        "http://169.254.169.254/x.iso",
+        "http://127.1/x.iso",
+        "http://localhost/x.iso",
+    ] {
+        let r = local(&[
+            "-H",
+            "127.0.0.1",
+            "-p",
+            "1",
+            "iso",
+            "download",
+            url,
+            "--storage",
+            "local",
+        ]);
+        assert_eq!(r.code, 2, "{url}: {}", r.stderr);
+        assert!(r.stderr.contains("download_hosts"), "{}", r.stderr);
+    }
+}

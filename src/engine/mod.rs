@@ -135,6 +135,7 @@ impl<C: Connector> Engine<'_, C> {
             None
         };
         let decision = self.policy.check(inv, tags.as_deref())?;
+        self.policy.check_downloads(inv)?;
         let policy_confirm = matches!(decision, Decision::Confirm(_));
         trail.phrase = if self.interactive {
             crate::confirm::gate(inv, given, policy_confirm)?
@@ -288,6 +289,7 @@ impl<C: Connector> Engine<'_, C> {
 pub fn dry_run(policy: &Policy, inv: &Invocation, trail: &mut Trail) -> Result<Value> {
     trail.dry_run = true;
     trail.argv = inv.remote_argv();
+    policy.check_downloads(inv)?;
     let verdict = match policy.check(inv, Some(&[]))? {
         Decision::Allow => "allowed".to_string(),
         Decision::Confirm(c) => format!("needs the phrase `{}` ({})", c.phrase, c.rule),

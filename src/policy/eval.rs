@@ -104,6 +104,8 @@ pub struct Policy {
     pub(super) protect_tags: Vec<String>,
     pub(super) allow_privileged_ct_exec: bool,
     pub(super) source: String,
+    /// `download_hosts`, lower-cased.
+    pub(super) download_hosts: Option<Vec<String>>,
     /// Layers that narrow this one (see [`Policy::narrowed_by`]).
     pub(super) also: Vec<Policy>,
 }
@@ -118,6 +120,7 @@ impl Default for Policy {
             protect_tags: Vec::new(),
             allow_privileged_ct_exec: false,
             source: "built-in defaults".into(),
+            download_hosts: None,
             also: Vec::new(),
         }
     }
@@ -419,6 +422,47 @@ impl Policy {
         Ok(out)
     }
 
+    /// Whether the host may be asked to download from `url` (issue 12): a URL whose host is
+    /// `localhost`, a loopback, link-local, private, unspecified, broadcast or multicast
+    /// address, or a number that some resolver reads as one (`127.1`, `2130706433`,
+    /// `0x7f000001`), would reach inside the host's own network; it passes only when a layer
+    /// lists it under `download_hosts`. A layer that has such a list admits only its hosts.
+    /// `Err` is [`Error::Usage`] (exit 2): nothing was sent.
+    pub fn check_download(&self, url: &str) -> Result<()> {
+        let host = url_host(url).to_ascii_lowercase();
+        let shown = crate::catalog::kind::printable(&host);
+        for p in self.layers() {
+            if let Some(list) = &p.download_hosts
+                && !list.contains(&host)
+            {
+                return Err(Error::usage(format!(
+                    "downloads from {shown} are refused: it is not in download_hosts ({}) in {}",
+                    list.join(", "),
+                    p.source
+                )));
+            }
+        }
+        let listed = self
+            .layers()
+            .any(|p| p.download_hosts.as_ref().is_some_and(|l| l.contains(&host)));
+        if let (Some(why), false) = (internal_host(&host), listed) {
+            return Err(Error::usage(format!(
+                "downloads from {shown} are refused: it is {why}, inside the host's own network; list it under the policy's download_hosts to allow it"
+            )));
+        }
+        Ok(())
+    }
+
+    /// [`Policy::check_download`] for every URL an invocation carries.
+    pub fn check_downloads(&self, inv: &Invocation) -> Result<()> {
+        inv.op
+            .params
+            .iter()
+            .filter(|p| p.kind == Kind::Url)
+            .filter_map(|p| inv.values.get(p.name))
+            .try_for_each(|u| self.check_download(u))
+    }
+
     /// Whether [`Policy::check`] needs the guest's tags (some layer protects a tag).
     pub fn needs_guest_tags(&self) -> bool {
         self.layers().any(|p| p.needs_guest_tags_one())
@@ -428,6 +472,47 @@ impl Policy {
     /// `deny` rule or `read_only` refuses it whatever its arguments.
     pub fn allows_listing(&self, op: &Op) -> bool {
         self.layers().all(|p| p.allows_listing_one(op))
+    }
+}
+
+/// The host part of an `http(s)://host[:port]/…` URL (as [`crate::catalog::Kind::Url`]
+/// admits them: no credentials, no IPv6 literals).
+fn url_host(url: &str) -> &str {
+    let rest = url.split_once("://").map(|(_, r)| r).unwrap_or(url);
+    let end = rest.find([':', '/', '?', '#']).unwrap_or(rest.len());
+    &rest[..end]
+}
+
+/// Why a download host would reach inside the host's own network, if it would.
+fn internal_host(host: &str) -> Option<&'static str> {
+    let host = host.trim_end_matches('.');
+    if host == "localhost" || host.ends_with(".localhost") {
+        return Some("localhost");
+    }
+    // Every label numeric (decimal, octal, 0x-hex): inet_aton reads it as an address, in
+    // forms Rust's parser does not accept (`127.1`, `2130706433`, `0177.0.0.1`).
+    let numeric = |l: &str| {
+        !l.is_empty()
+            && (l.bytes().all(|b| b.is_ascii_digit())
+                || l.strip_prefix("0x")
+                    .is_some_and(|h| h.bytes().all(|b| b.is_ascii_hexdigit())))
+    };
+    if !host.split('.').all(numeric) {
+        return None;
+    }
+    match host.parse::<std::net::Ipv4Addr>() {
+        Ok(ip) if ip.is_loopback() => Some("a loopback address"),
+        Ok(ip) if ip.is_private() => Some("a private address (RFC 1918)"),
+        Ok(ip) if ip.is_link_local() => Some("a link-local address"),
+        Ok(ip) if ip.is_unspecified() => Some("the unspecified address"),
+        Ok(ip) if ip.is_broadcast() => Some("the broadcast address"),
+        Ok(ip) if ip.is_multicast() => Some("a multicast address"),
+        Ok(ip) if ip.octets()[0] == 100 && (ip.octets()[1] & 0xc0) == 64 => {
+            Some("a shared address (RFC 6598)")
+        }
+        Ok(_) => None,
+        // A number in a form only some resolvers read: no way to tell where it goes.
+        Err(_) => Some("a numeric address in a non-standard form"),
     }
 }
 
@@ -892,5 +977,59 @@ mod layer_tests {
             "the narrower list applies"
         );
         assert!(p.limits_for(&ops::VM_EXEC).iter().any(|l| l.max == 1));
+    }
+}
+
+#[cfg(test)]
+mod download_tests {
+    use super::*;
+
+    #[test]
+    fn inside_addresses_are_refused_unless_listed() {
+        let p = Policy::default();
+        for url in [
+            "http://169.254.169.254/x.iso",
+            "http://127.0.0.1/x.iso",
+            "http://127.1/x.iso",
+            "http://2130706433/x.iso",
+            "http://0x7f000001/x.iso",
+            "http://0177.0.0.1/x.iso",
+            "https://10.1.2.3:8443/a/b.iso",
+            "http://192.168.1.1/x.iso",
+            "http://172.16.0.1/x.iso",
+            "http://0.0.0.0/x.iso",
+            "http://224.0.0.1/x.iso",
+            "http://localhost/x.iso",
+            "http://evil.localhost/x.iso",
+            "http://LOCALHOST./x.iso",
+        ] {
+            let e = p.check_download(url).unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{url}");
+        }
+        for url in [
+            "https://cdimage.debian.org/x.iso",
+            "http://8.8.8.8/x.iso",
+            "https://0x.example.com/a.iso",
+        ] {
+            p.check_download(url).unwrap();
+        }
+        let cfg: crate::policy::schema::PolicyConfig =
+            yaml_serde::from_str("download_hosts: [10.1.2.3, mirror.lan]\n").unwrap();
+        let listed = Policy::from_config(cfg, "t").unwrap();
+        listed
+            .check_download("https://10.1.2.3:8443/a/b.iso")
+            .unwrap();
+        listed.check_download("http://mirror.lan/x.iso").unwrap();
+        let e = listed
+            .check_download("https://cdimage.debian.org/x.iso")
+            .unwrap_err();
+        assert!(e.to_string().contains("not in download_hosts"), "{e}");
+        // A layer's list is a whitelist whatever the other layers say.
+        let both = Policy::default().narrowed_by(listed);
+        assert!(
+            both.check_download("https://cdimage.debian.org/x.iso")
+                .is_err()
+        );
+        both.check_download("http://mirror.lan/x.iso").unwrap();
     }
 }

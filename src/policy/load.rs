@@ -157,6 +157,9 @@ impl Policy {
             protect_tags,
             allow_privileged_ct_exec: cfg.allow_privileged_ct_exec,
             source: source.to_string(),
+            download_hosts: cfg
+                .download_hosts
+                .map(|l| l.iter().map(|h| h.to_ascii_lowercase()).collect()),
             also: Vec::new(),
         })
     }
@@ -393,6 +396,7 @@ protect: [100, 105, keep]
                     Protect::Tag("keep".into())
                 ],
                 allow_privileged_ct_exec: false,
+                download_hosts: None,
             }
         );
         let p = Policy::from_config(cfg, SRC).unwrap();

@@ -56,6 +56,10 @@ pub struct PolicyConfig {
     /// container is close to root on the host. Off by default.
     #[serde(default)]
     pub allow_privileged_ct_exec: bool,
+    /// The hosts ISO and template downloads may come from. When present, only these pass;
+    /// a loopback, link-local, private or similar address passes only when listed here.
+    #[serde(default)]
+    pub download_hosts: Option<Vec<String>>,
 }
 
 /// What a rule does with the ops it matches. Ordered by strictness (used to break ties).

@@ -300,6 +300,7 @@ fn check(
         // that command's op — a `deny` or `protect` of vm.exec covers its file writes — and
         // as a transfer under its `push`/`pull` paths instead of its command allowlist.
         let (judged, transfer) = sync_step(inv);
+        policy.check_downloads(inv).map_err(policy_refused)?;
         let decision = policy
             .check(&judged, tags.as_deref())
             .map_err(policy_refused)?;
