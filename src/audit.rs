@@ -100,6 +100,10 @@ pub struct Record {
     pub via: Via,
     /// The error message, when the invocation did not succeed.
     pub error: Option<String>,
+    /// Files a guest command's flow moves (`push LOCAL -> GUEST`, `pull GUEST -> LOCAL`);
+    /// left out when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub transfers: Vec<String>,
     /// Hex SHA-256 of the previous line's bytes (without its newline); [`GENESIS`] first.
     pub prev: String,
 }
@@ -133,6 +137,8 @@ pub struct NewRecord {
     pub via: Via,
     /// See [`Record::error`].
     pub error: Option<String>,
+    /// See [`Record::transfers`].
+    pub transfers: Vec<String>,
 }
 
 impl NewRecord {
@@ -150,6 +156,7 @@ impl NewRecord {
             upid: None,
             via,
             error: None,
+            transfers: Vec::new(),
         }
     }
 }
@@ -250,6 +257,7 @@ pub fn append(path: &Path, rec: NewRecord) -> Result<Record> {
         upid: rec.upid,
         via: rec.via,
         error: rec.error,
+        transfers: rec.transfers,
         prev,
     };
     // Compact JSON escapes every newline inside strings, so one record is one line.
@@ -911,6 +919,7 @@ mod tests {
                 upid: None,
                 via: Via::Mcp,
                 error: None,
+                transfers: Vec::new(),
                 prev: prev.clone(),
             };
             let line = serde_json::to_string(&r).unwrap();

@@ -520,3 +520,35 @@ fn downloads_from_inside_the_hosts_network_are_refused_before_sending() {
         assert!(r.stderr.contains("download_hosts"), "{}", r.stderr);
     }
 }
+
+#[test]
+fn a_dry_run_and_the_audit_show_every_transfer() {
+    // Issue 12, item 7.
+    let home = crate::support::Home::new();
+    home.write("f", b"x");
+    let r = home
+        .px()
+        .args([
+            "-o",
+            "json",
+            "vm",
+            "exec",
+            "100",
+            "--dry-run",
+            "--push",
+            "f:/tmp/f",
+            "--pull",
+            "/tmp/g:g",
+            "--",
+            "uname",
+        ])
+        .run();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(
+        r.data()["transfers"],
+        serde_json::json!(["push f -> /tmp/f", "pull /tmp/g -> g"])
+    );
+    let a = home.px().args(["-o", "json", "audit", "show"]).run();
+    let recs = a.data();
+    assert_eq!(recs[0]["transfers"][0], "push f -> /tmp/f", "{}", a.stdout);
+}

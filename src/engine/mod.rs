@@ -54,6 +54,8 @@ pub struct Trail {
     pub upid: Option<String>,
     /// Only reported (dry run).
     pub dry_run: bool,
+    /// Files a guest command's flow moves (for the audit record).
+    pub transfers: Vec<String>,
 }
 
 impl Trail {
@@ -76,9 +78,12 @@ impl Trail {
         };
         let decision = match err {
             _ if self.dry_run => Verdict::DryRun,
-            Some(Error::Policy(_) | Error::ConfirmationRequired { .. } | Error::RateLimited(_)) => {
-                Verdict::Refused
-            }
+            Some(
+                Error::Policy(_)
+                | Error::ConfirmationRequired { .. }
+                | Error::RateLimited(_)
+                | Error::Host(_),
+            ) => Verdict::Refused,
             Some(Error::Usage(_) | Error::ReadFile { .. } | Error::Internal(_)) => Verdict::Failed,
             _ if self.phrase.is_some() => Verdict::Confirmed,
             _ => Verdict::Allowed,
@@ -91,6 +96,7 @@ impl Trail {
         rec.exit_code = code;
         rec.duration_ms = took.as_millis() as u64;
         rec.upid = self.upid.clone();
+        rec.transfers = self.transfers.clone();
         // A wrong phrase's message quotes what was typed: keep only the error's kind.
         rec.error = err.map(|e| match e {
             Error::ConfirmationRequired { .. } => e.kind().to_string(),
@@ -316,8 +322,10 @@ pub fn dry_run_exec(
     policy.check(&inv, Some(&[]))?;
     policy.check_command(&inv, &argv)?;
     crate::exec::check_transfers(policy, req, inv.op)?;
+    trail.transfers = req.transfers();
     let mut data = inv.dry_run();
     data["policy"] = json!("allowed");
+    data["transfers"] = json!(trail.transfers);
     data["limits"] = json!(policy.limits_for(inv.op));
     Ok(data)
 }

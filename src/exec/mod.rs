@@ -84,6 +84,7 @@ pub async fn run<C: Connector>(
     let decision = policy.check(&c.inv, tags.as_deref())?;
     policy.check_command(&c.inv, &c.argv)?;
     check_transfers(policy, req, c.inv.op)?;
+    trail.transfers = req.transfers();
     let policy_confirm = matches!(decision, crate::policy::Decision::Confirm(_));
     trail.phrase = if engine.interactive {
         crate::confirm::gate(&c.inv, given, policy_confirm)?
@@ -140,4 +141,20 @@ pub(crate) fn check_transfers(
         policy.check_transfer(op, Transfer::Pull, guest)?;
     }
     Ok(())
+}
+
+impl Request {
+    /// The files this request moves, as the dry run and the audit record show them:
+    /// `push LOCAL -> GUEST`, `pull GUEST -> LOCAL`.
+    pub fn transfers(&self) -> Vec<String> {
+        let push = self
+            .push
+            .iter()
+            .map(|(local, guest)| format!("push {} -> {guest}", local.display()));
+        let pull = self
+            .pull
+            .iter()
+            .map(|(guest, local)| format!("pull {guest} -> {}", local.display()));
+        push.chain(pull).collect()
+    }
 }
