@@ -375,7 +375,8 @@ fn sshd_killed_mid_command_is_a_lost_connection() {
         .spawn();
     // Wait for the session to exist, then kill its sshd processes (the privileged monitor and
     // the session child, matched by the account's name, never broadly).
-    let pattern = format!("^sshd: {}( |@)", b.user);
+    // OpenSSH 9.8+ (Debian 13) names the session processes `sshd-session: …`.
+    let pattern = format!("^sshd(-session)?: {}( |@)", b.user);
     let mut killed = false;
     for _ in 0..100 {
         if Proc::new("pgrep")

@@ -208,14 +208,14 @@ async def scenario_logged(binary, log):
             # the agent account); the next read must reconnect and work.
             user = os.environ.get("PXAGENT_USER", "zen-agent")
             killed = subprocess.run(
-                ["pkill", "-KILL", "-f", f"^sshd: {user}( |@)"], check=False
+                ["pkill", "-KILL", "-f", f"^sshd(-session)?: {user}( |@)"], check=False
             ).returncode
             report["sshd_killed"] = killed == 0
             await anyio.sleep(0.3)
             steps["after_kill"] = await call(session, "vm_list", {})
             steps["after_kill_again"] = await call(session, "pve_version", {})
             # Again, now with a call that changes state first: it must not be retried.
-            subprocess.run(["pkill", "-KILL", "-f", f"^sshd: {user}( |@)"], check=False)
+            subprocess.run(["pkill", "-KILL", "-f", f"^sshd(-session)?: {user}( |@)"], check=False)
             await anyio.sleep(0.3)
             steps["change_after_kill"] = await call(session, "vm_start", {"vmid": 100})
             steps["read_after_change_failed"] = await call(session, "vm_status", {"vmid": 100})
