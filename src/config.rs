@@ -174,7 +174,19 @@ impl Policy {
     /// The policy in force for a command: the config's (its `policy_file:` or its `policy:`
     /// section), narrowed by `--policy FILE` (or `PXAGENT_POLICY`) when given.
     pub fn effective(flag: Option<&str>, cfg: &Config) -> Result<Policy> {
-        let mut layers = cfg.policy_sources(flag)?.into_iter();
+        let mut sources = cfg.policy_sources(flag)?;
+        // A config that states no policy forbids nothing: the built-in defaults are not a
+        // layer to narrow, or `--policy` could not even allow what the defaults merely leave
+        // off (`allow_privileged_ct_exec`).
+        let states_nothing = match &sources[0] {
+            PolicySource::Default => true,
+            PolicySource::Section { policy, .. } => *policy == PolicyConfig::default(),
+            PolicySource::File(_) => false,
+        };
+        if sources.len() > 1 && states_nothing {
+            sources.remove(0);
+        }
+        let mut layers = sources.into_iter();
         let mut policy = Policy::load(layers.next().unwrap_or(PolicySource::Default))?;
         for more in layers {
             policy = policy.narrowed_by(Policy::load(more)?);
@@ -275,5 +287,32 @@ mod tests {
                 PolicySource::File(PathBuf::from("/p.yaml"))
             ]
         );
+    }
+
+    #[test]
+    fn a_policy_flag_narrows_a_stated_policy_and_stands_alone_otherwise() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("p.yaml");
+        std::fs::write(&f, "allow_privileged_ct_exec: true\n").unwrap();
+        let flag = f.to_str();
+        // No config, or a config without a policy: the file is the policy.
+        let p = Policy::effective(flag, &Config::default()).unwrap();
+        assert!(p.allow_privileged_ct_exec());
+        let mut c = p_cfg("default_host: x\nhosts: {x: {address: h}}\n");
+        assert!(
+            Policy::effective(flag, &c)
+                .unwrap()
+                .allow_privileged_ct_exec()
+        );
+        // A config that states a policy is narrowed, never widened.
+        c = p_cfg("policy: {read_only: true}\n");
+        let p = Policy::effective(flag, &c).unwrap();
+        assert!(p.read_only() && !p.allow_privileged_ct_exec());
+    }
+
+    fn p_cfg(text: &str) -> Config {
+        let mut c = parse(text, Path::new("/etc/x/config.yaml")).unwrap();
+        c.path = Some(PathBuf::from("/etc/x/config.yaml"));
+        c
     }
 }
