@@ -622,6 +622,9 @@ LogLevel VERBOSE
 PrintMotd no
 # OpenSSH's default; pxagent stays at or below 8 channels per connection (design §5).
 MaxSessions 10
+# Tests open a dozen connections at once (host rate limits); OpenSSH's default 10:30:100 would
+# drop some of them before they authenticate.
+MaxStartups 100:30:200
 
 Match User $USER_NAME
     AuthenticationMethods $auth
