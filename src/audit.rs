@@ -513,11 +513,13 @@ pub fn parse_rfc3339(s: &str) -> Option<SystemTime> {
     Some(UNIX_EPOCH + Duration::new(secs, nanos))
 }
 
-fn is_leap(y: i64) -> bool {
+/// Whether `y` is a leap year (proleptic Gregorian).
+pub(crate) fn is_leap(y: i64) -> bool {
     y % 4 == 0 && (y % 100 != 0 || y % 400 == 0)
 }
 
-fn days_in_month(y: i64, m: i64) -> i64 {
+/// The days of month `m` (1–12) of year `y`.
+pub(crate) fn days_in_month(y: i64, m: i64) -> i64 {
     match m {
         2 if is_leap(y) => 29,
         2 => 28,
@@ -528,7 +530,7 @@ fn days_in_month(y: i64, m: i64) -> i64 {
 
 /// Days since 1970-01-01 → (year, month, day) in the proleptic Gregorian calendar
 /// (Howard Hinnant's `civil_from_days`).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
+pub(crate) fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let z = z + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z.rem_euclid(146_097);
@@ -542,7 +544,7 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
 }
 
 /// (year, month, day) → days since 1970-01-01 (Hinnant's `days_from_civil`).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+pub(crate) fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
     let y = if m <= 2 { y - 1 } else { y };
     let era = y.div_euclid(400);
     let yoe = y.rem_euclid(400);

@@ -2,10 +2,13 @@
 //! (`2026-12-01T12:10:00Z`), and the `--ttl` durations people type (`30m`, `1h`, `600`).
 //!
 //! One exact spelling per instant, so a statement's text has one canonical form: no fractions,
-//! no offsets, no lower-case `t`/`z`, no leap second. The calendar is the proleptic Gregorian
-//! one (Howard Hinnant's day algorithms), so no time crate is needed. Uses std only.
+//! no offsets, no lower-case `t`/`z`, no leap second. The proleptic Gregorian calendar comes
+//! from [`crate::audit`] (no time crate is needed).
 
 use std::time::Duration;
+
+// The calendar is the audit trail's (Hinnant's day algorithms), one copy in the crate.
+use crate::audit::{civil_from_days, days_from_civil, days_in_month};
 
 /// `secs` since the Unix epoch as `YYYY-MM-DDTHH:MM:SSZ`.
 pub fn format_rfc3339(secs: u64) -> String {
@@ -80,43 +83,6 @@ pub fn describe_duration(d: Duration) -> String {
         parts.push(format!("{}s", s % 60));
     }
     parts.join(" ")
-}
-
-fn is_leap(y: i64) -> bool {
-    y % 4 == 0 && (y % 100 != 0 || y % 400 == 0)
-}
-
-fn days_in_month(y: i64, m: i64) -> i64 {
-    match m {
-        2 if is_leap(y) => 29,
-        2 => 28,
-        4 | 6 | 9 | 11 => 30,
-        _ => 31,
-    }
-}
-
-/// Days since 1970-01-01 → (year, month, day).
-fn civil_from_days(z: i64) -> (i64, i64, i64) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (yoe + era * 400 + i64::from(m <= 2), m, d)
-}
-
-/// (year, month, day) → days since 1970-01-01.
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y.rem_euclid(400);
-    let mp = if m > 2 { m - 3 } else { m + 9 };
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
 }
 
 #[cfg(test)]
