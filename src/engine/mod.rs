@@ -345,17 +345,9 @@ pub fn human(inv: &Invocation, data: &Value) -> String {
 }
 
 /// The tags of the guest an invocation targets (empty when it has none or does not exist).
-async fn guest_tags(remote: &Remote, inv: &Invocation) -> Result<Vec<String>> {
-    let vmid = inv.vmid().unwrap_or(0);
+pub(crate) async fn guest_tags(remote: &Remote, inv: &Invocation) -> Result<Vec<String>> {
     let resources = remote.read_op(&ops::CLUSTER_RESOURCES, &[]).await?;
-    Ok(resources
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|r| r.get("vmid").and_then(Value::as_u64) == Some(vmid))
-        .and_then(|r| r.get("tags").and_then(Value::as_str))
-        .map(crate::policy::parse_tags)
-        .unwrap_or_default())
+    Ok(crate::policy::tags_in(&resources, inv.vmid().unwrap_or(0)))
 }
 
 /// A connector that opens one connection on first use and keeps it for the invocation.

@@ -77,7 +77,7 @@ pub async fn run<C: Connector>(
     trail.argv = c.inv.remote_argv();
     let policy = engine.policy;
     let tags = if policy.needs_guest_tags() {
-        Some(guest_tags(&engine.connector.remote().await?, &c.inv).await?)
+        Some(crate::engine::guest_tags(&engine.connector.remote().await?, &c.inv).await?)
     } else {
         None
     };

@@ -6,10 +6,9 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::catalog::{Op, ops};
+use crate::catalog::Op;
 use crate::error::{Error, Result};
 use crate::invocation::Invocation;
-use crate::remote::Remote;
 
 use super::*;
 
@@ -19,20 +18,6 @@ pub(super) fn step_inv(op: &'static Op, values: &[(&'static str, &str)]) -> Resu
         op,
         values.iter().map(|(k, v)| (*k, v.to_string())).collect(),
     )
-}
-
-/// The tags of the guest an invocation names (for a policy that protects tags).
-pub(super) async fn guest_tags(remote: &Remote, inv: &Invocation) -> Result<Vec<String>> {
-    let vmid = inv.vmid().unwrap_or(0);
-    let resources = remote.read_op(&ops::CLUSTER_RESOURCES, &[]).await?;
-    Ok(resources
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|r| r.get("vmid").and_then(Value::as_u64) == Some(vmid))
-        .and_then(|r| r.get("tags").and_then(Value::as_str))
-        .map(crate::policy::parse_tags)
-        .unwrap_or_default())
 }
 
 /// pvesh booleans are 0/1 (sometimes strings).

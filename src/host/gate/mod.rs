@@ -523,14 +523,7 @@ fn guest_tags(opts: &Options, vmid: u64) -> Result<Vec<String>, String> {
     }
     let resources: Value = serde_json::from_str(&out.stdout)
         .map_err(|e| format!("/cluster/resources is not JSON: {e}"))?;
-    Ok(resources
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|r| r.get("vmid").and_then(Value::as_u64) == Some(vmid))
-        .and_then(|r| r.get("tags").and_then(Value::as_str))
-        .map(crate::policy::parse_tags)
-        .unwrap_or_default())
+    Ok(crate::policy::tags_in(&resources, vmid))
 }
 
 /// The answer to a `hello`: who the gate is and what the account can do (the preflight reads
