@@ -303,34 +303,25 @@ fn gate_checks(
             format!("this client speaks {PROTOCOL}: install the same pxagent version on both sides")
         },
     )];
-    out.push(check(
-        "host-policy",
-        if h.policy.ok {
-            Status::Pass
-        } else {
-            Status::Fail
-        },
-        format!("{}: {}", h.policy.path, h.policy.detail),
-        if h.policy.ok {
-            ""
-        } else {
-            "fix the host policy as root; until then the gate refuses everything"
-        },
-    ));
-    out.push(check(
-        "approvers",
-        if h.approvers.ok {
-            Status::Pass
-        } else {
-            Status::Fail
-        },
-        format!("{}: {}", h.approvers.path, h.approvers.detail),
-        if h.approvers.ok {
-            ""
-        } else {
-            "fix the approvers file as root (one OpenSSH public key per line)"
-        },
-    ));
+    for (name, file, remedy) in [
+        (
+            "host-policy",
+            &h.policy,
+            "fix the host policy as root; until then the gate refuses everything",
+        ),
+        (
+            "approvers",
+            &h.approvers,
+            "fix the approvers file as root (one OpenSSH public key per line)",
+        ),
+    ] {
+        out.push(check(
+            name,
+            if file.ok { Status::Pass } else { Status::Fail },
+            format!("{}: {}", file.path, file.detail),
+            if file.ok { "" } else { remedy },
+        ));
+    }
     (out, Some(h))
 }
 
