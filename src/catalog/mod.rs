@@ -207,8 +207,18 @@ pub enum Arg {
 /// How an op's result is parsed into typed data and shown (see [`crate::views`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum View {
-    /// One free-form JSON object (config, status): key/value lines.
+    /// One free-form JSON object: key/value lines, humanised by what each key means.
     Object,
+    /// A guest's `status/current` (VMs and containers): state, uptime, CPU, memory … first.
+    GuestStatus,
+    /// A node's `/nodes/N/status`: version, kernel, CPU, load, memory … first.
+    NodeStatus,
+    /// A task's `/nodes/N/tasks/UPID/status`: how it ended, when it started.
+    TaskStatus,
+    /// A guest's configuration (sizes in MiB).
+    Config,
+    /// Task entries (`/nodes/N/tasks`): started, duration, type, status, UPID.
+    Tasks,
     /// `/cluster/status`: the cluster entry and its members.
     ClusterStatus,
     /// `/cluster/resources` entries; `Some(type)` keeps only entries of that type.

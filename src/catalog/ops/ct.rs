@@ -35,7 +35,7 @@ pub static CT_STATUS: Op = Op {
     area: Area::Ct,
     params: &[CTID, GUEST_NODE],
     args: pvesh!("get", "/nodes/{node}/lxc/{vmid}/status/current"),
-    view: View::Object,
+    view: View::GuestStatus,
     ..ROW
 };
 
@@ -48,7 +48,7 @@ pub static CT_CONFIG: Op = Op {
     area: Area::Ct,
     params: &[CTID, GUEST_NODE],
     args: pvesh!("get", "/nodes/{node}/lxc/{vmid}/config"),
-    view: View::Object,
+    view: View::Config,
     ..ROW
 };
 

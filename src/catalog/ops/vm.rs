@@ -35,7 +35,7 @@ pub static VM_STATUS: Op = Op {
     area: Area::Vm,
     params: &[VMID, GUEST_NODE],
     args: pvesh!("get", "/nodes/{node}/qemu/{vmid}/status/current"),
-    view: View::Object,
+    view: View::GuestStatus,
     ..ROW
 };
 
@@ -48,7 +48,7 @@ pub static VM_CONFIG: Op = Op {
     area: Area::Vm,
     params: &[VMID, GUEST_NODE],
     args: pvesh!("get", "/nodes/{node}/qemu/{vmid}/config"),
-    view: View::Object,
+    view: View::Config,
     ..ROW
 };
 
