@@ -199,6 +199,13 @@ pub fn write_stdout(text: &str) {
     remember(r);
 }
 
+/// Write human text to stdout the way [`Output::success`] does: escaped by the last net,
+/// colour markers rendered (for a command that shows its report also when it fails).
+pub fn write_human(text: &str) {
+    let safe = escape::net(text.trim_end_matches('\n'));
+    write_stdout(&style::render(&safe, style::stdout_colored()));
+}
+
 /// Write raw text to stdout exactly as given (used for files such as a sudoers render).
 pub fn write_raw(text: &str) {
     let mut out = std::io::stdout().lock();

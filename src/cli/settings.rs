@@ -43,6 +43,8 @@ pub struct Settings {
     pub config: Option<PathBuf>,
     /// `-v` count.
     pub verbose: u8,
+    /// `--color`.
+    pub color: crate::output::style::ColorChoice,
     /// `--no-wait`.
     pub no_wait: bool,
     /// How to reach the host.
@@ -58,8 +60,8 @@ pub enum Cmd {
     Preflight(Profile),
     /// `pxagent status`.
     Status,
-    /// `pxagent audit show [--since WHEN]`.
-    AuditShow(Option<String>),
+    /// `pxagent audit show [filters]`.
+    AuditShow(crate::audit_query::Filter),
     /// `pxagent audit verify`.
     AuditVerify,
     /// `pxagent sudoers render …`.
@@ -88,6 +90,17 @@ pub enum Cmd {
     },
     /// `pxagent gate …` (host side).
     Gate(crate::host::gate::Options),
+    /// `pxagent version [--client]`: pxagent's version, and (without `--client`) the host's.
+    Version {
+        /// `--client`: nothing is sent, no host needed.
+        client_only: bool,
+        /// The read of the host's version.
+        inv: Invocation,
+    },
+    /// `pxagent completions SHELL`.
+    Completions(clap_complete::Shell),
+    /// `pxagent man [COMMAND…]`.
+    Man(Vec<String>),
     /// A catalog op (not a guest command).
     Op(Invocation),
     /// A command inside a guest (`vm exec`, `ct exec`).
@@ -111,6 +124,10 @@ impl Cmd {
             Cmd::SetupRevoke(_) => "setup.revoke",
             Cmd::Mcp { .. } => "mcp",
             Cmd::Gate(_) => "gate",
+            Cmd::Version { client_only: true, .. } => "version",
+            Cmd::Version { inv, .. } => inv.op.id,
+            Cmd::Completions(_) => "completions",
+            Cmd::Man(_) => "man",
             Cmd::Op(inv) => inv.op.id,
             Cmd::Exec(req) => req.op.id,
         }
@@ -129,34 +146,107 @@ fn strings(m: &ArgMatches, k: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The matches of the command that runs: the deepest subcommand.
+fn leaf(m: &ArgMatches) -> &ArgMatches {
+    let mut at = m;
+    while let Some((_, sub)) = at.subcommand() {
+        at = sub;
+    }
+    at
+}
+
+/// The command's words (`sudoers render`), for messages.
+fn path_words(m: &ArgMatches) -> String {
+    let mut words = Vec::new();
+    let mut at = m;
+    while let Some((name, sub)) = at.subcommand() {
+        words.push(name);
+        at = sub;
+    }
+    words.join(" ")
+}
+
+/// Whether the command's matches know this argument at all.
+fn defines(m: &ArgMatches, id: &str) -> bool {
+    m.try_get_raw(id).is_ok()
+}
+
+/// A host flag's value (see [`super::args::connection_args`]): typed after the command beats
+/// typed before it, which beats the environment. A command that does not take the flag gets
+/// `None`, whatever the environment says.
+fn host_string(root: &ArgMatches, leaf: &ArgMatches, id: &str) -> Option<String> {
+    use clap::parser::ValueSource;
+    if !defines(leaf, id) {
+        return None;
+    }
+    let typed = |m: &ArgMatches| m.value_source(id) == Some(ValueSource::CommandLine);
+    if typed(leaf) || !typed(root) {
+        string(leaf, id).or_else(|| string(root, id))
+    } else {
+        string(root, id)
+    }
+}
+
+/// A host switch: given before or after the command (only where the command takes it).
+fn host_flag(root: &ArgMatches, leaf: &ArgMatches, id: &str) -> bool {
+    let on = |m: &ArgMatches| m.try_get_one::<bool>(id).ok().flatten() == Some(&true);
+    defines(leaf, id) && (on(leaf) || on(root))
+}
+
+/// A local command reaches no host: a host flag typed before it is a usage error naming it
+/// (its environment variable is simply not read).
+fn refuse_foreign_host_flags(root: &ArgMatches, leaf: &ArgMatches) -> Result<()> {
+    use clap::parser::ValueSource;
+    for id in super::args::host_arg_ids() {
+        if root.value_source(&id) == Some(ValueSource::CommandLine) && !defines(leaf, &id) {
+            let flag = format!("--{}", id.replace('_', "-"));
+            return Err(Error::usage(format!(
+                "`pxagent {}` does not take {flag}: it {}",
+                path_words(root),
+                if super::args::connection_args().iter().any(|a| a.get_id() == id.as_str()) {
+                    "reaches no host (connection flags belong to commands that do)"
+                } else {
+                    "sends no operation (policy and confirmation flags belong to catalog operations)"
+                }
+            )));
+        }
+    }
+    Ok(())
+}
+
 impl Settings {
-    /// Type the global flags (they are global, so the root's matches hold them).
+    /// Type the global flags: the general ones from the root, the host flags merged from
+    /// before and after the command (only those the command takes).
     pub fn from_matches(m: &ArgMatches, argv: Vec<OsString>) -> Result<Settings> {
-        let timeout = string(m, "timeout")
+        let l = leaf(m);
+        refuse_foreign_host_flags(m, l)?;
+        let get = |id: &str| host_string(m, l, id);
+        let timeout = get("timeout")
             .map(|s| context::parse_seconds("--timeout", &s))
             .transpose()?;
-        let port = string(m, "port")
-            .map(|p| context::parse_port(&p))
-            .transpose()?;
+        let port = get("port").map(|p| context::parse_port(&p)).transpose()?;
         Ok(Settings {
             argv,
             format: string(m, "output")
                 .and_then(|s| Format::parse(&s))
                 .unwrap_or(Format::Table),
-            dry_run: m.get_flag("dry_run"),
-            confirm: string(m, "confirm"),
-            approval: string(m, "approval").map(PathBuf::from),
-            policy: string(m, "policy"),
-            config: string(m, "config").map(PathBuf::from),
+            dry_run: host_flag(m, l, "dry_run"),
+            confirm: get("confirm"),
+            approval: get("approval").map(PathBuf::from),
+            policy: get("policy"),
+            config: get("config").map(PathBuf::from),
             verbose: m.get_count("verbose"),
-            no_wait: m.get_flag("no_wait"),
+            color: string(m, "color")
+                .and_then(|c| crate::output::style::ColorChoice::parse(&c))
+                .unwrap_or_default(),
+            no_wait: host_flag(m, l, "no_wait"),
             connect: ConnectArgs {
-                host: string(m, "host"),
+                host: get("host"),
                 port,
-                user: string(m, "user"),
-                identity: string(m, "identity").map(PathBuf::from),
-                known_hosts: string(m, "known_hosts").map(PathBuf::from),
-                accept_new: m.get_flag("accept_new"),
+                user: get("user"),
+                identity: get("identity").map(PathBuf::from),
+                known_hosts: get("known_hosts").map(PathBuf::from),
+                accept_new: host_flag(m, l, "accept_new"),
                 timeout,
             },
         })
@@ -179,7 +269,23 @@ pub fn command(m: &ArgMatches, s: &Settings) -> Result<Cmd> {
             list_tools: sub.get_flag("list_tools"),
         },
         ("gate", _) => Cmd::Gate(gate_options(m, sub)?),
-        ("audit", Some(("show", a))) => Cmd::AuditShow(string(a, "since")),
+        ("completions", _) => Cmd::Completions(
+            sub.get_one::<clap_complete::Shell>("shell")
+                .copied()
+                .ok_or_else(|| Error::usage("completions needs a shell: bash, zsh, fish, elvish or powershell"))?,
+        ),
+        ("man", _) => Cmd::Man(strings(sub, "command")),
+        ("audit", Some(("show", a))) => Cmd::AuditShow(crate::audit_query::Filter::parse(
+            crate::audit_query::FilterArgs {
+                since: string(a, "since"),
+                until: string(a, "until"),
+                op: string(a, "op"),
+                host: string(a, "host"),
+                decision: string(a, "decision"),
+                vmid: string(a, "vmid"),
+            },
+            std::time::SystemTime::now(),
+        )?),
         ("audit", Some(("verify", _))) => Cmd::AuditVerify,
         ("audit", _) => return Err(Error::usage("expected `audit show` or `audit verify`")),
         ("approve", _) => Cmd::Approve {
@@ -206,6 +312,10 @@ pub fn command(m: &ArgMatches, s: &Settings) -> Result<Cmd> {
             let ops = catalog::ops_at(&path);
             match ops.iter().find(|o| o.runs_guest_command()) {
                 Some(op) => Cmd::Exec(Box::new(exec_request(op, leaf, s)?)),
+                None if ops.contains(&&catalog::ops::PVE_VERSION) => Cmd::Version {
+                    client_only: leaf.get_flag("client"),
+                    inv: invocation(&path, leaf)?,
+                },
                 None => Cmd::Op(invocation(&path, leaf)?),
             }
         }
@@ -222,7 +332,7 @@ fn gate_options(root: &ArgMatches, g: &ArgMatches) -> Result<crate::host::gate::
             .flatten()
     };
     let mut o = crate::host::gate::Options::default();
-    if let Some(p) = typed(root, "policy") {
+    if let Some(p) = typed(g, "policy").or_else(|| typed(root, "policy")) {
         o.policy = p;
     }
     if let Some(p) = typed(g, "approvers") {

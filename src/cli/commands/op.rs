@@ -76,7 +76,12 @@ pub fn run_op(
     let spinner = spinner(inv);
     let mut show = |line: &str| {
         if let Some(pb) = &spinner {
-            pb.set_message(format!("{}: {line}", inv.display()));
+            // A task log line is host text: escaped before it reaches the terminal.
+            pb.set_message(format!(
+                "{}: {}",
+                inv.display(),
+                crate::output::escape::cell(line)
+            ));
         }
     };
     let done = runtime()?.block_on(async {

@@ -78,7 +78,7 @@ pub fn sudoers_lint(file: &str, out: &Output) -> std::result::Result<u8, Failure
     };
     if errors > 0 {
         if out.format == Format::Table {
-            output::write_raw(&human(&findings));
+            output::write_human(&human(&findings));
         }
         return Err((
             Error::Findings(format!("{errors} error-severity finding(s) in {file}")),
