@@ -185,8 +185,6 @@ pub fn target(rec: &Value) -> Map<String, Value> {
 /// and the positional ones (a storage, a node); VMIDs as numbers.
 fn pick<'a>(op: &Op, values: impl Iterator<Item = (&'a str, &'a str)>) -> Map<String, Value> {
     let mut out = Map::new();
-    let mut values: Vec<(&str, &str)> = values.collect();
-    values.sort_by_key(|(k, _)| op.params.iter().position(|p| p.name == *k));
     for (name, v) in values {
         let Some(p) = op.param(name) else { continue };
         let names_target = matches!(
@@ -213,8 +211,11 @@ fn pick<'a>(op: &Op, values: impl Iterator<Item = (&'a str, &'a str)>) -> Map<St
 
 /// The target as one short text: `100`, `100 snapshot pre-upgrade`, `archive local:…`.
 pub fn describe(target: &Map<String, Value>) -> String {
-    target
-        .iter()
+    let mut entries: Vec<(&String, &Value)> = target.iter().collect();
+    // The guest first: it is what people scan for.
+    entries.sort_by_key(|(k, _)| *k != "vmid");
+    entries
+        .into_iter()
         .map(|(k, v)| {
             let v = v.as_str().map_or_else(|| v.to_string(), String::from);
             if k == "vmid" { v } else { format!("{k} {v}") }

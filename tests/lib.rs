@@ -20,3 +20,4 @@ mod mcp;
 mod setup;
 mod ssh_transport;
 mod sudo_rules;
+mod ux;

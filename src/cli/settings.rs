@@ -220,7 +220,10 @@ impl Settings {
     pub fn from_matches(m: &ArgMatches, argv: Vec<OsString>) -> Result<Settings> {
         let l = leaf(m);
         refuse_foreign_host_flags(m, l)?;
-        let get = |id: &str| host_string(m, l, id);
+        // `version --client` reaches no host: its host settings (from the environment, say)
+        // are not read, so none of them can fail it.
+        let local = l.try_get_one::<bool>("client").ok().flatten() == Some(&true);
+        let get = |id: &str| (!local).then(|| host_string(m, l, id)).flatten();
         let timeout = get("timeout")
             .map(|s| context::parse_seconds("--timeout", &s))
             .transpose()?;

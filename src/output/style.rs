@@ -140,17 +140,18 @@ pub fn paint_stderr(tone: Tone, text: &str) -> String {
     format!("{sgr}{text}{RESET}")
 }
 
-/// The tone of a state word Proxmox reports (guest, node, storage, HA and task states).
+/// The tone of a state word Proxmox reports (guest, node, storage, HA and task states), or
+/// an audit record's decision.
 pub fn tone_of(state: &str) -> Option<Tone> {
     let s = state.trim();
     Some(match s.to_ascii_lowercase().as_str() {
-        "running" | "online" | "ok" | "available" | "active" | "started" | "yes" => Tone::Good,
-        "stopped" | "disabled" | "ignored" | "inactive" | "no" => Tone::Dim,
+        "running" | "online" | "ok" | "available" | "active" | "started" | "yes" | "allowed"
+        | "confirmed" => Tone::Good,
+        "stopped" | "disabled" | "ignored" | "inactive" | "no" | "dry_run" => Tone::Dim,
         "paused" | "suspended" | "prelaunch" | "migrate" | "relocate" | "request_stop"
         | "maintenance" | "freeze" => Tone::Warn,
-        "error" | "failed" | "offline" | "fence" | "unknown" | "io-error" | "internal-error" => {
-            Tone::Bad
-        }
+        "error" | "failed" | "offline" | "fence" | "unknown" | "io-error" | "internal-error"
+        | "refused" => Tone::Bad,
         _ if s.starts_with("WARNINGS") => Tone::Warn,
         _ => return None,
     })
