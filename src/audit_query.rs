@@ -144,14 +144,22 @@ impl Glob {
 /// `archive`, `storage`, `upid`, `newid` …): from the record's own values when it has them,
 /// else read back from its argv. Empty when neither says (a command that is no op).
 pub fn target(rec: &Value) -> Map<String, Value> {
-    let op = rec.get("op").and_then(Value::as_str).and_then(catalog::find);
+    let op = rec
+        .get("op")
+        .and_then(Value::as_str)
+        .and_then(catalog::find);
     let given = ["target", "args", "params"]
         .iter()
         .find_map(|k| rec.get(*k).and_then(Value::as_object));
     if let (Some(op), Some(values)) = (op, given) {
         let raw = values
             .iter()
-            .map(|(k, v)| (k.clone(), v.as_str().map_or_else(|| v.to_string(), String::from)))
+            .map(|(k, v)| {
+                (
+                    k.clone(),
+                    v.as_str().map_or_else(|| v.to_string(), String::from),
+                )
+            })
             .collect::<Vec<_>>();
         return pick(op, raw.iter().map(|(k, v)| (k.as_str(), v.as_str())));
     }
@@ -201,7 +209,10 @@ fn pick<'a>(op: &Op, values: impl Iterator<Item = (&'a str, &'a str)>) -> Map<St
             continue;
         }
         let value = match p.kind {
-            Kind::Vmid => v.parse::<u64>().map(|n| json!(n)).unwrap_or_else(|_| json!(v)),
+            Kind::Vmid => v
+                .parse::<u64>()
+                .map(|n| json!(n))
+                .unwrap_or_else(|_| json!(v)),
             _ => json!(v),
         };
         out.insert(name.to_string(), value);
@@ -247,7 +258,10 @@ pub fn read(path: &Path, filter: &Filter) -> Result<Vec<Value>> {
         let mut rec: Value = serde_json::from_slice(&line).map_err(|e| {
             read_err(std::io::Error::new(
                 std::io::ErrorKind::InvalidData,
-                format!("line {} is not an audit record ({e}); run `pxagent audit verify`", i + 1),
+                format!(
+                    "line {} is not an audit record ({e}); run `pxagent audit verify`",
+                    i + 1
+                ),
             ))
         })?;
         let t = target(&rec);
@@ -274,7 +288,15 @@ mod tests {
     fn targets_come_back_from_the_argv() {
         let start = rec(
             "vm.start",
-            &["sudo", "-n", "/usr/bin/pvesh", "create", "/nodes/pve1/qemu/100/status/start", "--output-format", "json"],
+            &[
+                "sudo",
+                "-n",
+                "/usr/bin/pvesh",
+                "create",
+                "/nodes/pve1/qemu/100/status/start",
+                "--output-format",
+                "json",
+            ],
             "allowed",
             "2026-11-30T06:00:00.000Z",
         );
@@ -282,7 +304,17 @@ mod tests {
         assert_eq!(describe(&t), "100", "{t:?}");
         let snap = rec(
             "vm.snapshot",
-            &["sudo", "-n", "/usr/bin/pvesh", "create", "/nodes/pve1/qemu/101/snapshot", "--snapname", "pre-up", "--output-format", "json"],
+            &[
+                "sudo",
+                "-n",
+                "/usr/bin/pvesh",
+                "create",
+                "/nodes/pve1/qemu/101/snapshot",
+                "--snapname",
+                "pre-up",
+                "--output-format",
+                "json",
+            ],
             "allowed",
             "2026-11-30T06:00:00.000Z",
         );
@@ -300,22 +332,71 @@ mod tests {
         let f = |a: FilterArgs| Filter::parse(a, now).unwrap();
         let start = rec(
             "vm.start",
-            &["sudo", "-n", "/usr/bin/pvesh", "create", "/nodes/pve1/qemu/100/status/start", "--output-format", "json"],
+            &[
+                "sudo",
+                "-n",
+                "/usr/bin/pvesh",
+                "create",
+                "/nodes/pve1/qemu/100/status/start",
+                "--output-format",
+                "json",
+            ],
             "allowed",
             "2026-11-30T11:30:00.000Z",
         );
         let t = target(&start);
         let ok = |filter: &Filter| filter.admits(&start, &t);
-        assert!(ok(&f(FilterArgs { op: Some("vm.*".into()), ..Default::default() })));
-        assert!(!ok(&f(FilterArgs { op: Some("ct.*".into()), ..Default::default() })));
-        assert!(ok(&f(FilterArgs { vmid: Some("100".into()), ..Default::default() })));
-        assert!(!ok(&f(FilterArgs { vmid: Some("101".into()), ..Default::default() })));
-        assert!(ok(&f(FilterArgs { decision: Some("allowed".into()), host: Some("*192.0.2.10*".into()), ..Default::default() })));
-        assert!(ok(&f(FilterArgs { since: Some("1h".into()), until: Some("10m".into()), ..Default::default() })));
-        assert!(!ok(&f(FilterArgs { until: Some("2026-11-30T11:00:00Z".into()), ..Default::default() })));
-        let bad = Filter::parse(FilterArgs { until: Some("soon".into()), ..Default::default() }, now).unwrap_err();
+        assert!(ok(&f(FilterArgs {
+            op: Some("vm.*".into()),
+            ..Default::default()
+        })));
+        assert!(!ok(&f(FilterArgs {
+            op: Some("ct.*".into()),
+            ..Default::default()
+        })));
+        assert!(ok(&f(FilterArgs {
+            vmid: Some("100".into()),
+            ..Default::default()
+        })));
+        assert!(!ok(&f(FilterArgs {
+            vmid: Some("101".into()),
+            ..Default::default()
+        })));
+        assert!(ok(&f(FilterArgs {
+            decision: Some("allowed".into()),
+            host: Some("*192.0.2.10*".into()),
+            ..Default::default()
+        })));
+        assert!(ok(&f(FilterArgs {
+            since: Some("1h".into()),
+            until: Some("10m".into()),
+            ..Default::default()
+        })));
+        assert!(!ok(&f(FilterArgs {
+            until: Some("2026-11-30T11:00:00Z".into()),
+            ..Default::default()
+        })));
+        let bad = Filter::parse(
+            FilterArgs {
+                until: Some("soon".into()),
+                ..Default::default()
+            },
+            now,
+        )
+        .unwrap_err();
         assert!(bad.to_string().starts_with("--until \"soon\""), "{bad}");
-        assert_eq!(Filter::parse(FilterArgs { vmid: Some("99".into()), ..Default::default() }, now).unwrap_err().exit_code(), 2);
+        assert_eq!(
+            Filter::parse(
+                FilterArgs {
+                    vmid: Some("99".into()),
+                    ..Default::default()
+                },
+                now
+            )
+            .unwrap_err()
+            .exit_code(),
+            2
+        );
     }
 
     #[test]

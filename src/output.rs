@@ -274,7 +274,11 @@ pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
 /// Aligned `label  value` lines (a status view's key fields). Values are escaped as text of
 /// one line; like [`table`], they may carry colour.
 pub fn pairs(lines: &[(String, String)]) -> String {
-    let width = lines.iter().map(|(k, _)| k.chars().count()).max().unwrap_or(0);
+    let width = lines
+        .iter()
+        .map(|(k, _)| k.chars().count())
+        .max()
+        .unwrap_or(0);
     lines
         .iter()
         .map(|(k, v)| {
@@ -329,7 +333,10 @@ mod tests {
             phrase: "yes destroy 100".into(),
             hint: None,
         };
-        assert!(refusal_hints(&e, false).is_empty(), "agents get the message only");
+        assert!(
+            refusal_hints(&e, false).is_empty(),
+            "agents get the message only"
+        );
         assert_eq!(
             refusal_hints(&e, true),
             ["hint: to proceed, run the same command again with --confirm 'yes destroy 100'"]

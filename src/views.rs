@@ -705,7 +705,9 @@ mod tests {
             "a.b  1\nc    x y"
         );
         assert_eq!(
-            fields(&serde_json::json!({"size":1536,"starttime":0}), "").lines().next(),
+            fields(&serde_json::json!({"size":1536,"starttime":0}), "")
+                .lines()
+                .next(),
             Some("size       1.5 KiB")
         );
     }

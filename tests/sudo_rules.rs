@@ -701,3 +701,111 @@ fn vm_exec_rules_are_full_only_and_fenced() {
         assert_eq!(allowed(&argv), ok, "{argv:?}");
     }
 }
+
+/// Snapshot descriptions (issue 13, item 20): every description the client accepts is admitted
+/// by real sudo, and none of the accepted characters lets a line break out of the rule — no
+/// extra option, no smuggled `--vmstate`, no second command — whatever the quoting.
+#[test]
+fn every_accepted_description_is_admitted_and_none_breaks_out() {
+    use pxagent::catalog::{Kind, find};
+    let _guard = lock();
+    let _installed = Installed::new(&render("operator", &[]));
+    let punct = "_.@/,'\"!%&();:<>?^`|}{~+";
+    let mut accepted: Vec<String> = vec![
+        "before upgrade to 9.1".into(),
+        "it's the \"good\" one, finally!".into(),
+        "pre-upgrade: kernel 6.8 (test) & apt; 50% done?".into(),
+        "a+b <x> {y} | ~z ^w `q` x-y /etc/x.conf".into(),
+        format!("{} end", "w".repeat(64)),
+        vec!["x"; 32].join(" "),
+    ];
+    // Each character alone, first in a word and inside one.
+    for c in punct.chars() {
+        accepted.push(format!("{c}"));
+        accepted.push(format!("a{c}b {c}{c}"));
+    }
+    accepted.push("x-y a-".into());
+    for (op_id, path) in [("vm.snapshot", "qemu/100"), ("ct.snapshot", "lxc/200")] {
+        let op = find(op_id).unwrap();
+        for d in &accepted {
+            Kind::Text
+                .parse("description", d)
+                .unwrap_or_else(|e| panic!("the client refuses {d:?}: {e}"));
+            let argv = w(&[
+                "/usr/bin/pvesh",
+                "create",
+                &format!("/nodes/pve1/{path}/snapshot"),
+                "--snapname",
+                "s1",
+                "--description",
+                d,
+                "--output-format",
+                "json",
+            ]);
+            let mut values = std::collections::BTreeMap::new();
+            values.insert("node", "pve1".to_string());
+            values.insert("vmid", path.rsplit('/').next().unwrap().to_string());
+            values.insert("snapshot", "s1".to_string());
+            values.insert("description", d.clone());
+            assert_eq!(op.argv(&values), argv, "the catalog builds this line");
+            assert!(
+                allowed(&argv),
+                "{op_id}: sudo refuses the accepted description {d:?}"
+            );
+        }
+    }
+    // Break-out attempts: what a hostile caller could hand sudo directly (plain ssh), built
+    // from the accepted characters. Each must be refused by sudo.
+    let line = |desc: &[&str], tail: &[&str]| {
+        let mut v = w(&[
+            "/usr/bin/pvesh",
+            "create",
+            "/nodes/pve1/qemu/100/snapshot",
+            "--snapname",
+            "s1",
+            "--description",
+        ]);
+        v.extend(w(desc));
+        v.extend(w(tail));
+        v
+    };
+    let json = ["--output-format", "json"];
+    let mut attempts: Vec<Vec<String>> = vec![
+        line(&["x --vmstate 1"], &json),
+        line(&["x"], &["--vmstate", "1", "--output-format", "json"]),
+        line(&["x", "--vmstate", "1"], &json),
+        line(&["x' --vmstate '1"], &json),
+        line(&["x\" --vmstate \"1"], &json),
+        line(&["x\t--vmstate\t1"], &json),
+        line(&["x\n--vmstate 1"], &json),
+        line(&["x, /usr/bin/id"], &json),
+        line(&["x;", "--vmstate", "1"], &json),
+        line(&["x", "-d"], &json),
+        line(&["$(id)"], &json),
+        line(&["x #"], &json),
+        line(&["x\\", "--vmstate"], &json),
+        line(&["[x]"], &json),
+        line(&["a=b"], &json),
+        line(&["*"], &json),
+        line(&["x"], &["--output-format", "json", "--vmstate", "1"]),
+        line(&["x --output-format json --vmstate 1"], &[]),
+        line(&["caf\u{e9}"], &json),
+    ];
+    for c in punct.chars() {
+        attempts.push(line(
+            &[&format!("x{c}"), &format!("--vmstate{c}"), "1"],
+            &json,
+        ));
+        attempts.push(line(&[&format!("x {c}--vmstate 1")], &json));
+        attempts.push(line(&[&format!("x{c} -x")], &json));
+    }
+    for a in &attempts {
+        assert!(!allowed(a), "sudo admits a break-out: {a:?}");
+        // And the client would never build it: its description is refused, or the line is
+        // not the snapshot op's (the gate's inverse finds no op).
+        assert!(
+            pxagent::catalog::inverse::parse_argv(a).is_err(),
+            "the catalog reads {a:?} as an op"
+        );
+    }
+}

@@ -9,8 +9,18 @@ mod local {
 
     /// The host flags (connection and policy) as they appear in help.
     const HOST_FLAGS: &[&str] = &[
-        "--host", "--port", "--identity", "--known-hosts", "--accept-new", "--timeout", "--config",
-        "--policy", "--dry-run", "--confirm", "--approval", "--no-wait",
+        "--host",
+        "--port",
+        "--identity",
+        "--known-hosts",
+        "--accept-new",
+        "--timeout",
+        "--config",
+        "--policy",
+        "--dry-run",
+        "--confirm",
+        "--approval",
+        "--no-wait",
     ];
 
     #[test]
@@ -35,7 +45,11 @@ mod local {
                 if cmd == ["audit", "show"] && *f == "--host" {
                     continue;
                 }
-                assert!(!r.stdout.contains(&format!("{f} ")), "{args:?} lists {f}:\n{}", r.stdout);
+                assert!(
+                    !r.stdout.contains(&format!("{f} ")),
+                    "{args:?} lists {f}:\n{}",
+                    r.stdout
+                );
             }
             assert!(!r.stdout.contains("Connection options"), "{args:?}");
         }
@@ -58,8 +72,26 @@ mod local {
         assert!(s.contains("--host") && !s.contains("--confirm"), "{s}");
         // Before or after the command, the value arrives.
         for args in [
-            &["-H", "zen-agent@127.0.0.1:1", "vm", "destroy", "100", "--dry-run", "-o", "json"][..],
-            &["vm", "destroy", "100", "-H", "zen-agent@127.0.0.1:1", "--dry-run", "-o", "json"],
+            &[
+                "-H",
+                "zen-agent@127.0.0.1:1",
+                "vm",
+                "destroy",
+                "100",
+                "--dry-run",
+                "-o",
+                "json",
+            ][..],
+            &[
+                "vm",
+                "destroy",
+                "100",
+                "-H",
+                "zen-agent@127.0.0.1:1",
+                "--dry-run",
+                "-o",
+                "json",
+            ],
         ] {
             let r = local(args);
             assert_eq!(r.code, 0, "{args:?}: {}", r.stderr);
@@ -108,7 +140,10 @@ mod local {
         let msg = r.json()["error"]["message"].as_str().unwrap().to_string();
         assert!(msg.contains("--name") && msg.contains("--iso"), "{msg}");
         let help = local(&["vm", "create", "--help"]).stdout;
-        assert!(help.contains("Usage: pxagent vm create [OPTIONS] --name <NAME> --iso <ISO>"), "{help}");
+        assert!(
+            help.contains("Usage: pxagent vm create [OPTIONS] --name <NAME> --iso <ISO>"),
+            "{help}"
+        );
     }
 
     #[test]
@@ -123,17 +158,30 @@ mod local {
             .current_dir(home.path())
             .output()
             .unwrap();
-        assert!(check.status.success(), "bash -n: {}", String::from_utf8_lossy(&check.stderr));
+        assert!(
+            check.status.success(),
+            "bash -n: {}",
+            String::from_utf8_lossy(&check.stderr)
+        );
         for shell in ["zsh", "fish", "elvish", "powershell"] {
             let r = local(&["completions", shell]);
             assert_eq!(r.code, 0, "{shell}");
-            assert!(r.stdout.contains("pxagent") && r.stdout.len() > 1000, "{shell}");
+            assert!(
+                r.stdout.contains("pxagent") && r.stdout.len() > 1000,
+                "{shell}"
+            );
         }
         assert_eq!(local(&["completions", "tcsh"]).code, 2);
 
         let man = local(&["man"]);
         assert_eq!(man.code, 0, "{}", man.stderr);
-        for part in [".TH pxagent 1", ".SH NAME", ".SH SYNOPSIS", ".SH SUBCOMMANDS", ".SH \"ALL COMMANDS\""] {
+        for part in [
+            ".TH pxagent 1",
+            ".SH NAME",
+            ".SH SYNOPSIS",
+            ".SH SUBCOMMANDS",
+            ".SH \"ALL COMMANDS\"",
+        ] {
             assert!(man.stdout.contains(part), "{part} missing");
         }
         assert!(man.stdout.contains("\\fBpxagent vm start\\fR"));
@@ -153,9 +201,16 @@ mod local {
             .unwrap()
             .replace_all(&String::from_utf8_lossy(&out.stdout), "")
             .into_owned();
-        assert!(text.contains("pxagent sudoers render") && text.contains("-H, --host"), "{text}");
+        assert!(
+            text.contains("pxagent sudoers render") && text.contains("-H, --host"),
+            "{text}"
+        );
         let sub = local(&["man", "vm", "start"]);
-        assert!(sub.stdout.contains(".TH pxagent-vm-start 1"), "{}", &sub.stdout[..200.min(sub.stdout.len())]);
+        assert!(
+            sub.stdout.contains(".TH pxagent-vm-start 1"),
+            "{}",
+            &sub.stdout[..200.min(sub.stdout.len())]
+        );
         assert_eq!(local(&["man", "vm", "fly"]).code, 2);
     }
 
@@ -163,7 +218,10 @@ mod local {
     fn version_client_needs_no_host() {
         let r = local(&["version", "--client", "-o", "json"]);
         assert_eq!(r.code, 0, "{}", r.stderr);
-        assert_eq!(r.json()["data"]["client"]["version"], env!("CARGO_PKG_VERSION"));
+        assert_eq!(
+            r.json()["data"]["client"]["version"],
+            env!("CARGO_PKG_VERSION")
+        );
         assert!(r.json()["data"].get("server").is_none());
         let t = local(&["version", "--client"]);
         assert!(t.stdout.starts_with("Client: pxagent "), "{}", t.stdout);
@@ -185,13 +243,52 @@ mod local {
                 "error":null,"prev":"0"})
             .to_string()
         };
-        let start = ["sudo", "-n", "/usr/bin/pvesh", "create", "/nodes/pve1/qemu/100/status/start", "--output-format", "json"];
-        let snap = ["sudo", "-n", "/usr/bin/pvesh", "create", "/nodes/pve1/qemu/101/snapshot", "--snapname", "pre-up", "--output-format", "json"];
+        let start = [
+            "sudo",
+            "-n",
+            "/usr/bin/pvesh",
+            "create",
+            "/nodes/pve1/qemu/100/status/start",
+            "--output-format",
+            "json",
+        ];
+        let snap = [
+            "sudo",
+            "-n",
+            "/usr/bin/pvesh",
+            "create",
+            "/nodes/pve1/qemu/101/snapshot",
+            "--snapname",
+            "pre-up",
+            "--output-format",
+            "json",
+        ];
         let destroy = ["sudo", "-n", "/usr/sbin/qm", "destroy", "102"];
         let lines = [
-            rec(1, "2026-11-30T06:00:00.000Z", "vm.start", &start, "allowed", 0),
-            rec(2, "2026-11-30T07:00:00.000Z", "vm.snapshot", &snap, "allowed", 0),
-            rec(3, "2026-11-30T08:00:00.000Z", "vm.destroy", &destroy, "refused", 4),
+            rec(
+                1,
+                "2026-11-30T06:00:00.000Z",
+                "vm.start",
+                &start,
+                "allowed",
+                0,
+            ),
+            rec(
+                2,
+                "2026-11-30T07:00:00.000Z",
+                "vm.snapshot",
+                &snap,
+                "allowed",
+                0,
+            ),
+            rec(
+                3,
+                "2026-11-30T08:00:00.000Z",
+                "vm.destroy",
+                &destroy,
+                "refused",
+                4,
+            ),
         ];
         std::fs::write(dir.join("audit.jsonl"), lines.join("\n") + "\n").unwrap();
         home
@@ -211,19 +308,60 @@ mod local {
         let lines: Vec<&str> = r.stdout.lines().collect();
         assert_eq!(lines.len(), 2, "{}", r.stdout);
         assert!(lines[0].contains("TARGET"), "{}", r.stdout);
-        assert!(lines[1].contains("2026-11-30 06:00:00") && lines[1].contains("vm.start  100 "), "{}", r.stdout);
+        assert!(
+            lines[1].contains("2026-11-30 06:00:00") && lines[1].contains("vm.start  100 "),
+            "{}",
+            r.stdout
+        );
         let r = show(&["--op", "vm.s*", "-o", "json"]);
         let data = r.json()["data"].clone();
         assert_eq!(data.as_array().unwrap().len(), 2);
-        assert_eq!(data[1]["target"], serde_json::json!({"vmid": 101, "snapshot": "pre-up"}));
-        assert!(show(&["--vmid", "101"]).stdout.contains("101 snapshot pre-up"));
+        assert_eq!(
+            data[1]["target"],
+            serde_json::json!({"vmid": 101, "snapshot": "pre-up"})
+        );
+        assert!(
+            show(&["--vmid", "101"])
+                .stdout
+                .contains("101 snapshot pre-up")
+        );
         let refused = show(&["--decision", "refused"]).stdout;
-        assert!(refused.contains("vm.destroy") && !refused.contains("vm.start"), "{refused}");
-        let window = show(&["--since", "2026-11-30T06:30:00Z", "--until", "2026-11-30T07:30:00Z"]).stdout;
-        assert!(window.contains("vm.snapshot") && !window.contains("vm.destroy") && !window.contains("vm.start "), "{window}");
-        assert!(show(&["--host", "*@198.51.100.1:*"]).stdout.contains("no audit records match"));
-        assert_eq!(home.px().args(["audit", "show", "--decision", "maybe"]).run().code, 2);
-        assert_eq!(home.px().args(["audit", "show", "--until", "soon"]).run().code, 2);
+        assert!(
+            refused.contains("vm.destroy") && !refused.contains("vm.start"),
+            "{refused}"
+        );
+        let window = show(&[
+            "--since",
+            "2026-11-30T06:30:00Z",
+            "--until",
+            "2026-11-30T07:30:00Z",
+        ])
+        .stdout;
+        assert!(
+            window.contains("vm.snapshot")
+                && !window.contains("vm.destroy")
+                && !window.contains("vm.start "),
+            "{window}"
+        );
+        assert!(
+            show(&["--host", "*@198.51.100.1:*"])
+                .stdout
+                .contains("no audit records match")
+        );
+        assert_eq!(
+            home.px()
+                .args(["audit", "show", "--decision", "maybe"])
+                .run()
+                .code,
+            2
+        );
+        assert_eq!(
+            home.px()
+                .args(["audit", "show", "--until", "soon"])
+                .run()
+                .code,
+            2
+        );
     }
 
     #[test]
@@ -240,12 +378,31 @@ mod local {
             p.args(&a).run()
         };
         assert!(run(&[], &["--color", "always"]).stdout.contains(red));
-        assert!(!run(&[], &[]).stdout.contains('\u{1b}'), "a pipe gets no colour");
+        assert!(
+            !run(&[], &[]).stdout.contains('\u{1b}'),
+            "a pipe gets no colour"
+        );
         assert!(run(&[("CLICOLOR_FORCE", "1")], &[]).stdout.contains(red));
-        assert!(!run(&[("CLICOLOR_FORCE", "1"), ("NO_COLOR", "1")], &[]).stdout.contains('\u{1b}'));
-        assert!(!run(&[("CLICOLOR_FORCE", "1")], &["--color", "never"]).stdout.contains('\u{1b}'));
-        assert!(!run(&[("CLICOLOR_FORCE", "1")], &["-o", "json"]).stdout.contains("\\u001b"));
-        assert!(!run(&[], &["--color", "always", "-o", "json"]).stdout.contains('\u{1b}'));
+        assert!(
+            !run(&[("CLICOLOR_FORCE", "1"), ("NO_COLOR", "1")], &[])
+                .stdout
+                .contains('\u{1b}')
+        );
+        assert!(
+            !run(&[("CLICOLOR_FORCE", "1")], &["--color", "never"])
+                .stdout
+                .contains('\u{1b}')
+        );
+        assert!(
+            !run(&[("CLICOLOR_FORCE", "1")], &["-o", "json"])
+                .stdout
+                .contains("\\u001b")
+        );
+        assert!(
+            !run(&[], &["--color", "always", "-o", "json"])
+                .stdout
+                .contains('\u{1b}')
+        );
         // At a terminal (`script` gives pxagent a pseudo-terminal): colour, unless TERM=dumb
         // or NO_COLOR.
         let at_terminal = |term: &str, no_color: bool| {
@@ -281,8 +438,234 @@ mod local {
             "{screen}"
         );
         // Without a terminal (an agent), the reference text alone.
-        let r = px().args(["-H", "zen-agent@127.0.0.1:1", "vm", "destroy", "100"]).run();
+        let r = px()
+            .args(["-H", "zen-agent@127.0.0.1:1", "vm", "destroy", "100"])
+            .run();
         assert_eq!(r.code, 4);
         assert!(!r.stderr.contains("--confirm"), "{}", r.stderr);
+    }
+}
+
+mod live {
+    use crate::support::{Home, assert_not_sent, lock, sim, sudo_log_len};
+
+    /// No 9+-digit number — a raw byte count or epoch — in a human view (issue 13's done-when).
+    fn no_raw_numbers(what: &str, text: &str) {
+        let re = regex::Regex::new(r"[0-9]{9,}").unwrap();
+        let raw: Vec<&str> = text
+            .lines()
+            .filter(|l| re.is_match(l) && !l.contains("UPID:"))
+            .collect();
+        assert!(raw.is_empty(), "{what}: raw numbers in {raw:?}\n{text}");
+    }
+
+    #[test]
+    fn status_views_are_humane() {
+        let _g = lock();
+        let home = Home::new();
+        let r = home.on_bed(&["vm", "status", "100"]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        assert!(r.stdout.starts_with("name "), "{}", r.stdout);
+        assert!(
+            r.stdout.contains("GiB") || r.stdout.contains("MiB"),
+            "{}",
+            r.stdout
+        );
+        no_raw_numbers("vm status", &r.stdout);
+        let j = home.on_bed(&["vm", "status", "100", "-o", "json"]).data();
+        assert!(
+            j["maxmem"].as_u64().unwrap() > 100_000_000,
+            "JSON keeps the raw value: {j}"
+        );
+        for args in [
+            &["ct", "status", "200"][..],
+            &["node", "status", "pve1"],
+            &["node", "list"],
+            &["vm", "list"],
+            &["vm", "config", "100"],
+            &["storage", "list"],
+            &["task", "list"],
+            &["status"],
+        ] {
+            let r = home.on_bed(args);
+            assert_eq!(r.code, 0, "{args:?}: {}", r.stderr);
+            no_raw_numbers(&args.join(" "), &r.stdout);
+        }
+        let tasks = home.on_bed(&["task", "list", "-o", "json"]).data();
+        if let Some(upid) = tasks[0]["upid"].as_str() {
+            let r = home.on_bed(&["task", "status", upid]);
+            assert!(r.stdout.starts_with("status "), "{}", r.stdout);
+            no_raw_numbers("task status", &r.stdout);
+        }
+    }
+
+    #[test]
+    fn version_shows_both_sides() {
+        let _g = lock();
+        let r = Home::new().on_bed(&["version"]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        let lines: Vec<&str> = r.stdout.lines().collect();
+        assert!(lines[0].starts_with("Client: pxagent "), "{}", r.stdout);
+        assert!(lines[1].starts_with("Server: Proxmox VE "), "{}", r.stdout);
+        let d = Home::new().on_bed(&["version", "-o", "json"]).data();
+        assert!(
+            d["server"]["version"].is_string() && d["client"]["version"].is_string(),
+            "{d}"
+        );
+    }
+
+    #[test]
+    fn a_description_people_type_round_trips() {
+        let _g = lock();
+        let home = Home::new();
+        let d = "it's the \"good\" one, finally! (v2; 50% done?)";
+        let r = home.on_bed(&["vm", "snapshot", "100", "uxdesc", "--description", d]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        let list = home
+            .on_bed(&["vm", "snapshots", "100", "-o", "json"])
+            .data();
+        let snap = list
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == "uxdesc")
+            .cloned();
+        assert_eq!(snap.unwrap()["description"], d);
+        assert!(home.on_bed(&["vm", "snapshots", "100"]).stdout.contains(d));
+        // The audit trail names the target.
+        let a = home
+            .px()
+            .args(["audit", "show", "--op", "vm.snapshot"])
+            .run();
+        assert!(a.stdout.contains("100 snapshot uxdesc"), "{}", a.stdout);
+        let r = home.on_bed(&[
+            "vm",
+            "delsnapshot",
+            "100",
+            "uxdesc",
+            "--confirm",
+            "yes delsnapshot 100 uxdesc",
+        ]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        // Refused before sending: a description with `$`.
+        let before = sudo_log_len();
+        assert_eq!(
+            home.on_bed(&[
+                "vm",
+                "snapshot",
+                "100",
+                "uxbad",
+                "--description",
+                "costs $5"
+            ])
+            .code,
+            2
+        );
+        assert_not_sent(before, &["uxbad"]);
+    }
+
+    #[test]
+    fn audit_show_op_names_the_targets() {
+        let _g = lock();
+        let home = Home::new();
+        for id in ["100", "101"] {
+            let _ = home.on_bed(&["vm", "start", id]);
+        }
+        let r = home.px().args(["audit", "show", "--op", "vm.start"]).run();
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        let rows: Vec<&str> = r.stdout.lines().skip(1).collect();
+        assert_eq!(rows.len(), 2, "{}", r.stdout);
+        assert!(
+            rows[0].contains("vm.start  100 ") && rows[1].contains("vm.start  101 "),
+            "{}",
+            r.stdout
+        );
+        let only = home
+            .px()
+            .args(["audit", "show", "--vmid", "101", "-o", "json"])
+            .run()
+            .json();
+        assert_eq!(only["data"].as_array().unwrap().len(), 1, "{only}");
+    }
+
+    #[test]
+    fn host_data_cannot_drive_the_terminal() {
+        let _g = lock();
+        let home = Home::new();
+        // A snapshot made on the host itself, with a terminal sequence in its description.
+        let evil = "evil\u{1b}]0;pwned\u{7}\u{1b}[2J\u{202e}";
+        sim(&[
+            "pvesh",
+            "create",
+            "/nodes/pve1/qemu/100/snapshot",
+            "--snapname",
+            "uxevil",
+            "--description",
+            evil,
+            "--output-format",
+            "json",
+        ]);
+        let r = home.on_bed(&["vm", "snapshots", "100"]);
+        sim(&[
+            "pvesh",
+            "delete",
+            "/nodes/pve1/qemu/100/snapshot/uxevil",
+            "--output-format",
+            "json",
+        ]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        assert!(
+            !r.stdout.contains('\u{1b}') && !r.stdout.contains('\u{202e}'),
+            "{:?}",
+            r.stdout
+        );
+        assert!(
+            r.stdout.contains("evil\\u{1b}]0;pwned\\u{7}"),
+            "{}",
+            r.stdout
+        );
+        let j = home.on_bed(&["vm", "snapshots", "100", "-o", "json"]);
+        assert_eq!(j.code, 0);
+        // An error text from the host, with the same sequence.
+        crate::support::fault(&format!(
+            r#"{{"match":"qemu/101/status/current","action":"fail","message":"{}"}}"#,
+            "boom\\u001b]0;pwned\\u0007"
+        ));
+        let r = home.on_bed(&["vm", "status", "101"]);
+        crate::support::clear_faults();
+        assert_ne!(r.code, 0);
+        assert!(!r.stderr.contains('\u{1b}'), "{:?}", r.stderr);
+        assert!(r.stderr.contains("boom\\u{1b}]0;pwned"), "{}", r.stderr);
+    }
+
+    #[test]
+    fn guest_output_is_escaped_at_a_terminal_and_raw_into_a_pipe() {
+        let _g = lock();
+        let home = Home::new();
+        if crate::support::status_of(100) != "running" {
+            assert_eq!(home.on_bed(&["vm", "start", "100"]).code, 0);
+        }
+        let script = r"printf 'a\033]0;pwned\007b\n'";
+        // Into a pipe: the user's bytes, as the guest wrote them; JSON: raw in the document.
+        let piped = home.on_bed(&["vm", "exec", "100", "--", "sh", "-c", script]);
+        assert_eq!(piped.code, 0, "{}", piped.stderr);
+        assert_eq!(piped.stdout, "a\u{1b}]0;pwned\u{7}b\n");
+        let j = home
+            .on_bed(&["-o", "json", "vm", "exec", "100", "--", "sh", "-c", script])
+            .data();
+        assert_eq!(j["stdout"], "a\u{1b}]0;pwned\u{7}b\n");
+        // At a terminal: escaped.
+        let mut c = std::process::Command::new("script");
+        crate::support::bed_env(crate::support::isolate(&mut c, home.path()).env("TERM", "dumb"));
+        let cmd = format!(
+            "{} vm exec 100 -- sh -c {} </dev/null",
+            crate::support::bin().display(),
+            pxagent::invocation::quote_word(script)
+        );
+        let out = c.args(["-qefc", &cmd, "/dev/null"]).output().unwrap();
+        let screen = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(0), "{screen}");
+        assert!(!screen.contains('\u{1b}'), "{screen:?}");
+        assert!(screen.contains("a\\u{1b}]0;pwned\\u{7}b"), "{screen:?}");
     }
 }

@@ -528,7 +528,7 @@ pub(crate) mod tests {
     fn regexes_pass_sudoers_lexer_and_sudos_pattern_check() {
         for k in ALL {
             let re = k.regex();
-            for bad in ['#', '$', '\\', '\n', '\r', '[' ] {
+            for bad in ['#', '$', '\\', '\n', '\r', '['] {
                 // A bracket expression opens with `[`; none may be nested or escaped.
                 if bad == '[' {
                     assert!(!re.contains("[["), "{k:?}: {re}");

@@ -156,10 +156,15 @@ enum Reach {
 
 /// Give `cmd` (and, as global args, its subcommands) the host flags it takes.
 fn reaches_host(cmd: Command, reach: Reach) -> Command {
-    let policy = policy_args()
-        .into_iter()
-        .filter(|a| reach == Reach::All || (reach == Reach::ConnectionAndPolicyFile && a.get_id() == "policy"));
-    cmd.args(connection_args().into_iter().chain(policy).map(|a| a.global(true)))
+    let policy = policy_args().into_iter().filter(|a| {
+        reach == Reach::All || (reach == Reach::ConnectionAndPolicyFile && a.get_id() == "policy")
+    });
+    cmd.args(
+        connection_args()
+            .into_iter()
+            .chain(policy)
+            .map(|a| a.global(true)),
+    )
 }
 
 /// One parameter's argument. `required`: every op at this CLI path needs it (a variant-only
@@ -478,18 +483,30 @@ fn account_arg() -> Arg {
 /// `audit show`'s filters (issue 13, item 19).
 fn audit_filter_args() -> Vec<Arg> {
     vec![
-        Arg::new("since").long("since").value_name("WHEN")
+        Arg::new("since")
+            .long("since")
+            .value_name("WHEN")
             .help("Only records from then on: RFC 3339, a date, or an age like 30m, 2h, 1d"),
-        Arg::new("until").long("until").value_name("WHEN")
+        Arg::new("until")
+            .long("until")
+            .value_name("WHEN")
             .help("Only records before then (same forms as --since)"),
-        Arg::new("op").long("op").value_name("GLOB")
+        Arg::new("op")
+            .long("op")
+            .value_name("GLOB")
             .help("Only these operations: an op id or a glob (vm.start, vm.*, *.snapshot)"),
-        Arg::new("host").long("host").value_name("GLOB")
+        Arg::new("host")
+            .long("host")
+            .value_name("GLOB")
             .help("Only records for this host (as shown in the HOST column; a glob)"),
-        Arg::new("decision").long("decision").value_name("DECISION")
+        Arg::new("decision")
+            .long("decision")
+            .value_name("DECISION")
             .value_parser(["allowed", "confirmed", "refused", "dry_run", "failed"])
             .help("Only records with this decision"),
-        Arg::new("vmid").long("vmid").value_name("VMID")
+        Arg::new("vmid")
+            .long("vmid")
+            .value_name("VMID")
             .help("Only records whose target is this guest"),
     ]
 }
@@ -553,15 +570,30 @@ fn setup_command() -> Command {
 /// What each group of catalog ops is for (its `--help` line). A new group needs its line
 /// here: a test fails for a group without one.
 const GROUPS: &[(&str, &str)] = &[
-    ("cluster", "Cluster-wide status, resources and the next free VMID"),
+    (
+        "cluster",
+        "Cluster-wide status, resources and the next free VMID",
+    ),
     ("node", "Cluster nodes: list, status, Proxmox version"),
-    ("vm", "QEMU/KVM virtual machines: status, lifecycle, snapshots, commands inside"),
-    ("ct", "LXC containers: status, lifecycle, snapshots, commands inside"),
+    (
+        "vm",
+        "QEMU/KVM virtual machines: status, lifecycle, snapshots, commands inside",
+    ),
+    (
+        "ct",
+        "LXC containers: status, lifecycle, snapshots, commands inside",
+    ),
     ("storage", "Storages: usage, content, removal"),
     ("task", "Proxmox tasks (UPIDs): status, log, list"),
-    ("backup", "Backups (vzdump) of VMs and containers: create, list, restore, prune, remove"),
+    (
+        "backup",
+        "Backups (vzdump) of VMs and containers: create, list, restore, prune, remove",
+    ),
     ("iso", "ISO images on a storage: list, download"),
-    ("template", "Container templates: what Proxmox offers, download"),
+    (
+        "template",
+        "Container templates: what Proxmox offers, download",
+    ),
 ];
 
 fn group_about(top: &str) -> Option<&'static str> {

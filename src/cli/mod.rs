@@ -62,7 +62,13 @@ pub fn run(args: Vec<OsString>) -> u8 {
             .unwrap_or_default(),
     };
     output::style::configure(color, out.format == Format::Json);
-    if let Ok((_, settings::Cmd::Version { client_only: true, .. })) = &parsed {
+    if let Ok((
+        _,
+        settings::Cmd::Version {
+            client_only: true, ..
+        },
+    )) = &parsed
+    {
         // `version --client` reaches no host: nothing to audit.
         trail.audited = false;
     }

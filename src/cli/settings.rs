@@ -124,7 +124,9 @@ impl Cmd {
             Cmd::SetupRevoke(_) => "setup.revoke",
             Cmd::Mcp { .. } => "mcp",
             Cmd::Gate(_) => "gate",
-            Cmd::Version { client_only: true, .. } => "version",
+            Cmd::Version {
+                client_only: true, ..
+            } => "version",
             Cmd::Version { inv, .. } => inv.op.id,
             Cmd::Completions(_) => "completions",
             Cmd::Man(_) => "man",
@@ -203,7 +205,10 @@ fn refuse_foreign_host_flags(root: &ArgMatches, leaf: &ArgMatches) -> Result<()>
             return Err(Error::usage(format!(
                 "`pxagent {}` does not take {flag}: it {}",
                 path_words(root),
-                if super::args::connection_args().iter().any(|a| a.get_id() == id.as_str()) {
+                if super::args::connection_args()
+                    .iter()
+                    .any(|a| a.get_id() == id.as_str())
+                {
                     "reaches no host (connection flags belong to commands that do)"
                 } else {
                     "sends no operation (policy and confirmation flags belong to catalog operations)"
@@ -275,7 +280,9 @@ pub fn command(m: &ArgMatches, s: &Settings) -> Result<Cmd> {
         ("completions", _) => Cmd::Completions(
             sub.get_one::<clap_complete::Shell>("shell")
                 .copied()
-                .ok_or_else(|| Error::usage("completions needs a shell: bash, zsh, fish, elvish or powershell"))?,
+                .ok_or_else(|| {
+                    Error::usage("completions needs a shell: bash, zsh, fish, elvish or powershell")
+                })?,
         ),
         ("man", _) => Cmd::Man(strings(sub, "command")),
         ("audit", Some(("show", a))) => Cmd::AuditShow(crate::audit_query::Filter::parse(

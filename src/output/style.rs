@@ -80,11 +80,7 @@ static STDERR: AtomicBool = AtomicBool::new(false);
 
 /// Whether a stream gets colour, from the choice, the environment (`env` looks a variable up)
 /// and whether the stream is a terminal. Pure, so every rule is tested.
-pub fn wanted(
-    choice: ColorChoice,
-    env: impl Fn(&str) -> Option<String>,
-    terminal: bool,
-) -> bool {
+pub fn wanted(choice: ColorChoice, env: impl Fn(&str) -> Option<String>, terminal: bool) -> bool {
     match choice {
         ColorChoice::Never => false,
         ColorChoice::Always => true,
@@ -136,7 +132,10 @@ pub fn paint_stderr(tone: Tone, text: &str) -> String {
     if !STDERR.load(Ordering::Relaxed) {
         return text.to_string();
     }
-    let sgr = TONES.iter().find(|(t, _)| *t == tone).map_or("", |(_, s)| s);
+    let sgr = TONES
+        .iter()
+        .find(|(t, _)| *t == tone)
+        .map_or("", |(_, s)| s);
     format!("{sgr}{text}{RESET}")
 }
 
@@ -223,7 +222,11 @@ mod tests {
         let no = [("NO_COLOR", "1")];
         assert!(wanted(ColorChoice::Always, env(&no), false));
         assert!(!wanted(ColorChoice::Never, env(&[]), true));
-        assert!(!wanted(ColorChoice::Never, env(&[("CLICOLOR_FORCE", "1")]), true));
+        assert!(!wanted(
+            ColorChoice::Never,
+            env(&[("CLICOLOR_FORCE", "1")]),
+            true
+        ));
     }
 
     #[test]
@@ -235,8 +238,16 @@ mod tests {
             wanted(ColorChoice::Auto, env(&[("NO_COLOR", "")]), true),
             "an empty NO_COLOR is unset"
         );
-        assert!(wanted(ColorChoice::Auto, env(&[("CLICOLOR_FORCE", "1")]), false));
-        assert!(!wanted(ColorChoice::Auto, env(&[("CLICOLOR_FORCE", "0")]), false));
+        assert!(wanted(
+            ColorChoice::Auto,
+            env(&[("CLICOLOR_FORCE", "1")]),
+            false
+        ));
+        assert!(!wanted(
+            ColorChoice::Auto,
+            env(&[("CLICOLOR_FORCE", "0")]),
+            false
+        ));
         assert!(!wanted(
             ColorChoice::Auto,
             env(&[("NO_COLOR", "x"), ("CLICOLOR_FORCE", "1")]),

@@ -22,15 +22,47 @@ pub enum Context {
 
 /// Keys whose numbers are bytes wherever they appear in runtime data.
 const BYTE_KEYS: &[&str] = &[
-    "mem", "maxmem", "disk", "maxdisk", "netin", "netout", "diskread", "diskwrite", "balloon",
-    "balloon_min", "freemem", "memhost", "swap", "maxswap", "used", "total", "avail", "free",
-    "available", "size", "rd_bytes", "wr_bytes", "actual", "max_mem", "free_mem", "total_mem",
-    "last_update_bytes", "bytes",
+    "mem",
+    "maxmem",
+    "disk",
+    "maxdisk",
+    "netin",
+    "netout",
+    "diskread",
+    "diskwrite",
+    "balloon",
+    "balloon_min",
+    "freemem",
+    "memhost",
+    "swap",
+    "maxswap",
+    "used",
+    "total",
+    "avail",
+    "free",
+    "available",
+    "size",
+    "rd_bytes",
+    "wr_bytes",
+    "actual",
+    "max_mem",
+    "free_mem",
+    "total_mem",
+    "last_update_bytes",
+    "bytes",
 ];
 /// Keys whose numbers are Unix times.
 const TIME_KEYS: &[&str] = &[
-    "starttime", "endtime", "snaptime", "ctime", "mtime", "time", "lastsync", "last-run",
-    "next-run", "timestamp",
+    "starttime",
+    "endtime",
+    "snaptime",
+    "ctime",
+    "mtime",
+    "time",
+    "lastsync",
+    "last-run",
+    "next-run",
+    "timestamp",
 ];
 /// Keys whose numbers are fractions of one.
 const FRACTION_KEYS: &[&str] = &["cpu", "wait", "iowait", "idle", "used_fraction"];
@@ -176,7 +208,11 @@ fn yes(o: &Map<String, Value>, k: &str) -> bool {
 fn cpu_of(o: &Map<String, Value>, cpus: Option<f64>) -> Option<String> {
     let used = num(o, "cpu")?;
     Some(match cpus {
-        Some(c) => format!("{} of {c} CPU{}", units::percent(used), if c == 1.0 { "" } else { "s" }),
+        Some(c) => format!(
+            "{} of {c} CPU{}",
+            units::percent(used),
+            if c == 1.0 { "" } else { "s" }
+        ),
         None => units::percent(used),
     })
 }
@@ -299,12 +335,22 @@ const GUEST: &[Line] = &[
     Line {
         label: "tags",
         keys: &["tags"],
-        show: |o| string(o, "tags").map(|t| t.split([';', ',', ' ']).filter(|s| !s.is_empty()).collect::<Vec<_>>().join(", ")),
+        show: |o| {
+            string(o, "tags").map(|t| {
+                t.split([';', ',', ' '])
+                    .filter(|s| !s.is_empty())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            })
+        },
     },
     Line {
         label: "lock",
         keys: &["lock"],
-        show: |o| string(o, "lock").map(|l| style::paint(style::Tone::Warn, &crate::output::escape::cell(&l))),
+        show: |o| {
+            string(o, "lock")
+                .map(|l| style::paint(style::Tone::Warn, &crate::output::escape::cell(&l)))
+        },
     },
     Line {
         label: "template",
@@ -348,7 +394,11 @@ const NODE: &[Line] = &[
                 s.push_str(&format!(
                     " ({model}{}{})",
                     if model.is_empty() { "" } else { ", " },
-                    if sockets == 1.0 { "1 socket".to_string() } else { format!("{sockets} sockets") }
+                    if sockets == 1.0 {
+                        "1 socket".to_string()
+                    } else {
+                        format!("{sockets} sockets")
+                    }
                 ));
             }
             Some(s)
@@ -396,7 +446,10 @@ const NODE: &[Line] = &[
             let b = get(o, "boot-info")?.as_object()?;
             let mode = string(b, "mode").unwrap_or_else(|| "?".into());
             Some(match num(b, "secureboot") {
-                Some(s) => format!("{mode}, secure boot {}", if s == 1.0 { "on" } else { "off" }),
+                Some(s) => format!(
+                    "{mode}, secure boot {}",
+                    if s == 1.0 { "on" } else { "off" }
+                ),
                 None => mode,
             })
         },
@@ -463,8 +516,22 @@ const TASK: &[Line] = &[
 
 /// Keys a guest config shows first, in this order; the rest follow sorted.
 const CONFIG_FIRST: &[&str] = &[
-    "name", "hostname", "description", "tags", "ostype", "cores", "sockets", "cpulimit",
-    "memory", "balloon", "swap", "onboot", "boot", "agent", "template", "lock",
+    "name",
+    "hostname",
+    "description",
+    "tags",
+    "ostype",
+    "cores",
+    "sockets",
+    "cpulimit",
+    "memory",
+    "balloon",
+    "swap",
+    "onboot",
+    "boot",
+    "agent",
+    "template",
+    "lock",
 ];
 /// Keys left out of a node status's human view (`-o json` has them): the CPU flags are one
 /// line of a few hundred words.
@@ -585,7 +652,9 @@ pub fn tasks(data: &Value) -> String {
                 }
             };
             vec![
-                start.map(|s| units::local_time(s as i64)).unwrap_or_default(),
+                start
+                    .map(|s| units::local_time(s as i64))
+                    .unwrap_or_default(),
                 match (start, end, running) {
                     (Some(s), Some(e), false) => match (e - s).max(0.0) as u64 {
                         0 => "<1s".into(),
@@ -603,7 +672,9 @@ pub fn tasks(data: &Value) -> String {
         })
         .collect();
     table(
-        &["STARTED", "TOOK", "NODE", "TYPE", "ID", "USER", "STATUS", "UPID"],
+        &[
+            "STARTED", "TOOK", "NODE", "TYPE", "ID", "USER", "STATUS", "UPID",
+        ],
         &rows,
     )
 }
@@ -640,10 +711,16 @@ mod tests {
         assert_eq!(first[3], "cpu      2.5% of 2 CPUs");
         assert!(text.contains("memory   1.0 GiB / 2.0 GiB (50%)"), "{text}");
         assert!(text.contains("disk     32.0 GiB"), "{text}");
-        assert!(text.contains("network  in 2.3 GiB, out 520.0 MiB"), "{text}");
+        assert!(
+            text.contains("network  in 2.3 GiB, out 520.0 MiB"),
+            "{text}"
+        );
         assert!(text.contains("ha       not managed"), "{text}");
         assert!(text.contains("  ballooninfo.actual"), "{text}");
-        assert!(text.contains("blockstat.scsi0.flush_total_time_ns  2m 3s"), "{text}");
+        assert!(
+            text.contains("blockstat.scsi0.flush_total_time_ns  2m 3s"),
+            "{text}"
+        );
         no_raw_numbers(&text);
     }
 
@@ -657,9 +734,15 @@ mod tests {
             "boot-info":{"mode":"efi","secureboot":0},"idle":0});
         let text = style::render(&layout(Layout::Node, &raw), false).into_owned();
         assert!(text.starts_with("version"), "{text}");
-        assert!(text.contains("cpu         12.0% of 16 CPUs (AMD Ryzen 7 5800X, 1 socket)"), "{text}");
+        assert!(
+            text.contains("cpu         12.0% of 16 CPUs (AMD Ryzen 7 5800X, 1 socket)"),
+            "{text}"
+        );
         assert!(text.contains("load        0.15 0.25 0.30"), "{text}");
-        assert!(text.contains("root fs     10.0 GiB / 100.0 GiB (10%)"), "{text}");
+        assert!(
+            text.contains("root fs     10.0 GiB / 100.0 GiB (10%)"),
+            "{text}"
+        );
         assert!(!text.contains("fpu vme"), "{text}");
         no_raw_numbers(&text);
     }
@@ -669,14 +752,20 @@ mod tests {
         let t = json!({"exitstatus":"OK","id":"100","node":"pve1","pid":1234,"pstart":123456789,"starttime":1700000000,
             "status":"stopped","type":"qmstart","upid":"UPID:pve1:000004D2:075BCD15:6553F100:qmstart:100:root@pam:","user":"root@pam"});
         let text = style::render(&layout(Layout::Task, &t), false).into_owned();
-        assert!(text.starts_with("status   stopped: OK\ntype     qmstart 100\nstarted  "), "{text}");
+        assert!(
+            text.starts_with("status   stopped: OK\ntype     qmstart 100\nstarted  "),
+            "{text}"
+        );
         assert!(text.contains("pstart"), "{text}");
         let mut listed = t.clone();
         listed["endtime"] = json!(1_700_000_090);
         listed["status"] = json!("OK");
         let list = style::render(&tasks(&json!([listed])), false).into_owned();
         assert!(list.starts_with("STARTED"), "{list}");
-        assert!(list.contains("  1m 30s  pve1  qmstart  100  root@pam  OK      UPID:"), "{list}");
+        assert!(
+            list.contains("  1m 30s  pve1  qmstart  100  root@pam  OK      UPID:"),
+            "{list}"
+        );
         no_raw_numbers(&list);
     }
 
@@ -684,7 +773,12 @@ mod tests {
     fn configs_read_memory_as_mib_and_meta_times_as_local() {
         let c = json!({"memory":"2048","balloon":0,"cores":2,"name":"web","meta":"creation-qemu=9.0.2,ctime=1761900000","scsi0":"local-lvm:vm-100-disk-0,size=32G"});
         let text = config(&c);
-        assert!(text.starts_with("name     web\ncores    2\nmemory   2.0 GiB\nballoon  0 (ballooning off)"), "{text}");
+        assert!(
+            text.starts_with(
+                "name     web\ncores    2\nmemory   2.0 GiB\nballoon  0 (ballooning off)"
+            ),
+            "{text}"
+        );
         assert!(text.contains("creation-qemu=9.0.2, created "), "{text}");
         no_raw_numbers(&text);
     }
@@ -694,7 +788,13 @@ mod tests {
         let mut s = vm_status();
         s["name"] = json!("evil\u{1b}]0;pwned\u{7}\u{202e}");
         let text = layout(Layout::Guest, &s);
-        assert!(!text.contains('\u{1b}') && !text.contains('\u{202e}'), "{text:?}");
-        assert!(text.contains("evil\\u{1b}]0;pwned\\u{7}\\u{202e}"), "{text}");
+        assert!(
+            !text.contains('\u{1b}') && !text.contains('\u{202e}'),
+            "{text:?}"
+        );
+        assert!(
+            text.contains("evil\\u{1b}]0;pwned\\u{7}\\u{202e}"),
+            "{text}"
+        );
     }
 }

@@ -70,7 +70,9 @@ fn all_commands(root: &clap::Command) -> String {
             words.pop();
         }
     }
-    let mut out = String::from(".SH \"ALL COMMANDS\"\nEach has its own page: \\fBpxagent man\\fR \\fICOMMAND\\fR…\n");
+    let mut out = String::from(
+        ".SH \"ALL COMMANDS\"\nEach has its own page: \\fBpxagent man\\fR \\fICOMMAND\\fR…\n",
+    );
     walk(root, &mut Vec::new(), &mut out);
     out
 }
@@ -107,7 +109,11 @@ mod tests {
         let all = all_commands(&root);
         for op in crate::catalog::OPS.iter().filter(|o| !o.is_step()) {
             let words = op.cli.join(" ").replace('-', "\\-");
-            assert!(all.contains(&format!("\\fBpxagent {words}\\fR")), "{}", op.id);
+            assert!(
+                all.contains(&format!("\\fBpxagent {words}\\fR")),
+                "{}",
+                op.id
+            );
         }
         assert!(all.contains("\\fBpxagent sudoers render\\fR"));
     }
