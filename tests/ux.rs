@@ -451,7 +451,8 @@ mod live {
 
     /// No 9+-digit number — a raw byte count or epoch — in a human view (issue 13's done-when).
     fn no_raw_numbers(what: &str, text: &str) {
-        let re = regex::Regex::new(r"[0-9]{9,}").unwrap();
+        // A number standing alone (a hash such as a config's digest has digit runs inside it).
+        let re = regex::Regex::new(r"\b[0-9]{9,}\b").unwrap();
         let raw: Vec<&str> = text
             .lines()
             .filter(|l| re.is_match(l) && !l.contains("UPID:"))

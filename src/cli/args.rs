@@ -3,6 +3,11 @@
 //!
 //! clap only shapes the words here; values are validated by the parameter kinds in
 //! [`crate::invocation`], so every bad value gets the same one-line error and exit 2.
+//!
+//! Flags come in two sets (issue 13, item 9): [`general_args`] (`-o`, `--color`, `-v`) on every
+//! command, and the host flags — [`connection_args`] and [`policy_args`], the one place to add
+//! such a flag — only on commands that reach a host (each under its own help heading), plus a
+//! copy on the root for `pxagent -H pve1 vm list`. Local commands have neither.
 
 use clap::{Arg, ArgAction, Command};
 
