@@ -256,6 +256,7 @@ impl Settings {
                 known_hosts: get("known_hosts").map(PathBuf::from),
                 accept_new: host_flag(m, l, "accept_new"),
                 timeout,
+                jump: get("jump"),
             },
         })
     }
