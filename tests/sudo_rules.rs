@@ -725,6 +725,8 @@ fn every_accepted_description_is_admitted_and_none_breaks_out() {
         accepted.push(format!("a{c}b {c}{c}"));
     }
     accepted.push("x-y a-".into());
+    // Text that names a command is still only text: one argument to pvesh.
+    accepted.push("x, /usr/bin/id".into());
     for (op_id, path) in [("vm.snapshot", "qemu/100"), ("ct.snapshot", "lxc/200")] {
         let op = find(op_id).unwrap();
         for d in &accepted {
@@ -778,7 +780,7 @@ fn every_accepted_description_is_admitted_and_none_breaks_out() {
         line(&["x\" --vmstate \"1"], &json),
         line(&["x\t--vmstate\t1"], &json),
         line(&["x\n--vmstate 1"], &json),
-        line(&["x, /usr/bin/id"], &json),
+        line(&["x,", "/usr/bin/id", "-x"], &json),
         line(&["x;", "--vmstate", "1"], &json),
         line(&["x", "-d"], &json),
         line(&["$(id)"], &json),

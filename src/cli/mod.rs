@@ -29,7 +29,8 @@ pub type Failure = (Error, Option<serde_json::Value>);
 /// Run pxagent with these arguments (program name first) and return the exit code.
 pub fn run(args: Vec<OsString>) -> u8 {
     let format = prescan_format(&args);
-    let matches = match command().try_get_matches_from(&args) {
+    let mut tree = command();
+    let matches = match tree.try_get_matches_from_mut(&args) {
         Ok(m) => m,
         Err(e) => return clap_error(e, format),
     };
@@ -49,7 +50,7 @@ pub fn run(args: Vec<OsString>) -> u8 {
         audited: is_op,
         ..Trail::default()
     };
-    let parsed = Settings::from_matches(&matches, args)
+    let parsed = Settings::from_matches(&matches, &tree, args)
         .and_then(|s| settings::command(&matches, &s).map(|c| (s, c)));
     // Colour is decided once, before anything is written: never in JSON, never for the MCP
     // server (its stdout is the protocol).

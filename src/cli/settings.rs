@@ -168,17 +168,36 @@ fn path_words(m: &ArgMatches) -> String {
     words.join(" ")
 }
 
-/// Whether the command's matches know this argument at all.
-fn defines(m: &ArgMatches, id: &str) -> bool {
-    m.try_get_raw(id).is_ok()
+/// The command that runs, in the (built) command tree that parsed `m`.
+fn leaf_command<'a>(cmd: &'a clap::Command, m: &ArgMatches) -> &'a clap::Command {
+    let (mut c, mut at) = (cmd, m);
+    while let Some((name, sub)) = at.subcommand() {
+        match c.find_subcommand(name) {
+            Some(s) => c = s,
+            None => break,
+        }
+        at = sub;
+    }
+    c
+}
+
+/// Whether a command takes this argument. Asked of the command tree, not of the matches:
+/// clap checks argument ids against matches only in debug builds.
+fn defines(c: &clap::Command, id: &str) -> bool {
+    c.get_arguments().any(|a| a.get_id() == id)
 }
 
 /// A host flag's value (see [`super::args::connection_args`]): typed after the command beats
 /// typed before it, which beats the environment. A command that does not take the flag gets
 /// `None`, whatever the environment says.
-fn host_string(root: &ArgMatches, leaf: &ArgMatches, id: &str) -> Option<String> {
+fn host_string(
+    root: &ArgMatches,
+    leaf: &ArgMatches,
+    cmd: &clap::Command,
+    id: &str,
+) -> Option<String> {
     use clap::parser::ValueSource;
-    if !defines(leaf, id) {
+    if !defines(cmd, id) {
         return None;
     }
     let typed = |m: &ArgMatches| m.value_source(id) == Some(ValueSource::CommandLine);
@@ -190,17 +209,17 @@ fn host_string(root: &ArgMatches, leaf: &ArgMatches, id: &str) -> Option<String>
 }
 
 /// A host switch: given before or after the command (only where the command takes it).
-fn host_flag(root: &ArgMatches, leaf: &ArgMatches, id: &str) -> bool {
+fn host_flag(root: &ArgMatches, leaf: &ArgMatches, cmd: &clap::Command, id: &str) -> bool {
     let on = |m: &ArgMatches| m.try_get_one::<bool>(id).ok().flatten() == Some(&true);
-    defines(leaf, id) && (on(leaf) || on(root))
+    defines(cmd, id) && (on(leaf) || on(root))
 }
 
 /// A local command reaches no host: a host flag typed before it is a usage error naming it
 /// (its environment variable is simply not read).
-fn refuse_foreign_host_flags(root: &ArgMatches, leaf: &ArgMatches) -> Result<()> {
+fn refuse_foreign_host_flags(root: &ArgMatches, cmd: &clap::Command) -> Result<()> {
     use clap::parser::ValueSource;
     for id in super::args::host_arg_ids() {
-        if root.value_source(&id) == Some(ValueSource::CommandLine) && !defines(leaf, &id) {
+        if root.value_source(&id) == Some(ValueSource::CommandLine) && !defines(cmd, &id) {
             let flag = format!("--{}", id.replace('_', "-"));
             return Err(Error::usage(format!(
                 "`pxagent {}` does not take {flag}: it {}",
@@ -221,14 +240,20 @@ fn refuse_foreign_host_flags(root: &ArgMatches, leaf: &ArgMatches) -> Result<()>
 
 impl Settings {
     /// Type the global flags: the general ones from the root, the host flags merged from
-    /// before and after the command (only those the command takes).
-    pub fn from_matches(m: &ArgMatches, argv: Vec<OsString>) -> Result<Settings> {
+    /// before and after the command (only those the command takes). `tree` is the command
+    /// tree that parsed `m`.
+    pub fn from_matches(
+        m: &ArgMatches,
+        tree: &clap::Command,
+        argv: Vec<OsString>,
+    ) -> Result<Settings> {
         let l = leaf(m);
-        refuse_foreign_host_flags(m, l)?;
+        let c = leaf_command(tree, m);
+        refuse_foreign_host_flags(m, c)?;
         // `version --client` reaches no host: its host settings (from the environment, say)
         // are not read, so none of them can fail it.
         let local = l.try_get_one::<bool>("client").ok().flatten() == Some(&true);
-        let get = |id: &str| (!local).then(|| host_string(m, l, id)).flatten();
+        let get = |id: &str| (!local).then(|| host_string(m, l, c, id)).flatten();
         let timeout = get("timeout")
             .map(|s| context::parse_seconds("--timeout", &s))
             .transpose()?;
@@ -238,7 +263,7 @@ impl Settings {
             format: string(m, "output")
                 .and_then(|s| Format::parse(&s))
                 .unwrap_or(Format::Table),
-            dry_run: host_flag(m, l, "dry_run"),
+            dry_run: host_flag(m, l, c, "dry_run"),
             confirm: get("confirm"),
             approval: get("approval").map(PathBuf::from),
             policy: get("policy"),
@@ -247,14 +272,14 @@ impl Settings {
             color: string(m, "color")
                 .and_then(|c| crate::output::style::ColorChoice::parse(&c))
                 .unwrap_or_default(),
-            no_wait: host_flag(m, l, "no_wait"),
+            no_wait: host_flag(m, l, c, "no_wait"),
             connect: ConnectArgs {
                 host: get("host"),
                 port,
                 user: get("user"),
                 identity: get("identity").map(PathBuf::from),
                 known_hosts: get("known_hosts").map(PathBuf::from),
-                accept_new: host_flag(m, l, "accept_new"),
+                accept_new: host_flag(m, l, c, "accept_new"),
                 timeout,
                 jump: get("jump"),
             },

@@ -536,6 +536,9 @@ const CONFIG_FIRST: &[&str] = &[
 /// Keys left out of a node status's human view (`-o json` has them): the CPU flags are one
 /// line of a few hundred words.
 const NODE_HIDDEN: &[&str] = &["cpuinfo.flags"];
+/// Left out of a task status's human view: `pstart`, the process start in clock ticks since
+/// the node booted, means nothing to a person (it only makes the UPID unique).
+const TASK_HIDDEN: &[&str] = &["pstart"];
 
 /// Which layout a view uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -556,7 +559,7 @@ pub fn layout(which: Layout, data: &Value) -> String {
     let (lines, hidden): (&[Line], &[&str]) = match which {
         Layout::Guest => (GUEST, &[]),
         Layout::Node => (NODE, NODE_HIDDEN),
-        Layout::Task => (TASK, &[]),
+        Layout::Task => (TASK, TASK_HIDDEN),
     };
     let mut shown: Vec<(String, String)> = Vec::new();
     let mut used: Vec<&str> = Vec::new();
@@ -756,7 +759,10 @@ mod tests {
             text.starts_with("status   stopped: OK\ntype     qmstart 100\nstarted  "),
             "{text}"
         );
-        assert!(text.contains("pstart"), "{text}");
+        assert!(
+            text.contains("pid  1234") && !text.contains("pstart"),
+            "{text}"
+        );
         let mut listed = t.clone();
         listed["endtime"] = json!(1_700_000_090);
         listed["status"] = json!("OK");
