@@ -113,7 +113,11 @@ fn global_args() -> Vec<Arg> {
 fn param_arg(p: &Param) -> Arg {
     let flag = p.name.replace('_', "-");
     let value_name = flag.to_ascii_uppercase();
-    let help = format!("{} — {}", p.help, p.kind.describe());
+    let help = if p.takes_name() {
+        format!("{} — {}, or its unique name", p.help, p.kind.describe())
+    } else {
+        format!("{} — {}", p.help, p.kind.describe())
+    };
     match p.how {
         How::Positional => Arg::new(p.name)
             .required(true)
@@ -169,7 +173,17 @@ fn exec_args() -> Vec<Arg> {
             .long("force")
             .action(ArgAction::SetTrue)
             .help("Overwrite existing local files when pulling"),
+        Arg::new("exit_code")
+            .long("exit-code")
+            .action(ArgAction::SetTrue)
+            .help("Exit with the guest command's own exit code once it ran (128+N when a signal killed it); pxagent's own failures keep their codes"),
     ]
+}
+
+/// The clap id of a list filter (`--node` → `filter_node`): apart from the ops' own
+/// parameters, so a filter never becomes an op value.
+pub fn filter_id(flag: &str) -> String {
+    format!("filter_{flag}")
 }
 
 fn op_command(name: &str, ops: &[&'static Op]) -> Command {
@@ -224,9 +238,20 @@ fn op_command(name: &str, ops: &[&'static Op]) -> Command {
     }
     if base.runs_guest_command() {
         cmd = cmd.args(exec_args()).after_help(
-            "Exits 0 when the command ran in the guest, whatever its exit code (JSON: data.exitcode); \
-             rate-limited (default 10 per minute) and checked against the policy's command allowlist.",
+            "Exits 0 when the command ran in the guest, whatever its exit code (JSON: data.exitcode), \
+             unless --exit-code is given; rate-limited (default 10 per minute) and checked against the \
+             policy's command allowlist.",
         );
+    }
+    if crate::views::Filter::applies_to(base.view) {
+        for (name, value, help) in crate::views::Filter::FLAGS {
+            cmd = cmd.arg(
+                Arg::new(filter_id(name))
+                    .long(name)
+                    .value_name(value)
+                    .help(help),
+            );
+        }
     }
     if base.risk == Risk::Confirm {
         cmd = cmd.after_help(
