@@ -549,4 +549,68 @@ mod tests {
             .unwrap();
         assert!(m.get_flag("dry_run"));
     }
+
+    /// The typed command of these words (program name first).
+    fn typed(words: &[&str]) -> crate::error::Result<crate::cli::settings::Cmd> {
+        use crate::cli::settings::{Settings, command as typed};
+        let m = command().try_get_matches_from(words).unwrap();
+        let argv = words.iter().map(std::ffi::OsString::from).collect();
+        typed(&m, &Settings::from_matches(&m, argv)?)
+    }
+
+    #[test]
+    fn names_filters_and_exit_code_reach_their_commands() {
+        use crate::cli::settings::Cmd;
+        // Issue 13: a guest's name where a VMID goes, filters on lists, --exit-code on exec.
+        match typed(&["pxagent", "vm", "status", "web"]).unwrap() {
+            Cmd::Named(n, f) => {
+                assert_eq!(n.op.id, "vm.status");
+                assert_eq!(n.name, "web");
+                assert!(f.is_empty());
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            typed(&["pxagent", "vm", "status", "100"]).unwrap(),
+            Cmd::Op(..)
+        ));
+        assert_eq!(
+            typed(&["pxagent", "vm", "status", "9"])
+                .unwrap_err()
+                .exit_code(),
+            2,
+            "digits are a VMID, and 9 is not one"
+        );
+        match typed(&[
+            "pxagent", "vm", "list", "--status", "running", "--name", "web*", "--node", "pve1",
+            "--tag", "prod",
+        ])
+        .unwrap()
+        {
+            Cmd::Op(inv, f) => {
+                assert!(inv.values.is_empty(), "filters are no op values");
+                assert_eq!(f.status.as_deref(), Some("running"));
+                assert_eq!(f.name.as_deref(), Some("web*"));
+                assert_eq!(f.node.as_deref(), Some("pve1"));
+                assert_eq!(f.tag.as_deref(), Some("prod"));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(
+            command()
+                .try_get_matches_from(["pxagent", "vm", "status", "100", "--status", "x"])
+                .is_err(),
+            "only lists take filters"
+        );
+        let e = typed(&["pxagent", "ct", "list", "--name", "a b"]).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        match typed(&["pxagent", "vm", "exec", "100", "--exit-code", "--", "true"]).unwrap() {
+            Cmd::Exec { exit_code, .. } => assert!(exit_code),
+            other => panic!("{other:?}"),
+        }
+        match typed(&["pxagent", "ct", "exec", "200", "--", "true"]).unwrap() {
+            Cmd::Exec { exit_code, .. } => assert!(!exit_code),
+            other => panic!("{other:?}"),
+        }
+    }
 }

@@ -147,3 +147,17 @@ fn resolve_name(
     }
     Ok(resolved)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_codes_of_guest_commands() {
+        assert_eq!(guest_code(&json!({"exitcode": 3})), 3);
+        assert_eq!(guest_code(&json!({"exitcode": 0})), 0);
+        assert_eq!(guest_code(&json!({"exitcode": 300})), 44, "modulo 256");
+        assert_eq!(guest_code(&json!({"exitcode": -1})), 255);
+        assert_eq!(guest_code(&json!({"signal": 9})), 137, "killed: 128+N");
+    }
+}
