@@ -10,7 +10,7 @@
 
 use serde_json::Value;
 
-use crate::support::{Home, lock, sim_get, status_of, sudo_commands_since, sudo_log_len};
+use crate::support::{Home, lock, sim_get, status_of};
 
 /// Whether `s` is a UPID and nothing else (FORMATS.md §1.4).
 fn is_upid(s: &str) -> bool {
@@ -19,6 +19,16 @@ fn is_upid(s: &str) -> bool {
         && parts.len() == 9
         && parts[8].is_empty()
         && !s.contains(char::is_whitespace)
+}
+
+/// The command lines one `-vv` run logged as sent (its own, unlike sudo's log, which other
+/// tests write to at the same time).
+fn remote_commands(stderr: &str) -> Vec<String> {
+    stderr
+        .lines()
+        .filter(|l| l.contains("remote command"))
+        .map(String::from)
+        .collect()
 }
 
 #[test]
@@ -35,18 +45,19 @@ fn start_twice_and_stop_twice_change_nothing_the_second_time() {
     assert_eq!(first["changed"], true, "{first}");
     assert!(first["upid"].as_str().unwrap().contains(":qmstart:103:"));
 
-    let offset = sudo_log_len();
-    let second = px(&["vm", "start", "103", "-o", "json"]).data();
+    let r = px(&["-vv", "vm", "start", "103", "-o", "json"]);
+    let second = r.data();
     assert_eq!(second["changed"], false, "{second}");
     assert_eq!(second["status"], "running");
-    let sent = sudo_commands_since(offset);
-    assert!(
-        sent.iter().all(|c| !c.contains("status/start")),
-        "a no-op sent the start: {sent:?}"
+    let sent = remote_commands(&r.stderr);
+    assert_eq!(
+        sent.len(),
+        2,
+        "the node lookup and the status read: {sent:?}"
     );
+    assert!(sent[0].contains("/cluster/resources"), "{sent:?}");
     assert!(
-        sent.iter()
-            .any(|c| c.contains("/nodes/pve3/qemu/103/status/current")),
+        sent[1].contains("/nodes/pve3/qemu/103/status/current"),
         "{sent:?}"
     );
     let human = px(&["vm", "start", "103"]);
@@ -126,18 +137,15 @@ fn guests_by_name_and_list_filters() {
     let d = home.on_bed(&["vm", "status", "web", "-o", "json"]).data();
     assert_eq!(d["vmid"], 100);
     assert_eq!(d["name"], "web");
-    let offset = sudo_log_len();
-    let r = home.on_bed(&["vm", "config", "db", "-o", "json"]);
+    let r = home.on_bed(&["-vv", "vm", "config", "db", "-o", "json"]);
     assert_eq!(r.data()["name"], "db");
-    let sent: Vec<String> = sudo_commands_since(offset)
-        .into_iter()
-        .filter(|c| c.contains("/cluster/resources") || c.contains("/qemu/101/"))
-        .collect();
+    let sent = remote_commands(&r.stderr);
     assert_eq!(
         sent.len(),
         2,
         "one lookup, then the read of VM 101: {sent:?}"
     );
+    assert!(sent[0].contains("/cluster/resources"), "{sent:?}");
     assert!(sent[1].contains("/nodes/pve2/qemu/101/config"), "{sent:?}");
 
     for (args, want) in [

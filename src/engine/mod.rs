@@ -285,11 +285,11 @@ impl<C: Connector> Engine<'_, C> {
             Some(upid) => json!({"upid": upid, "node": outcome.node, "task": data}),
             None => data,
         };
-        if inv.op.risk != Risk::Read {
-            data["changed"] = json!(true);
-        }
-        if let Some(y) = inv.op.yields {
-            data[yield_key(y)] = json!(yielded(y, &prepared, &log));
+        if let Some(obj) = data.as_object_mut().filter(|_| inv.op.risk != Risk::Read) {
+            obj.insert("changed".into(), json!(true));
+            if let Some(y) = inv.op.yields {
+                obj.insert(yield_key(y).into(), json!(yielded(y, &prepared, &log)));
+            }
         }
         Ok(Done {
             data,
