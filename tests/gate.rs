@@ -124,7 +124,15 @@ fn the_host_policy_wins_over_the_client_policy() {
     // would be a no-op that sends only reads).
     let r = gated_run(
         &home,
-        &["--policy", "allow.yaml", "vm", "start", "9000", "-o", "json"],
+        &[
+            "--policy",
+            "allow.yaml",
+            "vm",
+            "start",
+            "9000",
+            "-o",
+            "json",
+        ],
     );
     assert_eq!(r.code, 3, "{}\n{}", r.stdout, r.stderr);
     let e = &r.json()["error"];

@@ -128,6 +128,14 @@ fn no_wait_prints_only_the_upid() {
     let phrase = format!("yes delsnapshot 100 {snap}");
     let r = home.on_bed(&["vm", "delsnapshot", "100", &snap, "--confirm", &phrase]);
     assert_eq!(r.code, 0, "{}", r.stderr);
+    // A no-op has no task: nothing on stdout, the sentence on stderr.
+    if status_of(100) != "running" {
+        assert_eq!(home.on_bed(&["vm", "start", "100"]).code, 0);
+    }
+    let r = home.on_bed(&["--no-wait", "vm", "start", "100"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.stdout, "", "{}", r.stderr);
+    assert!(r.stderr.contains("already running"), "{}", r.stderr);
 }
 
 #[test]
@@ -167,6 +175,18 @@ fn guests_by_name_and_list_filters() {
     assert_eq!(
         home.on_bed(&["ct", "status", "dns", "-o", "json"]).data()["vmid"],
         200
+    );
+    // A dry run by name shows the real command line and phrase (it reads the guest list).
+    let d = home
+        .on_bed(&["vm", "stop", "web", "--dry-run", "-o", "json"])
+        .data();
+    assert_eq!(d["phrase"], "yes stop 100");
+    assert!(
+        d["command"]
+            .as_str()
+            .unwrap()
+            .contains("/nodes/pve1/qemu/100/status/stop"),
+        "{d}"
     );
 
     let ids = |args: &[&str]| -> Vec<u64> {
