@@ -2,7 +2,10 @@
 //!
 //! Order matters and is fixed here: local policy (exit 3), then the confirmation phrase
 //! (exit 4) — neither sends anything — then what the host must tell (node, next VMID,
-//! prechecks; reads only), then the op itself, then its task. Front ends differ only in how
+//! prechecks; reads only), then the op itself, then its task. An action that may have
+//! nothing to do ([`catalog::Already`]: a start of a running guest) reads the guest's status
+//! between the policy and the phrase, and ends there with `changed: false` when it is so: a
+//! no-op needs no phrase and takes no rate-limit quota (issue 13). Front ends differ only in how
 //! they connect (one connection per CLI run, one kept open by the MCP server), whether a
 //! human can be asked at a terminal, and how they print.
 //!
