@@ -5,8 +5,8 @@
 //!
 //! Filter by topic: `cargo test --test integration cli::` (and `approve::`, and `setup::`, which
 //! needs only this machine's sshd binary) runs what needs no host. The live topics (`live`,
-//! `actions`, `exec`, `mcp`, `sudo_rules`, `ssh_transport`, `gate`) need root and the beds that
-//! `scripts/test.sh` brings up; without them they fail with what to run.
+//! `actions`, `exec`, `mcp`, `scripting`, `sudo_rules`, `ssh_transport`, `gate`) need root
+//! and the beds that `scripts/test.sh` brings up; without them they fail with what to run.
 
 mod support;
 
@@ -18,6 +18,7 @@ mod gate;
 mod jump;
 mod live;
 mod mcp;
+mod scripting;
 mod setup;
 mod ssh_transport;
 mod sudo_rules;

@@ -49,7 +49,8 @@ pub fn both(
     trail: &mut Trail,
 ) -> std::result::Result<u8, Failure> {
     if s.dry_run {
-        return super::op::run_op(s, ctx, inv, out, trail).map_err(|e| (e, None));
+        return super::op::run_op(s, ctx, inv, &crate::views::Filter::default(), out, trail)
+            .map_err(|e| (e, None));
     }
     let done = (|| {
         let target = super::resolve(ctx, out, trail)?;
