@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use crate::catalog::{self, Risk, ops};
 use crate::error::{Error, Result};
 use crate::invocation::Invocation;
-use crate::policy::{Decision, Policy};
+use crate::policy::{Decision, GuestTags, Policy};
 use crate::remote::Remote;
 
 /// Gives the engine a connected host when it first needs one.
@@ -132,15 +132,12 @@ impl<C: Connector> Engine<'_, C> {
         trail: &mut Trail,
     ) -> Result<()> {
         trail.argv = inv.remote_argv();
-        let tags = if self.policy.needs_guest_tags()
-            && inv.op.risk != Risk::Read
-            && inv.vmid().is_some()
-        {
-            Some(guest_tags(&self.connector.remote().await?, inv).await?)
+        let tags = if self.policy.wants_tags(inv) {
+            Some(guest_tags(&self.connector.remote().await?).await?)
         } else {
             None
         };
-        let decision = self.policy.check(inv, tags.as_deref())?;
+        let decision = self.policy.check(inv, tags.as_ref())?;
         self.policy.check_downloads(inv)?;
         let policy_confirm = matches!(decision, Decision::Confirm(_));
         trail.phrase = if self.interactive {
@@ -296,7 +293,7 @@ pub fn dry_run(policy: &Policy, inv: &Invocation, trail: &mut Trail) -> Result<V
     trail.dry_run = true;
     trail.argv = inv.remote_argv();
     policy.check_downloads(inv)?;
-    let verdict = match policy.check(inv, Some(&[]))? {
+    let verdict = match policy.check(inv, Some(&GuestTags::default()))? {
         Decision::Allow => "allowed".to_string(),
         Decision::Confirm(c) => format!("needs the phrase `{}` ({})", c.phrase, c.rule),
         Decision::Approve { rule, .. } => format!("needs a signed approval ({rule})"),
@@ -319,7 +316,7 @@ pub fn dry_run_exec(
     let (inv, argv) = crate::exec::check_request(req)?;
     trail.argv = inv.remote_argv();
     // A refusal is a refusal in a dry run too (exit 3, the same message).
-    policy.check(&inv, Some(&[]))?;
+    policy.check(&inv, Some(&GuestTags::default()))?;
     policy.check_command(&inv, &argv)?;
     crate::exec::check_transfers(policy, req, inv.op)?;
     trail.transfers = req.transfers();
@@ -344,10 +341,11 @@ pub fn human(inv: &Invocation, data: &Value) -> String {
     }
 }
 
-/// The tags of the guest an invocation targets (empty when it has none or does not exist).
-pub(crate) async fn guest_tags(remote: &Remote, inv: &Invocation) -> Result<Vec<String>> {
+/// The tags of the cluster's guests, for a policy that protects tags (one read of
+/// `/cluster/resources`).
+pub(crate) async fn guest_tags(remote: &Remote) -> Result<GuestTags> {
     let resources = remote.read_op(&ops::CLUSTER_RESOURCES, &[]).await?;
-    Ok(crate::policy::tags_in(&resources, inv.vmid().unwrap_or(0)))
+    Ok(GuestTags::from_resources(&resources))
 }
 
 /// A connector that opens one connection on first use and keeps it for the invocation.

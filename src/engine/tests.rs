@@ -208,6 +208,31 @@ async fn protected_tag_reads_the_tags_and_sends_nothing_else() {
 }
 
 #[tokio::test]
+async fn exec_status_reads_the_guests_tags_like_the_other_exec_ops() {
+    // Issue 12: `vm exec-status` was judged as if its guest had no tags.
+    let protect = policy("protect: [go-proxmox+cloud-init]\n");
+    let all = api_data("pve/https_api_cluster_resources_pve7.4-8.0_capture.json");
+    let host = Replay::new("pve").expect(
+        &words("sudo -n /usr/bin/pvesh get /cluster/resources --output-format json"),
+        Answer::ok(one_line(&all)),
+    );
+    let run = execute(
+        &protect,
+        host,
+        &invocation("vm.exec-status", &[("vmid", "102"), ("pid", "4242")]),
+        None,
+    )
+    .await;
+    assert_eq!(run.code(), 3, "{}", run.err());
+    assert!(
+        run.err().to_string().contains("protected tag"),
+        "{}",
+        run.err()
+    );
+    assert_eq!(run.host.count(), 1, "only the read of the tags");
+}
+
+#[tokio::test]
 async fn confirmation_missing_or_wrong_sends_nothing() {
     let none = Policy::default();
     let stop = invocation("vm.stop", &[("vmid", "100")]);

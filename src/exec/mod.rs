@@ -76,12 +76,12 @@ pub async fn run<C: Connector>(
     let c = req.check()?;
     trail.argv = c.inv.remote_argv();
     let policy = engine.policy;
-    let tags = if policy.needs_guest_tags() {
-        Some(crate::engine::guest_tags(&engine.connector.remote().await?, &c.inv).await?)
+    let tags = if policy.wants_tags(&c.inv) {
+        Some(crate::engine::guest_tags(&engine.connector.remote().await?).await?)
     } else {
         None
     };
-    let decision = policy.check(&c.inv, tags.as_deref())?;
+    let decision = policy.check(&c.inv, tags.as_ref())?;
     policy.check_command(&c.inv, &c.argv)?;
     check_transfers(policy, req, c.inv.op)?;
     trail.transfers = req.transfers();
@@ -105,9 +105,15 @@ pub async fn run<C: Connector>(
     }
 }
 
-/// `vm exec-status VMID PID`: the state and output of a process the agent started.
+/// `vm exec-status VMID PID`: the state and output of a process the agent started. Judged
+/// like the other exec ops, the guest's tags included (issue 12).
 pub async fn exec_status<C: Connector>(engine: &Engine<'_, C>, inv: &Invocation) -> Result<Value> {
-    engine.policy.check(inv, Some(&[]))?;
+    let tags = if engine.policy.wants_tags(inv) {
+        Some(crate::engine::guest_tags(&engine.connector.remote().await?).await?)
+    } else {
+        None
+    };
+    engine.policy.check(inv, tags.as_ref())?;
     crate::limits::admit(inv.op, engine.policy)?;
     let remote = engine.connector.remote().await?;
     let inv = remote.prepare(inv).await?;
