@@ -288,7 +288,11 @@ by the keys in --approvers), counts host rate limits, logs each decision to sysl
                             .help("Only records from then on: RFC 3339, a date, or an age like 30m, 2h, 1d"),
                     ),
                 )
-                .subcommand(Command::new("verify").about("Check the hash chain; exit 1 naming the first broken line")),
+                .subcommand(Command::new("verify").about("Check the hash chain; exit 1 naming the first broken line"))
+                .subcommand(
+                    Command::new("new-chain")
+                        .about("Move the log aside and start a new chain linked to its head (when a broken line blocks changes, or to archive it)"),
+                ),
         )
         .subcommand(
             Command::new("approve")

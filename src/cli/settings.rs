@@ -62,6 +62,8 @@ pub enum Cmd {
     AuditShow(Option<String>),
     /// `pxagent audit verify`.
     AuditVerify,
+    /// `pxagent audit new-chain`.
+    AuditNewChain,
     /// `pxagent sudoers render …`.
     SudoersRender(RenderOptions),
     /// `pxagent sudoers lint FILE|-`.
@@ -104,6 +106,7 @@ impl Cmd {
             Cmd::Status => "status",
             Cmd::AuditShow(_) => "audit.show",
             Cmd::AuditVerify => "audit.verify",
+            Cmd::AuditNewChain => "audit.new-chain",
             Cmd::SudoersRender(_) => "sudoers.render",
             Cmd::SudoersLint(_) => "sudoers.lint",
             Cmd::Approve { .. } => "approve",
@@ -181,7 +184,12 @@ pub fn command(m: &ArgMatches, s: &Settings) -> Result<Cmd> {
         ("gate", _) => Cmd::Gate(gate_options(m, sub)?),
         ("audit", Some(("show", a))) => Cmd::AuditShow(string(a, "since")),
         ("audit", Some(("verify", _))) => Cmd::AuditVerify,
-        ("audit", _) => return Err(Error::usage("expected `audit show` or `audit verify`")),
+        ("audit", Some(("new-chain", _))) => Cmd::AuditNewChain,
+        ("audit", _) => {
+            return Err(Error::usage(
+                "expected `audit show`, `audit verify` or `audit new-chain`",
+            ));
+        }
         ("approve", _) => Cmd::Approve {
             key: PathBuf::from(string(sub, "key").unwrap_or_default()),
             ttl: string(sub, "ttl").map(|t| approve_ttl(&t)).transpose()?,

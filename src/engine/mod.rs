@@ -22,6 +22,10 @@ use crate::invocation::Invocation;
 use crate::policy::{Decision, GuestTags, Policy};
 use crate::remote::Remote;
 
+mod trail;
+
+pub use trail::{Begun, Trail};
+
 /// Gives the engine a connected host when it first needs one.
 pub trait Connector {
     /// A connected host (opened on first use, then reused).
@@ -35,80 +39,6 @@ pub struct Done {
     pub data: Value,
     /// stderr lines of a successful command.
     pub warnings: Vec<String>,
-}
-
-/// What one invocation did, gathered while it runs, for its audit record.
-#[derive(Debug, Default)]
-pub struct Trail {
-    /// Whether this invocation is audited (it was meant for a host).
-    pub audited: bool,
-    /// `user@host:port`.
-    pub host: Option<String>,
-    /// The agent account.
-    pub account: Option<String>,
-    /// The remote argv of the op.
-    pub argv: Vec<String>,
-    /// The confirmation phrase that was accepted.
-    pub phrase: Option<String>,
-    /// The task the op ran.
-    pub upid: Option<String>,
-    /// Only reported (dry run).
-    pub dry_run: bool,
-    /// Files a guest command's flow moves (for the audit record).
-    pub transfers: Vec<String>,
-}
-
-impl Trail {
-    /// Append this invocation's record to the audit log. A failure to write is a warning on
-    /// stderr; it never changes the outcome of what already happened.
-    pub fn record(
-        &self,
-        op: &str,
-        via: crate::audit::Via,
-        err: Option<&Error>,
-        code: u8,
-        took: std::time::Duration,
-    ) {
-        use crate::audit::{NewRecord, Verdict};
-        let Some(path) = crate::audit::default_path() else {
-            crate::output::note(
-                "warning: no HOME or XDG_STATE_HOME, so this invocation was not audited",
-            );
-            return;
-        };
-        let decision = match err {
-            _ if self.dry_run => Verdict::DryRun,
-            Some(
-                Error::Policy(_)
-                | Error::ConfirmationRequired { .. }
-                | Error::RateLimited(_)
-                | Error::Host(_),
-            ) => Verdict::Refused,
-            Some(Error::Usage(_) | Error::ReadFile { .. } | Error::Internal(_)) => Verdict::Failed,
-            _ if self.phrase.is_some() => Verdict::Confirmed,
-            _ => Verdict::Allowed,
-        };
-        let mut rec = NewRecord::new(op, via, decision);
-        rec.host = self.host.clone();
-        rec.account = self.account.clone();
-        rec.argv = self.argv.clone();
-        rec.phrase = self.phrase.clone();
-        rec.exit_code = code;
-        rec.duration_ms = took.as_millis() as u64;
-        rec.upid = self.upid.clone();
-        rec.transfers = self.transfers.clone();
-        // A wrong phrase's message quotes what was typed: keep only the error's kind.
-        rec.error = err.map(|e| match e {
-            Error::ConfirmationRequired { .. } => e.kind().to_string(),
-            _ => e.to_string(),
-        });
-        if let Err(e) = crate::audit::append(&path, rec) {
-            crate::output::note(format_args!(
-                "warning: could not write the audit log {}: {e}",
-                path.display()
-            ));
-        }
-    }
 }
 
 /// How a front end runs ops.
@@ -176,7 +106,13 @@ impl<C: Connector> Engine<'_, C> {
         let mut prepared = remote.prepare(inv).await?;
         prepared.attach.confirmed = trail.phrase.clone().or_else(|| given.map(str::to_string));
         trail.argv = prepared.remote_argv();
-        let outcome = remote.send_with_progress(&prepared, progress).await?;
+        trail.begin(inv.op)?;
+        let outcome = remote
+            .send_with_progress(&prepared, &mut |line: &str| {
+                trail.saw(line);
+                progress(line)
+            })
+            .await?;
         trail.upid = outcome.upid.clone();
         let data = crate::views::normalize(inv.op.view, &outcome.data, inv.keep_type)?;
         let data = match outcome.upid {
@@ -232,6 +168,8 @@ impl<C: Connector> Engine<'_, C> {
                 .collect()
         };
         let before = upids(&remote.read_op(&ops::TASK_LIST, &filter).await?);
+        trail.argv = prepared.remote_argv();
+        trail.begin(inv.op)?;
         let phrase = if given.is_none() {
             trail.phrase.clone()
         } else {

@@ -233,6 +233,36 @@ async fn exec_status_reads_the_guests_tags_like_the_other_exec_ops() {
 }
 
 #[tokio::test]
+async fn a_change_whose_audit_record_cannot_be_written_is_not_sent() {
+    // Issue 12: the started record comes first; a torn audit log refuses the op (exit 10).
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("audit.jsonl");
+    std::fs::write(&log, b"{\"seq\":1,\"time\":").unwrap();
+    let host = Arc::new(Replay::new("pve"));
+    let connector = Fixed(Remote::over(host.clone(), "zen-agent@pve:22".into(), None));
+    let none = Policy::default();
+    let engine = Engine {
+        policy: &none,
+        connector: &connector,
+        interactive: false,
+    };
+    let mut trail = Trail {
+        audited: true,
+        log: Some(log),
+        ..Trail::default()
+    };
+    let snap = invocation(
+        "vm.snapshot",
+        &[("vmid", "100"), ("snapshot", "s1"), ("node", "pve1")],
+    );
+    let r = engine.execute(&snap, None, &mut trail, &mut |_| {}).await;
+    let e = r.expect_err("refused");
+    assert_eq!(e.exit_code(), 10, "{e}");
+    assert!(e.to_string().contains("audit new-chain"), "{e}");
+    assert_eq!(host.count(), 0, "nothing was sent");
+}
+
+#[tokio::test]
 async fn confirmation_missing_or_wrong_sends_nothing() {
     let none = Policy::default();
     let stop = invocation("vm.stop", &[("vmid", "100")]);

@@ -64,6 +64,8 @@ pub(super) async fn ct_flow(
     t: &CtTarget,
     trail: &mut Trail,
 ) -> Result<Value> {
+    trail.argv = c.inv.remote_argv();
+    trail.begin(c.inv.op)?;
     let mut pushed = Vec::new();
     for (local, guest, data) in &c.push {
         let out = pct(remote, &t.vmid, &[TEE, guest], Some(data)).await?;

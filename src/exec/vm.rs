@@ -21,6 +21,7 @@ pub(super) async fn vm_flow(
 ) -> Result<Value> {
     let inv = remote.prepare(&c.inv).await?;
     trail.argv = inv.remote_argv();
+    trail.begin(inv.op)?;
     let node = inv.values.get("node").cloned().unwrap_or_default();
     let vmid = inv.values.get("vmid").cloned().unwrap_or_default();
     let mut pushed = Vec::new();

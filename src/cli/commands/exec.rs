@@ -42,11 +42,22 @@ pub fn exec(
     }
     let connector = OnceConnector::new(target);
     let engine = ctx.engine(&connector, true);
+    // Once the command is sent, a signal still leaves its audit record (issue 12).
+    let armed = trail.sending();
     let data = runtime()?.block_on(async {
-        let r = engine.exec(req, s.confirm.as_deref(), trail).await;
+        let r = crate::signals::interruptible(
+            engine.exec(req, s.confirm.as_deref(), trail),
+            &armed,
+            || {},
+        )
+        .await;
         connector.close().await;
         r
-    })?;
+    });
+    let data = match data {
+        Ok(r) => r?,
+        Err(sig) => return Err(trail.interrupt(sig.name(), &quote_guest(req))),
+    };
     match out.format {
         Format::Json => out.success(op.id, data, |_| String::new()),
         Format::Table => {
@@ -80,4 +91,14 @@ pub fn exec(
         }
     }
     Ok(0)
+}
+
+/// The guest command as the user gave it, for messages.
+fn quote_guest(req: &Request) -> String {
+    format!(
+        "{} {} -- {}",
+        req.op.cli.join(" "),
+        crate::catalog::kind::printable(&req.vmid),
+        crate::catalog::kind::printable(&crate::invocation::quote_argv(&req.argv))
+    )
 }
