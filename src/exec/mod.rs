@@ -53,6 +53,10 @@ pub const VM_PULL_MAX: usize = 16 * 1024 * 1024;
 pub const VM_STDIN_MAX: usize = 64 * 1024;
 /// What pxagent sends to or takes from a container in one file or stdin.
 pub const CT_FILE_MAX: usize = 64 * 1024 * 1024;
+/// What pxagent keeps of each output stream of a container command (stdout, stderr, a
+/// pulled file): 16 MiB, as the guest agent's file-read limit for VMs; the rest is dropped as
+/// it arrives (`out_truncated`/`err_truncated`), and a pull that is larger is refused.
+pub const CT_STREAM_MAX: usize = 16 * 1024 * 1024;
 /// How long `vm exec` waits for the guest command when `--timeout` is not given.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 
