@@ -200,7 +200,7 @@ pub fn split_host(spec: &str) -> Result<(Option<String>, String, Option<u16>)> {
 /// address and fields), then `~/.ssh/config`, then the defaults. Two different values on the
 /// same layer (`-u x -H u@h`) are a usage error rather than a guess.
 pub fn target_of(c: &ConnectArgs, cfg: &Config) -> Result<Target> {
-    target_with(c, cfg, |user| ssh_config::Context::from_env(user))
+    target_with(c, cfg, ssh_config::Context::from_env)
 }
 
 /// Which layer a connection value came from, strongest first.
