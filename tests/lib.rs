@@ -5,19 +5,21 @@
 //!
 //! Filter by topic: `cargo test --test integration cli::` (and `approve::`, and `setup::`, which
 //! needs only this machine's sshd binary) runs what needs no host. The live topics (`live`,
-//! `actions`, `exec`, `mcp`, `policy`, `sudo_rules`, `ssh_transport`, `gate`) need root and the beds that
+//! `actions`, `audit`, `exec`, `mcp`, `policy`, `robust`, `sudo_rules`, `ssh_transport`, `gate`) need root and the beds that
 //! `scripts/test.sh` brings up; without them they fail with what to run.
 
 mod support;
 
 mod actions;
 mod approve;
+mod audit;
 mod cli;
 mod exec;
 mod gate;
 mod live;
 mod mcp;
 mod policy;
+mod robust;
 mod setup;
 mod ssh_transport;
 mod sudo_rules;

@@ -125,7 +125,27 @@ fn the_host_gate_covers_variants_too() {
     let g = gated();
     let _p = g.policy("ops:\n  \"*\": allow\n  backup.restore: deny\n");
     let home = Home::new();
-    let args = &restores()[2];
+    // A backup of VM 100 the bed really has (the client's prechecks look for it).
+    let list = home
+        .px()
+        .gated()
+        .args(["-o", "json", "backup", "list", "--vmid", "100"])
+        .run();
+    assert_eq!(list.code, 0, "{}", list.stdout);
+    let archive = list.json()["data"][0]["volid"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no backup of 100: {}", list.stdout))
+        .to_string();
+    let args = [
+        "backup",
+        "restore",
+        &archive,
+        "--vmid",
+        "100",
+        "--force",
+        "--confirm",
+        "yes overwrite 100",
+    ];
     let r = home.px().gated().args(["-o", "json"]).args(args).run();
     assert_eq!(r.code, 3, "{}\n{}", r.stdout, r.stderr);
     let e = &r.json()["error"];

@@ -154,12 +154,12 @@ fn exec_args() -> Vec<Arg> {
         Arg::new("stdin")
             .long("stdin")
             .value_name("FILE|-")
-            .help("Feed this file (or pxagent's stdin: -) to the command's stdin (VMs: text, at most 64 KiB)"),
+            .help("Feed this file (or pxagent's stdin: -) to the command's stdin (VMs: text, at most 64 KiB). Not a secret channel: for a VM it travels as a command argument on the host (its process list, sudo's logs); for a container through sudo's I/O log"),
         Arg::new("push")
             .long("push")
             .value_name("LOCAL:GUEST")
             .action(ArgAction::Append)
-            .help("Copy a local file to an absolute guest path before the command (repeatable; VMs: at most 46080 bytes)"),
+            .help("Copy a local file to an absolute guest path before the command (repeatable; VMs: at most 46080 bytes). Not a secret channel: for a VM the content travels as a command argument on the host (its process list, sudo's logs); for a container through sudo's I/O log"),
         Arg::new("pull")
             .long("pull")
             .value_name("GUEST:LOCAL")

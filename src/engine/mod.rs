@@ -252,7 +252,7 @@ pub fn dry_run_exec(
 ) -> Result<Value> {
     trail.dry_run = true;
     let (inv, argv) = crate::exec::check_request(req)?;
-    trail.argv = inv.remote_argv();
+    trail.set_argv(&inv);
     // A refusal is a refusal in a dry run too (exit 3, the same message).
     policy.check(&inv, Some(&GuestTags::default()))?;
     policy.check_command(&inv, &argv)?;

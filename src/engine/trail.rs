@@ -177,6 +177,27 @@ impl Trail {
         Ok(())
     }
 
+    /// Record `inv`'s remote argv, with every guest-data value (`--stdin` text, a pushed
+    /// file's content) replaced by its length and SHA-256: what went to the guest is
+    /// identifiable, never readable, in the audit log.
+    pub fn set_argv(&mut self, inv: &crate::invocation::Invocation) {
+        use crate::catalog::Kind;
+        use sha2::Digest;
+        let mut values = inv.values.clone();
+        for p in inv.op.params.iter().filter(|p| p.kind == Kind::GuestData) {
+            if let Some(v) = values.get_mut(p.name) {
+                let sum: String = sha2::Sha256::digest(v.as_bytes())
+                    .iter()
+                    .map(|b| format!("{b:02x}"))
+                    .collect();
+                *v = format!("<{} bytes, sha256 {sum}>", v.len());
+            }
+        }
+        let mut argv = vec!["sudo".to_string(), "-n".to_string()];
+        argv.extend(inv.op.argv(&values));
+        self.argv = argv;
+    }
+
     /// A line of the op's output as it arrives: a UPID in it is the task's, kept in case the
     /// op is cut short before its end.
     pub fn saw(&mut self, line: &str) {
@@ -327,6 +348,26 @@ mod tests {
         assert_eq!(recs.len(), 4);
         assert_eq!(recs[3].phase, Some(Phase::Interrupted));
         assert!(recs[3].error.as_deref().unwrap().contains("SIGTERM"));
+    }
+
+    #[test]
+    fn guest_data_is_recorded_by_length_and_digest_only() {
+        let inv = crate::invocation::Invocation::new(
+            &ops::VM_EXEC,
+            [
+                ("vmid", "100".to_string()),
+                ("command", r#"["sort"]"#.to_string()),
+                ("input_data", "my secret\n".to_string()),
+            ]
+            .into(),
+        )
+        .unwrap();
+        let mut t = Trail::default();
+        t.set_argv(&inv);
+        let joined = t.argv.join(" ");
+        assert!(!joined.contains("secret"), "{joined}");
+        assert!(joined.contains("<10 bytes, sha256 "), "{joined}");
+        assert_eq!(t.argv.len(), inv.remote_argv().len());
     }
 
     #[test]

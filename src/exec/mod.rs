@@ -78,7 +78,7 @@ pub async fn run<C: Connector>(
     trail: &mut Trail,
 ) -> Result<Value> {
     let c = req.check()?;
-    trail.argv = c.inv.remote_argv();
+    trail.set_argv(&c.inv);
     let policy = engine.policy;
     let tags = if policy.wants_tags(&c.inv) {
         Some(crate::engine::guest_tags(&engine.connector.remote().await?).await?)
