@@ -582,19 +582,6 @@ fn path_glob(glob: &str, path: &str) -> bool {
     regex::Regex::new(&re).is_ok_and(|r| r.is_match(path))
 }
 
-/// The tags of guest `vmid` in a `/cluster/resources` answer (empty when it has none or is
-/// not there).
-pub fn tags_in(resources: &serde_json::Value, vmid: u64) -> Vec<String> {
-    resources
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|r| r.get("vmid").and_then(serde_json::Value::as_u64) == Some(vmid))
-        .and_then(|r| r.get("tags").and_then(serde_json::Value::as_str))
-        .map(parse_tags)
-        .unwrap_or_default()
-}
-
 /// Split a guest's `tags` field as Proxmox writes it (`;`-separated in `/cluster/resources`;
 /// `,` and spaces are accepted on input too) into tags, dropping empty pieces.
 pub fn parse_tags(s: &str) -> Vec<String> {
