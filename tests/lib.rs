@@ -5,8 +5,9 @@
 //!
 //! Filter by topic: `cargo test --test integration cli::` (and `approve::`, and `setup::`, which
 //! needs only this machine's sshd binary) runs what needs no host. The live topics (`live`,
-//! `actions`, `audit`, `exec`, `mcp`, `policy`, `robust`, `sudo_rules`, `ssh_transport`, `gate`) need root and the beds that
-//! `scripts/test.sh` brings up; without them they fail with what to run.
+//! `actions`, `audit`, `exec`, `mcp`, `policy`, `robust`, `scripting`, `sudo_rules`,
+//! `ssh_transport`, `gate`) need root and the beds that `scripts/test.sh` brings up; without
+//! them they fail with what to run.
 
 mod support;
 
@@ -16,10 +17,12 @@ mod audit;
 mod cli;
 mod exec;
 mod gate;
+mod jump;
 mod live;
 mod mcp;
 mod policy;
 mod robust;
+mod scripting;
 mod setup;
 mod ssh_transport;
 mod sudo_rules;
