@@ -11,8 +11,6 @@
 //! with fields or values this version does not know (new decisions, phases of a two-phase
 //! record) are still shown and filtered; the chain itself is `audit verify`'s business.
 
-use std::fs::File;
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::time::SystemTime;
 
@@ -235,35 +233,23 @@ pub fn describe(target: &Map<String, Value>) -> String {
         .join(" ")
 }
 
-/// The records of the log at `path` that pass `filter`, oldest first, each with its
-/// `target` (added when the record has none). A missing log has none; a line that is not
-/// JSON is an error naming it.
+/// The records of the log at `path` as operations (a two-phase op's `started` record and its
+/// completion as one, [`crate::audit::operations`]) that pass `filter`, oldest first, each
+/// with its `target` (added when the record has none). A missing log has none.
 pub fn read(path: &Path, filter: &Filter) -> Result<Vec<Value>> {
-    let read_err = |source| Error::ReadFile {
-        path: path.to_path_buf(),
-        source,
-    };
-    let f = match File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(read_err(e)),
-    };
-    f.lock_shared().map_err(read_err)?;
+    let records = crate::audit::operations(crate::audit::read(path, None)?);
+    let values = records
+        .iter()
+        .map(serde_json::to_value)
+        .collect::<std::result::Result<Vec<Value>, _>>()
+        .map_err(|e| Error::Internal(format!("an audit record does not serialize: {e}")))?;
+    Ok(select(values, filter))
+}
+
+/// The records that pass `filter`, each with its `target`.
+pub fn select(records: Vec<Value>, filter: &Filter) -> Vec<Value> {
     let mut out = Vec::new();
-    for (i, line) in BufReader::new(f).split(b'\n').enumerate() {
-        let line = line.map_err(read_err)?;
-        if line.is_empty() {
-            continue;
-        }
-        let mut rec: Value = serde_json::from_slice(&line).map_err(|e| {
-            read_err(std::io::Error::new(
-                std::io::ErrorKind::InvalidData,
-                format!(
-                    "line {} is not an audit record ({e}); run `pxagent audit verify`",
-                    i + 1
-                ),
-            ))
-        })?;
+    for mut rec in records {
         let t = target(&rec);
         if !filter.admits(&rec, &t) {
             continue;
@@ -273,7 +259,7 @@ pub fn read(path: &Path, filter: &Filter) -> Result<Vec<Value>> {
         }
         out.push(rec);
     }
-    Ok(out)
+    out
 }
 
 #[cfg(test)]

@@ -65,6 +65,8 @@ pub enum Cmd {
     AuditShow(crate::audit_query::Filter),
     /// `pxagent audit verify`.
     AuditVerify,
+    /// `pxagent audit new-chain`.
+    AuditNewChain,
     /// `pxagent sudoers render …`.
     SudoersRender(RenderOptions),
     /// `pxagent sudoers lint FILE|-`.
@@ -126,6 +128,7 @@ impl Cmd {
             Cmd::Status => "status",
             Cmd::AuditShow(_) => "audit.show",
             Cmd::AuditVerify => "audit.verify",
+            Cmd::AuditNewChain => "audit.new-chain",
             Cmd::SudoersRender(_) => "sudoers.render",
             Cmd::SudoersLint(_) => "sudoers.lint",
             Cmd::Approve { .. } => "approve",
@@ -218,6 +221,25 @@ fn host_string(
     }
 }
 
+/// Where a host flag's value came from (as [`host_string`] picks it): typed on the command
+/// line (before or after the command), or from its environment variable.
+fn host_source(
+    root: &ArgMatches,
+    leaf: &ArgMatches,
+    cmd: &clap::Command,
+    id: &str,
+) -> Option<clap::parser::ValueSource> {
+    use clap::parser::ValueSource;
+    if !defines(cmd, id) {
+        return None;
+    }
+    let typed = |m: &ArgMatches| m.value_source(id) == Some(ValueSource::CommandLine);
+    if typed(leaf) || typed(root) {
+        return Some(ValueSource::CommandLine);
+    }
+    leaf.value_source(id).or_else(|| root.value_source(id))
+}
+
 /// A host switch: given before or after the command (only where the command takes it).
 fn host_flag(root: &ArgMatches, leaf: &ArgMatches, cmd: &clap::Command, id: &str) -> bool {
     let on = |m: &ArgMatches| m.try_get_one::<bool>(id).ok().flatten() == Some(&true);
@@ -267,7 +289,17 @@ impl Settings {
         let timeout = get("timeout")
             .map(|s| context::parse_seconds("--timeout", &s))
             .transpose()?;
-        let port = get("port").map(|p| context::parse_port(&p)).transpose()?;
+        // clap folds `PXAGENT_*` into the flags; precedence (issue 12) needs them apart: a
+        // value typed on the command line, and one that came from the environment.
+        use clap::parser::ValueSource;
+        let from = |id: &str, src: ValueSource| {
+            (!local && host_source(m, l, c, id) == Some(src))
+                .then(|| host_string(m, l, c, id))
+                .flatten()
+        };
+        let typed = |id: &str| from(id, ValueSource::CommandLine);
+        let env = |id: &str| from(id, ValueSource::EnvVariable);
+        let port = |v: Option<String>| v.map(|p| context::parse_port(&p)).transpose();
         Ok(Settings {
             argv,
             format: string(m, "output")
@@ -284,13 +316,20 @@ impl Settings {
                 .unwrap_or_default(),
             no_wait: host_flag(m, l, c, "no_wait"),
             connect: ConnectArgs {
-                host: get("host"),
-                port,
-                user: get("user"),
-                identity: get("identity").map(PathBuf::from),
-                known_hosts: get("known_hosts").map(PathBuf::from),
+                host: typed("host"),
+                port: port(typed("port"))?,
+                user: typed("user"),
+                identity: typed("identity").map(PathBuf::from),
+                known_hosts: typed("known_hosts").map(PathBuf::from),
                 accept_new: host_flag(m, l, c, "accept_new"),
                 timeout,
+                env: context::EnvArgs {
+                    host: env("host"),
+                    port: port(env("port"))?,
+                    user: env("user"),
+                    identity: env("identity").map(PathBuf::from),
+                    known_hosts: env("known_hosts").map(PathBuf::from),
+                },
                 jump: get("jump"),
             },
         })
@@ -333,7 +372,12 @@ pub fn command(m: &ArgMatches, s: &Settings) -> Result<Cmd> {
             std::time::SystemTime::now(),
         )?),
         ("audit", Some(("verify", _))) => Cmd::AuditVerify,
-        ("audit", _) => return Err(Error::usage("expected `audit show` or `audit verify`")),
+        ("audit", Some(("new-chain", _))) => Cmd::AuditNewChain,
+        ("audit", _) => {
+            return Err(Error::usage(
+                "expected `audit show`, `audit verify` or `audit new-chain`",
+            ));
+        }
         ("approve", _) => Cmd::Approve {
             key: PathBuf::from(string(sub, "key").unwrap_or_default()),
             ttl: string(sub, "ttl").map(|t| approve_ttl(&t)).transpose()?,
@@ -436,7 +480,7 @@ fn approve_ttl(text: &str) -> Result<Duration> {
 }
 
 fn render_options(s: &Settings, r: &ArgMatches) -> Result<RenderOptions> {
-    let user = s.connect.user.as_deref().unwrap_or(context::DEFAULT_USER);
+    let user = s.connect.named_user().unwrap_or(context::DEFAULT_USER);
     let mut opts = RenderOptions::new(user)?;
     if let Some(p) = string(r, "profile") {
         opts.profile = Profile::parse(&p)?;
@@ -506,7 +550,7 @@ fn setup_options(s: &Settings, r: &ArgMatches) -> Result<SetupOptions> {
 }
 
 fn revoke_options(s: &Settings, r: &ArgMatches) -> Result<RevokeOptions> {
-    let mut o = RevokeOptions::new(s.connect.user.as_deref().unwrap_or(context::DEFAULT_USER))?;
+    let mut o = RevokeOptions::new(s.connect.named_user().unwrap_or(context::DEFAULT_USER))?;
     o.sshd = sshd_options(r)?;
     Ok(o)
 }

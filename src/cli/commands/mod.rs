@@ -56,6 +56,7 @@ pub fn execute(
             version::both(s, &ctx, inv, out, trail)
         }
         Cmd::AuditVerify => audit::audit_verify(out),
+        Cmd::AuditNewChain => plain(audit::audit_new_chain(out)),
         Cmd::Mcp {
             profile,
             list_tools,
