@@ -285,6 +285,7 @@ fn render_options(s: &Settings, r: &ArgMatches) -> Result<RenderOptions> {
     if let Some(v) = string(r, "ct_exec") {
         opts.ct_exec = Some(Ranges::parse("--ct-exec", &v)?);
     }
+    opts.unfenced_ops = r.get_flag("unfenced_ops");
     Ok(opts)
 }
 

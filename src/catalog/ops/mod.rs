@@ -2,7 +2,8 @@
 //!
 //! Every row is a `pub static` [`Op`] written the same way: a struct literal that names
 //! `id`, `cli`, `about`, `risk`, `area`, `params`, `args` and `view`, then whatever else
-//! differs from [`ROW`] (`tool`, `confirm`, `select`, `settles`, `prechecks`, `step`), then
+//! differs from [`ROW`] (`tool`, `confirm`, `select`, `settles`, `prechecks`, `step`,
+//! `fence`), then
 //! `..ROW`. The static is the op's handle: code outside the catalog names an op by it
 //! (`ops::CLUSTER_RESOURCES`), never by its id string. A handle is the id upper-cased with
 //! `.` and `-` as `_`, and lives in the file named by the id's prefix (`vm.status` →
@@ -154,6 +155,7 @@ const ROW: Op = Op {
     view: View::Object,
     prechecks: &[],
     step: false,
+    fence: None,
 };
 
 // --- parameters shared by several areas ---------------------------------------------------
