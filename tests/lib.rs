@@ -5,7 +5,7 @@
 //!
 //! Filter by topic: `cargo test --test integration cli::` (and `approve::`, and `setup::`, which
 //! needs only this machine's sshd binary) runs what needs no host. The live topics (`live`,
-//! `actions`, `exec`, `mcp`, `sudo_rules`, `ssh_transport`, `gate`) need root and the beds that
+//! `actions`, `exec`, `mcp`, `sudo_rules`, `sudo_fences`, `ct_restore`, `ssh_transport`, `gate`) need root and the beds that
 //! `scripts/test.sh` brings up; without them they fail with what to run.
 
 mod support;
@@ -13,10 +13,12 @@ mod support;
 mod actions;
 mod approve;
 mod cli;
+mod ct_restore;
 mod exec;
 mod gate;
 mod live;
 mod mcp;
 mod setup;
 mod ssh_transport;
+mod sudo_fences;
 mod sudo_rules;
