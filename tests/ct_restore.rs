@@ -101,8 +101,44 @@ fn a_privileged_containers_backup_comes_back_unprivileged() {
 fn a_fenced_host_refuses_foreign_archives_and_storage_removal() {
     let _g = lock();
     let home = Home::new();
+    // A backup of VM 250, outside the fence, made on the host side (pxagent checks that an
+    // archive exists before it sends a restore).
+    let existed = guest(250).is_some();
+    if !existed {
+        sim(&[
+            "pvesh",
+            "create",
+            "/nodes/pve1/qemu",
+            "--vmid",
+            "250",
+            "--name",
+            "outside",
+            "--memory",
+            "512",
+            "--scsi0",
+            "local-lvm:1",
+            "--output-format",
+            "json",
+        ]);
+    }
+    let before = backups(250);
+    sim(&[
+        "pvesh",
+        "create",
+        "/nodes/pve1/vzdump",
+        "--vmid",
+        "250",
+        "--storage",
+        "local",
+        "--output-format",
+        "json",
+    ]);
+    let foreign = backups(250)
+        .into_iter()
+        .find(|a| !before.contains(a))
+        .expect("a new backup of 250");
+    let foreign = foreign.as_str();
     let _swap = SudoersSwap::render(&["--vmids", "100-199"]);
-    let foreign = "local:backup/vzdump-qemu-250-2026_11_01-02_00_00.vma.zst";
     let r = home.on_bed(&["backup", "restore", foreign, "--vmid", "177", "-o", "json"]);
     assert_eq!(r.code, 9, "{}{}", r.stdout, r.stderr);
     assert_eq!(r.json()["error"]["kind"], "sudo_refused");
@@ -142,4 +178,15 @@ fn a_fenced_host_refuses_foreign_archives_and_storage_removal() {
     let phrase = format!("yes destroy {id}");
     let r = home.on_bed(&["vm", "destroy", &id.to_string(), "--confirm", &phrase]);
     assert_eq!(r.code, 0, "{}", r.stderr);
+    // Clean up on the host side what the fence keeps pxagent from.
+    sim(&["pvesm", "free", foreign]);
+    if !existed {
+        sim(&[
+            "pvesh",
+            "delete",
+            "/nodes/pve1/qemu/250",
+            "--output-format",
+            "json",
+        ]);
+    }
 }

@@ -445,12 +445,55 @@ pub(super) fn check_pve_tool(tool: Tool, path: &str, args: &Args, display: &str)
                 })
                 .collect();
             let hits = admitted(args, &probes);
-            if !hits.is_empty() {
-                let shown: Vec<String> = hits.iter().take(3).map(|h| format!("`{name} {h}`")).collect();
+            let (found, decided) = match admitted_dangers(tool, args) {
+                Some(found) => (found, true),
+                None => (Vec::new(), false),
+            };
+            let (errors, warnings): (Vec<_>, Vec<_>) =
+                found.iter().partition(|(d, _)| d.severity == Severity::Error);
+            let line = |w: &str| format!("`{name} {}`", crate::catalog::kind::printable(w));
+            if !hits.is_empty() || !errors.is_empty() {
+                let mut shown: Vec<String> = hits.iter().take(3).map(|h| line(h)).collect();
+                for (_, w) in &errors {
+                    if shown.len() >= 3 {
+                        break;
+                    }
+                    shown.push(line(w));
+                }
+                let mut whats: Vec<&str> = Vec::new();
+                for (d, _) in &errors {
+                    if !whats.contains(&d.what) {
+                        whats.push(d.what);
+                    }
+                }
+                let why = if whats.is_empty() {
+                    format!("`{display}` still admits {}. {}", shown.join(", "), risk.why)
+                } else {
+                    format!(
+                        "`{display}` still admits {}: {}. {}",
+                        shown.join(", "),
+                        whats.join("; "),
+                        risk.why
+                    )
+                };
+                out.push(finding(Severity::Error, "pve-dangerous-args", why, FIX_RENDER));
+            }
+            for (d, w) in warnings {
                 out.push(finding(
-                    Severity::Error,
-                    "pve-dangerous-args",
-                    format!("`{display}` still admits {}. {}", shown.join(", "), risk.why),
+                    Severity::Warning,
+                    "pve-disruptive",
+                    format!("`{display}` admits {}: it {}", line(w), d.what),
+                    "Leave node power, mass guest actions and PVE's services to people; pxagent has no op for them.",
+                ));
+            }
+            if !decided {
+                out.push(finding(
+                    Severity::Warning,
+                    "regex-unchecked",
+                    format!(
+                        "`{display}`: the linter could not decide which {name} command lines this rule admits \
+                         (the automata outgrew their budget); review it by hand"
+                    ),
                     FIX_RENDER,
                 ));
             }

@@ -32,7 +32,9 @@ use serde::Serialize;
 
 use crate::catalog::pve::Tool;
 
+mod automata;
 mod checks;
+mod dangers;
 mod defaults;
 mod lexer;
 mod parser;
@@ -44,7 +46,9 @@ mod tests;
 
 // The parts see each other, and this file, through these globs: the module was one file
 // and its sections still share private types freely.
+use self::automata::*;
 use self::checks::*;
+use self::dangers::*;
 use self::defaults::*;
 use self::lexer::*;
 use self::parser::*;
@@ -113,6 +117,7 @@ pub const CODES: &[&str] = &[
     "unconstrained-args",
     "wildcard-args",
     "pve-dangerous-args",
+    "pve-disruptive",
     "wrong-path",
     "noncanonical-path",
     "relative-path",
