@@ -327,7 +327,13 @@ by the keys in --approvers), counts host rate limits, logs each decision to sysl
                 .subcommand(
                     Command::new("lint")
                         .about("Report dangerous or broken rules in a sudoers file (exit 1 on errors)")
-                        .arg(Arg::new("file").required(true).value_name("FILE").help("A sudoers file, or - for stdin")),
+                        .long_about("Report dangerous or broken rules in a sudoers file (exit 1 on errors).\n\n\
+                                     Errors are rules that apply to the account --user (default zen-agent): by name, \
+                                     a User_Alias, ALL, or a group it is in (from this host's group database, and \
+                                     --groups); rules for other accounts and groups are reported as information.")
+                        .arg(Arg::new("file").required(true).value_name("FILE").help("A sudoers file, or - for stdin"))
+                        .arg(Arg::new("groups").long("groups").value_name("GROUPS")
+                            .help("Count the account as a member of these groups too (comma-separated), e.g. when linting a file for another host")),
                 ),
         )
         .subcommand(setup_command());

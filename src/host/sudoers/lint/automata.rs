@@ -58,7 +58,7 @@ impl Lang {
             Args::Empty => Lang::full(""),
             Args::Glob(g) => build(&glob_to_regex(g), true),
             Args::Regex(r) => build(&unbound(&ere_to_regex(r)), true),
-            Args::Unterminated(_) => None,
+            Args::Unterminated(_) | Args::EarlyDollar(..) => None,
         }
     }
 }

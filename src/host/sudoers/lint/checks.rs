@@ -4,6 +4,45 @@
 use super::*;
 
 pub(super) fn check_item(item: &Item) -> Vec<Finding> {
+    let mut out = chroot_findings(item);
+    out.extend(check_cmnd(item));
+    out
+}
+
+/// `CHROOT=DIR` before a command: sudo runs it inside that tree, so whoever can write there
+/// chooses what `/usr/sbin/qm` is; `CHROOT=*` lets the caller pick the tree (`sudo -R DIR`).
+fn chroot_findings(item: &Item) -> Vec<Finding> {
+    item.options
+        .iter()
+        .filter(|(name, _)| *name == "CHROOT")
+        .map(|(_, dir)| chroot_finding(&format!("CHROOT={dir} on `{}`", item.cmnd.display()), dir))
+        .collect()
+}
+
+/// The finding for a chroot, from a rule's `CHROOT=` or `Defaults runchroot=`.
+pub(super) fn chroot_finding(what: &str, dir: &str) -> Finding {
+    finding(
+        Severity::Error,
+        "chroot",
+        format!(
+            "{what}: sudo changes root to {} before running the command, so the programs, libraries and \
+             Perl modules it loads come from that tree{}",
+            if dir == "*" {
+                "a directory the caller names (`sudo -R DIR`, `--chroot=DIR`)"
+            } else {
+                "that directory"
+            },
+            if dir == "*" {
+                ": the caller's own copy of the tool runs as root"
+            } else {
+                ": anyone who can write under it runs code as root, and PVE's tools do not work there anyway"
+            }
+        ),
+        "Remove the chroot (`CHROOT=`, `runchroot=`); pxagent's rules need none.",
+    )
+}
+
+fn check_cmnd(item: &Item) -> Vec<Finding> {
     let display = item.cmnd.display();
     if item.negated {
         return vec![finding(
@@ -28,12 +67,13 @@ pub(super) fn check_item(item: &Item) -> Vec<Finding> {
         // Expanded where the alias is defined.
         Cmnd::Alias(_) => Vec::new(),
         Cmnd::Sudoedit(args) => vec![finding(
-            Severity::Warning,
+            Severity::Error,
             "sudoedit",
             format!(
-                "`{display}` lets the agent edit {} as root: harmless for a file nothing trusts, root for anything \
-                 sudo, cron, systemd or PVE reads",
-                if matches!(args, Args::Glob(_) | Args::Regex(_)) {
+                "`{display}` lets the agent write {} as root: whatever reads the file trusts what the agent put \
+                 there (sudo, cron, systemd, PAM, PVE and every shell read files under /etc), a glob or regex of \
+                 paths reaches more files than it seems, and the agent needs to edit nothing",
+                if matches!(args, Args::Glob(_) | Args::Regex(_) | Args::Empty) {
                     "these files"
                 } else {
                     "any file"
@@ -466,15 +506,11 @@ pub(super) fn check_pve_tool(tool: Tool, path: &str, args: &Args, display: &str)
                         whats.push(d.what);
                     }
                 }
+                // The specific reasons when the danger tables found them, else the tool's.
                 let why = if whats.is_empty() {
                     format!("`{display}` still admits {}. {}", shown.join(", "), risk.why)
                 } else {
-                    format!(
-                        "`{display}` still admits {}: {}. {}",
-                        shown.join(", "),
-                        whats.join("; "),
-                        risk.why
-                    )
+                    format!("`{display}` still admits {}: {}", shown.join(", "), whats.join("; "))
                 };
                 out.push(finding(Severity::Error, "pve-dangerous-args", why, FIX_RENDER));
             }

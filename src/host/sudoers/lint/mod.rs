@@ -38,6 +38,7 @@ mod dangers;
 mod defaults;
 mod lexer;
 mod parser;
+mod principal;
 mod regex;
 mod rules;
 mod tables;
@@ -52,6 +53,7 @@ use self::dangers::*;
 use self::defaults::*;
 use self::lexer::*;
 use self::parser::*;
+pub use self::principal::Principal;
 use self::regex::*;
 use self::rules::*;
 use self::tables::*;
@@ -126,6 +128,7 @@ pub const CODES: &[&str] = &[
     "nonstandard-path",
     "regex-unanchored",
     "regex-unterminated",
+    "regex-early-dollar",
     "regex-not-anchored",
     "regex-too-broad",
     "regex-unchecked",
@@ -145,6 +148,7 @@ pub const CODES: &[&str] = &[
     "package-manager",
     "account-admin",
     "sudoedit",
+    "chroot",
     "negated-command",
     // rules in context
     "runas-all",
@@ -160,6 +164,7 @@ pub const CODES: &[&str] = &[
     "defaults-invalid-option",
     "env-not-reset",
     "env-keep-dangerous",
+    "env-file",
     "requiretty",
     "log-disabled",
     "no-log-input",
@@ -176,6 +181,12 @@ pub const CODES: &[&str] = &[
 /// is written (a `Cmnd_Alias` member at the alias), findings that depend on the rule using
 /// it (tags, runas, logging) at the user spec.
 pub fn lint(text: &str) -> Vec<Finding> {
+    lint_for(text, &Principal::new(crate::context::DEFAULT_USER))
+}
+
+/// [`lint`] for the account `who` (`sudoers lint --user`): errors only where a rule or
+/// Defaults entry applies to it; other principals' rules come back as information.
+pub fn lint_for(text: &str, who: &Principal) -> Vec<Finding> {
     let entries: Vec<(Logical, Result<Entry, String>)> = logical_lines(text)
         .into_iter()
         .map(|l| {
@@ -198,7 +209,9 @@ pub fn lint(text: &str) -> Vec<Finding> {
     let env = Env {
         aliases: &aliases,
         defaults: &defaults,
+        who,
     };
+    let uses = AliasUses::collect(&entries, &env);
 
     let mut out = Vec::new();
     let mut usage = LogUsage::default();
@@ -207,10 +220,35 @@ pub fn lint(text: &str) -> Vec<Finding> {
         let found = match entry {
             Ok(Entry::Include) => vec![include_finding(&logical.text)],
             Err(reason) => vec![parse_error(reason)],
-            Ok(Entry::Defaults(d)) => check_defaults(d, &aliases),
+            Ok(Entry::Defaults(d)) => {
+                let found = check_defaults(d, &aliases);
+                if env.defaults_apply(d) {
+                    found
+                } else {
+                    let whom = d.targets.join(", ");
+                    found
+                        .into_iter()
+                        .map(|f| for_others(f, &whom, &who.name))
+                        .collect()
+                }
+            }
             Ok(Entry::CmndAlias(defs)) => defs
                 .iter()
-                .flat_map(|(_, items)| items.iter().flat_map(check_item))
+                .flat_map(|(name, items)| {
+                    items.iter().enumerate().flat_map(|(i, item)| {
+                        let found = check_item(item);
+                        if uses.only_elsewhere(name, i) {
+                            found
+                                .into_iter()
+                                .map(|f| {
+                                    for_others(f, "other accounts (or only subtracted)", &who.name)
+                                })
+                                .collect()
+                        } else {
+                            found
+                        }
+                    })
+                })
                 .collect(),
             Ok(Entry::NameAlias { .. }) => Vec::new(),
             Ok(Entry::Spec(spec)) => {

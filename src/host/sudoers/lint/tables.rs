@@ -368,7 +368,7 @@ pub(super) enum Scope {
 
 pub(super) fn scope(args: &Args) -> Scope {
     match args {
-        Args::Any | Args::Unterminated(_) => Scope::Open,
+        Args::Any | Args::Unterminated(_) | Args::EarlyDollar(..) => Scope::Open,
         Args::Empty => Scope::Fixed,
         Args::Glob(g) if has_star(g) => Scope::Open,
         Args::Glob(_) => Scope::Fixed,
@@ -491,6 +491,16 @@ pub(super) fn args_findings(args: &Args, display: &str, critical: bool) -> Vec<F
                  so sudo rejects the line ('unterminated regular expression')"
             ),
             "End the regex with `$`.",
+        )),
+        Args::EarlyDollar(r, after) => out.push(finding(
+            Severity::Error,
+            "regex-early-dollar",
+            format!(
+                "`{display}`: sudo ends a regex argument at its first `$`, so the regex is `{r}` and `{after}` \
+                 is left over: a syntax error (visudo rejects the file, sudo skips the rule); a `$` inside an \
+                 alternation or a bracket does not do what it says"
+            ),
+            "Write one `$`, at the very end, and group alternatives: `^(a|b)$`; a literal dollar is `\\$`.",
         )),
         Args::Regex(r) => {
             if Regex::new(&ere_to_regex(r)).is_err() {
