@@ -162,9 +162,9 @@ pub(super) fn check_path(path: &str, args: &Args, display: &str) -> Vec<Finding>
         "journalctl" => check_journalctl(args, display),
         "dmesg" => check_dmesg(args, display),
         _ => match lookup_risky(base) {
-            Some(r) => check_risky(r, args, display),
-            None => match OTHER_PVE.iter().find(|(n, _)| *n == base) {
-                Some((_, how)) => check_generic(args, display, Severity::Error, how),
+            Some(r) => check_risky(base, r, args, display),
+            None => match OTHER_PVE.iter().find(|o| o.name == base) {
+                Some(o) => check_other_pve(o, args, display),
                 None => {
                     let hint = GENERIC_NOTES
                         .iter()
@@ -216,7 +216,7 @@ pub(super) fn known_paths() -> &'static [String] {
     static PATHS: LazyLock<Vec<String>> = LazyLock::new(|| {
         let mut names: BTreeSet<&str> = BTreeSet::new();
         names.extend(RISKY.iter().flat_map(|r| r.names.iter().copied()));
-        names.extend(OTHER_PVE.iter().map(|(n, _)| *n));
+        names.extend(OTHER_PVE.iter().map(|o| o.name));
         names.extend(GENERIC_NOTES.iter().map(|(n, _)| *n));
         names.extend(["systemctl", "journalctl", "dmesg"]);
         let mut out: Vec<String> = Tool::ALL.iter().map(|t| t.path().to_string()).collect();
@@ -552,150 +552,4 @@ pub(super) fn own_exec_op(tool: Tool, regex: &str) -> Option<&'static crate::cat
             );
             Regex::new(&format!("^{escaped}$")).is_ok_and(|re| re.is_match(regex))
         })
-}
-
-// --- systemd and other pager tools ------------------------------------------------------
-
-/// Why a systemd tool that can start its pager is root.
-pub(super) fn pager_why(tool: &str) -> String {
-    format!(
-        "on a terminal (any `ssh -t`) {tool} pages its output through less, and `!sh` in less is a root shell; \
-         systemd ≥ 247 switches less to secure mode under sudo, but only when it detects sudo and the pager is \
-         less, while a pinned `--no-pager` depends on neither"
-    )
-}
-
-pub(super) const FIX_NO_PAGER: &str = "Pin `--no-pager` in an anchored regex with exactly the arguments needed, e.g. \
-     `/usr/bin/journalctl ^-u pvedaemon -n [0-9]{1,4} --no-pager -o json$`, or drop the rule.";
-
-pub(super) const SYSTEMCTL_ROOT_PROBES: &[&str] = &[
-    "start debug-shell.service",
-    "restart debug-shell.service",
-    "reload-or-restart debug-shell.service",
-    "enable --now debug-shell.service",
-    "isolate rescue.target",
-    "edit ssh.service",
-    "link /tmp/x.service",
-    "enable /tmp/x.service",
-    "set-environment LD_PRELOAD=/tmp/x.so",
-    "set-property ssh.service ExecStart=/bin/sh",
-];
-
-pub(super) const SYSTEMCTL_PAGER_VERBS: &[&str] = &[
-    "status",
-    "show",
-    "cat",
-    "help",
-    "list-units",
-    "list-unit-files",
-    "list-timers",
-    "list-sockets",
-    "list-jobs",
-    "list-dependencies",
-    "list-machines",
-];
-
-pub(super) fn check_systemctl(args: &Args, display: &str) -> Vec<Finding> {
-    let unit_control = |extra: &str| {
-        finding(
-            Severity::Error,
-            "systemctl-unit-control",
-            format!(
-                "`{display}`{extra} lets the agent control any unit as root: `systemctl start debug-shell.service` \
-                 is a root shell on tty9, `systemctl edit` opens an editor as root, `link`/`enable` install unit \
-                 files from any path, `set-environment` reaches every service started later"
-            ),
-            "Allow fixed verbs and units only, e.g. `/usr/bin/systemctl ^is-active (pvedaemon|pveproxy)$`, \
-             and `--no-pager` for anything that prints.",
-        )
-    };
-    if matches!(args, Args::Any) {
-        return vec![unit_control(" (no argument list: any arguments)")];
-    }
-    let mut out = args_findings(args, display, true);
-    let root_probes: Vec<String> = SYSTEMCTL_ROOT_PROBES
-        .iter()
-        .map(|p| p.to_string())
-        .collect();
-    if !admitted(args, &root_probes).is_empty() {
-        out.push(unit_control(""));
-        return out;
-    }
-    let pager_probes: Vec<String> = SYSTEMCTL_PAGER_VERBS
-        .iter()
-        .flat_map(|v| [v.to_string(), format!("{v} pvedaemon")])
-        .collect();
-    if !args.text().contains("--no-pager") && !admitted(args, &pager_probes).is_empty() {
-        out.push(finding(
-            Severity::Error,
-            "pager-escape",
-            format!("`{display}`: {}", pager_why("systemctl")),
-            "Pin `--no-pager` in an anchored regex with exactly the verb and units needed, e.g. \
-             `/usr/bin/systemctl ^--no-pager status (pvedaemon|pveproxy)$`, or drop the rule.",
-        ));
-    } else if matches!(args, Args::Glob(g) if has_star(g)) {
-        out.push(finding(
-            Severity::Warning,
-            "wildcard-args",
-            format!("`{display}`: `*` also passes options (`-H host`, `--root=DIR` …); over-broad"),
-            FIX_PIN,
-        ));
-    }
-    out
-}
-
-pub(super) fn check_journalctl(args: &Args, display: &str) -> Vec<Finding> {
-    let tamper = "; `--vacuum-time=1s`, `--rotate` and `--flush` delete or rotate the journal — the audit trail";
-    let unbounded = matches!(args, Args::Any) || matches!(args, Args::Glob(g) if has_star(g));
-    if unbounded || !args.text().contains("--no-pager") {
-        let mut out = args_findings(args, display, true);
-        out.push(finding(
-            Severity::Error,
-            "pager-escape",
-            format!(
-                "`{display}`: {}{}",
-                pager_why("journalctl"),
-                if unbounded { tamper } else { "" }
-            ),
-            FIX_NO_PAGER,
-        ));
-        return out;
-    }
-    let mut out = args_findings(args, display, true);
-    let probes: Vec<String> = [
-        "--no-pager --vacuum-time=1s",
-        "--vacuum-time=1s --no-pager",
-        "--no-pager --vacuum-size=1",
-        "--no-pager --rotate",
-        "--no-pager --flush",
-        "--no-pager --relinquish-var",
-    ]
-    .iter()
-    .map(|p| p.to_string())
-    .collect();
-    if !admitted(args, &probes).is_empty() {
-        out.push(finding(
-            Severity::Error,
-            "journal-tamper",
-            format!("`{display}` admits `--vacuum-*`/`--rotate`/`--flush`: the agent can delete the journal it is audited by"),
-            FIX_NO_PAGER,
-        ));
-    }
-    out
-}
-
-pub(super) fn check_dmesg(args: &Args, display: &str) -> Vec<Finding> {
-    let mut out = args_findings(args, display, false);
-    if matches!(args, Args::Any) || matches!(args, Args::Glob(g) if has_star(g)) {
-        out.push(finding(
-            Severity::Error,
-            "pager-escape",
-            format!(
-                "`{display}`: `dmesg -H` pages through less (`!sh` is a root shell; util-linux does not make less \
-                 secure) and `dmesg -C` clears the kernel log"
-            ),
-            "Pin the arguments, e.g. `/usr/bin/dmesg ^--ctime --nopager$`, or drop the rule.",
-        ));
-    }
-    out
 }

@@ -33,6 +33,7 @@ use serde::Serialize;
 use crate::catalog::pve::Tool;
 
 mod automata;
+mod binaries;
 mod checks;
 mod dangers;
 mod defaults;
@@ -41,6 +42,7 @@ mod parser;
 mod principal;
 mod regex;
 mod rules;
+mod system;
 mod tables;
 #[cfg(test)]
 mod tests;
@@ -48,6 +50,7 @@ mod tests;
 // The parts see each other, and this file, through these globs: the module was one file
 // and its sections still share private types freely.
 use self::automata::*;
+use self::binaries::*;
 use self::checks::*;
 use self::dangers::*;
 use self::defaults::*;
@@ -56,6 +59,7 @@ use self::parser::*;
 pub use self::principal::Principal;
 use self::regex::*;
 use self::rules::*;
+use self::system::*;
 use self::tables::*;
 
 // ---------------------------------------------------------------------------------------
