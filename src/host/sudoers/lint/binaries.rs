@@ -121,6 +121,11 @@ pub(super) fn check_risky(base: &str, r: &Risky, args: &Args, display: &str) -> 
             ),
             Class::FileWrite if open => (Some(Severity::Error), String::new()),
             Class::FileWrite if arg_danger.is_some() => (Some(Severity::Error), admits(&arg_danger)),
+            // Writers read too: `cp /etc/shadow /tmp/x`, `openssl enc -in /etc/shadow`.
+            Class::FileWrite if secret.is_some() && write_target.is_none() => (
+                Some(Severity::Error),
+                format!("; the arguments reach {}", secret.clone().unwrap_or_default()),
+            ),
             Class::FileWrite => match &write_target {
                 Some(p) => (Some(Severity::Error), format!("; the arguments reach {p}")),
                 None => (Some(Severity::Warning), "; the fixed arguments limit what it touches".into()),
@@ -131,6 +136,11 @@ pub(super) fn check_risky(base: &str, r: &Risky, args: &Args, display: &str) -> 
                 None => (Some(Severity::Info), String::new()),
             },
             Class::Mount | Class::Package if open => (Some(Severity::Error), String::new()),
+            // A mount over /etc, /usr … is root however tightly it is written.
+            Class::Mount if write_target.is_some() => (
+                Some(Severity::Error),
+                format!("; the arguments reach {}", write_target.clone().unwrap_or_default()),
+            ),
             Class::Mount | Class::Package if arg_danger.is_some() => {
                 (Some(Severity::Error), admits(&arg_danger))
             }

@@ -161,6 +161,7 @@ pub(super) fn check_path(path: &str, args: &Args, display: &str) -> Vec<Finding>
         "systemctl" => check_systemctl(args, display),
         "journalctl" => check_journalctl(args, display),
         "dmesg" => check_dmesg(args, display),
+        b if SYSTEMD_PAGERS.contains(&b) => check_systemd_pager(b, args, display),
         _ => match lookup_risky(base) {
             Some(r) => check_risky(base, r, args, display),
             None => match OTHER_PVE.iter().find(|o| o.name == base) {
@@ -219,6 +220,7 @@ pub(super) fn known_paths() -> &'static [String] {
         names.extend(OTHER_PVE.iter().map(|o| o.name));
         names.extend(GENERIC_NOTES.iter().map(|(n, _)| *n));
         names.extend(["systemctl", "journalctl", "dmesg"]);
+        names.extend(SYSTEMD_PAGERS.iter().copied());
         let mut out: Vec<String> = Tool::ALL.iter().map(|t| t.path().to_string()).collect();
         for n in names {
             out.extend(STD_DIRS.iter().map(|d| format!("{d}/{n}")));

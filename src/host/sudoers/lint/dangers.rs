@@ -125,12 +125,19 @@ const HOST_DISK: &str = "a host path or device as a guest disk (`--scsi1 /dev/sd
      reads and writes the host's files as root";
 const HOST_USB_SERIAL: &str = "host USB devices and serial ports passed to the guest";
 const LXC_ROOT_OPTS: &str = "hook scripts (run as root on the host), host paths bind-mounted into the container \
-     (`--mp0 /,mp=/host`), host devices (`--dev0 /dev/sda`) and privileged containers (`--unprivileged 0`), \
-     whose root is close to the host's";
+     (`--mp0 /,mp=/host`), host devices (`--dev0 /dev/sda`), privileged containers (`--unprivileged 0`), whose root \
+     is close to the host's, and features that let it mount filesystems or make device nodes";
 const OPEN_CONFIG: &str = "options of the caller's choosing on a guest's configuration, where a handful of them \
      (hook scripts, `--args`, host paths and devices) are root";
 
 const QEMU_DISKS: &str = "ide|sata|scsi|virtio|efidisk|tpmstate|unused";
+const OPEN_ACTION: &str = "options of the caller's choosing on an action (`--skiplock`, `--stateuri`, `--force` … and, \
+     where the endpoint takes them, the root-equivalent ones): a rule must name every option it allows";
+/// qm's and pct's subcommands that change something.
+const QM_ACTIONS: &str = "start|stop|shutdown|reboot|reset|suspend|resume|destroy|clone|migrate|move[-_]disk|\
+     disk|resize|rollback|snapshot|delsnapshot|template|unlock|cloudinit|rescan|wait|cleanup|nbdstop";
+const PCT_ACTIONS: &str = "start|stop|shutdown|reboot|suspend|resume|destroy|clone|migrate|move[-_]volume|resize|\
+     rollback|snapshot|delsnapshot|template|unlock|rescan|fsck|fstrim|unmount|cpusets";
 
 /// The dangers of one tool.
 fn table(tool: Tool) -> Vec<Danger> {
@@ -173,6 +180,10 @@ fn table(tool: Tool) -> Vec<Danger> {
                     ),
                 ),
                 err(OPEN_CONFIG, format!("{set}{UNLISTED}{TAIL}")),
+                err(
+                    OPEN_ACTION,
+                    format!("(?:{QM_ACTIONS}) {BEFORE}{UNLISTED}{TAIL}"),
+                ),
             ]
         }
         Tool::Pct => {
@@ -191,7 +202,7 @@ fn table(tool: Tool) -> Vec<Danger> {
                 err(
                     LXC_ROOT_OPTS,
                     format!(
-                        "{set}(?:{}|--?(?:mp[0-9]+|rootfs)[= ](?:[^ ]*,)?(?:volume=)?/.*|--?dev[0-9]+[= ].*|--?unprivileged[= ](?:0|no|off|false){TAIL})",
+                        "{set}(?:{}|--?(?:mp[0-9]+|rootfs)[= ](?:[^ ]*,)?(?:volume=)?/.*|--?dev[0-9]+[= ].*|--?unprivileged[= ](?:0|no|off|false){TAIL}|--?features[= ][^ ]*(?:mount=|mknod=1)[^ ]*{TAIL})",
                         opt("hookscript")
                     ),
                 ),
@@ -208,6 +219,10 @@ fn table(tool: Tool) -> Vec<Danger> {
                     )
                 },
                 err(OPEN_CONFIG, format!("{set}{UNLISTED}{TAIL}")),
+                err(
+                    OPEN_ACTION,
+                    format!("(?:{PCT_ACTIONS}) {BEFORE}{UNLISTED}{TAIL}"),
+                ),
             ]
         }
         Tool::Pvesh => pvesh_table(),
@@ -403,7 +418,7 @@ fn pvesh_table() -> Vec<Danger> {
                 "create|set",
                 &cfg("lxc"),
                 &format!(
-                    " {BEFORE}(?:{}|--?(?:mp[0-9]+|rootfs)[= ](?:[^ ]*,)?(?:volume=)?/.*|--?dev[0-9]+[= ].*|--?unprivileged[= ](?:0|no|off|false){TAIL})",
+                    " {BEFORE}(?:{}|--?(?:mp[0-9]+|rootfs)[= ](?:[^ ]*,)?(?:volume=)?/.*|--?dev[0-9]+[= ].*|--?unprivileged[= ](?:0|no|off|false){TAIL}|--?features[= ][^ ]*(?:mount=|mknod=1)[^ ]*{TAIL})",
                     opt("hookscript")
                 ),
             ),
@@ -440,17 +455,33 @@ fn pvesh_table() -> Vec<Danger> {
             ),
         ),
         err(
-            "copies a guest to another cluster (`remote_migrate`)",
-            pvesh("create", "nodes/*/(?:qemu|lxc)/*/remote_migrate", TAIL),
+            "copies a guest to another cluster (`remote_migrate`), or feeds a migration tunnel",
+            pvesh(
+                "create",
+                "nodes/*/(?:qemu|lxc)/*/(?:remote_migrate|mtunnel|mtunnelwebsocket)",
+                TAIL,
+            ),
+        ),
+        err(
+            OPEN_ACTION,
+            pvesh(
+                "create|set|delete",
+                "[^ ]*",
+                &format!(" {BEFORE}{UNLISTED}{TAIL}"),
+            ),
         ),
         d(
             Severity::Warning,
             "reboots or shuts the node down, stops, suspends or migrates all of its guests, or stops PVE's own \
              services",
-            pvesh(
-                "create",
-                "nodes/*/(?:status|startall|stopall|migrateall|suspendall|services/+[^ /]+/+(?:stop|restart|reload))",
-                TAIL,
+            format!(
+                "(?:{}|{})",
+                pvesh(
+                    "create",
+                    "nodes/*/(?:status|startall|stopall|migrateall|suspendall|services/+[^ /]+/+(?:stop|restart|reload))",
+                    TAIL,
+                ),
+                pvesh("create", "cluster/bulk-action(?:/[^ ]*)?", TAIL)
             ),
         ),
     ]
@@ -459,6 +490,25 @@ fn pvesh_table() -> Vec<Danger> {
 /// The dangers a rule's arguments admit, each with its shortest admitted line; `None` when
 /// the automata could not decide.
 pub(super) fn admitted_dangers(tool: Tool, args: &Args) -> Option<Vec<(&'static Danger, String)>> {
+    // The same rule comes back often (a file lists it per alias, renders share most rules):
+    // remember the answers, a bounded number of them.
+    type Memo = std::sync::Mutex<HashMap<(Tool, String), Option<Vec<(&'static Danger, String)>>>>;
+    static MEMO: LazyLock<Memo> = LazyLock::new(Default::default);
+    let key = (tool, format!("{args:?}"));
+    if let Some(hit) = MEMO.lock().ok().and_then(|m| m.get(&key).cloned()) {
+        return hit;
+    }
+    let answer = decide_dangers(tool, args);
+    if let Ok(mut m) = MEMO.lock() {
+        if m.len() >= 4096 {
+            m.clear();
+        }
+        m.insert(key, answer.clone());
+    }
+    answer
+}
+
+fn decide_dangers(tool: Tool, args: &Args) -> Option<Vec<(&'static Danger, String)>> {
     // A rule sudo rejects admits nothing; one the translation cannot read is reported as
     // unchecked by the argument checks already.
     let Some(rule) = Lang::of_args(args) else {

@@ -129,6 +129,14 @@ pub(super) const DANGEROUS_ENV: &[(&str, &str)] = &[
         "MALLOC_TRACE",
         "writes glibc's malloc trace to a file the caller names",
     ),
+    (
+        "HOME",
+        "makes root commands read the caller's dotfiles (git's core.pager, Python's user site)",
+    ),
+    (
+        "XDG_CONFIG_HOME",
+        "makes root commands read the caller's configuration files",
+    ),
 ];
 
 /// What each rule tag is called as a Defaults option.
@@ -273,6 +281,72 @@ pub(super) fn check_defaults(d: &DefaultsEntry, aliases: &Aliases) -> Vec<Findin
                 ),
                 format!("Remove `{}`; pxagent's commands need no environment.", o.name),
             )),
+            ("secure_path", false) if o.has_value => {
+                let bad: Vec<&str> = o.value.split(':').filter(|d| writable_place(d)).collect();
+                if !bad.is_empty() {
+                    out.push(finding(
+                        Severity::Error,
+                        "secure-path",
+                        format!(
+                            "`{head} {}` puts {} on the PATH of root commands: programs they start by name (a \
+                             pager, an editor, a helper) are looked up there first, and the agent can write there",
+                            o.text,
+                            bad.iter().map(|d| format!("`{d}`")).collect::<Vec<_>>().join(", ")
+                        ),
+                        "Use `secure_path=\"/usr/sbin:/usr/bin:/sbin:/bin\"` (what pxagent renders).",
+                    ));
+                }
+            }
+            ("iolog_dir" | "iolog_file" | "logfile", false) if o.has_value && writable_place(&o.value) => {
+                out.push(finding(
+                    Severity::Error,
+                    "log-location",
+                    format!(
+                        "`{head} {}`: sudo's {} would live where the agent can write, so the agent could \
+                         rewrite or delete the record of what it ran as root",
+                        o.text,
+                        if o.name == "logfile" { "event log" } else { "I/O logs" }
+                    ),
+                    "Keep sudo's logs root-only: `iolog_dir=/var/log/sudo-io/%{user}`, `logfile=/var/log/sudo-USER.log`.",
+                ));
+            }
+            ("group_plugin", false) if o.has_value => {
+                let path = o.value.split_whitespace().next().unwrap_or_default();
+                out.push(finding(
+                    if writable_place(path) { Severity::Error } else { Severity::Info },
+                    "log-location",
+                    format!(
+                        "`{head} {}`: sudo itself, as root, loads {path} to look up groups{}",
+                        o.text,
+                        if writable_place(path) {
+                            ", from a place the agent can write: its code runs as root"
+                        } else {
+                            "; keep it root-owned"
+                        }
+                    ),
+                    "Load group plugins only from root-owned paths, or drop the option.",
+                ));
+            }
+            ("iolog_mode", false) if o.has_value => {
+                let mode = u32::from_str_radix(o.value.trim_start_matches('0'), 8).unwrap_or(0);
+                if mode & 0o022 != 0 {
+                    out.push(finding(
+                        Severity::Error,
+                        "log-location",
+                        format!("`{head} {}`: I/O logs writable by their group or everyone can be rewritten", o.text),
+                        "Leave iolog_mode at 0600.",
+                    ));
+                }
+            }
+            ("iolog_user" | "iolog_group", false) if o.has_value && o.value != "root" => out.push(finding(
+                Severity::Warning,
+                "log-location",
+                format!(
+                    "`{head} {}`: the I/O logs belong to `{}`, who can then rewrite the record of what ran as root",
+                    o.text, o.value
+                ),
+                "Leave the I/O logs root's.",
+            )),
             ("runchroot", false) if o.has_value => {
                 out.push(chroot_finding(&format!("`{head} {}`", o.text), &o.value))
             }
@@ -309,6 +383,24 @@ pub(super) fn check_defaults(d: &DefaultsEntry, aliases: &Aliases) -> Vec<Findin
         }
     }
     out
+}
+
+/// Whether a directory (or file) is one an unprivileged account can usually write or make:
+/// relative, empty, under a home, a temp directory or the account's runtime directory.
+fn writable_place(path: &str) -> bool {
+    let p = path.trim().trim_matches('"');
+    p.is_empty()
+        || !p.starts_with('/')
+        || [
+            "/home/",
+            "/tmp",
+            "/var/tmp",
+            "/dev/shm",
+            "/run/user",
+            "/var/lib/pxagent/",
+        ]
+        .iter()
+        .any(|w| p == w.trim_end_matches('/') || p.starts_with(w))
 }
 
 /// `logfile` without `log_format=json` loses argv boundaries (design §6).

@@ -35,6 +35,8 @@ use crate::catalog::pve::Tool;
 mod automata;
 mod binaries;
 mod checks;
+#[cfg(test)]
+mod corpus;
 mod dangers;
 mod defaults;
 mod lexer;
@@ -151,6 +153,10 @@ pub const CODES: &[&str] = &[
     "disk-destroy",
     "package-manager",
     "account-admin",
+    "storage-admin",
+    "kernel-admin",
+    "process-kill",
+    "emulator",
     "sudoedit",
     "chroot",
     "negated-command",
@@ -169,6 +175,8 @@ pub const CODES: &[&str] = &[
     "env-not-reset",
     "env-keep-dangerous",
     "env-file",
+    "secure-path",
+    "log-location",
     "requiretty",
     "log-disabled",
     "no-log-input",

@@ -35,7 +35,7 @@ pub(super) const SYSTEMCTL_ROOT_PROBES: &[&str] = &[
 /// The systemctl command lines that are root, whatever the rule's shape: the verb is the
 /// first word after any options; unit control is root when the unit is the caller's choice of
 /// a shell (`debug-shell.service` on tty9, `rescue`, `emergency`) or a unit file path.
-pub(super) const SYSTEMCTL_ROOT_LINES: &str = r"(?:--?[^ ]+ )*(?:edit|link|revert|set-environment|import-environment|set-property|isolate|daemon-reexec|switch-root|soft-reboot|add-wants|add-requires)(?: .*)?|(?:--?[^ ]+ )*(?:start|restart|reload-or-restart|try-restart|try-reload-or-restart|condrestart|enable|reenable|preset|unmask)(?: .*)? (?:debug-shell|emergency|rescue|[^ ]*/[^ ]*)(?:\.[a-z]+)?(?: .*)?";
+pub(super) const SYSTEMCTL_ROOT_LINES: &str = r"(?:--?[^ ]+ )*(?:edit|link|revert|set-environment|import-environment|set-property|isolate|set-default|daemon-reexec|switch-root|soft-reboot|add-wants|add-requires)(?: .*)?|(?:--?[^ ]+ )*(?:start|restart|reload-or-restart|try-restart|try-reload-or-restart|condrestart|enable|reenable|preset|unmask)(?: .*)? (?:debug-shell|emergency|rescue|[^ ]*/[^ ]*)(?:\.[a-z]+)?(?: .*)?";
 
 pub(super) const SYSTEMCTL_PAGER_VERBS: &[&str] = &[
     "status",
@@ -152,6 +152,43 @@ pub(super) fn check_dmesg(args: &Args, display: &str) -> Vec<Finding> {
                  secure) and `dmesg -C` clears the kernel log"
             ),
             "Pin the arguments, e.g. `/usr/bin/dmesg ^--ctime --nopager$`, or drop the rule.",
+        ));
+    }
+    out
+}
+
+/// systemd's other tools that page their listings through less (`--no-pager` turns it off).
+pub(super) const SYSTEMD_PAGERS: &[&str] = &[
+    "loginctl",
+    "networkctl",
+    "timedatectl",
+    "localectl",
+    "bootctl",
+    "systemd-analyze",
+    "systemd-cgls",
+    "systemd-delta",
+    "userdbctl",
+    "homectl",
+    "portablectl",
+];
+
+/// The verbs of those tools that print through the pager (no verb at all lists, too).
+const PAGED_LINES: &str = r"(?:-[^ ]+ )*(?:(?:list[a-z-]*|show[a-z-]*|status|[a-z]+-status|cat[a-z-]*|tree|introspect|blame|dump|info|lldp|critical-chain|plot|unit-files|unit-paths|syscall-filter|security|verify|inspect|user|users|seat|session)(?: .*)?)?";
+
+pub(super) fn check_systemd_pager(tool: &str, args: &Args, display: &str) -> Vec<Finding> {
+    static PAGED: LazyLock<Lang> = LazyLock::new(|| table_lang(PAGED_LINES));
+    let mut out = args_findings(args, display, true);
+    let unbounded = matches!(args, Args::Any) || matches!(args, Args::Glob(g) if has_star(g));
+    let pages = unbounded
+        || (!args.text().contains("--no-pager") && reaches(args, &PAGED, |_| false).is_some());
+    if pages {
+        out.push(finding(
+            Severity::Error,
+            "pager-escape",
+            format!("`{display}`: {}", pager_why(tool)),
+            format!(
+                "Pin `--no-pager` in an anchored regex with exactly the verb needed, e.g. `/usr/bin/{tool} ^--no-pager list-[a-z-]+$`, or drop the rule."
+            ),
         ));
     }
     out

@@ -286,6 +286,16 @@ pub(super) const RISKY: &[Risky] = &[
               systemd, `termproxy`/`vncterm -c` a terminal program, configuration management anything",
     },
     Risky {
+        names: &[
+            "iptables", "ip6tables", "iptables-legacy", "ip6tables-legacy", "iptables-nft", "ip6tables-nft",
+            "iptables-restore", "ip6tables-restore", "ebtables", "arptables", "nft", "service", "invoke-rc.d",
+            "update-rc.d",
+        ],
+        class: Class::ExecEscape,
+        how: "`iptables --modprobe=PROG` runs a program as root and the firewall tools take the host's and every \
+              guest's network down; `service ../../bin/sh` (a path for a service name) is a root shell",
+    },
+    Risky {
         names: &["setcap", "update-alternatives", "vma", "bsdtar", "7z", "7za", "gpg", "tar-split", "ar"],
         class: Class::FileWrite,
         how: "it writes files as root or gives them powers: `setcap cap_setuid+ep` on a copy of a shell, \
@@ -520,7 +530,7 @@ pub(super) const ARG_DANGERS: &[(&[&str], &str)] = &[
     (&["rsync"], r"(?:.* )?(?:-[A-Za-z]*e|--rsh|--rsync-path)(?:=| ).*"),
     (&["tar", "bsdtar"], r"(?:.* )?(?:--to-command|--checkpoint-action|--use-compress-program|--info-script|--new-volume-script|-I|-F)(?:=| ).*"),
     (&["git", "hg"], r"(?:.* )?(?:-c|--config|--config-env|--exec-path|-p|--paginate)(?:=| |$).*|(?:(?:-C|--git-dir|--work-tree|-R|--cwd) [^ ]+ )*(?:log|show|diff|help|blame|grep|branch|tag|config|shortlog|reflog|whatchanged|stash|annotate|cat)(?: .*)?"),
-    (&["tcpdump", "dumpcap", "tshark"], r"(?:.* )?-[A-Za-y]*z.*"),
+    (&["tcpdump", "dumpcap", "tshark"], r"(?:.* )?-[A-Za-y]*z.*|(?:.* )?-[A-Za-z]*w ?(?:/etc/|/root/|/usr/|/bin/|/sbin/|/lib/|/boot/|/var/spool/cron|/dev/|/var/lib/vz/snippets)[^ ]*(?: .*)?"),
     (&["sort"], r"(?:.* )?--compress-program(?:=| ).*"),
     (&["zip"], r"(?:.* )?(?:-TT|--unzip-command)(?:=| ).*"),
     (&["ssh", "scp", "sftp"], r"(?:.* )?(?:-o|-F|-S)(?: |[^ ]).*"),
@@ -529,6 +539,13 @@ pub(super) const ARG_DANGERS: &[(&[&str], &str)] = &[
     (&["systemd-nspawn", "dbus-send", "gdbus", "vncterm", "spiceterm", "termproxy", "dtach", "ansible",
        "ansible-playbook", "puppet", "salt-call", "chef-client", "parallel", "rlwrap", "aria2c", "setcap"], r".*"),
     (&["update-alternatives"], r"(?:.* )?--(?:install|set|config|remove|all)(?: .*)?"),
+    (&["iptables", "ip6tables", "iptables-legacy", "ip6tables-legacy", "iptables-nft", "ip6tables-nft",
+       "iptables-restore", "ip6tables-restore", "ebtables", "arptables"], r"(?:.* )?(?:--modprobe|-M)(?:=| |[^ ]).*|(?:.* )?(?:-F|--flush|-X|-P [A-Z]+ ACCEPT)(?: .*)?"),
+    (&["nft"], r"(?:.* )?(?:-f|--file|flush|delete)(?: .*)?"),
+    (&["service", "invoke-rc.d", "update-rc.d"], r"(?:-[^ ]+ )*(?:[^ ]*/[^ ]*|debug-shell|emergency|rescue)(?: .*)?"),
+    (&["lxc-attach", "lxc-execute", "lxc-console", "lxc-unshare", "lxc-usernsexec", "lxc-device", "lxc-start"], r".*"),
+    (&["logrotate"], r"(?:-[^ ]+ )*(?:/(?:tmp|var/tmp|dev/shm|home|run|root)/|[^/ -])[^ ]*(?: .*)?"),
+    (&["env"], r"(?:.* )?(?:PERL5OPT|PERL5LIB|PERLLIB|PERL5DB|LD_PRELOAD|LD_LIBRARY_PATH|LD_AUDIT|PYTHONPATH|PYTHONSTARTUP|PYTHONHOME|RUBYOPT|RUBYLIB|NODE_OPTIONS|BASH_ENV|ENV|SHELLOPTS|PS4|GCONV_PATH|PAGER|EDITOR|VISUAL|LESSOPEN)=.*|(?:.* )?(?:-S|--split-string|-C|--chdir)(?:=| ).*"),
     (&["vma"], r"(?:.* )?extract(?: .*)?"),
     (&["apt", "apt-get", "aptitude", "dpkg"], r"(?:.* )?(?:-o|--option|-c|--config-file|-i|--install|--unpack|changelog|edit-sources)(?:=| |$).*|(?:.* )?(?:install|reinstall) (?:.* )?[^ ]*(?:/|\.deb)[^ ]*(?: .*)?"),
     (&["pip", "pip3", "npm", "gem"], r"(?:.* )?(?:install|download|-r|--requirement|-e|--editable)(?: .*)?"),
