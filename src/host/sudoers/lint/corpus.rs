@@ -125,7 +125,9 @@ fn dangerous_files_are_errors_on_their_rule_and_safe_ones_clean() {
 /// (which says what `pct exec` grants). Ops other engineers add are rendered here too.
 #[test]
 fn every_render_lints_clean() {
-    let fences: [(Option<&str>, Option<&str>, Option<&str>, bool); 6] = [
+    /// `--vmids`, `--ctids`, `--ct-exec`, `--unfenced-ops`.
+    type Fences<'a> = (Option<&'a str>, Option<&'a str>, Option<&'a str>, bool);
+    let fences: [Fences; 6] = [
         (None, None, None, false),
         (Some("100-199,250"), None, None, false),
         (Some("100-199"), Some("200-299"), None, false),
