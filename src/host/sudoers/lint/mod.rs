@@ -17,11 +17,18 @@
 //!   spaces, options and `--`; no arguments at all allow any arguments; `""` allows none;
 //! - unescaped `,` `:` `=` end glob arguments (`\,` is a literal comma).
 //!
-//! It does not follow includes, resolve host lists or group membership, or decide whether
-//! visudo accepts the file (`visudo -cf` does that); it judges what each rule lets through.
-//! Whether a regex admits a known root-equivalent command line is decided by running it
-//! (translated to the `regex` crate) against sample lines ("probes"), so the verdict is
-//! about behaviour, not spelling.
+//! It does not follow includes or resolve host lists, or decide whether visudo accepts the
+//! file (`visudo -cf` does that); it judges what each rule lets through, and for whom: errors
+//! are for the account judged ([`Principal`], `--user`), other principals' rules are
+//! information. Whether a rule admits a root-equivalent command line is decided exactly, by
+//! walking the rule's automaton against each danger's ([`automata`], [`dangers`] for the PVE
+//! tools, the argument languages of `tables.rs` for other binaries), so the verdict is about
+//! behaviour, not spelling; the older sample lines ("probes") still name typical abuse.
+//!
+//! Parts: `lexer` and `parser` (entries, items, aliases, Defaults lookup), `principal` (whom a
+//! rule applies to), `rules` (a user spec in context), `checks` (a command: path, PVE tools),
+//! `binaries` and `system` (other programs, systemd and pagers), `defaults` (Defaults entries),
+//! `regex` (globs, EREs, shapes), `automata` and `dangers` (what a rule admits), `tables`.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fmt;
