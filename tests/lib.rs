@@ -5,9 +5,9 @@
 //!
 //! Filter by topic: `cargo test --test integration cli::` (and `approve::`, `sudoers_lint::`,
 //! and `setup::`, which needs only this machine's sshd binary) runs what needs no host. The live
-//! topics (`live`, `actions`, `exec`, `mcp`, `sudo_rules`, `sudo_fences`, `ct_restore`,
-//! `ssh_transport`, `gate`) need root and the beds that `scripts/test.sh` brings up; without
-//! them they fail with what to run.
+//! topics (`live`, `actions`, `exec`, `mcp`, `scripting`, `sudo_rules`, `sudo_fences`,
+//! `ct_restore`, `ssh_transport`, `gate`) need root and the beds that `scripts/test.sh` brings
+//! up; without them they fail with what to run.
 
 mod support;
 
@@ -17,8 +17,10 @@ mod cli;
 mod ct_restore;
 mod exec;
 mod gate;
+mod jump;
 mod live;
 mod mcp;
+mod scripting;
 mod setup;
 mod ssh_transport;
 mod sudo_fences;
