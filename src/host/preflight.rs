@@ -563,9 +563,15 @@ pub fn sudo_rules(out: Option<&Output>, profile: Profile, user: &str) -> Vec<Che
             "sudo-rules",
             Status::Pass,
             format!(
-                "every rule of profile {} is present ({} ops)",
+                "every rule of profile {} is present ({} ops){}",
                 profile.name(),
-                expected.len()
+                expected.len(),
+                if fenced {
+                    "; the rules are VMID-fenced: sudo refuses guests (and backups of guests) outside \
+                     the fence, and changes no fence restricts unless rendered with --unfenced-ops"
+                } else {
+                    ""
+                }
             ),
             "",
         )
@@ -741,6 +747,7 @@ mod tests {
         );
         let checks = sudo_rules(Some(&ok(&listing)), Profile::Full, "u");
         assert!(!failed(&checks), "{checks:#?}");
+        assert!(format!("{checks:?}").contains("VMID-fenced"), "{checks:#?}");
         // Unfenced, the same absence is a missing rule.
         let o = crate::host::sudoers::render::RenderOptions::new("u").unwrap();
         let cmds: Vec<String> = o
