@@ -21,7 +21,7 @@ use crate::support::{lock, px};
 const ACCOUNT: &str = "pxa-sudo-test";
 const SUDOERS: &str = "/etc/sudoers.d/pxa-sudo-test";
 
-fn require_environment() {
+pub(crate) fn require_environment() {
     let uid = Command::new("id").arg("-u").output().expect("run id");
     assert_eq!(
         String::from_utf8_lossy(&uid.stdout).trim(),
@@ -53,17 +53,18 @@ fn pxagent(args: &[&str]) -> String {
     out.stdout
 }
 
-fn render(profile: &str, extra: &[&str]) -> String {
+pub(crate) fn render(profile: &str, extra: &[&str]) -> String {
     let mut args = vec!["sudoers", "render", "--user", ACCOUNT, "--profile", profile];
     args.extend_from_slice(extra);
     pxagent(&args)
 }
 
-/// Installs an account and a sudoers file the safe way; removes both on drop.
-struct Installed;
+/// Installs an account and a sudoers file the safe way; removes both on drop. (`sudo_fences`
+/// uses these helpers too.)
+pub(crate) struct Installed;
 
 impl Installed {
-    fn new(text: &str) -> Installed {
+    pub(crate) fn new(text: &str) -> Installed {
         require_environment();
         if Command::new("id")
             .arg(ACCOUNT)
@@ -113,7 +114,7 @@ impl Drop for Installed {
 }
 
 /// Root asks sudo whether ACCOUNT may run this exact command: exit 0 = allowed.
-fn allowed(argv: &[String]) -> bool {
+pub(crate) fn allowed(argv: &[String]) -> bool {
     let out = Command::new("sudo")
         .args(["-n", "-l", "-U", ACCOUNT])
         .args(argv)
@@ -131,14 +132,14 @@ fn allowed(argv: &[String]) -> bool {
 }
 
 /// The command line of every optional-parameter combination of an op.
-fn samples(op: &Op) -> Vec<Vec<String>> {
+pub(crate) fn samples(op: &Op) -> Vec<Vec<String>> {
     pxagent::catalog::samples(op)
         .iter()
         .map(|v| op.argv(v))
         .collect()
 }
 
-fn w(words: &[&str]) -> Vec<String> {
+pub(crate) fn w(words: &[&str]) -> Vec<String> {
     words.iter().map(|s| s.to_string()).collect()
 }
 

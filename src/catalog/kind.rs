@@ -113,6 +113,18 @@ pub const GUEST_ARGV_MAX_BYTES: usize = 32 * 1024;
 /// Most bytes of [`Kind::GuestData`] (PVE's `input-data` maxLength, 64 KiB).
 pub const GUEST_DATA_MAX_BYTES: usize = 64 * 1024;
 
+/// The ERE of a backup archive volume id of these guest types (`(qemu|lxc)`, `qemu`, `lxc`)
+/// whose guest VMID (`vzdump-qemu-<VMID>-…`) matches `vmid`: [`Kind::Archive`]'s own regex,
+/// or, in a fenced sudoers rule, the fence (issue 12: restoring, removing or pruning the
+/// backups of a guest outside the fence is refused by sudo).
+pub fn archive_regex(types: &str, vmid: &str) -> String {
+    format!(
+        "[a-z][a-z0-9_.-]{{0,62}}[a-z0-9]:backup/vzdump-{types}-{vmid}\
+         -[0-9]{{4}}_[0-9]{{2}}_[0-9]{{2}}-[0-9]{{2}}_[0-9]{{2}}_[0-9]{{2}}\
+         [.](vma|tar)([.](zst|gz|lzo))?"
+    )
+}
+
 /// Parse a [`Kind::GuestArgv`] wire value back into its words.
 pub fn guest_argv(wire: &str) -> Vec<String> {
     serde_json::from_str(wire).unwrap_or_default()
@@ -158,12 +170,7 @@ impl Kind {
             Kind::Seconds => "[0-9]{1,4}".into(),
             Kind::Count => "[1-9][0-9]{0,4}".into(),
             Kind::Flag => "1".into(),
-            Kind::Archive => concat!(
-                "[a-z][a-z0-9_.-]{0,62}[a-z0-9]:backup/vzdump-(qemu|lxc)-[1-9][0-9]{2,8}",
-                "-[0-9]{4}_[0-9]{2}_[0-9]{2}-[0-9]{2}_[0-9]{2}_[0-9]{2}",
-                "[.](vma|tar)([.](zst|gz|lzo))?"
-            )
-            .into(),
+            Kind::Archive => archive_regex("(qemu|lxc)", "[1-9][0-9]{2,8}"),
             Kind::IsoVolume => "[a-z][a-z0-9_.-]{0,62}[a-z0-9]:iso/[A-Za-z0-9][A-Za-z0-9_.-]{0,250}[.]iso".into(),
             Kind::TemplateVolume => {
                 "[a-z][a-z0-9_.-]{0,62}[a-z0-9]:vztmpl/[A-Za-z0-9][A-Za-z0-9_.-]{0,250}[.]tar[.](gz|xz|zst)".into()

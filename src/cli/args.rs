@@ -446,12 +446,19 @@ by the keys in --approvers), counts host rate limits, logs each decision to sysl
                         .arg(Arg::new("ctids").long("ctids").value_name("RANGES")
                             .help("Allow only these container ids in every container rule (default: --vmids)"))
                         .arg(Arg::new("ct_exec").long("ct-exec").value_name("RANGES")
-                            .help("Allow `pct exec` (ct exec: root in the container) in these containers only; without it no profile allows container exec")),
+                            .help("Allow `pct exec` (ct exec: root in the container) in these containers only; without it no profile allows container exec"))
+                        .arg(unfenced_ops_arg()),
                 )
                 .subcommand(
                     Command::new("lint")
                         .about("Report dangerous or broken rules in a sudoers file (exit 1 on errors)")
-                        .arg(Arg::new("file").required(true).value_name("FILE").help("A sudoers file, or - for stdin")),
+                        .long_about("Report dangerous or broken rules in a sudoers file (exit 1 on errors).\n\n\
+                                     Errors are rules that apply to the account --user (default zen-agent): by name, \
+                                     a User_Alias, ALL, or a group it is in (from this host's group database, and \
+                                     --groups); rules for other accounts and groups are reported as information.")
+                        .arg(Arg::new("file").required(true).value_name("FILE").help("A sudoers file, or - for stdin"))
+                        .arg(Arg::new("groups").long("groups").value_name("GROUPS")
+                            .help("Count the account as a member of these groups too (comma-separated), e.g. when linting a file for another host")),
                 ),
         )
         .subcommand(setup_command())
@@ -552,6 +559,14 @@ fn audit_filter_args() -> Vec<Arg> {
 }
 
 /// `setup render|revoke`: the root scripts for the host (local commands, nothing is sent).
+/// `--unfenced-ops` of `sudoers render` and `setup render` (issue 12).
+fn unfenced_ops_arg() -> Arg {
+    Arg::new("unfenced_ops")
+        .long("unfenced-ops")
+        .action(ArgAction::SetTrue)
+        .help("With --vmids/--ctids, also allow the changes no VMID fence can restrict (storage remove, ISO and template downloads); a fenced render leaves them out without it")
+}
+
 fn setup_command() -> Command {
     let sshd_args = || {
         [
@@ -582,6 +597,7 @@ fn setup_command() -> Command {
                     .help("Allow only these container ids in every container rule (default: --vmids)"))
                 .arg(Arg::new("ct_exec").long("ct-exec").value_name("RANGES")
                     .help("Allow `pct exec` in these containers only"))
+                .arg(unfenced_ops_arg())
                 .arg(Arg::new("approvers").long("approvers").value_name("FILE")
                     .help("Install these approvers' public keys (one per line; replaces the installed file)"))
                 .arg(Arg::new("gate_bin").long("gate-bin").value_name("PATH")

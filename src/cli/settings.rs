@@ -69,8 +69,15 @@ pub enum Cmd {
     AuditNewChain,
     /// `pxagent sudoers render …`.
     SudoersRender(RenderOptions),
-    /// `pxagent sudoers lint FILE|-`.
-    SudoersLint(String),
+    /// `pxagent sudoers lint FILE|- [--groups G,…]`, for the account `--user` (issue 12).
+    SudoersLint {
+        /// The file, or `-` for stdin.
+        file: String,
+        /// The account the findings are for.
+        user: String,
+        /// Groups to count as the account's besides the host's group database.
+        groups: Vec<String>,
+    },
     /// `pxagent approve --key FILE [--ttl DURATION] STATEMENT`.
     Approve {
         /// The signer's private key file.
@@ -130,7 +137,7 @@ impl Cmd {
             Cmd::AuditVerify => "audit.verify",
             Cmd::AuditNewChain => "audit.new-chain",
             Cmd::SudoersRender(_) => "sudoers.render",
-            Cmd::SudoersLint(_) => "sudoers.lint",
+            Cmd::SudoersLint { .. } => "sudoers.lint",
             Cmd::Approve { .. } => "approve",
             Cmd::SetupRender(_) => "setup.render",
             Cmd::SetupRevoke(_) => "setup.revoke",
@@ -384,9 +391,22 @@ pub fn command(m: &ArgMatches, s: &Settings) -> Result<Cmd> {
             statement: string(sub, "statement").unwrap_or_else(|| "-".into()),
         },
         ("sudoers", Some(("render", r))) => Cmd::SudoersRender(render_options(s, r)?),
-        ("sudoers", Some(("lint", l))) => {
-            Cmd::SudoersLint(string(l, "file").unwrap_or_else(|| "-".into()))
-        }
+        ("sudoers", Some(("lint", l))) => Cmd::SudoersLint {
+            file: string(l, "file").unwrap_or_else(|| "-".into()),
+            user: s
+                .connect
+                .user
+                .clone()
+                .unwrap_or_else(|| context::DEFAULT_USER.to_string()),
+            groups: string(l, "groups")
+                .map(|g| {
+                    g.split(',')
+                        .map(|x| x.trim().to_string())
+                        .filter(|x| !x.is_empty())
+                        .collect()
+                })
+                .unwrap_or_default(),
+        },
         ("sudoers", _) => {
             return Err(Error::usage("expected `sudoers render` or `sudoers lint`"));
         }
@@ -494,6 +514,7 @@ fn render_options(s: &Settings, r: &ArgMatches) -> Result<RenderOptions> {
     if let Some(v) = string(r, "ct_exec") {
         opts.ct_exec = Some(Ranges::parse("--ct-exec", &v)?);
     }
+    opts.unfenced_ops = r.get_flag("unfenced_ops");
     Ok(opts)
 }
 

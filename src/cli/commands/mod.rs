@@ -37,7 +37,7 @@ pub fn execute(
         Cmd::Catalog => plain(catalog::catalog(out)),
         Cmd::Gate(opts) => Ok(crate::host::gate::run(opts)),
         Cmd::SudoersRender(opts) => plain(sudoers::sudoers_render(opts, out)),
-        Cmd::SudoersLint(file) => sudoers::sudoers_lint(file, out),
+        Cmd::SudoersLint { file, user, groups } => sudoers::sudoers_lint(file, user, groups, out),
         Cmd::Approve {
             key,
             ttl,
