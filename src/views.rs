@@ -343,6 +343,8 @@ pub fn normalize(view: View, data: &Value, keep_type: Option<&str>) -> Result<Va
             let list: Vec<LogLine> = parse(data, "task log")?;
             value(&list)
         }
+        View::Interfaces => crate::observe::interfaces(data)?,
+        View::Rrd => crate::observe::rrd(data)?,
         View::Object | View::ClusterStatus | View::Task | View::Done | View::Table(_) => {
             data.clone()
         }
@@ -516,6 +518,8 @@ pub fn human(view: View, data: &Value) -> String {
             .map(|l| s(l, "t"))
             .collect::<Vec<_>>()
             .join("\n"),
+        View::Interfaces => crate::observe::interfaces_human(data),
+        View::Rrd => crate::observe::rrd_human(data),
         View::Object | View::Task | View::Done => fields(data, ""),
     }
 }

@@ -425,6 +425,7 @@ fn group_about(top: &str) -> &'static str {
         "ct" => "LXC containers: status, lifecycle, snapshots",
         "storage" => "Storages",
         "task" => "Proxmox tasks (UPIDs)",
+        "ha" => "High availability: the HA manager's view of the cluster",
         _ => "Operations",
     }
 }
