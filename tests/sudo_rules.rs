@@ -53,17 +53,17 @@ fn pxagent(args: &[&str]) -> String {
     out.stdout
 }
 
-fn render(profile: &str, extra: &[&str]) -> String {
+pub(crate) fn render(profile: &str, extra: &[&str]) -> String {
     let mut args = vec!["sudoers", "render", "--user", ACCOUNT, "--profile", profile];
     args.extend_from_slice(extra);
     pxagent(&args)
 }
 
 /// Installs an account and a sudoers file the safe way; removes both on drop.
-struct Installed;
+pub(crate) struct Installed;
 
 impl Installed {
-    fn new(text: &str) -> Installed {
+    pub(crate) fn new(text: &str) -> Installed {
         require_environment();
         if Command::new("id")
             .arg(ACCOUNT)
@@ -113,7 +113,7 @@ impl Drop for Installed {
 }
 
 /// Root asks sudo whether ACCOUNT may run this exact command: exit 0 = allowed.
-fn allowed(argv: &[String]) -> bool {
+pub(crate) fn allowed(argv: &[String]) -> bool {
     let out = Command::new("sudo")
         .args(["-n", "-l", "-U", ACCOUNT])
         .args(argv)
@@ -138,7 +138,7 @@ fn samples(op: &Op) -> Vec<Vec<String>> {
         .collect()
 }
 
-fn w(words: &[&str]) -> Vec<String> {
+pub(crate) fn w(words: &[&str]) -> Vec<String> {
     words.iter().map(|s| s.to_string()).collect()
 }
 
