@@ -502,15 +502,21 @@ fn cluster_tasks_ha_status_rrd_and_network_read_what_the_host_holds() {
     );
     let r = home.on_bed(&["ha", "status"]);
     assert!(r.stdout.contains("vm:104 (pve2,"), "{}", r.stdout);
-    // Metrics history: PVE 9's steps, summarised for people.
+    // Metrics history: PVE 9's steps, summarised for people. Only the hour frame here (60
+    // rows, some 30 KiB): the longer frames answer 80 KiB to 800 KiB, and sudo 1.9.13p3 with
+    // `log_output` drops stdout beyond a pipe buffer or two when the reader is slower than
+    // the command (reproduced without pxagent: `sudo python3 -c 'print("x"*170000)' |
+    // (sleep 0.3; wc -c)` prints 65536), so on the bed they fail now and then with pxagent's
+    // "stops in the middle" error. The simulator's frames are tested in pve-sim
+    // (observe.rs): 1440 rows for a day, 336 for a week.
     let hour = data(&["vm", "rrd", "100"]);
     assert_eq!(hour.as_array().unwrap().len(), 60);
     assert!(hour[0]["cpu"].is_number(), "{}", hour[0]);
-    let week = data(&["node", "rrd", "pve2", "--timeframe", "week", "--cf", "MAX"]);
-    assert_eq!(week.as_array().unwrap().len(), 336);
-    assert!(week[0]["loadavg"].is_number());
-    let ct = data(&["ct", "rrd", "200", "--timeframe", "day"]);
-    assert_eq!(ct.as_array().unwrap().len(), 1440);
+    let node = data(&["node", "rrd", "pve2", "--timeframe", "hour", "--cf", "MAX"]);
+    assert_eq!(node.as_array().unwrap().len(), 60);
+    assert!(node[0]["loadavg"].is_number());
+    let ct = data(&["ct", "rrd", "200"]);
+    assert_eq!(ct.as_array().unwrap().len(), 60);
     let r = home.on_bed(&["node", "rrd", "pve1"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(
