@@ -5,8 +5,9 @@
 //!
 //! Filter by topic: `cargo test --test integration cli::` (and `approve::`, and `setup::`, which
 //! needs only this machine's sshd binary) runs what needs no host. The live topics (`live`,
-//! `actions`, `exec`, `mcp`, `newops`, `sudo_rules`, `ssh_transport`, `gate`) need root and the beds that
-//! `scripts/test.sh` brings up; without them they fail with what to run.
+//! `actions`, `exec`, `mcp`, `newops`, `scripting`, `sudo_rules`, `ssh_transport`, `gate`)
+//! need root and the beds that `scripts/test.sh` brings up; without them they fail with what
+//! to run.
 
 mod support;
 
@@ -19,6 +20,7 @@ mod jump;
 mod live;
 mod mcp;
 mod newops;
+mod scripting;
 mod setup;
 mod ssh_transport;
 mod sudo_rules;
