@@ -5,14 +5,15 @@
 //!
 //! Filter by topic: `cargo test --test integration cli::` (and `approve::`, and `setup::`, which
 //! needs only this machine's sshd binary) runs what needs no host. The live topics (`live`,
-//! `actions`, `exec`, `mcp`, `newops`, `scripting`, `sudo_rules`, `ssh_transport`, `gate`)
-//! need root and the beds that `scripts/test.sh` brings up; without them they fail with what
-//! to run.
+//! `actions`, `audit`, `exec`, `mcp`, `newops`, `policy`, `robust`, `scripting`, `sudo_rules`,
+//! `ssh_transport`, `gate`) need root and the beds that `scripts/test.sh` brings up; without
+//! them they fail with what to run.
 
 mod support;
 
 mod actions;
 mod approve;
+mod audit;
 mod cli;
 mod exec;
 mod gate;
@@ -20,6 +21,8 @@ mod jump;
 mod live;
 mod mcp;
 mod newops;
+mod policy;
+mod robust;
 mod scripting;
 mod setup;
 mod ssh_transport;

@@ -3,11 +3,11 @@
 //! Every row is a `pub static` [`Op`] written the same way: a struct literal that names
 //! `id`, `cli`, `about`, `risk`, `area`, `params`, `args` and `view`, then whatever else
 //! differs from [`ROW`] (`tool`, `confirm`, `select`, `settles`, `prechecks`, `needs_one_of`,
-//! `step`, `already`, `yields`), then `..ROW`. The static is the op's handle: code outside the
-//! catalog names an op by it (`ops::CLUSTER_RESOURCES`), never by its id string. A handle is
-//! the id upper-cased with `.` and `-` as `_`, and lives in the file named by the id's prefix
-//! (`vm.status` → `vm.rs`), except `pve.version` and `ha.status` (cluster.rs) and the commands
-//! run inside guests (exec.rs).
+//! `step`, `already`, `yields`, `variant_of`), then `..ROW`. The static is the op's handle:
+//! code outside the catalog names an op by it (`ops::CLUSTER_RESOURCES`), never by its id
+//! string. A handle is the id upper-cased with `.` and `-` as `_`, and lives in the file named
+//! by the id's prefix (`vm.status` → `vm.rs`), except `pve.version` and `ha.status`
+//! (cluster.rs) and the commands run inside guests (exec.rs).
 //!
 //! To add an operation: write its row in its area's file and put its handle in [`OPS`].
 //!
@@ -172,6 +172,7 @@ const ROW: Op = Op {
     prechecks: &[],
     needs_one_of: &[],
     step: false,
+    variant_of: &[],
     already: None,
     yields: None,
 };
