@@ -579,3 +579,4 @@ async fn reads_are_normalized_into_their_view() {
 }
 
 mod guests;
+mod newops;
