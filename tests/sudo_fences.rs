@@ -136,7 +136,12 @@ fn fenced_renders_refuse_what_no_fence_restricts() {
     {
         let _installed = Installed::new(&render("full", &["--vmids", "100-199"]));
         assert!(!allowed(&remove), "storage remove in a fenced render");
-        for op in [&ops::ISO_DOWNLOAD, &ops::TEMPLATE_DOWNLOAD] {
+        for op in [
+            &ops::ISO_DOWNLOAD,
+            &ops::ISO_REMOVE,
+            &ops::TEMPLATE_DOWNLOAD,
+            &ops::TEMPLATE_REMOVE,
+        ] {
             for line in samples(op) {
                 assert!(!allowed(&line), "{} {line:?}", op.id);
             }
@@ -162,7 +167,9 @@ fn fenced_render_admits_every_sample_inside_its_fence() {
     let left_out = [
         &ops::STORAGE_REMOVE,
         &ops::ISO_DOWNLOAD,
+        &ops::ISO_REMOVE,
         &ops::TEMPLATE_DOWNLOAD,
+        &ops::TEMPLATE_REMOVE,
     ];
     for op in OPS {
         let expected = Profile::Full.allows_op(op) && !left_out.contains(op);
