@@ -343,9 +343,12 @@ pub fn normalize(view: View, data: &Value, keep_type: Option<&str>) -> Result<Va
             let list: Vec<LogLine> = parse(data, "task log")?;
             value(&list)
         }
-        View::Object | View::ClusterStatus | View::Task | View::Done | View::Table(_) => {
-            data.clone()
-        }
+        View::Object
+        | View::ClusterStatus
+        | View::Task
+        | View::Done
+        | View::Wait
+        | View::Table(_) => data.clone(),
     })
 }
 
@@ -516,7 +519,7 @@ pub fn human(view: View, data: &Value) -> String {
             .map(|l| s(l, "t"))
             .collect::<Vec<_>>()
             .join("\n"),
-        View::Object | View::Task | View::Done => fields(data, ""),
+        View::Object | View::Task | View::Done | View::Wait => fields(data, ""),
     }
 }
 

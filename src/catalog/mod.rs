@@ -229,6 +229,10 @@ pub enum View {
     Task,
     /// An action that runs no Proxmox task: its exit status is the result.
     Done,
+    /// A task's status, read again until the task stopped (`task wait`): how it ended is the
+    /// result, a failed task is exit 1, and a task still running when `--timeout` ran out is
+    /// exit 7.
+    Wait,
 }
 
 /// A check made on the host before an action is sent, so that an obviously doomed or
@@ -294,6 +298,10 @@ pub struct Op {
     /// For guest actions: the status the guest settles in. HA-managed guests only *request*
     /// a state (the task ends at once), so pxagent polls until this status is reached.
     pub settles: Option<&'static str>,
+    /// A change that stops, restarts or pauses something that runs (a guest, a task): not
+    /// only additive, so MCP marks it destructive ([`Op::destructive`]). Confirm ops and
+    /// commands inside guests are destructive whatever this says.
+    pub interrupts: bool,
     /// How the result is parsed and shown.
     pub view: View,
     /// Checks made on the host before the action is sent.
@@ -332,6 +340,42 @@ impl Op {
     /// Whether this op starts a process inside a guest (it takes a [`Kind::GuestArgv`]).
     pub fn runs_guest_command(&self) -> bool {
         self.params.iter().any(|p| p.kind == Kind::GuestArgv)
+    }
+
+    /// Whether the op only observes: reads, and the exec ops that read a guest process's
+    /// status or a guest file without starting anything (MCP's `readOnlyHint`).
+    pub fn read_only(&self) -> bool {
+        match self.risk {
+            Risk::Read => true,
+            Risk::Exec => !self.runs_guest_command(),
+            Risk::Change | Risk::Confirm => false,
+        }
+    }
+
+    /// Whether the op may destroy, undo or interrupt something rather than only add
+    /// (MCP's `destructiveHint`): every confirm op, every command inside a guest (it runs as
+    /// root there), and the changes whose row says [`Op::interrupts`].
+    pub fn destructive(&self) -> bool {
+        match self.risk {
+            Risk::Read => false,
+            Risk::Confirm => true,
+            Risk::Exec => self.runs_guest_command(),
+            Risk::Change => self.interrupts,
+        }
+    }
+
+    /// Whether calling the op again with the same arguments changes nothing more (MCP's
+    /// `idempotentHint`): reads, and actions that bring a guest to a state ([`Op::settles`]:
+    /// a second start finds it running).
+    pub fn idempotent(&self) -> bool {
+        self.read_only() || self.settles.is_some()
+    }
+
+    /// Whether the op reaches beyond the Proxmox host pxagent manages (MCP's
+    /// `openWorldHint`): it fetches a URL the caller chose, or runs a command inside a guest,
+    /// which may reach anything the guest reaches.
+    pub fn open_world(&self) -> bool {
+        self.runs_guest_command() || self.params.iter().any(|p| p.kind == Kind::Url)
     }
 
     /// Find a parameter by name.

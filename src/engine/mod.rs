@@ -340,6 +340,11 @@ pub fn human(inv: &Invocation, data: &Value) -> String {
             data["upid"].as_str().unwrap_or("")
         ),
         catalog::View::Done => format!("{}: done", inv.display()),
+        catalog::View::Wait => format!(
+            "task {}: {}",
+            data["upid"].as_str().unwrap_or(""),
+            data["exitstatus"].as_str().unwrap_or("ended")
+        ),
         view => crate::views::human(view, data),
     }
 }

@@ -50,6 +50,8 @@ pub struct Remote {
     pub target: String,
     /// How long to wait for an HA-managed guest to reach its requested state.
     pub settle_timeout: std::time::Duration,
+    /// How long `task wait` follows a task (`--timeout`); `None` until it ends.
+    pub wait_limit: Option<std::time::Duration>,
 }
 
 impl Remote {
@@ -74,6 +76,7 @@ impl Remote {
             session,
             target,
             settle_timeout,
+            wait_limit: timeout,
         }
     }
 
@@ -154,7 +157,10 @@ impl Remote {
         let warnings = warning_lines(&out);
         let node = inv.values.get("node").cloned();
         if inv.op.risk == catalog::Risk::Read {
-            let data = parse_json(&out, inv)?;
+            let mut data = parse_json(&out, inv)?;
+            if inv.op.view == catalog::View::Wait {
+                data = self.wait_task(inv, data).await?;
+            }
             return Ok(Outcome {
                 data,
                 warnings,
@@ -220,6 +226,48 @@ impl Remote {
             upid: Some(upid),
             node,
         })
+    }
+
+    /// `task wait`: read the task's status again (once a second, as proxmoxer does) until it
+    /// stopped, or until [`Remote::wait_limit`] ran out (exit 7). A task that ended not OK is
+    /// exit 1 with its last log lines; otherwise its final status is the result.
+    async fn wait_task(&self, inv: &Invocation, first: Value) -> Result<Value> {
+        let upid = inv.values.get("upid").cloned().unwrap_or_default();
+        let node = inv.values.get("node").cloned().unwrap_or_default();
+        let deadline = self.wait_limit.map(|t| tokio::time::Instant::now() + t);
+        let mut status = first;
+        loop {
+            if status.get("status").and_then(Value::as_str) == Some("stopped") {
+                let exit = status
+                    .get("exitstatus")
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
+                if task_ok(exit) {
+                    return Ok(status);
+                }
+                let log = self.task_log_tail(&upid, 10).await.unwrap_or_default();
+                return Err(Error::Remote(format!(
+                    "task {upid} failed: {exit}{}",
+                    if log.is_empty() {
+                        String::new()
+                    } else {
+                        format!("\n{log}")
+                    }
+                )));
+            }
+            if let Some(d) = deadline
+                && tokio::time::Instant::now() + std::time::Duration::from_secs(1) > d
+            {
+                return Err(Error::Connection(format!(
+                    "task {upid} is still running after {}s (--timeout); it goes on: wait again with `pxagent task wait {upid}`, or stop it with `pxagent task stop {upid}`",
+                    self.wait_limit.unwrap_or_default().as_secs()
+                )));
+            }
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            status = self
+                .read_op(&ops::TASK_STATUS, &[("upid", &upid), ("node", &node)])
+                .await?;
+        }
     }
 
     /// Poll a guest's status until it is `want` (at most the command timeout, default 120 s).

@@ -96,6 +96,7 @@ pub static CT_SHUTDOWN: Op = Op {
     ),
     view: View::Task,
     settles: Some("stopped"),
+    interrupts: true,
     ..ROW
 };
 
@@ -109,6 +110,7 @@ pub static CT_REBOOT: Op = Op {
     params: &[CTID, GUEST_NODE],
     args: pvesh!("create", "/nodes/{node}/lxc/{vmid}/status/reboot"),
     view: View::Task,
+    interrupts: true,
     ..ROW
 };
 

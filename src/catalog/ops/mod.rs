@@ -2,8 +2,8 @@
 //!
 //! Every row is a `pub static` [`Op`] written the same way: a struct literal that names
 //! `id`, `cli`, `about`, `risk`, `area`, `params`, `args` and `view`, then whatever else
-//! differs from [`ROW`] (`tool`, `confirm`, `select`, `settles`, `prechecks`, `step`), then
-//! `..ROW`. The static is the op's handle: code outside the catalog names an op by it
+//! differs from [`ROW`] (`tool`, `confirm`, `select`, `settles`, `interrupts`, `prechecks`,
+//! `step`), then `..ROW`. The static is the op's handle: code outside the catalog names an op by it
 //! (`ops::CLUSTER_RESOURCES`), never by its id string. A handle is the id upper-cased with
 //! `.` and `-` as `_`, and lives in the file named by the id's prefix (`vm.status` →
 //! `vm.rs`), except `pve.version` (cluster.rs) and the commands run inside guests
@@ -86,6 +86,9 @@ pub static OPS: &[&Op] = &[
     &TASK_STATUS,
     &TASK_LIST,
     &TASK_LOG,
+    &TASK_WAIT,
+    // tasks: stop
+    &TASK_STOP,
     // VMs: lifecycle and snapshots
     &VM_START,
     &VM_SHUTDOWN,
@@ -151,6 +154,7 @@ const ROW: Op = Op {
     confirm: None,
     select: &[],
     settles: None,
+    interrupts: false,
     view: View::Object,
     prechecks: &[],
     step: false,

@@ -96,6 +96,7 @@ pub static VM_SHUTDOWN: Op = Op {
     ),
     view: View::Task,
     settles: Some("stopped"),
+    interrupts: true,
     ..ROW
 };
 
@@ -109,6 +110,7 @@ pub static VM_REBOOT: Op = Op {
     params: &[VMID, GUEST_NODE],
     args: pvesh!("create", "/nodes/{node}/qemu/{vmid}/status/reboot"),
     view: View::Task,
+    interrupts: true,
     ..ROW
 };
 
@@ -122,6 +124,7 @@ pub static VM_SUSPEND: Op = Op {
     params: &[VMID, GUEST_NODE],
     args: pvesh!("create", "/nodes/{node}/qemu/{vmid}/status/suspend"),
     view: View::Task,
+    interrupts: true,
     ..ROW
 };
 
