@@ -31,7 +31,7 @@ fn lenient_u64<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<u6
 }
 
 /// One entry of `/cluster/resources` (FORMATS.md §2.4): a guest, node, storage, pool or sdn.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Resource {
     /// `qemu/100`, `node/pve1`, `storage/pve1/local` …
     pub id: String,
@@ -119,7 +119,7 @@ pub struct Resource {
 }
 
 /// One entry of `/nodes` (FORMATS.md §2.2).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct NodeEntry {
     /// Node name.
     pub node: String,
@@ -167,7 +167,7 @@ pub struct NodeEntry {
 }
 
 /// One entry of `/nodes/N/storage` (FORMATS.md §2.10).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct StorageEntry {
     /// Storage id.
     pub storage: String,
@@ -218,7 +218,7 @@ pub struct StorageEntry {
 }
 
 /// One snapshot (FORMATS.md §2.9), including the `current` entry.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Snapshot {
     /// Name (`current` for "You are here!").
     pub name: String,
@@ -248,7 +248,7 @@ pub struct Snapshot {
 }
 
 /// One volume on a storage (FORMATS.md §2.11): a backup, ISO, template or disk.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ContentEntry {
     /// `local:backup/vzdump-qemu-100-….vma.zst`.
     pub volid: String,
@@ -285,7 +285,7 @@ pub struct ContentEntry {
 }
 
 /// One line of a task log (`{"n":1,"t":"…"}`, FORMATS.md §1.5).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LogLine {
     /// Line number.
     #[serde(default, deserialize_with = "lenient_u64")]
@@ -293,6 +293,64 @@ pub struct LogLine {
     /// Text.
     #[serde(default)]
     pub t: String,
+}
+
+/// The result of an action that ran a Proxmox task (`View::Task`): its UPID, its node and
+/// its final status (`…/tasks/UPID/status`, FORMATS.md §2.12).
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct TaskResult {
+    /// The task's UPID.
+    pub upid: String,
+    /// The node the task ran on.
+    #[serde(default)]
+    pub node: Option<String>,
+    /// The task's status once it ended: `status` `stopped`, `exitstatus` `OK` or
+    /// `WARNINGS: N`, and the UPID's fields.
+    pub task: Value,
+}
+
+/// The result of an action that ran no task (`View::Done`): its exit status was 0.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct DoneResult {
+    /// Always true.
+    pub done: bool,
+    /// What the command printed, trimmed.
+    pub output: String,
+}
+
+/// The JSON Schema of an op's `data` (MCP `outputSchema`), from the same types that shape
+/// it. Views whose data is the host's JSON as pvesh returned it (config, status, the next
+/// VMID …) get a schema that admits any value.
+pub fn data_schema(view: View) -> Value {
+    fn of<T: schemars::JsonSchema>() -> Value {
+        serde_json::to_value(schemars::schema_for!(T)).unwrap_or(Value::Bool(true))
+    }
+    let mut schema = match view {
+        View::Resources(_) => of::<Vec<Resource>>(),
+        View::Nodes => of::<Vec<NodeEntry>>(),
+        View::Storages => of::<Vec<StorageEntry>>(),
+        View::Snapshots => of::<Vec<Snapshot>>(),
+        View::Content => of::<Vec<ContentEntry>>(),
+        View::Log => of::<Vec<LogLine>>(),
+        View::Task => of::<TaskResult>(),
+        View::Done => of::<DoneResult>(),
+        View::ClusterStatus | View::Table(_) => serde_json::json!({
+            "type": "array",
+            "items": {"type": "object"},
+            "description": "the host's entries, as pvesh returned them"
+        }),
+        View::Wait => serde_json::json!({
+            "type": "object",
+            "description": "the task's status once it stopped (FORMATS.md §2.12)"
+        }),
+        View::Object => serde_json::json!({
+            "description": "the host's JSON, as pvesh returned it"
+        }),
+    };
+    if let Some(o) = schema.as_object_mut() {
+        o.remove("$schema");
+    }
+    schema
 }
 
 fn parse<T: for<'de> Deserialize<'de>>(data: &Value, what: &str) -> Result<T> {
@@ -352,7 +410,8 @@ pub fn normalize(view: View, data: &Value, keep_type: Option<&str>) -> Result<Va
     })
 }
 
-fn value<T: Serialize>(t: &T) -> Value {
+/// A typed view as its JSON (`data`).
+pub fn value<T: Serialize>(t: &T) -> Value {
     serde_json::to_value(t).unwrap_or(Value::Null)
 }
 

@@ -403,17 +403,26 @@ fn parse_guest_path(raw: &str) -> std::result::Result<String, String> {
     Ok(raw.to_string())
 }
 
-/// Render a value for an error message without letting control characters through.
+/// How many bytes of a value an error message quotes: enough to see what was meant, never a
+/// megabyte echoed back (MCP replies and audit records carry these messages).
+pub const ECHO_LIMIT: usize = 1024;
+
+/// Render a value for an error message without letting control characters through, cut to
+/// [`ECHO_LIMIT`] bytes (then `… (N bytes)` says how long it was).
 pub fn printable(raw: &str) -> String {
-    raw.chars()
-        .flat_map(|c| {
-            if c.is_control() {
-                c.escape_default().collect::<Vec<_>>()
-            } else {
-                vec![c]
-            }
-        })
-        .collect()
+    let mut out = String::new();
+    for c in raw.chars() {
+        if out.len() >= ECHO_LIMIT {
+            out.push_str(&format!("… ({} bytes)", raw.len()));
+            break;
+        }
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -666,5 +675,16 @@ mod tests {
         assert_eq!(k.parse("type", "ct").unwrap(), "vm");
         assert!(k.parse("type", "lxc").is_err());
         assert_eq!(k.regex(), "(vm|node)");
+    }
+
+    #[test]
+    fn echoed_values_are_cut_to_a_kibibyte() {
+        assert_eq!(printable("a\nb"), "a\\nb");
+        let long = "x".repeat(2 * 1024 * 1024);
+        let shown = printable(&long);
+        assert!(shown.len() < ECHO_LIMIT + 32, "{}", shown.len());
+        assert!(shown.ends_with("… (2097152 bytes)"), "{shown}");
+        let e = Kind::Node.parse("node", &long).unwrap_err().to_string();
+        assert!(e.len() < 2 * ECHO_LIMIT, "{}", e.len());
     }
 }

@@ -342,24 +342,27 @@ impl Op {
         self.params.iter().any(|p| p.kind == Kind::GuestArgv)
     }
 
-    /// Whether the op only observes: reads, and the exec ops that read a guest process's
-    /// status or a guest file without starting anything (MCP's `readOnlyHint`).
+    /// Whether the op only observes (MCP's `readOnlyHint`): reads, and the exec ops that are
+    /// a `pvesh get` (a guest process's status, a guest file): an API GET changes nothing.
     pub fn read_only(&self) -> bool {
         match self.risk {
             Risk::Read => true,
-            Risk::Exec => !self.runs_guest_command(),
+            Risk::Exec => {
+                self.tool == Tool::Pvesh && matches!(self.args.first(), Some(Arg::Word("get")))
+            }
             Risk::Change | Risk::Confirm => false,
         }
     }
 
     /// Whether the op may destroy, undo or interrupt something rather than only add
-    /// (MCP's `destructiveHint`): every confirm op, every command inside a guest (it runs as
-    /// root there), and the changes whose row says [`Op::interrupts`].
+    /// (MCP's `destructiveHint`): every confirm op, every exec op that is not a read (a
+    /// command runs as root in the guest; a file write replaces the file), and the changes
+    /// whose row says [`Op::interrupts`].
     pub fn destructive(&self) -> bool {
         match self.risk {
             Risk::Read => false,
             Risk::Confirm => true,
-            Risk::Exec => self.runs_guest_command(),
+            Risk::Exec => !self.read_only(),
             Risk::Change => self.interrupts,
         }
     }
@@ -372,10 +375,15 @@ impl Op {
     }
 
     /// Whether the op reaches beyond the Proxmox host pxagent manages (MCP's
-    /// `openWorldHint`): it fetches a URL the caller chose, or runs a command inside a guest,
-    /// which may reach anything the guest reaches.
+    /// `openWorldHint`): it downloads from outside — a URL the caller chose, or a template
+    /// from Proxmox's repository (a [`Kind::TemplateName`] is what aplinfo fetches) — or runs
+    /// a command inside a guest, which may reach anything the guest reaches.
     pub fn open_world(&self) -> bool {
-        self.runs_guest_command() || self.params.iter().any(|p| p.kind == Kind::Url)
+        self.runs_guest_command()
+            || self
+                .params
+                .iter()
+                .any(|p| matches!(p.kind, Kind::Url | Kind::TemplateName))
     }
 
     /// Find a parameter by name.

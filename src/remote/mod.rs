@@ -172,7 +172,10 @@ impl Remote {
         if found.is_none() && inv.op.view == catalog::View::Done {
             // No task: the exit status (already classified) is the result.
             let text = out.stdout_text().trim().to_string();
-            let data = serde_json::json!({"done": true, "output": text});
+            let data = crate::views::value(&crate::views::DoneResult {
+                done: true,
+                output: text,
+            });
             return Ok(Outcome {
                 data,
                 warnings,
