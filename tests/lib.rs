@@ -3,7 +3,7 @@
 //! in an isolated environment and for the sandbox host. One binary means one build and link,
 //! and one process-wide lock for the tests that change the host, whichever topic they are in.
 //!
-//! Filter by topic: `cargo test --test integration cli::` (and `approve::`, and `setup::`, which
+//! Filter by topic: `cargo test --test integration cli::` (and `approve::`, `mcp_wire::`, and `setup::`, which
 //! needs only this machine's sshd binary) runs what needs no host. The live topics (`live`,
 //! `actions`, `exec`, `mcp`, `sudo_rules`, `ssh_transport`, `gate`) need root and the beds that
 //! `scripts/test.sh` brings up; without them they fail with what to run.
@@ -18,6 +18,7 @@ mod gate;
 mod jump;
 mod live;
 mod mcp;
+mod mcp_wire;
 mod setup;
 mod ssh_transport;
 mod sudo_rules;
