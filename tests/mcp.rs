@@ -68,10 +68,19 @@ fn client(home: &Home, args: &[&str]) -> Value {
     })
 }
 
+/// The first text block of a result is its structured content, serialized (MCP's advice
+/// for tools that return structured content).
+fn first_block_is_the_document(step: &Value) {
+    let first: Value =
+        serde_json::from_str(step["first_text"].as_str().unwrap_or("null")).unwrap_or(Value::Null);
+    assert_eq!(first, step["structured"], "{step:#}");
+}
+
 fn ok(step: &Value) -> &Value {
     assert_eq!(step["protocol_error"], false, "{step:#}");
     assert_eq!(step["is_error"], false, "{step:#}");
     assert_eq!(step["structured"]["ok"], true, "{step:#}");
+    first_block_is_the_document(step);
     &step["structured"]["data"]
 }
 
@@ -79,6 +88,7 @@ fn tool_error(step: &Value) -> &str {
     assert_eq!(step["protocol_error"], false, "{step:#}");
     assert_eq!(step["is_error"], true, "{step:#}");
     assert_eq!(step["structured"]["ok"], false, "{step:#}");
+    first_block_is_the_document(step);
     step["text"].as_str().unwrap()
 }
 
@@ -158,17 +168,15 @@ fn a_real_mcp_client_drives_the_sandbox() {
             .contains("@127.0.0.1:")
     );
 
-    // A change, with progress notifications, then put back with a confirmed stop.
+    // A change, then put back with a confirmed stop.
     let target = r["start_target"]
         .as_u64()
         .expect("neither VM 102 nor 103 is stopped on the bed: something left them running");
     let started = ok(&steps["vm_start"]);
     assert_eq!(started["task"]["exitstatus"], "OK", "{started:#}");
+    // The simulator's qmstart prints no log line, only the UPID, which is not progress (the
+    // backup below has its log as progress).
     let progress = steps["vm_start"]["progress"].as_array().unwrap();
-    assert!(
-        !progress.is_empty(),
-        "no progress notification for vm_start"
-    );
     assert!(
         progress
             .iter()

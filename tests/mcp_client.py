@@ -57,10 +57,15 @@ def field(obj, *names):
     return None
 
 
-def text_of(result):
-    return "\n".join(
+def texts(result):
+    return [
         getattr(c, "text", "") for c in (result.content or []) if getattr(c, "type", "") == "text"
-    )
+    ]
+
+
+def text_of(result):
+    """What the model reads after the first block (which is the structured content as JSON)."""
+    return "\n".join(texts(result)[1:])
 
 
 async def call(session, name, args, progress=None):
@@ -82,6 +87,7 @@ async def call(session, name, args, progress=None):
         "protocol_error": False,
         "is_error": bool(field(result, "is_error", "isError")),
         "text": text_of(result),
+        "first_text": (texts(result) or [None])[0],
         "structured": field(result, "structured_content", "structuredContent"),
         "ms": (time.perf_counter() - started) * 1000,
     }

@@ -40,7 +40,12 @@ async function call(client, name, args, options = {}) {
       tool: name,
       protocol_error: false,
       is_error: Boolean(r.isError),
-      text: (r.content || []).filter((c) => c.type === "text").map((c) => c.text).join("\n"),
+      // After the first block, which is the structured content as JSON.
+      text: (r.content || [])
+        .filter((c) => c.type === "text")
+        .slice(1)
+        .map((c) => c.text)
+        .join("\n"),
       first_text: (r.content || [])[0]?.text ?? null,
       structured: r.structuredContent ?? null,
       ms: performance.now() - started,
