@@ -5,8 +5,8 @@
 //!
 //! Filter by topic: `cargo test --test integration cli::` (and `approve::`, `mcp_wire::`, and `setup::`, which
 //! needs only this machine's sshd binary) runs what needs no host. The live topics (`live`,
-//! `actions`, `exec`, `mcp`, `sudo_rules`, `ssh_transport`, `gate`) need root and the beds that
-//! `scripts/test.sh` brings up; without them they fail with what to run.
+//! `actions`, `exec`, `mcp`, `scripting`, `sudo_rules`, `ssh_transport`, `gate`) need root
+//! and the beds that `scripts/test.sh` brings up; without them they fail with what to run.
 
 mod support;
 
@@ -19,6 +19,7 @@ mod jump;
 mod live;
 mod mcp;
 mod mcp_wire;
+mod scripting;
 mod setup;
 mod ssh_transport;
 mod sudo_rules;

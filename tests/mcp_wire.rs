@@ -94,8 +94,6 @@ fn bad_lines_get_json_rpc_errors_and_the_session_goes_on() {
     );
     let ping = answer(r#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#);
     assert!(ping["result"].is_object(), "{ping}");
-    drop(answer);
-    drop(raw);
     drop(stdin);
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(0));

@@ -254,6 +254,61 @@ fn every_row_fills_its_required_fields() {
 }
 
 #[test]
+fn no_op_states_and_yields_are_well_formed() {
+    // Issue 13: an `already` row is a guest action whose read takes the same guest and node,
+    // of the same kind; a `yields` row is a task whose value names one of its parameters.
+    for op in OPS.iter().copied() {
+        if let Some(a) = op.already {
+            assert!(op.runs_task() && op.risk != Risk::Read, "{}", op.id);
+            assert_eq!(a.read.risk, Risk::Read, "{}", op.id);
+            assert_eq!(a.read.area, op.area, "{}: read of the same kind", op.id);
+            assert_eq!(
+                op.area.guest_types().len(),
+                1,
+                "{}: one kind of guest",
+                op.id
+            );
+            for p in ["vmid", "node"] {
+                assert!(
+                    op.param(p).is_some() && a.read.param(p).is_some(),
+                    "{}",
+                    op.id
+                );
+            }
+            assert!(
+                op.params
+                    .iter()
+                    .any(|p| p.how == How::Node(NodeFrom::Guest)),
+                "{}",
+                op.id
+            );
+        }
+        if let Some(Yield::Archive(p)) = op.yields {
+            assert!(op.runs_task() && op.param(p).is_some(), "{}", op.id);
+        }
+    }
+    let noop: Vec<&str> = OPS
+        .iter()
+        .filter(|o| o.already.is_some())
+        .map(|o| o.id)
+        .collect();
+    assert_eq!(
+        noop,
+        [
+            "vm.start",
+            "vm.shutdown",
+            "vm.suspend",
+            "vm.resume",
+            "vm.stop",
+            "ct.start",
+            "ct.shutdown",
+            "ct.stop"
+        ]
+    );
+    assert_eq!(ops::BACKUP_CREATE.area.guest_types(), ["qemu", "lxc"]);
+}
+
+#[test]
 fn handles_are_the_rows_find_returns() {
     let pairs: [(&Op, &str); 5] = [
         (&ops::PVE_VERSION, "pve.version"),

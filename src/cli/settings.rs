@@ -21,8 +21,9 @@ use crate::host::setup::{
 };
 use crate::host::sudoers::ranges::Ranges;
 use crate::host::sudoers::render::RenderOptions;
-use crate::invocation::Invocation;
+use crate::invocation::{Invocation, Named};
 use crate::output::Format;
+use crate::views::Filter;
 
 /// The global flags, typed.
 #[derive(Debug, Clone)]
@@ -88,10 +89,18 @@ pub enum Cmd {
     },
     /// `pxagent gate …` (host side).
     Gate(crate::host::gate::Options),
-    /// A catalog op (not a guest command).
-    Op(Invocation),
+    /// A catalog op (not a guest command), with the list filters of its command line.
+    Op(Invocation, Filter),
+    /// A catalog op whose guest was given by name (`vm status web`): looked up on the host
+    /// first, then run as [`Cmd::Op`].
+    Named(Box<Named>, Filter),
     /// A command inside a guest (`vm exec`, `ct exec`).
-    Exec(Box<Request>),
+    Exec {
+        /// The request (its `vmid` may still be a guest's name).
+        req: Box<Request>,
+        /// `--exit-code`: exit with the guest command's own exit code once it ran.
+        exit_code: bool,
+    },
 }
 
 impl Cmd {
@@ -111,8 +120,9 @@ impl Cmd {
             Cmd::SetupRevoke(_) => "setup.revoke",
             Cmd::Mcp { .. } => "mcp",
             Cmd::Gate(_) => "gate",
-            Cmd::Op(inv) => inv.op.id,
-            Cmd::Exec(req) => req.op.id,
+            Cmd::Op(inv, _) => inv.op.id,
+            Cmd::Named(named, _) => named.op.id,
+            Cmd::Exec { req, .. } => req.op.id,
         }
     }
 }
@@ -206,8 +216,17 @@ pub fn command(m: &ArgMatches, s: &Settings) -> Result<Cmd> {
             };
             let ops = catalog::ops_at(&path);
             match ops.iter().find(|o| o.runs_guest_command()) {
-                Some(op) => Cmd::Exec(Box::new(exec_request(op, leaf, s)?)),
-                None => Cmd::Op(invocation(&path, leaf)?),
+                Some(op) => Cmd::Exec {
+                    req: Box::new(exec_request(op, leaf, s)?),
+                    exit_code: leaf.try_get_one::<bool>("exit_code").ok().flatten() == Some(&true),
+                },
+                None => {
+                    let filter = filter(leaf)?;
+                    match named(&path, leaf)? {
+                        Some(n) => Cmd::Named(Box::new(n), filter),
+                        None => Cmd::Op(invocation(&path, leaf)?, filter),
+                    }
+                }
             }
         }
     })
@@ -347,10 +366,34 @@ fn revoke_options(s: &Settings, r: &ArgMatches) -> Result<RevokeOptions> {
     Ok(o)
 }
 
+/// The list filters of an op's command line (`--node`, `--status`, `--tag`, `--name`; only
+/// list views have them).
+fn filter(m: &ArgMatches) -> Result<Filter> {
+    let get = |flag: &str| string(m, &crate::cli::args::filter_id(flag));
+    Filter::parse(get("node"), get("status"), get("tag"), get("name"))
+}
+
+/// The op at `path` when its guest was given by name instead of VMID (issue 13).
+fn named(path: &[&str], m: &ArgMatches) -> Result<Option<Named>> {
+    let raw = raw_values(path, m);
+    let op = catalog::select(path, &raw)?;
+    let mut raw = raw;
+    raw.retain(|k, _| op.param(k).is_some());
+    Named::from_raw(op, &raw)
+}
+
 /// An op's invocation from the matches of its subcommand (`path` is the CLI path). Every
 /// parameter any op at this path has is collected (the CLI merged them), then the values
 /// choose the op (e.g. `vm snapshot --vmstate`, a qemu or lxc archive).
 pub fn invocation(path: &[&str], m: &ArgMatches) -> Result<Invocation> {
+    let mut raw = raw_values(path, m);
+    let op = catalog::select(path, &raw)?;
+    raw.retain(|k, _| op.param(k).is_some());
+    Invocation::new(op, raw)
+}
+
+/// Every value given for a parameter of any op at `path`, unvalidated.
+fn raw_values(path: &[&str], m: &ArgMatches) -> BTreeMap<&'static str, String> {
     let mut raw: BTreeMap<&'static str, String> = BTreeMap::new();
     for op in catalog::ops_at(path) {
         for p in op.params {
@@ -368,9 +411,7 @@ pub fn invocation(path: &[&str], m: &ArgMatches) -> Result<Invocation> {
             }
         }
     }
-    let op = catalog::select(path, &raw)?;
-    raw.retain(|k, _| op.param(k).is_some());
-    Invocation::new(op, raw)
+    raw
 }
 
 /// A guest command's request: the argv after `--`, stdin (read now: a file or `-`), file

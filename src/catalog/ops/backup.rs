@@ -1,6 +1,9 @@
 //! Backups of VMs and containers: create (vzdump), list, restore (to a new VMID, or over an
 //! existing guest with confirmation), prune and remove.
 //!
+//! `backup create` takes either kind of guest (its area is [`Area::Backup`]) and its result
+//! names the archive it wrote ([`Yield::Archive`]).
+//!
 //! `backup restore` is one CLI path with four rows: the archive's name picks the VM or the
 //! container restore, `--force` picks the overwriting variant (see `select`).
 
@@ -31,6 +34,7 @@ pub static BACKUP_CREATE: Op = Op {
         Arg::Opt("compress", &["--compress", "{compress}"])
     ),
     view: View::Task,
+    yields: Some(Yield::Archive("storage")),
     ..ROW
 };
 

@@ -2,7 +2,9 @@
 //! inside a VM are in exec.rs.
 //!
 //! Lifecycle actions that leave the VM in a known state say so in `settles`: HA-managed
-//! guests only *request* a state, so pxagent polls until the VM reaches it.
+//! guests only *request* a state, so pxagent polls until the VM reaches it. Those that
+//! have nothing to do in some state say so in `already` (a start of a running VM, a stop of
+//! a stopped one): pxagent reads the status first and then sends nothing else.
 
 use super::*;
 
@@ -78,6 +80,11 @@ pub static VM_START: Op = Op {
     args: pvesh!("create", "/nodes/{node}/qemu/{vmid}/status/start"),
     view: View::Task,
     settles: Some("running"),
+    already: Some(Already {
+        read: &VM_STATUS,
+        field: "qmpstatus",
+        is: "running",
+    }),
     ..ROW
 };
 
@@ -97,6 +104,11 @@ pub static VM_SHUTDOWN: Op = Op {
     view: View::Task,
     settles: Some("stopped"),
     interrupts: true,
+    already: Some(Already {
+        read: &VM_STATUS,
+        field: "status",
+        is: "stopped",
+    }),
     ..ROW
 };
 
@@ -125,6 +137,11 @@ pub static VM_SUSPEND: Op = Op {
     args: pvesh!("create", "/nodes/{node}/qemu/{vmid}/status/suspend"),
     view: View::Task,
     interrupts: true,
+    already: Some(Already {
+        read: &VM_STATUS,
+        field: "qmpstatus",
+        is: "paused",
+    }),
     ..ROW
 };
 
@@ -138,6 +155,11 @@ pub static VM_RESUME: Op = Op {
     params: &[VMID, GUEST_NODE],
     args: pvesh!("create", "/nodes/{node}/qemu/{vmid}/status/resume"),
     view: View::Task,
+    already: Some(Already {
+        read: &VM_STATUS,
+        field: "qmpstatus",
+        is: "running",
+    }),
     ..ROW
 };
 
@@ -159,6 +181,11 @@ pub static VM_STOP: Op = Op {
         ),
     }),
     settles: Some("stopped"),
+    already: Some(Already {
+        read: &VM_STATUS,
+        field: "status",
+        is: "stopped",
+    }),
     ..ROW
 };
 

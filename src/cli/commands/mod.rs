@@ -62,8 +62,15 @@ pub fn execute(
             preflight::preflight(&ctx, *profile, out, trail)
         }
         Cmd::Status => plain(context(s).and_then(|ctx| status::status(&ctx, out, trail))),
-        Cmd::Op(inv) => plain(context(s).and_then(|ctx| op::run_op(s, &ctx, inv, out, trail))),
-        Cmd::Exec(req) => plain(context(s).and_then(|ctx| exec::exec(s, &ctx, req, out, trail))),
+        Cmd::Op(inv, filter) => {
+            plain(context(s).and_then(|ctx| op::run_op(s, &ctx, inv, filter, out, trail)))
+        }
+        Cmd::Named(named, filter) => {
+            plain(context(s).and_then(|ctx| op::run_named(s, &ctx, named, filter, out, trail)))
+        }
+        Cmd::Exec { req, exit_code } => {
+            plain(context(s).and_then(|ctx| exec::exec(s, &ctx, req, *exit_code, out, trail)))
+        }
     }
 }
 
