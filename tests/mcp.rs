@@ -41,12 +41,20 @@ fn python() -> String {
 /// Run the client script with the bed's environment in `home` (the server it starts inherits
 /// both, so its audit log is the home's); returns its report.
 pub(crate) fn client(home: &Home, args: &[&str]) -> Value {
+    client_with(home, args, &[])
+}
+
+/// [`client`], with these variables over the bed's (the gated bed's connection).
+fn client_with(home: &Home, args: &[&str], env: &[(&str, String)]) -> Value {
     let mut c = Command::new(python());
     isolate(&mut c, home.path())
         .arg(root().join("tests/mcp_client.py"))
         .arg(bin())
         .args(args);
     bed_env(&mut c);
+    for (k, v) in env {
+        c.env(k, v);
+    }
     let out = c.output().expect("run tests/mcp_client.py");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_ne!(
@@ -442,6 +450,33 @@ fn a_cancelled_backup_stops_its_task_and_leaves_no_archive() {
         "{stop:#}"
     );
     pxagent_audit_verifies(&home);
+}
+
+/// Issue 15 item 7: when the host's gate wants a signed approval — here for a read, which a
+/// host policy may mark `approve` too — the result carries `approval_request` (the text to
+/// relay), and the same call with `approval` runs.
+#[test]
+fn a_gated_host_asks_for_an_approval_and_the_tool_takes_it() {
+    let _host = lock();
+    let g = crate::support::gated();
+    let _p = g.policy("ops:\n  vm.config: approve\n");
+    let home = Home::new();
+    let key = g.approver_key.to_string_lossy().into_owned();
+    let r = client_with(&home, &["--approve", &key], &g.env);
+    let refused = &r["refused"];
+    let text = tool_error(refused);
+    assert!(
+        text.contains("Only a human approver can sign this"),
+        "{text}"
+    );
+    let doc = &refused["structured"];
+    assert_eq!(doc["error"]["kind"], "approval_required", "{doc:#}");
+    let relay = doc["approval_request"].as_str().expect("approval_request");
+    assert!(relay.contains("op: vm.config"), "{relay}");
+    assert!(relay.contains("pxagent approve"), "{relay}");
+    assert_eq!(r["signed"], true, "{r:#}");
+    let config = ok(&r["approved"]);
+    assert!(config.is_object(), "{config:#}");
 }
 
 /// Node for the TypeScript SDK: `PXAGENT_TEST_NODE` (scripts/test.sh sets it), else `node`.

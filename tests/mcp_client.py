@@ -4,6 +4,7 @@
 Usage:
     python3 tests/mcp_client.py PXAGENT_BIN            # the live scenario; prints a JSON report
     python3 tests/mcp_client.py PXAGENT_BIN --cancel   # cancel a backup held running; report
+    python3 tests/mcp_client.py PXAGENT_BIN --approve KEY  # a read the gated host wants approved
     python3 tests/mcp_client.py PXAGENT_BIN --readonly # a --profile readonly server's tools and refusals
     python3 tests/mcp_client.py PXAGENT_BIN --bench N  # N warm `pve_version` calls; prints timings
     python3 tests/mcp_client.py PXAGENT_BIN --calls JSON  # [[tool, args], …] in one session, in order
@@ -322,6 +323,40 @@ async def cancel(binary):
     return report
 
 
+async def approve(binary, key):
+    """On the gated bed, whose host policy says `vm.config: approve`: the read is refused with
+    the approval request, a human approver (here `pxagent approve --key KEY`) signs the
+    statement, and the same call with `approval` runs."""
+    log = server_log()
+    report = {}
+    async with stdio_client(server_params(binary), errlog=log) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            report["refused"] = first = await call(session, "vm_config", {"vmid": 100})
+            statement = (
+                ((first.get("structured") or {}).get("error") or {}).get("approval_request") or {}
+            ).get("statement")
+            report["signed"] = False
+            if statement:
+                with tempfile.TemporaryDirectory() as d:
+                    path = os.path.join(d, "statement.txt")
+                    with open(path, "w") as f:
+                        f.write(statement)
+                    signed = subprocess.run(
+                        [binary, "approve", "--key", key, path],
+                        capture_output=True,
+                        text=True,
+                        check=False,
+                    )
+                report["signed"] = signed.returncode == 0
+                report["approved"] = await call(
+                    session, "vm_config", {"vmid": 100, "approval": signed.stdout}
+                )
+    log.seek(0)
+    report["server_stderr"] = log.read()
+    return report
+
+
 async def readonly(binary):
     """A server with --profile readonly: only reads listed, others refused when called."""
     log = server_log()
@@ -394,6 +429,8 @@ def main():
     binary = sys.argv[1]
     if len(sys.argv) >= 4 and sys.argv[2] == "--bench":
         out = anyio.run(bench, binary, int(sys.argv[3]))
+    elif len(sys.argv) >= 4 and sys.argv[2] == "--approve":
+        out = anyio.run(approve, binary, sys.argv[3])
     elif len(sys.argv) >= 3 and sys.argv[2] == "--cancel":
         out = anyio.run(cancel, binary)
     elif len(sys.argv) >= 4 and sys.argv[2] == "--calls":
