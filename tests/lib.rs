@@ -23,3 +23,4 @@ mod scripting;
 mod setup;
 mod ssh_transport;
 mod sudo_rules;
+mod tasks;
