@@ -5,13 +5,15 @@
 //!
 //! Filter by topic: `cargo test --test integration cli::` (and `approve::`, `mcp_wire::`, and `setup::`, which
 //! needs only this machine's sshd binary) runs what needs no host. The live topics (`live`,
-//! `actions`, `exec`, `mcp`, `scripting`, `sudo_rules`, `ssh_transport`, `gate`) need root
-//! and the beds that `scripts/test.sh` brings up; without them they fail with what to run.
+//! `actions`, `audit`, `exec`, `mcp`, `policy`, `robust`, `scripting`, `sudo_rules`,
+//! `ssh_transport`, `gate`) need root and the beds that `scripts/test.sh` brings up; without
+//! them they fail with what to run.
 
 mod support;
 
 mod actions;
 mod approve;
+mod audit;
 mod cli;
 mod exec;
 mod gate;
@@ -19,6 +21,8 @@ mod jump;
 mod live;
 mod mcp;
 mod mcp_wire;
+mod policy;
+mod robust;
 mod scripting;
 mod setup;
 mod ssh_transport;

@@ -403,26 +403,61 @@ fn parse_guest_path(raw: &str) -> std::result::Result<String, String> {
     Ok(raw.to_string())
 }
 
-/// How many bytes of a value an error message quotes: enough to see what was meant, never a
-/// megabyte echoed back (MCP replies and audit records carry these messages).
-pub const ECHO_LIMIT: usize = 1024;
+/// The most pxagent echoes back of one value (in CLI and MCP errors and in audit records):
+/// 1 KiB, so a 5 MB argument cannot make a 10 MB reply or a 5 MB audit line (issue 12).
+pub const ECHO_MAX: usize = 1024;
 
-/// Render a value for an error message without letting control characters through, cut to
-/// [`ECHO_LIMIT`] bytes (then `… (N bytes)` says how long it was).
+/// Render a value for an error message: control characters escaped, and at most
+/// [`ECHO_MAX`] bytes of it (see [`cut`]). The one helper for every value pxagent echoes.
 pub fn printable(raw: &str) -> String {
-    let mut out = String::new();
-    for c in raw.chars() {
-        if out.len() >= ECHO_LIMIT {
-            out.push_str(&format!("… ({} bytes)", raw.len()));
-            break;
-        }
-        if c.is_control() {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
+    // Escaping at most quadruples a character: escape a bounded prefix only.
+    let head = &raw[..floor_char_boundary(raw, ECHO_MAX + 1)];
+    let escaped: String = head
+        .chars()
+        .flat_map(|c| {
+            if c.is_control() {
+                c.escape_default().collect::<Vec<_>>()
+            } else {
+                vec![c]
+            }
+        })
+        .collect();
+    if escaped.len() <= ECHO_MAX && head.len() == raw.len() {
+        return escaped;
     }
-    out
+    format!(
+        "{}… ({} bytes in all)",
+        &escaped[..floor_char_boundary(&escaped, ECHO_MAX)],
+        raw.len()
+    )
+}
+
+/// A value as it is recorded (an audit record's argv): unchanged up to [`ECHO_MAX`] bytes;
+/// longer, its first bytes, its length and its SHA-256, so the record stays small and still
+/// identifies what was sent.
+pub fn cut(raw: &str) -> std::borrow::Cow<'_, str> {
+    if raw.len() <= ECHO_MAX {
+        return std::borrow::Cow::Borrowed(raw);
+    }
+    use sha2::Digest;
+    let sum: String = sha2::Sha256::digest(raw.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    std::borrow::Cow::Owned(format!(
+        "{}… ({} bytes in all, sha256 {sum})",
+        &raw[..floor_char_boundary(raw, ECHO_MAX)],
+        raw.len()
+    ))
+}
+
+/// The largest char boundary of `s` at or below `at`.
+fn floor_char_boundary(s: &str, at: usize) -> usize {
+    let mut i = at.min(s.len());
+    while !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
 }
 
 #[cfg(test)]
@@ -678,13 +713,27 @@ mod tests {
     }
 
     #[test]
-    fn echoed_values_are_cut_to_a_kibibyte() {
+    fn echoed_values_are_escaped_and_at_most_a_kibibyte() {
         assert_eq!(printable("a\nb"), "a\\nb");
-        let long = "x".repeat(2 * 1024 * 1024);
-        let shown = printable(&long);
-        assert!(shown.len() < ECHO_LIMIT + 32, "{}", shown.len());
-        assert!(shown.ends_with("… (2097152 bytes)"), "{shown}");
-        let e = Kind::Node.parse("node", &long).unwrap_err().to_string();
-        assert!(e.len() < 2 * ECHO_LIMIT, "{}", e.len());
+        assert_eq!(printable("short"), "short");
+        let big = "x".repeat(5_000_000);
+        let p = printable(&big);
+        assert!(p.len() < ECHO_MAX + 64, "{}", p.len());
+        assert!(
+            p.ends_with("… (5000000 bytes in all)"),
+            "{}",
+            &p[p.len() - 40..]
+        );
+        // Escapes count against the limit, and multi-byte characters are never split.
+        let ctl = "\u{1}".repeat(2000);
+        assert!(printable(&ctl).len() < ECHO_MAX + 64);
+        let wide = "é".repeat(2000);
+        assert!(printable(&wide).starts_with("éé"));
+        assert_eq!(cut("short"), "short");
+        let c = cut(&big);
+        assert!(c.len() < ECHO_MAX + 128 && c.contains("sha256 "), "{c}");
+        // A parse error of a huge value echoes at most the limit.
+        let e = Kind::Vmid.parse("VMID", &big).unwrap_err().to_string();
+        assert!(e.len() < ECHO_MAX + 200, "{}", e.len());
     }
 }

@@ -369,6 +369,10 @@ pub struct Op {
     /// a row so that sudoers, dry-run and the preflight know its command line, but neither
     /// the CLI nor the MCP server offers it.
     pub step: bool,
+    /// The ops this one is a variant of: it shares their CLI path and is chosen by its values
+    /// (`vm.snapshot-vmstate` is `vm snapshot --vmstate`). A policy entry for a base op
+    /// covers its variants unless a variant has an entry of its own (issue 12).
+    pub variant_of: &'static [&'static Op],
     /// For guest actions: the state in which the action has nothing to do.
     pub already: Option<Already>,
     /// A value the action's task log names that the result carries.
@@ -388,6 +392,27 @@ impl Op {
     /// The op's MCP tool name: `vm.start` → `vm_start`.
     pub fn tool_name(&self) -> String {
         self.id.replace(['.', '-'], "_")
+    }
+
+    /// This op's id at distance 0, then the ids of the ops it is a variant of with their
+    /// distance (1 for a direct base), nearest first, each once: what a policy entry may name
+    /// to cover it.
+    pub fn lineage(&self) -> Vec<(&'static str, usize)> {
+        let mut out = vec![(self.id, 0)];
+        let mut level: Vec<&'static Op> = self.variant_of.to_vec();
+        let mut depth = 1;
+        while !level.is_empty() {
+            let mut next = Vec::new();
+            for op in level {
+                if !out.iter().any(|(id, _)| *id == op.id) {
+                    out.push((op.id, depth));
+                    next.extend_from_slice(op.variant_of);
+                }
+            }
+            level = next;
+            depth += 1;
+        }
+        out
     }
 
     /// Whether this op is a step of another op's flow (see [`Op::step`]).

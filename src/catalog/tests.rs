@@ -53,6 +53,44 @@ fn the_values_select_exactly_the_op_they_were_made_for() {
 }
 
 #[test]
+fn variants_name_their_base_and_bases_share_the_path() {
+    // At a CLI path shared by several ops, the op named after the path is the base and
+    // every other op there is a variant reaching it, so that a policy entry for the base
+    // covers them all (issue 12).
+    for op in OPS {
+        let shared = ops_at(op.cli).len() > 1;
+        let is_base = op.id == op.cli.join(".");
+        assert_eq!(!op.variant_of.is_empty(), shared && !is_base, "{}", op.id);
+        for base in op.variant_of {
+            assert_eq!(base.cli, op.cli, "{} / {}", op.id, base.id);
+        }
+        if shared {
+            let path_id = op.cli.join(".");
+            assert!(
+                op.lineage().iter().any(|(id, _)| *id == path_id),
+                "{} does not reach {path_id}",
+                op.id
+            );
+        }
+    }
+    let ids = |op: &Op| op.lineage();
+    assert_eq!(
+        ids(&ops::VM_SNAPSHOT_VMSTATE),
+        [("vm.snapshot-vmstate", 0), ("vm.snapshot", 1)]
+    );
+    assert_eq!(
+        ids(&ops::BACKUP_RESTORE_CT_OVERWRITE),
+        [
+            ("backup.restore-ct-overwrite", 0),
+            ("backup.restore-ct", 1),
+            ("backup.restore-overwrite", 1),
+            ("backup.restore", 2)
+        ]
+    );
+    assert_eq!(ids(&ops::VM_START), [("vm.start", 0)]);
+}
+
+#[test]
 fn confirm_data_exactly_on_confirm_ops() {
     for op in OPS {
         assert_eq!(op.confirm.is_some(), op.risk == Risk::Confirm, "{}", op.id);

@@ -165,12 +165,12 @@ fn exec_args() -> Vec<Arg> {
         Arg::new("stdin")
             .long("stdin")
             .value_name("FILE|-")
-            .help("Feed this file (or pxagent's stdin: -) to the command's stdin (VMs: text, at most 64 KiB)"),
+            .help("Feed this file (or pxagent's stdin: -) to the command's stdin (VMs: text, at most 64 KiB). Not a secret channel: for a VM it travels as a command argument on the host (its process list, sudo's logs); for a container through sudo's I/O log"),
         Arg::new("push")
             .long("push")
             .value_name("LOCAL:GUEST")
             .action(ArgAction::Append)
-            .help("Copy a local file to an absolute guest path before the command (repeatable; VMs: at most 46080 bytes)"),
+            .help("Copy a local file to an absolute guest path before the command (repeatable; VMs: at most 46080 bytes). Not a secret channel: for a VM the content travels as a command argument on the host (its process list, sudo's logs); for a container through sudo's I/O log"),
         Arg::new("pull")
             .long("pull")
             .value_name("GUEST:LOCAL")
@@ -320,7 +320,11 @@ by the keys in --approvers), counts host rate limits, logs each decision to sysl
                             .help("Only records from then on: RFC 3339, a date, or an age like 30m, 2h, 1d"),
                     ),
                 )
-                .subcommand(Command::new("verify").about("Check the hash chain; exit 1 naming the first broken line")),
+                .subcommand(Command::new("verify").about("Check the hash chain; exit 1 naming the first broken line"))
+                .subcommand(
+                    Command::new("new-chain")
+                        .about("Move the log aside and start a new chain linked to its head (when a broken line blocks changes, or to archive it)"),
+                ),
         )
         .subcommand(
             Command::new("approve")

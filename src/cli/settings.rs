@@ -63,6 +63,8 @@ pub enum Cmd {
     AuditShow(Option<String>),
     /// `pxagent audit verify`.
     AuditVerify,
+    /// `pxagent audit new-chain`.
+    AuditNewChain,
     /// `pxagent sudoers render …`.
     SudoersRender(RenderOptions),
     /// `pxagent sudoers lint FILE|-`.
@@ -113,6 +115,7 @@ impl Cmd {
             Cmd::Status => "status",
             Cmd::AuditShow(_) => "audit.show",
             Cmd::AuditVerify => "audit.verify",
+            Cmd::AuditNewChain => "audit.new-chain",
             Cmd::SudoersRender(_) => "sudoers.render",
             Cmd::SudoersLint(_) => "sudoers.lint",
             Cmd::Approve { .. } => "approve",
@@ -145,9 +148,17 @@ impl Settings {
         let timeout = string(m, "timeout")
             .map(|s| context::parse_seconds("--timeout", &s))
             .transpose()?;
-        let port = string(m, "port")
-            .map(|p| context::parse_port(&p))
-            .transpose()?;
+        // clap folds `PXAGENT_*` into the flags; precedence (issue 12) needs them apart: a
+        // value typed on the command line, and one that came from the environment.
+        use clap::parser::ValueSource;
+        let from = |k: &str, src: ValueSource| {
+            (m.value_source(k) == Some(src))
+                .then(|| string(m, k))
+                .flatten()
+        };
+        let typed = |k: &str| from(k, ValueSource::CommandLine);
+        let env = |k: &str| from(k, ValueSource::EnvVariable);
+        let port = |v: Option<String>| v.map(|p| context::parse_port(&p)).transpose();
         Ok(Settings {
             argv,
             format: string(m, "output")
@@ -161,13 +172,20 @@ impl Settings {
             verbose: m.get_count("verbose"),
             no_wait: m.get_flag("no_wait"),
             connect: ConnectArgs {
-                host: string(m, "host"),
-                port,
-                user: string(m, "user"),
-                identity: string(m, "identity").map(PathBuf::from),
-                known_hosts: string(m, "known_hosts").map(PathBuf::from),
+                host: typed("host"),
+                port: port(typed("port"))?,
+                user: typed("user"),
+                identity: typed("identity").map(PathBuf::from),
+                known_hosts: typed("known_hosts").map(PathBuf::from),
                 accept_new: m.get_flag("accept_new"),
                 timeout,
+                env: context::EnvArgs {
+                    host: env("host"),
+                    port: port(env("port"))?,
+                    user: env("user"),
+                    identity: env("identity").map(PathBuf::from),
+                    known_hosts: env("known_hosts").map(PathBuf::from),
+                },
                 jump: string(m, "jump"),
             },
         })
@@ -192,7 +210,12 @@ pub fn command(m: &ArgMatches, s: &Settings) -> Result<Cmd> {
         ("gate", _) => Cmd::Gate(gate_options(m, sub)?),
         ("audit", Some(("show", a))) => Cmd::AuditShow(string(a, "since")),
         ("audit", Some(("verify", _))) => Cmd::AuditVerify,
-        ("audit", _) => return Err(Error::usage("expected `audit show` or `audit verify`")),
+        ("audit", Some(("new-chain", _))) => Cmd::AuditNewChain,
+        ("audit", _) => {
+            return Err(Error::usage(
+                "expected `audit show`, `audit verify` or `audit new-chain`",
+            ));
+        }
         ("approve", _) => Cmd::Approve {
             key: PathBuf::from(string(sub, "key").unwrap_or_default()),
             ttl: string(sub, "ttl").map(|t| approve_ttl(&t)).transpose()?,
@@ -291,7 +314,7 @@ fn approve_ttl(text: &str) -> Result<Duration> {
 }
 
 fn render_options(s: &Settings, r: &ArgMatches) -> Result<RenderOptions> {
-    let user = s.connect.user.as_deref().unwrap_or(context::DEFAULT_USER);
+    let user = s.connect.named_user().unwrap_or(context::DEFAULT_USER);
     let mut opts = RenderOptions::new(user)?;
     if let Some(p) = string(r, "profile") {
         opts.profile = Profile::parse(&p)?;
@@ -361,7 +384,7 @@ fn setup_options(s: &Settings, r: &ArgMatches) -> Result<SetupOptions> {
 }
 
 fn revoke_options(s: &Settings, r: &ArgMatches) -> Result<RevokeOptions> {
-    let mut o = RevokeOptions::new(s.connect.user.as_deref().unwrap_or(context::DEFAULT_USER))?;
+    let mut o = RevokeOptions::new(s.connect.named_user().unwrap_or(context::DEFAULT_USER))?;
     o.sshd = sshd_options(r)?;
     Ok(o)
 }

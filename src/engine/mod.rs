@@ -22,8 +22,12 @@ use serde_json::{Value, json};
 use crate::catalog::{self, Risk, ops};
 use crate::error::{Error, Result};
 use crate::invocation::Invocation;
-use crate::policy::{Decision, Policy};
+use crate::policy::{Decision, GuestTags, Policy};
 use crate::remote::Remote;
+
+mod trail;
+
+pub use trail::{Begun, Trail};
 
 /// Gives the engine a connected host when it first needs one.
 pub trait Connector {
@@ -38,80 +42,6 @@ pub struct Done {
     pub data: Value,
     /// stderr lines of a successful command.
     pub warnings: Vec<String>,
-}
-
-/// What one invocation did, gathered while it runs, for its audit record.
-#[derive(Debug, Default)]
-pub struct Trail {
-    /// Whether this invocation is audited (it was meant for a host).
-    pub audited: bool,
-    /// `user@host:port`.
-    pub host: Option<String>,
-    /// The agent account.
-    pub account: Option<String>,
-    /// The remote argv of the op.
-    pub argv: Vec<String>,
-    /// The confirmation phrase that was accepted.
-    pub phrase: Option<String>,
-    /// The task the op ran.
-    pub upid: Option<String>,
-    /// Only reported (dry run).
-    pub dry_run: bool,
-    /// Files a guest command's flow moves (for the audit record).
-    pub transfers: Vec<String>,
-}
-
-impl Trail {
-    /// Append this invocation's record to the audit log. A failure to write is a warning on
-    /// stderr; it never changes the outcome of what already happened.
-    pub fn record(
-        &self,
-        op: &str,
-        via: crate::audit::Via,
-        err: Option<&Error>,
-        code: u8,
-        took: std::time::Duration,
-    ) {
-        use crate::audit::{NewRecord, Verdict};
-        let Some(path) = crate::audit::default_path() else {
-            crate::output::note(
-                "warning: no HOME or XDG_STATE_HOME, so this invocation was not audited",
-            );
-            return;
-        };
-        let decision = match err {
-            _ if self.dry_run => Verdict::DryRun,
-            Some(
-                Error::Policy(_)
-                | Error::ConfirmationRequired { .. }
-                | Error::RateLimited(_)
-                | Error::Host(_),
-            ) => Verdict::Refused,
-            Some(Error::Usage(_) | Error::ReadFile { .. } | Error::Internal(_)) => Verdict::Failed,
-            _ if self.phrase.is_some() => Verdict::Confirmed,
-            _ => Verdict::Allowed,
-        };
-        let mut rec = NewRecord::new(op, via, decision);
-        rec.host = self.host.clone();
-        rec.account = self.account.clone();
-        rec.argv = self.argv.clone();
-        rec.phrase = self.phrase.clone();
-        rec.exit_code = code;
-        rec.duration_ms = took.as_millis() as u64;
-        rec.upid = self.upid.clone();
-        rec.transfers = self.transfers.clone();
-        // A wrong phrase's message quotes what was typed: keep only the error's kind.
-        rec.error = err.map(|e| match e {
-            Error::ConfirmationRequired { .. } => e.kind().to_string(),
-            _ => e.to_string(),
-        });
-        if let Err(e) = crate::audit::append(&path, rec) {
-            crate::output::note(format_args!(
-                "warning: could not write the audit log {}: {e}",
-                path.display()
-            ));
-        }
-    }
 }
 
 /// How a front end runs ops.
@@ -142,15 +72,12 @@ impl<C: Connector> Engine<'_, C> {
     /// a phrase.
     async fn judge(&self, inv: &Invocation, trail: &mut Trail) -> Result<bool> {
         trail.argv = inv.remote_argv();
-        let tags = if self.policy.needs_guest_tags()
-            && inv.op.risk != Risk::Read
-            && inv.vmid().is_some()
-        {
-            Some(guest_tags(&self.connector.remote().await?, inv).await?)
+        let tags = if self.policy.wants_tags(inv) {
+            Some(guest_tags(&self.connector.remote().await?).await?)
         } else {
             None
         };
-        let decision = self.policy.check(inv, tags.as_deref())?;
+        let decision = self.policy.check(inv, tags.as_ref())?;
         self.policy.check_downloads(inv)?;
         Ok(matches!(decision, Decision::Confirm(_)))
     }
@@ -305,9 +232,11 @@ impl<C: Connector> Engine<'_, C> {
                 before,
             };
         }
+        trail.begin(inv.op)?;
         // The task's log lines, for a value the result carries (`backup create`'s archive).
         let mut log = Vec::new();
         let mut keep = |line: &str| {
+            trail.saw(line);
             if inv.op.yields.is_some() {
                 log.push(line.to_string());
             }
@@ -384,6 +313,8 @@ impl<C: Connector> Engine<'_, C> {
                 .collect()
         };
         let before = upids(&remote.read_op(&ops::TASK_LIST, &filter).await?);
+        trail.argv = prepared.remote_argv();
+        trail.begin(inv.op)?;
         let phrase = if given.is_none() {
             trail.phrase.clone()
         } else {
@@ -445,7 +376,7 @@ pub fn dry_run(policy: &Policy, inv: &Invocation, trail: &mut Trail) -> Result<V
     trail.dry_run = true;
     trail.argv = inv.remote_argv();
     policy.check_downloads(inv)?;
-    let verdict = match policy.check(inv, Some(&[]))? {
+    let verdict = match policy.check(inv, Some(&GuestTags::default()))? {
         Decision::Allow => "allowed".to_string(),
         Decision::Confirm(c) => format!("needs the phrase `{}` ({})", c.phrase, c.rule),
         Decision::Approve { rule, .. } => format!("needs a signed approval ({rule})"),
@@ -466,9 +397,9 @@ pub fn dry_run_exec(
 ) -> Result<Value> {
     trail.dry_run = true;
     let (inv, argv) = crate::exec::check_request(req)?;
-    trail.argv = inv.remote_argv();
+    trail.set_argv(&inv);
     // A refusal is a refusal in a dry run too (exit 3, the same message).
-    policy.check(&inv, Some(&[]))?;
+    policy.check(&inv, Some(&GuestTags::default()))?;
     policy.check_command(&inv, &argv)?;
     crate::exec::check_transfers(policy, req, inv.op)?;
     trail.transfers = req.transfers();
@@ -556,10 +487,11 @@ fn archive_volid(line: &str, storage: &str) -> Option<String> {
         .map(|snap| format!("{storage}:backup/{snap}"))
 }
 
-/// The tags of the guest an invocation targets (empty when it has none or does not exist).
-pub(crate) async fn guest_tags(remote: &Remote, inv: &Invocation) -> Result<Vec<String>> {
+/// The tags of the cluster's guests, for a policy that protects tags (one read of
+/// `/cluster/resources`).
+pub(crate) async fn guest_tags(remote: &Remote) -> Result<GuestTags> {
     let resources = remote.read_op(&ops::CLUSTER_RESOURCES, &[]).await?;
-    Ok(crate::policy::tags_in(&resources, inv.vmid().unwrap_or(0)))
+    Ok(GuestTags::from_resources(&resources))
 }
 
 /// What a running op has sent, for a front end that may have to stop it (see

@@ -219,6 +219,61 @@ async fn protected_tag_reads_the_tags_and_sends_nothing_else() {
 }
 
 #[tokio::test]
+async fn exec_status_reads_the_guests_tags_like_the_other_exec_ops() {
+    // Issue 12: `vm exec-status` was judged as if its guest had no tags.
+    let protect = policy("protect: [go-proxmox+cloud-init]\n");
+    let all = api_data("pve/https_api_cluster_resources_pve7.4-8.0_capture.json");
+    let host = Replay::new("pve").expect(
+        &words("sudo -n /usr/bin/pvesh get /cluster/resources --output-format json"),
+        Answer::ok(one_line(&all)),
+    );
+    let run = execute(
+        &protect,
+        host,
+        &invocation("vm.exec-status", &[("vmid", "102"), ("pid", "4242")]),
+        None,
+    )
+    .await;
+    assert_eq!(run.code(), 3, "{}", run.err());
+    assert!(
+        run.err().to_string().contains("protected tag"),
+        "{}",
+        run.err()
+    );
+    assert_eq!(run.host.count(), 1, "only the read of the tags");
+}
+
+#[tokio::test]
+async fn a_change_whose_audit_record_cannot_be_written_is_not_sent() {
+    // Issue 12: the started record comes first; a torn audit log refuses the op (exit 10).
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("audit.jsonl");
+    std::fs::write(&log, b"{\"seq\":1,\"time\":").unwrap();
+    let host = Arc::new(Replay::new("pve"));
+    let connector = Fixed(Remote::over(host.clone(), "zen-agent@pve:22".into(), None));
+    let none = Policy::default();
+    let engine = Engine {
+        policy: &none,
+        connector: &connector,
+        interactive: false,
+    };
+    let mut trail = Trail {
+        audited: true,
+        log: Some(log),
+        ..Trail::default()
+    };
+    let snap = invocation(
+        "vm.snapshot",
+        &[("vmid", "100"), ("snapshot", "s1"), ("node", "pve1")],
+    );
+    let r = engine.execute(&snap, None, &mut trail, &mut |_| {}).await;
+    let e = r.expect_err("refused");
+    assert_eq!(e.exit_code(), 10, "{e}");
+    assert!(e.to_string().contains("audit new-chain"), "{e}");
+    assert_eq!(host.count(), 0, "nothing was sent");
+}
+
+#[tokio::test]
 async fn confirmation_missing_or_wrong_sends_nothing() {
     let none = Policy::default();
     let destroy = invocation("vm.destroy", &[("vmid", "100")]);

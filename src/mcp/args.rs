@@ -16,7 +16,7 @@ use crate::invocation::Invocation;
 /// they are; so are integral numbers written as `100.0` or `1e2`, which JSON Schema counts as
 /// integers); `true` becomes a present switch (`"1"`) and `false` an absent one; `null`
 /// means absent. Anything else that does not fit is [`Error::Usage`], whose message quotes
-/// the value cut to [`catalog::kind::ECHO_LIMIT`] bytes. `pxagent batch` parses its lines
+/// the value cut to [`catalog::kind::ECHO_MAX`] bytes. `pxagent batch` parses its lines
 /// with this same function.
 pub fn raw_values(
     op: &'static Op,

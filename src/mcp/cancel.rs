@@ -13,8 +13,8 @@
 //!
 //! A read, a call that changes state without a task, and a command inside a guest are
 //! simply dropped (the guest agent cannot kill a process either). When the session ends
-//! instead (the client closed stdin), calls are not cancelled: [`Calls::idle`] waits for
-//! them, so each finishes and writes its audit record.
+//! instead (the client closed stdin), calls are not cancelled: the server waits for them
+//! (`shutdown::serve`), so each finishes and writes its audit record.
 
 use std::time::Duration;
 
@@ -31,39 +31,6 @@ use super::*;
 /// how long the call is then given to end after its task was stopped.
 const FIND_FOR: Duration = Duration::from_secs(5);
 const END_WITHIN: Duration = Duration::from_secs(30);
-
-/// The calls in flight, so the end of the session can wait for them.
-#[derive(Debug)]
-pub struct Calls(tokio::sync::watch::Sender<usize>);
-
-impl Default for Calls {
-    fn default() -> Calls {
-        Calls(tokio::sync::watch::Sender::new(0))
-    }
-}
-
-/// One call in flight; dropping it ends the call.
-pub struct Busy<'a>(&'a Calls);
-
-impl Calls {
-    /// Count a call until the returned guard is dropped.
-    pub fn enter(&self) -> Busy<'_> {
-        self.0.send_modify(|n| *n += 1);
-        Busy(self)
-    }
-
-    /// Wait until no call is in flight.
-    pub async fn idle(&self) {
-        let mut rx = self.0.subscribe();
-        let _ = rx.wait_for(|n| *n == 0).await;
-    }
-}
-
-impl Drop for Busy<'_> {
-    fn drop(&mut self) {
-        self.0.0.send_modify(|n| *n -= 1);
-    }
-}
 
 /// What stopping a cancelled call's task came to, for its audit record.
 #[derive(Debug)]

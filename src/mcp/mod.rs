@@ -26,6 +26,10 @@
 //! them at 8), and dropped when a call fails with a connection error so that the next call
 //! opens a fresh one. A *read* that failed on a connection opened before it is retried once
 //! on a fresh connection; anything that may have changed state is never retried silently.
+//!
+//! On SIGTERM, SIGINT or SIGHUP the server takes no more calls, lets the calls in flight
+//! finish for a few seconds, and exits 0; every command it sent has an audit record, its
+//! result or `interrupted` (`shutdown`).
 
 use rmcp::ServiceExt;
 
@@ -38,10 +42,10 @@ mod link;
 mod progress;
 mod schema;
 mod server;
+mod shutdown;
 mod wire;
 
 pub use args::*;
-pub use cancel::Calls;
 pub use link::*;
 pub use progress::Progress;
 pub use schema::*;
@@ -58,7 +62,7 @@ pub struct Options {
 }
 
 /// `pxagent mcp [--profile P] [--list-tools]`: serve MCP on stdin/stdout until the client
-/// closes stdin (exit 0), or print the tool list and exit.
+/// closes stdin or a signal ends it (exit 0), or print the tool list and exit.
 pub fn serve(ctx: crate::context::Context, opts: Options) -> Result<u8> {
     let Options {
         profile,
@@ -82,7 +86,7 @@ pub fn serve(ctx: crate::context::Context, opts: Options) -> Result<u8> {
     // Resolve the host before serving: a server without a host would only fail every call.
     let target = crate::context::target_of(&ctx.connect, &ctx.config)?;
     let runtime = crate::context::runtime()?;
-    runtime.block_on(async move {
+    let ended = runtime.block_on(async move {
         crate::output::write_stderr(&format!(
             "pxagent mcp: {} tools for {} (profile {}, policy: {}); speaking MCP on stdin/stdout\n",
             specs.len(),
@@ -92,10 +96,10 @@ pub fn serve(ctx: crate::context::Context, opts: Options) -> Result<u8> {
         ));
         let server = Server::new(policy, profile, target);
         let link = server.link.clone();
-        let calls = server.calls.clone();
         let (stdin, stdout) = rmcp::transport::stdio_pipes();
         let transport = LineTransport::new(stdin, stdout, server.cancels.clone());
-        let service = match server.serve(transport).await {
+        // Signals end the session gracefully (issue 15): see `shutdown`.
+        let service = match shutdown::Draining::new(server).serve(transport).await {
             Ok(s) => s,
             // The client went away before `initialize` (`pxagent mcp </dev/null`): nothing
             // was asked, nothing to say.
@@ -105,19 +109,12 @@ pub fn serve(ctx: crate::context::Context, opts: Options) -> Result<u8> {
             }
             Err(e) => return Err(Error::Internal(format!("MCP initialization failed: {e}"))),
         };
-        let ended = service.waiting().await;
-        // The client closed stdin: calls still running go on to their end (a Proxmox task
-        // is not stopped because the client left) and write their audit records.
-        calls.idle().await;
+        let ended = shutdown::serve(service).await;
         link.close().await;
-        match ended {
-            Ok(reason) => {
-                tracing::info!(target: "pxagent::mcp", "session ended ({reason:?})");
-                Ok(0)
-            }
-            Err(e) => Err(Error::Internal(format!("MCP session failed: {e}"))),
-        }
-    })
+        ended
+    });
+    shutdown::shut_down(runtime);
+    ended
 }
 
 #[cfg(test)]

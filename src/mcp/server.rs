@@ -35,8 +35,6 @@ pub struct Server {
     pub(super) exec_timeout: Duration,
     /// The request ids the client cancelled (noted by the [`LineTransport`]).
     pub cancels: Arc<Cancels>,
-    /// The calls in flight.
-    pub calls: Arc<Calls>,
 }
 
 impl Server {
@@ -60,7 +58,6 @@ impl Server {
             profile,
             tools,
             cancels: Arc::default(),
-            calls: Arc::default(),
         }
     }
 
@@ -166,7 +163,6 @@ impl Server {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> std::result::Result<CallToolResult, ErrorData> {
-        let _busy = self.calls.enter();
         let started = Instant::now();
         let name = request.name.as_ref();
         let Some(op) = OPS.iter().find(|o| o.tool_name() == name && !o.is_step()) else {
@@ -186,6 +182,7 @@ impl Server {
             audited: true,
             host: Some(self.host.clone()),
             account: Some(self.account.clone()),
+            via: Via::Mcp,
             ..Trail::default()
         };
         let args = request.arguments.unwrap_or_default();

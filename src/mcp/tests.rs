@@ -647,7 +647,7 @@ async fn argument_errors_are_results_since_2025_11_25_and_protocol_errors_before
     assert_eq!(r["id"], 4);
     assert_eq!(r["result"]["isError"], true);
     assert!(
-        answer.contains("bytes)"),
+        answer.contains("bytes in all)"),
         "the cut says how long it was: {answer}"
     );
     // A malformed line: -32700 with id null, and the session goes on.

@@ -256,6 +256,7 @@ pub static VM_SNAPSHOT_VMSTATE: Op = Op {
         hint: Some("leave out --vmstate for a disk-only snapshot"),
     }),
     select: &[Select::Flag("vmstate")],
+    variant_of: &[&VM_SNAPSHOT],
     ..ROW
 };
 

@@ -58,11 +58,22 @@ pub fn exec(
         None => OnceConnector::new(exec_target(ctx, req, out, trail)?),
     };
     let engine = ctx.engine(&connector, true);
+    // Once the command is sent, a signal still leaves its audit record (issue 12).
+    let armed = trail.sending();
     let data = rt.block_on(async {
-        let r = engine.exec(req, s.confirm.as_deref(), trail).await;
+        let r = crate::signals::interruptible(
+            engine.exec(req, s.confirm.as_deref(), trail),
+            &armed,
+            || {},
+        )
+        .await;
         connector.close().await;
         r
-    })?;
+    });
+    let data = match data {
+        Ok(r) => r?,
+        Err(sig) => return Err(trail.interrupt(sig.name(), &quote_guest(req))),
+    };
     match out.format {
         Format::Json => out.success(op.id, data.clone(), |_| String::new()),
         Format::Table => {
@@ -146,6 +157,16 @@ fn resolve_name(
         resolved.node = Some(guest.node);
     }
     Ok(resolved)
+}
+
+/// The guest command as the user gave it, for messages.
+fn quote_guest(req: &Request) -> String {
+    format!(
+        "{} {} -- {}",
+        req.op.cli.join(" "),
+        crate::catalog::kind::printable(&req.vmid),
+        crate::catalog::kind::printable(&crate::invocation::quote_argv(&req.argv))
+    )
 }
 
 #[cfg(test)]

@@ -45,6 +45,7 @@ pub fn execute(
         Cmd::SetupRevoke(opts) => plain(setup::setup_revoke(opts, out)),
         Cmd::AuditShow(since) => plain(audit::audit_show(since.as_deref(), out)),
         Cmd::AuditVerify => audit::audit_verify(out),
+        Cmd::AuditNewChain => plain(audit::audit_new_chain(out)),
         Cmd::Mcp {
             profile,
             list_tools,

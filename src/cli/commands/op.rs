@@ -129,21 +129,36 @@ fn run_connected(
     if s.no_wait && inv.op.runs_task() {
         return no_wait(rt, s, &engine, connector, inv, given, out, trail);
     }
-    let spinner = spinner(inv);
+    // The spinner starts once the op is sent (after any confirmation prompt, issue 12), and
+    // so does the watch for signals: one then still leaves the op's audit record.
+    let spinner: std::sync::OnceLock<indicatif::ProgressBar> = std::sync::OnceLock::new();
     let mut show = |line: &str| {
-        if let Some(pb) = &spinner {
+        if let Some(pb) = spinner.get() {
             pb.set_message(format!("{}: {line}", inv.display()));
         }
     };
+    let armed = trail.sending();
     let done = rt.block_on(async {
-        let r = engine.execute(inv, given, trail, &mut show).await;
+        let r = crate::signals::interruptible(
+            engine.execute(inv, given, trail, &mut show),
+            &armed,
+            || {
+                if let Some(pb) = self::spinner(inv) {
+                    let _ = spinner.set(pb);
+                }
+            },
+        )
+        .await;
         connector.close().await;
         r
     });
-    if let Some(s) = &spinner {
+    if let Some(s) = spinner.get() {
         s.finish_and_clear();
     }
-    let done = done?;
+    let done = match done {
+        Ok(r) => r?,
+        Err(sig) => return Err(trail.interrupt(sig.name(), &inv.display())),
+    };
     let data = filter.apply(done.data);
     out.success_with_warnings(inv.op.id, data, &done.warnings, |d| {
         crate::engine::human(inv, d)
@@ -200,11 +215,21 @@ fn no_wait(
             .spawn()
             .map_err(|e| Error::Internal(format!("cannot start the follower: {e}")))
     };
+    let armed = trail.sending();
     let data = rt.block_on(async {
-        let r = engine.start(inv, given, trail, &mut spawn).await;
+        let r = crate::signals::interruptible(
+            engine.start(inv, given, trail, &mut spawn),
+            &armed,
+            || {},
+        )
+        .await;
         connector.close().await;
         r
-    })?;
+    });
+    let data = match data {
+        Ok(r) => r?,
+        Err(sig) => return Err(trail.interrupt(sig.name(), &inv.display())),
+    };
     // A bare value (issue 13): only the UPID on stdout, so `UPID=$(pxagent --no-wait …)`
     // works; the sentence goes to stderr. A no-op has no task: nothing on stdout.
     out.success(inv.op.id, data, |d| {
