@@ -10,7 +10,9 @@ use crate::{Env, Output, faults};
 pub const USAGE: &str = "USAGE: pve-sim <TOOL> [ARGS]     (TOOL: qm pct pvesh pvesm vzdump qmrestore pveam ha-manager pvecm)
        pve-sim reset                restore the initial state
        pve-sim dump                 print the state JSON
-       pve-sim fault add '<json>'   add a fault rule {\"match\",\"action\":\"hang|fail|warn\",\"message\",\"seconds\",\"times\"}
+       pve-sim fault add '<json>'   add a fault rule {\"match\",\"action\":\"hang|fail|warn|hold|pmxcfs-down\",\"message\",\"seconds\",\"times\"}
+                                    (hold: the call's task stays running `seconds`, its guest locked; stop it with
+                                    `pvesh delete /nodes/NODE/tasks/UPID`)
        pve-sim fault list           print the fault rules
        pve-sim fault clear          remove all fault rules
        pve-sim qga VMID up|down     let the VM's guest agent answer or not (agent configured, VM running)

@@ -51,6 +51,7 @@ enum Route {
     Tasks(String),
     TaskStatus(String, String),
     TaskLog(String, String),
+    TaskStop(String, String),
     Power(String, Kind, String, Power),
     SnapCreate(String, Kind, String),
     Rollback(String, Kind, String, String),
@@ -131,6 +132,7 @@ fn route(verb: &str, segs: &[&str]) -> Option<Route> {
         ("delete", ["nodes", _, k, _, "snapshot", _]) => {
             R::SnapDelete(s(1), kind_of(k)?, s(3), s(5))
         }
+        ("delete", ["nodes", _, "tasks", _]) => R::TaskStop(s(1), s(3)),
         ("delete", ["nodes", _, k, _]) => R::Destroy(s(1), kind_of(k)?, s(3)),
         _ => return None,
     })
@@ -384,6 +386,7 @@ fn route_node(r: &Route) -> Option<&str> {
         | R::Tasks(n)
         | R::TaskStatus(n, _)
         | R::TaskLog(n, _)
+        | R::TaskStop(n, _)
         | R::Power(n, ..)
         | R::SnapCreate(n, ..)
         | R::Rollback(n, ..)
@@ -733,6 +736,7 @@ fn execute(
                 vmid: o.get("vmid").map(str::to_string),
                 typefilter: o.get("typefilter").map(str::to_string),
                 errors: o.flag("errors"),
+                source: o.get("source").map(str::to_string),
             };
             data(api::tasks(st, n, &f))
         }
@@ -764,6 +768,10 @@ fn execute(
             ops::rollback(st, ctx, n, *k, vmid, s, o.flag("start")).map(Reply::Task)
         }
         R::SnapDelete(n, k, _, s) => ops::delsnapshot(st, ctx, n, *k, vmid, s).map(Reply::Task),
+        R::TaskStop(n, upid) => {
+            crate::running::stop(st, ctx, n, upid)?;
+            Ok(Reply::Nothing)
+        }
         R::Destroy(n, k, _) => ops::destroy(st, ctx, n, *k, vmid, o.flag("purge")).map(Reply::Task),
         R::Vzdump(n) => {
             if o.get("vmid").is_none() && !o.flag("all") {

@@ -48,7 +48,7 @@ pub struct State {
     pub storages: Vec<Storage>,
     /// Files on (non-shared) storages: backups, ISOs, container templates.
     pub volumes: Vec<Volume>,
-    /// Finished tasks, oldest first.
+    /// Tasks, oldest first (in the order they ended; running ones where they started).
     pub tasks: Vec<Task>,
     /// Monotonic counter for PIDs and task ids, so UPIDs never repeat.
     pub seq: u64,
@@ -409,7 +409,7 @@ impl Volume {
     }
 }
 
-/// One finished task.
+/// One task: finished, or still running ([`Task::running`]).
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct Task {
     /// Full UPID.
@@ -435,6 +435,10 @@ pub struct Task {
     pub exitstatus: String,
     /// Log lines, including the final `TASK OK` / `TASK ERROR: …`.
     pub log: Vec<String>,
+    /// Set while the task runs (a `hold` fault): who holds it, what it locks, whether a stop
+    /// was asked ([`crate::running`]). `endtime` and `exitstatus` mean nothing meanwhile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub running: Option<crate::running::Running>,
 }
 
 impl State {
@@ -983,7 +987,17 @@ pub fn initial(now: i64) -> State {
         ("pve1", "vzstart", "200", now - 86_400 * 3, vec![]),
     ];
     for (node, kind, id, start, log) in history {
-        crate::task::record(&mut state, node, kind, id, start, start + 20, log, None);
+        crate::task::record(
+            &mut state,
+            node,
+            kind,
+            id,
+            start,
+            start + 20,
+            log,
+            None,
+            None,
+        );
     }
     state
 }
