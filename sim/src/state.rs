@@ -57,6 +57,11 @@ pub struct State {
     /// `pve-sim qga VMID up|down`].
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
     pub qga_down: BTreeSet<u32>,
+    /// VMs whose guest agent answers but refuses commands and files, as RHEL-family guests ship
+    /// it (`FILTER_RPC_ARGS="--allow-rpcs=…"` without guest-exec and guest-file-*) [sim-only
+    /// knob: `pve-sim qga VMID no-exec`].
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub qga_no_exec: BTreeSet<u32>,
     /// Limits of the guest-command sandbox ([`crate::sandbox`]).
     #[serde(default)]
     pub sandbox: SandboxLimits,
@@ -977,6 +982,7 @@ pub fn initial(now: i64) -> State {
         tasks: vec![],
         seq: 0,
         qga_down: BTreeSet::from([110]),
+        qga_no_exec: BTreeSet::new(),
         sandbox: SandboxLimits::default(),
     };
     let history: [(&str, &str, &str, i64, Vec<String>); 5] = [
