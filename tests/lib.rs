@@ -5,7 +5,7 @@
 //!
 //! Filter by topic: `cargo test --test integration cli::` (and `approve::`, and `setup::`, which
 //! needs only this machine's sshd binary) runs what needs no host. The live topics (`live`,
-//! `actions`, `exec`, `mcp`, `sudo_rules`, `ssh_transport`, `gate`) need root and the beds that
+//! `actions`, `exec`, `mcp`, `pve`, `sudo_rules`, `ssh_transport`, `gate`) need root and the beds that
 //! `scripts/test.sh` brings up; without them they fail with what to run.
 
 mod support;
@@ -17,6 +17,7 @@ mod exec;
 mod gate;
 mod live;
 mod mcp;
+mod pve;
 mod setup;
 mod ssh_transport;
 mod sudo_rules;

@@ -609,18 +609,18 @@ pub fn tasks(st: &State, node: &str, f: &TaskFilter) -> Value {
     )
 }
 
+/// The task `upid` of `node`: a UPID PVE cannot parse, or one without a log file on the node, is
+/// the parameter error `upid: unable to parse worker upid` / `upid: no such task` (pve-manager
+/// `PVE/API2/Tasks.pm` `read_task_status`, `stop_task` [SRC]).
 fn find_task<'a>(st: &'a State, node: &str, upid: &str) -> Result<&'a crate::state::Task, Failure> {
-    let parsed = task::parse_upid(upid)
-        .ok_or_else(|| Failure::die(format!("unable to parse worker upid '{upid}'")))?;
-    let hex = format!("{:X}", parsed.starttime & 0xf);
+    let param = |m: &str| Failure::die(format!("400 Parameter verification failed.\nupid: {m}\n"));
+    if task::parse_upid(upid).is_none() {
+        return Err(param("unable to parse worker upid"));
+    }
     st.tasks
         .iter()
         .find(|t| t.upid == upid && t.node == node)
-        .ok_or_else(|| {
-            Failure::enoent(format!(
-                "unable to open file '/var/log/pve/tasks/{hex}/{upid}' - No such file or directory"
-            ))
-        })
+        .ok_or_else(|| param("no such task"))
 }
 
 /// `/nodes/{node}/tasks/{upid}/status` (FORMATS §1.5, §2.12 [SRC]).

@@ -465,3 +465,5 @@ async fn reads_are_normalized_into_their_view() {
     assert_eq!(run.data()[0]["name"], "server1");
     assert_eq!(run.data()[0]["node"], "node2");
 }
+
+mod pve;
