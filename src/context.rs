@@ -39,6 +39,8 @@ pub struct ConnectArgs {
     pub accept_new: bool,
     /// `--timeout`: give up on one remote command after this long.
     pub timeout: Option<Duration>,
+    /// `-J`: jump hosts, `[user@]host[:port]` separated by commas, or `none`.
+    pub jump: Option<String>,
 }
 
 /// Parse a whole number of seconds given for `what` (`--timeout`): more than zero, at most
@@ -231,7 +233,150 @@ pub fn target_of(c: &ConnectArgs, cfg: &Config) -> Result<Target> {
         t.host_key_policy = HostKeyPolicy::AcceptNew;
     }
     t.command_timeout = c.timeout;
+    let jump = c
+        .jump
+        .clone()
+        .or_else(|| entry.as_ref().and_then(|e| e.jump.clone()));
+    t.jumps = jumps_of(jump.as_deref(), &ssh_cfg, &t)?;
     Ok(t)
+}
+
+/// Jump hosts in one chain at most (OpenSSH has no limit; a longer chain is a mistake).
+const MAX_JUMPS: usize = 8;
+
+/// The jump hosts on the way to `target`: `explicit` (`-J`, `PXAGENT_JUMP`, the config host's
+/// `jump:`; `none` for a direct connection) beats the target's `~/.ssh/config` `ProxyJump`.
+/// A `ProxyCommand` that would apply is refused: pxagent never runs a local command to reach
+/// a host. Each jump host is looked up in `~/.ssh/config` like `ssh` would (`HostName`,
+/// `Port`, `User`, `IdentityFile`, `UserKnownHostsFile`; the first hop's own `ProxyJump` is
+/// followed, as OpenSSH does), its user defaults to the local one, and it is checked exactly
+/// like the target: host key in its known_hosts (by default the target's), public keys only
+/// (its own `IdentityFile`s, else the target's keys), never root.
+fn jumps_of(
+    explicit: Option<&str>,
+    ssh_cfg: &ssh_config::HostConfig,
+    target: &Target,
+) -> Result<Vec<Target>> {
+    let specs: Vec<String> = match explicit {
+        Some(s) if s.trim().eq_ignore_ascii_case("none") => return Ok(Vec::new()),
+        Some(s) => s.split(',').map(|h| h.trim().to_string()).collect(),
+        None => match &ssh_cfg.proxy {
+            None | Some(ssh_config::Proxy::Direct) => return Ok(Vec::new()),
+            Some(ssh_config::Proxy::Jump(hops)) => hops.clone(),
+            Some(ssh_config::Proxy::Command { origin }) => {
+                return Err(proxy_command_refused(origin, &target.host));
+            }
+        },
+    };
+    let ctx = ssh_config::Context::from_env(&local_user());
+    let hops = resolve_chain(&specs, ctx.as_ref(), target, 0)?;
+    if hops.len() > MAX_JUMPS {
+        return Err(Error::usage(format!(
+            "too many jump hosts on the way to {}: at most {MAX_JUMPS}",
+            target.host
+        )));
+    }
+    Ok(hops)
+}
+
+/// Resolves a chain of jump specs. The first hop's own `ProxyJump` comes before it (OpenSSH
+/// reaches the first hop with that host's configuration); later hops' are not consulted, as
+/// in OpenSSH. `depth` stops loops.
+fn resolve_chain(
+    specs: &[String],
+    ctx: Option<&ssh_config::Context>,
+    target: &Target,
+    depth: usize,
+) -> Result<Vec<Target>> {
+    if depth > MAX_JUMPS {
+        return Err(Error::usage(format!(
+            "the jump hosts' ProxyJump settings nest more than {MAX_JUMPS} deep (a loop?)"
+        )));
+    }
+    let mut hops = Vec::new();
+    for (i, spec) in specs.iter().enumerate() {
+        let (hop, proxy) = jump_target(spec, ctx, target)?;
+        if i == 0 {
+            match proxy {
+                Some(ssh_config::Proxy::Jump(before)) => {
+                    hops.extend(resolve_chain(&before, ctx, target, depth + 1)?);
+                }
+                Some(ssh_config::Proxy::Command { origin }) => {
+                    return Err(proxy_command_refused(&origin, &hop.host));
+                }
+                Some(ssh_config::Proxy::Direct) | None => {}
+            }
+        }
+        hops.push(hop);
+    }
+    Ok(hops)
+}
+
+fn proxy_command_refused(origin: &str, host: &str) -> Error {
+    Error::usage(format!(
+        "{origin}: `ProxyCommand` for {host} is not supported: pxagent never runs a local command \
+         to reach a host. Use `ProxyJump` (or `-J user@jumphost`) instead, or `ProxyCommand none` \
+         / `-J none` to connect directly"
+    ))
+}
+
+/// The local user name (`$USER`, else `$LOGNAME`), the default user on jump hosts.
+fn local_user() -> String {
+    std::env::var("USER")
+        .or_else(|_| std::env::var("LOGNAME"))
+        .unwrap_or_default()
+}
+
+/// One jump host from its spec (`[user@]host[:port]` or `ssh://…`), and its own proxy setting.
+fn jump_target(
+    spec: &str,
+    ctx: Option<&ssh_config::Context>,
+    target: &Target,
+) -> Result<(Target, Option<ssh_config::Proxy>)> {
+    let bare = spec.strip_prefix("ssh://").unwrap_or(spec);
+    let bare = bare.strip_suffix('/').unwrap_or(bare);
+    let (spec_user, alias, spec_port) = split_host(bare).map_err(|_| {
+        Error::usage(format!(
+            "invalid jump host '{}': expected [USER@]HOST[:PORT]",
+            crate::catalog::kind::printable(spec)
+        ))
+    })?;
+    let cfg = match ctx {
+        Some(ctx) => ssh_config::lookup(&alias, ctx)?,
+        None => ssh_config::HostConfig::default(),
+    };
+    let user = spec_user
+        .or(cfg.user.clone())
+        .filter(|u| !u.is_empty())
+        .or_else(|| Some(local_user()).filter(|u| !u.is_empty()))
+        .ok_or_else(|| {
+            Error::usage(format!(
+                "no user for jump host {alias}: write it as USER@{alias}, or set `User` for it in ~/.ssh/config"
+            ))
+        })?;
+    if user == "root" {
+        return Err(Error::usage(format!(
+            "pxagent never logs in as root, also not on a jump host: use an unprivileged account on {alias} (USER@{alias})"
+        )));
+    }
+    let port = spec_port.or(cfg.port).unwrap_or(22);
+    let mut hop = Target::new(cfg.hostname.clone().unwrap_or(alias), port, user);
+    hop.identities = if cfg.identity_files.is_empty() {
+        target.identities.clone()
+    } else {
+        cfg.identity_files.clone()
+    };
+    hop.identities_only = cfg.identities_only.unwrap_or(target.identities_only);
+    hop.use_agent = target.use_agent;
+    hop.agent_socket = target.agent_socket.clone();
+    hop.known_hosts = cfg
+        .user_known_hosts_file
+        .clone()
+        .unwrap_or_else(|| target.known_hosts.clone());
+    hop.host_key_policy = target.host_key_policy;
+    hop.connect_timeout = target.connect_timeout;
+    hop.keepalive = target.keepalive;
+    Ok((hop, cfg.proxy))
 }
 
 #[cfg(test)]

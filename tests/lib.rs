@@ -15,6 +15,7 @@ mod approve;
 mod cli;
 mod exec;
 mod gate;
+mod jump;
 mod live;
 mod mcp;
 mod pve;

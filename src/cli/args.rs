@@ -47,6 +47,13 @@ fn global_args() -> Vec<Arg> {
             .global(true)
             .value_name("FILE")
             .help("known_hosts file (default ~/.ssh/known_hosts)"),
+        Arg::new("jump")
+            .short('J')
+            .long("jump")
+            .env("PXAGENT_JUMP")
+            .global(true)
+            .value_name("HOSTS")
+            .help("Jump hosts on the way, [user@]host[:port] separated by commas (as ssh -J; `none`: connect directly); each host key is checked like the target's"),
         Arg::new("accept_new")
             .long("accept-new")
             .global(true)

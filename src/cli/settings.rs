@@ -158,6 +158,7 @@ impl Settings {
                 known_hosts: string(m, "known_hosts").map(PathBuf::from),
                 accept_new: m.get_flag("accept_new"),
                 timeout,
+                jump: string(m, "jump"),
             },
         })
     }

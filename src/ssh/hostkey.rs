@@ -34,6 +34,17 @@ pub(super) struct Verifier {
     policy: HostKeyPolicy,
     entries: Vec<known_hosts::Entry>,
     outcome: Arc<Mutex<HostKeyOutcome>>,
+    ended: Arc<Mutex<Option<Ended>>>,
+}
+
+/// Why an established connection ended, as russh told the handler: the session's messages
+/// name it instead of the bare "channel closed".
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Ended {
+    /// The host answered none of the keepalives (a half-open or silent link).
+    Keepalive,
+    /// Anything else, said in words.
+    Other(String),
 }
 
 /// Lets a precise [`Error`] escape the handshake instead of russh's generic "unknown key".
@@ -50,6 +61,7 @@ impl Verifier {
         target: &Target,
         entries: Vec<known_hosts::Entry>,
         outcome: Arc<Mutex<HostKeyOutcome>>,
+        ended: Arc<Mutex<Option<Ended>>>,
     ) -> Verifier {
         Verifier {
             host: target.host.clone(),
@@ -59,6 +71,7 @@ impl Verifier {
             policy: target.host_key_policy,
             entries,
             outcome,
+            ended,
         }
     }
 }
@@ -92,6 +105,35 @@ impl client::Handler for Verifier {
             .expect("host key outcome lock")
             .presented = describe(&key);
         self.verify(&key).map_err(HandlerError::HostKey)
+    }
+
+    async fn disconnected(
+        &mut self,
+        reason: client::DisconnectReason<HandlerError>,
+    ) -> std::result::Result<(), HandlerError> {
+        let ended = match &reason {
+            client::DisconnectReason::ReceivedDisconnect(info) => Ended::Other(format!(
+                "the host closed the connection{}",
+                if info.message.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", info.message.escape_debug())
+                }
+            )),
+            client::DisconnectReason::Error(HandlerError::Ssh(russh::Error::KeepaliveTimeout)) => {
+                Ended::Keepalive
+            }
+            client::DisconnectReason::Error(e) => Ended::Other(match e {
+                HandlerError::Ssh(e) => e.to_string(),
+                HandlerError::HostKey(e) => e.to_string(),
+            }),
+        };
+        tracing::debug!(target: "pxagent::ssh", host = %self.host, port = self.port, reason = ?ended, "disconnected");
+        *self.ended.lock().expect("ended lock") = Some(ended);
+        match reason {
+            client::DisconnectReason::ReceivedDisconnect(_) => Ok(()),
+            client::DisconnectReason::Error(e) => Err(e),
+        }
     }
 }
 

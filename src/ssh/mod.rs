@@ -87,9 +87,15 @@ pub struct Target {
     pub connect_timeout: Duration,
     /// Limit for each command (`--timeout`); `None` waits as long as the command runs.
     pub command_timeout: Option<Duration>,
-    /// Send a keepalive after this long without traffic; after 3 unanswered ones the
-    /// connection is lost. Zero disables keepalives.
+    /// Send a keepalive after this long without a word from the host; the third such
+    /// silent interval in a row ends the connection as lost (with the default 15 s: a
+    /// half-open link fails within 45 s). Zero disables keepalives.
     pub keepalive: Duration,
+    /// Jump hosts (`-J`, `ProxyJump`), first hop first: the connection to each is tunnelled
+    /// (an SSH `direct-tcpip` channel) through the one before it, and each is checked exactly
+    /// like the target — host key against its known_hosts, public keys only. Their own
+    /// `jumps` are ignored. Empty: connect directly.
+    pub jumps: Vec<Target>,
 }
 
 impl Target {
@@ -110,6 +116,7 @@ impl Target {
             connect_timeout: Duration::from_secs(10),
             command_timeout: None,
             keepalive: Duration::from_secs(15),
+            jumps: Vec::new(),
         }
     }
 
