@@ -3,11 +3,11 @@
 //! in an isolated environment and for the sandbox host. One binary means one build and link,
 //! and one process-wide lock for the tests that change the host, whichever topic they are in.
 //!
-//! Filter by topic: `cargo test --test integration cli::` (and `approve::`, `mcp_wire::`, and `setup::`, which
-//! needs only this machine's sshd binary) runs what needs no host. The live topics (`live`,
-//! `actions`, `audit`, `exec`, `mcp`, `policy`, `robust`, `scripting`, `sudo_rules`,
-//! `ssh_transport`, `gate`) need root and the beds that `scripts/test.sh` brings up; without
-//! them they fail with what to run.
+//! Filter by topic: `cargo test --test integration cli::` (and `approve::`, `mcp_wire::`, and
+//! `setup::`, which needs only this machine's sshd binary) runs what needs no host. The live
+//! topics (`live`, `actions`, `audit`, `exec`, `mcp`, `policy`, `pve`, `robust`, `scripting`,
+//! `sudo_rules`, `ssh_transport`, `tasks`, `gate`) need root and the beds that `scripts/test.sh`
+//! brings up; without them they fail with what to run.
 
 mod support;
 
@@ -22,6 +22,7 @@ mod live;
 mod mcp;
 mod mcp_wire;
 mod policy;
+mod pve;
 mod robust;
 mod scripting;
 mod setup;

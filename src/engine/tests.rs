@@ -696,4 +696,6 @@ async fn task_stop_deletes_the_task_on_its_own_node() {
     assert_eq!(run.code(), 0, "{}", run.err());
     assert_eq!(run.data()["done"], true);
 }
+
 mod guests;
+mod pve;

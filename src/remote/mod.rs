@@ -4,13 +4,16 @@
 //! ([`crate::ssh`]) only moves bytes; this module knows what sudo's and Proxmox's answers
 //! mean (design §3 "classify"), and which answers must never be taken for success:
 //! a refusal by sudo (exit 9), a Proxmox tool run without root (exit 9, a setup problem),
-//! a task that ended not OK although pvesh exited 0 (exit 1).
+//! a task that ended not OK although pvesh exited 0 (exit 1). The texts are sorted in
+//! [`classify`], which also gives a remote failure its precise kind (`not_found`, `locked`,
+//! `wrong_state`).
 //!
 //! The host is reached through the [`Transport`] trait ([`transport`]): an SSH
 //! [`crate::ssh::Session`] in production, a [`replay::Replay`] of recorded outputs in tests.
 //! This module may use the catalog, invocations and views; the transport below it knows none
 //! of them. Logs: `pxagent::remote` at DEBUG (node lookups, task results).
 
+pub mod classify;
 pub mod replay;
 pub mod transport;
 
@@ -25,6 +28,7 @@ use crate::host::gate::protocol::{Kind as GateKind, Refusal as GateRefusal};
 use crate::invocation::Invocation;
 use crate::ssh::Output;
 
+pub use classify::classify;
 pub use transport::{BoxFuture, Transport};
 
 /// What a successful op produced.
@@ -234,14 +238,7 @@ impl Remote {
         );
         if status.get("status").and_then(Value::as_str) == Some("stopped") && !task_ok(exit) {
             let log = self.task_log_tail(&upid, 10).await.unwrap_or_default();
-            return Err(Error::Remote(format!(
-                "task {upid} failed: {exit}{}",
-                if log.is_empty() {
-                    String::new()
-                } else {
-                    format!("\n{log}")
-                }
-            )));
+            return Err(classify::failed_task(&upid, exit, &log));
         }
         // HA-managed guests only get a request: the task (hastart/hastop) ends at once and
         // the guest reaches its state later, so poll its status (FORMATS.md §1.3).
@@ -456,7 +453,7 @@ impl Remote {
                     .flatten()
                     .find(|r| r.get("vmid").and_then(as_u64) == Some(vmid))
                     .ok_or_else(|| {
-                        Error::Remote(format!(
+                        Error::NotFound(format!(
                             "no guest with id {vmid} in the cluster (see `pxagent {} list`)",
                             inv.op.cli[0]
                         ))
@@ -598,59 +595,6 @@ impl Remote {
 /// A task's exitstatus that counts as success.
 pub fn task_ok(exitstatus: &str) -> bool {
     exitstatus == "OK" || exitstatus.starts_with("WARNINGS:")
-}
-
-/// Turn a non-zero answer into the right error class. sudo's own refusals and a PVE tool
-/// run without root are setup problems (exit 9); anything else is a remote failure (exit 1).
-pub fn classify(out: &Output, argv: &[String], target: &str) -> Result<()> {
-    if let Some(r) = gate_refusal(out) {
-        return Err(Error::Host(Box::new(r)));
-    }
-    let stderr = out.stderr_text();
-    let cmd = argv.iter().skip(2).cloned().collect::<Vec<_>>().join(" ");
-    let has = |s: &str| stderr.lines().any(|l| l.contains(s));
-    if out.exit_status == 0 {
-        return Ok(());
-    }
-    let refused = |why: String| {
-        Err(Error::SudoRefused(format!(
-            "sudo on {target} refused `{cmd}`: {why}; run `pxagent preflight` to see what is missing"
-        )))
-    };
-    if has("account validation failure") {
-        return refused("the account is expired or locked (revoked?)".into());
-    }
-    if has("sudo: a terminal is required") {
-        return refused("the matching rule wants a password (not NOPASSWD)".into());
-    }
-    if has("sudo: a password is required") {
-        return refused("no sudoers rule allows this command for the account".into());
-    }
-    if stderr.contains("sudo: command not found")
-        || (out.exit_status == 127 && !stderr.contains("sudo: /"))
-    {
-        return refused("sudo is not installed on the host (stock PVE 9 ships without it: apt-get install sudo)".into());
-    }
-    if has(": command not found") && has("sudo: /") {
-        return refused(format!(
-            "{} does not exist on the host",
-            argv.get(2).map(String::as_str).unwrap_or("?")
-        ));
-    }
-    if has("ipcc_send_rec")
-        || has("Unable to load access control list")
-        || has("please run as root")
-    {
-        return Err(Error::SudoRefused(format!(
-            "`{cmd}` ran on {target} without root privileges (Proxmox says: {}); the sudo setup is broken: run `pxagent preflight`",
-            tail(&stderr, 1)
-        )));
-    }
-    Err(Error::Remote(format!(
-        "`{cmd}` failed on {target} (exit {}): {}",
-        out.exit_status,
-        tail(&stderr, 5).trim()
-    )))
 }
 
 /// The host gate's refusal in a command's answer, if it is one (issue 11).
