@@ -8,8 +8,9 @@
 # 1. installs what is missing (scripts/lib/deps.sh says exactly what): Rust through rustup when
 #    cargo is missing or older than the MSRV (with rustfmt and clippy); the Debian packages
 #    gcc libc6-dev ca-certificates (build), openssh-server openssh-client sudo procps util-linux
-#    (sandbox host), python3 python3-venv; the Python MCP SDK (`mcp>=1.0`) into the venv
-#    target/venv (env PXAGENT_VENV); the crates of Cargo.lock (`cargo fetch --locked`);
+#    (sandbox host), python3 python3-venv, nodejs npm; the Python MCP SDK (`mcp>=1.0`) into the
+#    venv target/venv (env PXAGENT_VENV); the TypeScript MCP SDK (tests/mcp_ts/package-lock.json,
+#    `npm ci`) into tests/mcp_ts/node_modules; the crates of Cargo.lock (`cargo fetch --locked`);
 # 2. checks formatting and lints (cargo fmt, clippy with -D warnings);
 # 3. builds pxagent and the PVE simulator, and checks that the generated files committed in the
 #    repository (templates/zen-agent-sudoers, README's MCP tool table) match the binary
@@ -18,7 +19,7 @@
 #    sudo with the sudoers file pxagent rendered, the simulator at the PVE paths; proves it works;
 #    then a second, gated bed (port 2223, account zen-gate, `pxagent gate` as the forced command);
 # 5. runs every test of the workspace against it (tests/mcp.rs uses the venv's python through
-#    PXAGENT_TEST_PYTHON);
+#    PXAGENT_TEST_PYTHON, and node for tests/mcp_ts through PXAGENT_TEST_NODE);
 # 6. takes the sandbox down again, also when a step failed.
 # Everything cargo does uses the lock file (--locked). Exit 2 when something could not be
 # installed (with what to do), otherwise the first failing step's status.
@@ -44,10 +45,12 @@ DEPS_WHO=scripts/test.sh
 
 echo "== installing what is missing"
 deps_rust rustfmt clippy
-deps_require "${DEPS_BUILD[@]}" "${DEPS_BED[@]}" "${DEPS_PYTHON[@]}"
+deps_require "${DEPS_BUILD[@]}" "${DEPS_BED[@]}" "${DEPS_PYTHON[@]}" "${DEPS_NODE[@]}"
 deps_venv
+deps_node_sdk
 cargo fetch --locked --quiet
 echo "$(cargo --version); $DEPS_PYTHON_BIN: Python MCP SDK $("$DEPS_PYTHON_BIN" -c 'import importlib.metadata as m; print(m.version("mcp"))')"
+echo "node $(node --version): TypeScript MCP SDK $(node -p 'JSON.parse(require("fs").readFileSync("tests/mcp_ts/node_modules/@modelcontextprotocol/sdk/package.json")).version')"
 if [ ${#DEPS_INSTALLED[@]} -gt 0 ]; then
     echo "installed Debian packages: ${DEPS_INSTALLED[*]}"
 fi
@@ -78,6 +81,8 @@ eval "$(scripts/testbed.sh env "${GATED[@]}" | sed 's/^export PXAGENT_/export PX
 eval "$(scripts/testbed.sh env)"
 export PXAGENT_TESTBED_REQUIRED=1
 export PXAGENT_TEST_PYTHON="$DEPS_PYTHON_BIN"
+PXAGENT_TEST_NODE="$(command -v node)"
+export PXAGENT_TEST_NODE
 
 echo "== cargo test"
 cargo test --locked --workspace --all-targets -- --test-threads=2

@@ -45,6 +45,23 @@ pub enum Error {
     #[error("{0}")]
     Remote(String),
 
+    /// The remote operation failed because what it names does not exist on the host: a guest,
+    /// snapshot, storage, archive or task (classified from Proxmox's own texts,
+    /// [`crate::remote::classify`]).
+    #[error("{0}")]
+    NotFound(String),
+
+    /// The remote operation failed because the guest is locked: by a running backup, snapshot,
+    /// clone … (`VM is locked (backup)`) or a held config lock (`can't lock file … - got
+    /// timeout`). Retry once that task has ended.
+    #[error("{0}")]
+    Locked(String),
+
+    /// The remote operation failed because the guest is not in the state it needs (`VM 100 not
+    /// running`, `VM 100 already running`, a template …).
+    #[error("{0}")]
+    WrongState(String),
+
     /// The preflight found at least one failing check.
     #[error("{0}")]
     Preflight(String),
@@ -102,7 +119,11 @@ impl Error {
     /// The process exit code for this error (design §4). This is the only mapping.
     pub fn exit_code(&self) -> u8 {
         match self {
-            Error::Remote(_) | Error::Findings(_) => 1,
+            Error::Remote(_)
+            | Error::NotFound(_)
+            | Error::Locked(_)
+            | Error::WrongState(_)
+            | Error::Findings(_) => 1,
             Error::Usage(_) | Error::ReadFile { .. } => 2,
             Error::Policy(_) => 3,
             Error::ConfirmationRequired { .. } => 4,
@@ -131,6 +152,9 @@ impl Error {
     pub fn kind(&self) -> &'static str {
         match self {
             Error::Remote(_) => "remote_failed",
+            Error::NotFound(_) => "not_found",
+            Error::Locked(_) => "locked",
+            Error::WrongState(_) => "wrong_state",
             Error::Findings(_) => "findings",
             Error::Usage(_) | Error::ReadFile { .. } => "invalid_input",
             Error::Policy(_) => "policy_refused",
@@ -189,6 +213,9 @@ mod tests {
     fn every_class_has_its_documented_code() {
         let cases: Vec<(Error, u8, &str)> = vec![
             (Error::Remote("x".into()), 1, "remote_failed"),
+            (Error::NotFound("x".into()), 1, "not_found"),
+            (Error::Locked("x".into()), 1, "locked"),
+            (Error::WrongState("x".into()), 1, "wrong_state"),
             (Error::Findings("x".into()), 1, "findings"),
             (Error::usage("x"), 2, "invalid_input"),
             (Error::Policy("x".into()), 3, "policy_refused"),

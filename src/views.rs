@@ -38,7 +38,7 @@ fn lenient_u64<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<u6
 }
 
 /// One entry of `/cluster/resources` (FORMATS.md §2.4): a guest, node, storage, pool or sdn.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Resource {
     /// `qemu/100`, `node/pve1`, `storage/pve1/local` …
     pub id: String,
@@ -126,7 +126,7 @@ pub struct Resource {
 }
 
 /// One entry of `/nodes` (FORMATS.md §2.2).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct NodeEntry {
     /// Node name.
     pub node: String,
@@ -174,7 +174,7 @@ pub struct NodeEntry {
 }
 
 /// One entry of `/nodes/N/storage` (FORMATS.md §2.10).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct StorageEntry {
     /// Storage id.
     pub storage: String,
@@ -225,7 +225,7 @@ pub struct StorageEntry {
 }
 
 /// One snapshot (FORMATS.md §2.9), including the `current` entry.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Snapshot {
     /// Name (`current` for "You are here!").
     pub name: String,
@@ -255,7 +255,7 @@ pub struct Snapshot {
 }
 
 /// One volume on a storage (FORMATS.md §2.11): a backup, ISO, template or disk.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ContentEntry {
     /// `local:backup/vzdump-qemu-100-….vma.zst`.
     pub volid: String,
@@ -292,7 +292,7 @@ pub struct ContentEntry {
 }
 
 /// One line of a task log (`{"n":1,"t":"…"}`, FORMATS.md §1.5).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LogLine {
     /// Line number.
     #[serde(default, deserialize_with = "lenient_u64")]
@@ -300,6 +300,93 @@ pub struct LogLine {
     /// Text.
     #[serde(default)]
     pub t: String,
+}
+
+/// The result of an action (`View::Task`): the task it ran — its UPID, its node and its final
+/// status (`…/tasks/UPID/status`, FORMATS.md §2.12) — or, when the guest already was where
+/// the action would take it, `changed: false` and the guest's state (no task ran).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct TaskResult {
+    /// The task's UPID (absent when nothing had to be done).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upid: Option<String>,
+    /// The node the task ran on, or the guest's node.
+    #[serde(default)]
+    pub node: Option<String>,
+    /// The task's status once it ended: `status` `stopped`, `exitstatus` `OK` or
+    /// `WARNINGS: N`, and the UPID's fields.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<Value>,
+    /// Whether the action ran (`false`: the guest was already in that state).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changed: Option<bool>,
+    /// What the task's log names that the result carries: `backup create`'s archive.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub archive: Option<String>,
+    /// The rest (a no-op's `vmid`, `status`, `message`).
+    #[serde(flatten)]
+    pub extra: BTreeMap<String, Value>,
+}
+
+/// The result of an action that ran no task (`View::Done`): its exit status was 0.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct DoneResult {
+    /// Always true.
+    pub done: bool,
+    /// What the command printed, trimmed.
+    pub output: String,
+}
+
+/// The JSON Schema of an op's `data` (MCP `outputSchema`), from the same types that shape
+/// it. Views whose data is the host's JSON as pvesh returned it (config, status, the next
+/// VMID …) get a schema that admits any value.
+pub fn data_schema(view: View) -> Value {
+    fn of<T: schemars::JsonSchema>() -> Value {
+        serde_json::to_value(schemars::schema_for!(T)).unwrap_or(Value::Bool(true))
+    }
+    let mut schema = match view {
+        View::Resources(_) => of::<Vec<Resource>>(),
+        View::Nodes => of::<Vec<NodeEntry>>(),
+        View::Storages => of::<Vec<StorageEntry>>(),
+        View::Snapshots => of::<Vec<Snapshot>>(),
+        View::Content => of::<Vec<ContentEntry>>(),
+        View::Log => of::<Vec<LogLine>>(),
+        View::Task => of::<TaskResult>(),
+        View::Done => of::<DoneResult>(),
+        View::ClusterStatus | View::Tasks | View::Table(_) => serde_json::json!({
+            "type": "array",
+            "items": {"type": "object"},
+            "description": "the host's entries, as pvesh returned them"
+        }),
+        View::Interfaces => serde_json::json!({
+            "type": "array",
+            "items": {"type": "object"},
+            "description": "the guest's network interfaces and their addresses"
+        }),
+        View::Rrd => serde_json::json!({
+            "type": "array",
+            "items": {"type": "object"},
+            "description": "the host's RRD samples, oldest first"
+        }),
+        View::GuestStatus | View::NodeStatus | View::TaskStatus | View::Config => {
+            serde_json::json!({
+                "type": "object",
+                "description": "the host's JSON object, as pvesh returned it"
+            })
+        }
+        View::Number => serde_json::json!({"type": "integer"}),
+        View::Wait => serde_json::json!({
+            "type": "object",
+            "description": "the task's status once it stopped (FORMATS.md §2.12)"
+        }),
+        View::Object => serde_json::json!({
+            "description": "the host's JSON, as pvesh returned it"
+        }),
+    };
+    if let Some(o) = schema.as_object_mut() {
+        o.remove("$schema");
+    }
+    schema
 }
 
 fn parse<T: for<'de> Deserialize<'de>>(data: &Value, what: &str) -> Result<T> {
@@ -370,11 +457,13 @@ pub fn normalize(view: View, data: &Value, keep_type: Option<&str>) -> Result<Va
         | View::ClusterStatus
         | View::Task
         | View::Done
+        | View::Wait
         | View::Table(_) => data.clone(),
     })
 }
 
-fn value<T: Serialize>(t: &T) -> Value {
+/// A typed view as its JSON (`data`).
+pub fn value<T: Serialize>(t: &T) -> Value {
     serde_json::to_value(t).unwrap_or(Value::Null)
 }
 
@@ -568,7 +657,9 @@ pub fn human(view: View, data: &Value) -> String {
         View::Tasks => status::tasks(data),
         View::Interfaces => crate::observe::interfaces_human(data),
         View::Rrd => crate::observe::rrd_human(data),
-        View::Object | View::Task | View::Done => status::fields(data, status::Context::Runtime),
+        View::Object | View::Task | View::Done | View::Wait => {
+            status::fields(data, status::Context::Runtime)
+        }
         View::Number => data.to_string(),
     }
 }

@@ -3,11 +3,12 @@
 //! in an isolated environment and for the sandbox host. One binary means one build and link,
 //! and one process-wide lock for the tests that change the host, whichever topic they are in.
 //!
-//! Filter by topic: `cargo test --test integration cli::` (and `approve::`, `sudoers_lint::`,
-//! and `setup::`, which needs only this machine's sshd binary) runs what needs no host. The live
-//! topics (`live`, `actions`, `audit`, `exec`, `mcp`, `newops`, `policy`, `robust`,
-//! `scripting`, `sudo_rules`, `sudo_fences`, `ct_restore`, `ssh_transport`, `gate`, `jump`, `ux`) need root
-//! and the beds that `scripts/test.sh` brings up; without them they fail with what to run.
+//! Filter by topic: `cargo test --test integration cli::` (and `approve::`, `mcp_wire::`,
+//! `sudoers_lint::`, and `setup::`, which needs only this machine's sshd binary) runs what needs
+//! no host. The live topics (`live`, `actions`, `audit`, `exec`, `mcp`, `newops`, `policy`, `pve`,
+//! `robust`, `scripting`, `sudo_rules`, `sudo_fences`, `ct_restore`, `ssh_transport`, `tasks`,
+//! `gate`, `jump`, `ux`) need root and the beds that `scripts/test.sh` brings up; without them
+//! they fail with what to run.
 
 mod support;
 
@@ -21,8 +22,10 @@ mod gate;
 mod jump;
 mod live;
 mod mcp;
+mod mcp_wire;
 mod newops;
 mod policy;
+mod pve;
 mod robust;
 mod scripting;
 mod setup;
@@ -30,4 +33,5 @@ mod ssh_transport;
 mod sudo_fences;
 mod sudo_rules;
 mod sudoers_lint;
+mod tasks;
 mod ux;

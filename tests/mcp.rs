@@ -1,11 +1,13 @@
-//! `pxagent mcp` (issue 7) through the real stdio binary, driven by a real MCP client: the
-//! official Python SDK, in `tests/mcp_client.py`, which records what happened as one JSON
-//! report that this file asserts.
+//! `pxagent mcp` (issues 7 and 15) through the real stdio binary, driven by real MCP clients:
+//! the two official SDKs — Python in `tests/mcp_client.py`, TypeScript in
+//! `tests/mcp_ts/client.mjs` — each recording what happened as one JSON report that this file
+//! asserts.
 //!
-//! Live: needs the sandbox host (`scripts/test.sh` brings it up and exports `PXAGENT_*`) and
-//! the Python `mcp` package (`scripts/test.sh` installs it). Without either these tests FAIL
-//! with a message; they never skip. The in-process tests (schemas, annotations, the tool list
-//! over a duplex pipe) are unit tests in `src/mcp.rs`.
+//! Live: needs the sandbox host (`scripts/test.sh` brings it up and exports `PXAGENT_*`), the
+//! Python `mcp` package and the TypeScript SDK (`scripts/test.sh` installs both). Without any
+//! of them these tests FAIL with a message; they never skip. The in-process tests (schemas,
+//! annotations, errors, the tool list over a duplex pipe) are unit tests in `src/mcp/`, and
+//! the raw JSON-RPC layer's black-box tests are in `tests/mcp_wire.rs`.
 //!
 //! Both scenarios hold the host [`lock`]: they kill the account's sshd sessions, so two servers
 //! (or a live test) must never overlap them.
@@ -15,7 +17,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use crate::support::{Home, bed_env, bin, isolate, lock};
+use crate::support::{Home, bed_env, bin, clear_faults, fault, isolate, lock};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -39,12 +41,20 @@ fn python() -> String {
 /// Run the client script with the bed's environment in `home` (the server it starts inherits
 /// both, so its audit log is the home's); returns its report.
 pub(crate) fn client(home: &Home, args: &[&str]) -> Value {
+    client_with(home, args, &[])
+}
+
+/// [`client`], with these variables over the bed's (the gated bed's connection).
+fn client_with(home: &Home, args: &[&str], env: &[(&str, String)]) -> Value {
     let mut c = Command::new(python());
     isolate(&mut c, home.path())
         .arg(root().join("tests/mcp_client.py"))
         .arg(bin())
         .args(args);
     bed_env(&mut c);
+    for (k, v) in env {
+        c.env(k, v);
+    }
     let out = c.output().expect("run tests/mcp_client.py");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_ne!(
@@ -66,10 +76,30 @@ pub(crate) fn client(home: &Home, args: &[&str]) -> Value {
     })
 }
 
+/// The first text block of a result is its structured content, serialized (MCP's advice
+/// for tools that return structured content). Numbers compare by value: a JavaScript client
+/// hands `2.0` back as `2`.
+fn first_block_is_the_document(step: &Value) {
+    fn canon(v: &Value) -> Value {
+        match v {
+            Value::Number(n) => serde_json::json!(n.as_f64()),
+            Value::Array(a) => Value::Array(a.iter().map(canon).collect()),
+            Value::Object(o) => {
+                Value::Object(o.iter().map(|(k, v)| (k.clone(), canon(v))).collect())
+            }
+            other => other.clone(),
+        }
+    }
+    let first: Value =
+        serde_json::from_str(step["first_text"].as_str().unwrap_or("null")).unwrap_or(Value::Null);
+    assert_eq!(canon(&first), canon(&step["structured"]), "{step:#}");
+}
+
 fn ok(step: &Value) -> &Value {
     assert_eq!(step["protocol_error"], false, "{step:#}");
     assert_eq!(step["is_error"], false, "{step:#}");
     assert_eq!(step["structured"]["ok"], true, "{step:#}");
+    first_block_is_the_document(step);
     &step["structured"]["data"]
 }
 
@@ -77,6 +107,7 @@ fn tool_error(step: &Value) -> &str {
     assert_eq!(step["protocol_error"], false, "{step:#}");
     assert_eq!(step["is_error"], true, "{step:#}");
     assert_eq!(step["structured"]["ok"], false, "{step:#}");
+    first_block_is_the_document(step);
     step["text"].as_str().unwrap()
 }
 
@@ -84,6 +115,18 @@ fn invalid_params(step: &Value) -> &str {
     assert_eq!(step["protocol_error"], true, "{step:#}");
     assert_eq!(step["code"], -32602, "{step:#}");
     step["message"].as_str().unwrap()
+}
+
+/// An argument error as the SDK's 2025-11-25 session gets it (SEP-1303): a tool result with
+/// isError and the structured error of kind invalid_input.
+fn invalid_argument(step: &Value) -> &str {
+    let text = tool_error(step);
+    assert_eq!(
+        step["structured"]["error"]["kind"], "invalid_input",
+        "{step:#}"
+    );
+    assert_eq!(step["structured"]["error"]["exit_code"], 2, "{step:#}");
+    text
 }
 
 #[test]
@@ -113,6 +156,19 @@ fn a_real_mcp_client_drives_the_sandbox() {
     assert_eq!(tools["vm_destroy"]["read_only"], false);
     assert_eq!(tools["vm_start"]["open_world"], false);
     assert_eq!(tools["vm_start"]["required"], serde_json::json!(["vmid"]));
+    assert_eq!(r["server"]["protocol"], "2025-11-25");
+    // Metadata per the spec's meaning (issue 15 item 4).
+    assert_eq!(tools["vm_exec"]["destructive"], true);
+    assert_eq!(tools["vm_exec"]["open_world"], true);
+    assert_eq!(tools["vm_exec_status"]["read_only"], true);
+    assert_eq!(tools["iso_download"]["open_world"], true);
+    assert_eq!(tools["vm_shutdown"]["destructive"], true);
+    assert_eq!(tools["vm_start"]["destructive"], false);
+    assert_eq!(tools["vm_start"]["title"], "Start a VM");
+    for (name, t) in tools {
+        assert!(t["title"].as_str().is_some_and(|s| !s.is_empty()), "{name}");
+        assert_eq!(t["has_output_schema"], true, "{name}");
+    }
 
     // A read.
     let list = ok(&steps["vm_list"]);
@@ -131,15 +187,20 @@ fn a_real_mcp_client_drives_the_sandbox() {
             .contains("@127.0.0.1:")
     );
 
-    // A change, with progress notifications, then put back with a confirmed stop.
+    // A change, then put back with a confirmed stop.
     let target = r["start_target"]
         .as_u64()
         .expect("neither VM 102 nor 103 is stopped on the bed: something left them running");
     let started = ok(&steps["vm_start"]);
     assert_eq!(started["task"]["exitstatus"], "OK", "{started:#}");
+    // The simulator's qmstart prints no log line, only the UPID, which is not progress (the
+    // backup below has its log as progress).
+    let progress = steps["vm_start"]["progress"].as_array().unwrap();
     assert!(
-        !steps["vm_start"]["progress"].as_array().unwrap().is_empty(),
-        "no progress notification for vm_start"
+        progress
+            .iter()
+            .all(|p| !p["message"].as_str().unwrap_or("").contains("UPID:")),
+        "the UPID line came as progress: {progress:#?}"
     );
     assert_eq!(ok(&steps["status_after_start"])["status"], "running");
     let refusal = tool_error(&steps["vm_stop_unconfirmed"]);
@@ -182,12 +243,35 @@ fn a_real_mcp_client_drives_the_sandbox() {
     assert_eq!(destroyed["task"]["exitstatus"], "OK", "{destroyed:#}");
     tool_error(&steps["status_after_destroy"]);
 
-    // Arguments that do not fit: invalid params, nothing sent.
-    assert!(invalid_params(&steps["bad_vmid"]).contains("VMID"));
-    assert!(invalid_params(&steps["bad_snapshot_name"]).contains("snapshot"));
-    assert!(invalid_params(&steps["unknown_property"]).contains("force"));
-    assert!(invalid_params(&steps["variant_without_switch"]).contains("vmstate"));
+    // Arguments that do not fit: results the model can read (isError), nothing sent; an
+    // unknown tool stays a protocol error.
+    assert!(invalid_argument(&steps["bad_vmid"]).contains("VMID"));
+    assert!(invalid_argument(&steps["status_99"]).contains("VMID"));
+    assert!(invalid_argument(&steps["bad_snapshot_name"]).contains("snapshot"));
+    assert!(invalid_argument(&steps["unknown_property"]).contains("force"));
+    assert!(invalid_argument(&steps["variant_without_switch"]).contains("vmstate"));
     invalid_params(&steps["unknown_tool"]);
+    assert_eq!(ok(&steps["integral_vmid"])["vmid"], 100);
+
+    // A backup's progress: its log's percentage with total 100 (the SDK validated the
+    // structured result against the tool's output schema before handing it over).
+    let backup = ok(&steps["backup_create"]);
+    assert_eq!(backup["task"]["exitstatus"], "OK", "{backup:#}");
+    let progress = steps["backup_create"]["progress"].as_array().unwrap();
+    assert!(
+        progress
+            .iter()
+            .any(|p| p["total"] == 100.0 && p["progress"] == 100.0),
+        "no progress of 100 out of 100: {progress:#?}"
+    );
+    assert!(
+        progress
+            .iter()
+            .all(|p| !p["message"].as_str().unwrap_or("").contains("UPID:")),
+        "{progress:#?}"
+    );
+    assert_eq!(r["backup_archives"].as_array().unwrap().len(), 1, "{r:#}");
+    ok(&steps["backup_remove"]);
 
     // Concurrent calls over the one connection.
     for (k, step) in steps["concurrent"].as_object().unwrap() {
@@ -248,6 +332,12 @@ fn a_real_mcp_client_drives_the_sandbox() {
     assert!(find("vm.destroy", "confirmed"));
     assert!(find("vm.start", "allowed"));
     assert!(find("vm.start", "failed"), "the bad VMID call is audited");
+    assert!(
+        records
+            .iter()
+            .all(|rec| rec["error"].as_str().is_none_or(|e| e.len() < 2048)),
+        "an audit record quotes more than a kibibyte"
+    );
     // Every tool call except the unknown tool (it names no op).
     let calls = steps
         .as_object()
@@ -292,6 +382,229 @@ fn a_readonly_server_lists_and_runs_only_reads() {
         assert!(text.contains("profile readonly"), "{text}");
         assert_eq!(step["structured"]["error"]["kind"], "policy_refused");
     }
+}
+
+/// Issue 15 item 1: a cancelled `backup_create` on a backup the simulator holds running
+/// stops its task (`task.stop` on the task's node): no archive appears, the task list shows
+/// it stopped, and the audit trail records the cancellation, the task and the stop.
+#[test]
+fn a_cancelled_backup_stops_its_task_and_leaves_no_archive() {
+    let _host = lock();
+    clear_faults();
+    fault(r#"{"match":"vzdump --vmid 101","action":"hold","seconds":90,"times":1}"#);
+    let home = Home::new();
+    let r = client(&home, &["--cancel"]);
+    clear_faults();
+    assert_eq!(r["cancelled"], true, "the call was not cancelled: {r:#}");
+    assert!(
+        r.get("answer").is_none(),
+        "a cancelled call got an answer: {r:#}"
+    );
+    let task = &r["task"];
+    assert!(task.is_object(), "the backup's task never stopped: {r:#}");
+    assert_eq!(task["status"], "interrupted by signal", "{task:#}");
+    assert!(r["seconds"].as_f64().unwrap() < 40.0, "{r:#}");
+    let volids = |step: &Value| -> Vec<String> {
+        step["structured"]["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| b["volid"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(
+        volids(&r["backups_before"]),
+        volids(&r["backups_after"]),
+        "a cancelled backup left an archive"
+    );
+    ok(&r["after"]);
+
+    let out = home.px().args(["audit", "show", "-o", "json"]).run();
+    let doc: Value = serde_json::from_str(&out.stdout).unwrap();
+    let records = doc["data"].as_array().unwrap();
+    let upid = task["upid"].as_str().unwrap();
+    let backup = records
+        .iter()
+        .find(|rec| rec["op"] == "backup.create")
+        .expect("no audit record of the backup");
+    let why = backup["error"].as_str().unwrap();
+    assert!(why.contains("cancelled by the client"), "{why}");
+    assert!(
+        why.contains(&format!("its task {upid} was stopped")),
+        "{why}"
+    );
+    assert!(why.contains("interrupted by signal"), "{why}");
+    assert_eq!(backup["upid"], upid);
+    let stop = records
+        .iter()
+        .find(|rec| rec["op"] == "task.stop")
+        .expect("no audit record of the stop");
+    assert_eq!(stop["via"], "mcp");
+    assert_eq!(stop["exit_code"], 0, "{stop:#}");
+    assert!(
+        stop["argv"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w.as_str().unwrap().ends_with(&format!("/tasks/{upid}"))),
+        "{stop:#}"
+    );
+    pxagent_audit_verifies(&home);
+}
+
+/// Issue 15 item 7: when the host's gate wants a signed approval — here for a read, which a
+/// host policy may mark `approve` too — the result carries `approval_request` (the text to
+/// relay), and the same call with `approval` runs.
+#[test]
+fn a_gated_host_asks_for_an_approval_and_the_tool_takes_it() {
+    let _host = lock();
+    let g = crate::support::gated();
+    let _p = g.policy("ops:\n  vm.config: approve\n");
+    let home = Home::new();
+    let key = g.approver_key.to_string_lossy().into_owned();
+    let r = client_with(&home, &["--approve", &key], &g.env);
+    let refused = &r["refused"];
+    let text = tool_error(refused);
+    assert!(
+        text.contains("Only a human approver can sign this"),
+        "{text}"
+    );
+    let doc = &refused["structured"];
+    assert_eq!(doc["error"]["kind"], "approval_required", "{doc:#}");
+    let relay = doc["approval_request"].as_str().expect("approval_request");
+    assert!(relay.contains("op: vm.config"), "{relay}");
+    assert!(relay.contains("pxagent approve"), "{relay}");
+    assert_eq!(r["signed"], true, "{r:#}");
+    let config = ok(&r["approved"]);
+    assert!(config.is_object(), "{config:#}");
+}
+
+/// Node for the TypeScript SDK: `PXAGENT_TEST_NODE` (scripts/test.sh sets it), else `node`.
+fn node() -> String {
+    std::env::var("PXAGENT_TEST_NODE")
+        .ok()
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(|| "node".to_string())
+}
+
+/// Issue 15 item 8: the official TypeScript SDK drives the real binary against the bed: list,
+/// read, confirm flow, invalid argument as isError, exec, progress, and a cancelled backup
+/// that leaves no archive and a stopped task.
+#[test]
+fn the_typescript_sdk_drives_the_sandbox() {
+    let _host = lock();
+    clear_faults();
+    fault(r#"{"match":"vzdump --vmid 101","action":"hold","seconds":90,"times":1}"#);
+    let home = Home::new();
+    let mut c = Command::new(node());
+    isolate(&mut c, home.path())
+        .arg(root().join("tests/mcp_ts/client.mjs"))
+        .arg(bin());
+    bed_env(&mut c);
+    let out = c.output().unwrap_or_else(|e| {
+        panic!("cannot run {} ({e}): the TypeScript MCP tests need Node; run scripts/test.sh, which installs nodejs and the SDK", node())
+    });
+    clear_faults();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(
+        out.status.code(),
+        Some(3),
+        "the TypeScript MCP SDK is missing: run scripts/test.sh, which runs `npm ci` in tests/mcp_ts\n{stderr}"
+    );
+    assert!(
+        out.status.success(),
+        "tests/mcp_ts/client.mjs failed ({}):\n{stderr}",
+        out.status
+    );
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "no JSON report ({e}): {}\n{stderr}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    });
+    let steps = &r["steps"];
+    assert_eq!(r["server"]["name"], "pxagent");
+    assert_eq!(r["protocol"], "2025-11-25");
+
+    let tools = r["tools"].as_object().unwrap();
+    assert_eq!(tools["vm_exec"]["destructive"], true);
+    assert_eq!(tools["vm_exec"]["open_world"], true);
+    assert_eq!(tools["vm_exec_status"]["read_only"], true);
+    assert_eq!(tools["iso_download"]["open_world"], true);
+    assert_eq!(tools["vm_shutdown"]["destructive"], true);
+    for (name, t) in tools {
+        assert!(t["title"].as_str().is_some_and(|s| !s.is_empty()), "{name}");
+        assert_eq!(t["has_output_schema"], true, "{name}");
+    }
+
+    let list = ok(&steps["vm_list"]);
+    assert!(list.as_array().unwrap().iter().any(|g| g["vmid"] == 100));
+
+    let target = r["start_target"]
+        .as_u64()
+        .expect("neither VM 102 nor 103 is stopped on the bed");
+    assert_eq!(ok(&steps["vm_start"])["task"]["exitstatus"], "OK");
+    let refusal = tool_error(&steps["vm_stop_unconfirmed"]);
+    assert!(
+        refusal.contains(&format!("`yes stop {target}`")),
+        "{refusal}"
+    );
+    ok(&steps["vm_stop_confirmed"]);
+
+    assert!(invalid_argument(&steps["status_99"]).contains("VMID"));
+    assert_eq!(steps["unknown_tool"]["protocol_error"], true);
+    assert_eq!(steps["unknown_tool"]["code"], -32602);
+
+    let exec = ok(&steps["vm_exec"]);
+    assert_eq!(exec["exitcode"], 0, "{exec:#}");
+
+    let progress = steps["backup_create"]["progress"].as_array().unwrap();
+    ok(&steps["backup_create"]);
+    assert!(
+        progress
+            .iter()
+            .any(|p| p["total"] == 100 && p["progress"] == 100),
+        "{progress:#?}"
+    );
+    assert!(
+        progress
+            .iter()
+            .all(|p| !p["message"].as_str().unwrap_or("").contains("UPID:"))
+    );
+    assert_eq!(r["backup_archives"].as_array().unwrap().len(), 1, "{r:#}");
+    ok(&steps["backup_remove"]);
+
+    // The aborted call: the SDK gives up on it; the server stopped its task.
+    assert_eq!(
+        steps["cancelled_backup"]["protocol_error"], true,
+        "{:#}",
+        steps["cancelled_backup"]
+    );
+    let cancel = &r["cancel"];
+    assert_eq!(
+        cancel["task"]["status"], "interrupted by signal",
+        "{cancel:#}"
+    );
+    assert_eq!(
+        cancel["backups_before"], cancel["backups_after"],
+        "an archive appeared"
+    );
+    ok(&steps["after_cancel"]);
+    let out = home.px().args(["audit", "show", "-o", "json"]).run();
+    let doc: Value = serde_json::from_str(&out.stdout).unwrap();
+    let records = doc["data"].as_array().unwrap();
+    assert!(
+        records
+            .iter()
+            .any(|rec| rec["op"] == "task.stop" && rec["exit_code"] == 0)
+    );
+    assert!(records.iter().any(|rec| {
+        rec["op"] == "backup.create"
+            && rec["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("cancelled by the client"))
+    }));
+    pxagent_audit_verifies(&home);
 }
 
 /// The README's tool table is generated from the catalog (`pxagent mcp --list-tools`); it

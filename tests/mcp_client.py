@@ -3,6 +3,8 @@
 
 Usage:
     python3 tests/mcp_client.py PXAGENT_BIN            # the live scenario; prints a JSON report
+    python3 tests/mcp_client.py PXAGENT_BIN --cancel   # cancel a backup held running; report
+    python3 tests/mcp_client.py PXAGENT_BIN --approve KEY  # a read the gated host wants approved
     python3 tests/mcp_client.py PXAGENT_BIN --readonly # a --profile readonly server's tools and refusals
     python3 tests/mcp_client.py PXAGENT_BIN --bench N  # N warm `pve_version` calls; prints timings
     python3 tests/mcp_client.py PXAGENT_BIN --calls JSON  # [[tool, args], …] in one session, in order
@@ -57,10 +59,15 @@ def field(obj, *names):
     return None
 
 
-def text_of(result):
-    return "\n".join(
+def texts(result):
+    return [
         getattr(c, "text", "") for c in (result.content or []) if getattr(c, "type", "") == "text"
-    )
+    ]
+
+
+def text_of(result):
+    """What the model reads after the first block (which is the structured content as JSON)."""
+    return "\n".join(texts(result)[1:])
 
 
 async def call(session, name, args, progress=None):
@@ -82,6 +89,7 @@ async def call(session, name, args, progress=None):
         "protocol_error": False,
         "is_error": bool(field(result, "is_error", "isError")),
         "text": text_of(result),
+        "first_text": (texts(result) or [None])[0],
         "structured": field(result, "structured_content", "structuredContent"),
         "ms": (time.perf_counter() - started) * 1000,
     }
@@ -123,6 +131,8 @@ async def scenario_logged(binary, log):
                     "idempotent": field(t.annotations, "idempotent_hint", "idempotentHint"),
                     "open_world": field(t.annotations, "open_world_hint", "openWorldHint"),
                     "required": (field(t, "input_schema", "inputSchema") or {}).get("required", []),
+                    "title": field(t, "title"),
+                    "has_output_schema": bool(field(t, "output_schema", "outputSchema")),
                 }
                 for t in tools
             }
@@ -139,7 +149,7 @@ async def scenario_logged(binary, log):
                 progress = []
 
                 async def on_progress(value, total, message):
-                    progress.append({"progress": value, "message": message})
+                    progress.append({"progress": value, "total": total, "message": message})
 
                 steps["vm_start"] = await call(session, "vm_start", {"vmid": target}, on_progress)
                 steps["vm_start"]["progress"] = progress
@@ -180,8 +190,12 @@ async def scenario_logged(binary, log):
                 )
                 steps["status_after_destroy"] = await call(session, "vm_status", {"vmid": new})
 
-            # Arguments that do not fit the schema: invalid params, nothing sent.
+            # Arguments that do not fit the schema: since 2025-11-25 a tool result with isError
+            # (SEP-1303), nothing sent.
             steps["bad_vmid"] = await call(session, "vm_start", {"vmid": 99})
+            steps["status_99"] = await call(session, "vm_status", {"vmid": 99})
+            # An integral number written as a float is an integer (JSON Schema's rule).
+            steps["integral_vmid"] = await call(session, "vm_status", {"vmid": 100.0})
             steps["bad_snapshot_name"] = await call(
                 session, "vm_snapshot", {"vmid": 100, "snapshot": "; rm"}
             )
@@ -190,6 +204,31 @@ async def scenario_logged(binary, log):
                 session, "vm_snapshot_vmstate", {"vmid": 100, "snapshot": "before"}
             )
             steps["unknown_tool"] = await call(session, "qm_monitor", {"vmid": 100})
+
+            # A backup: its log's percentages arrive as progress with total 100; then the
+            # archive is removed again (with its phrase) so the bed stays as it was.
+            before = steps["backup_list_before"] = await call(session, "backup_list", {"vmid": 100})
+            backup_progress = []
+
+            async def on_backup_progress(value, total, message):
+                backup_progress.append({"progress": value, "total": total, "message": message})
+
+            steps["backup_create"] = await call(
+                session, "backup_create", {"vmid": 100}, on_backup_progress
+            )
+            steps["backup_create"]["progress"] = backup_progress
+            after = steps["backup_list_after"] = await call(session, "backup_list", {"vmid": 100})
+            old = {b.get("volid") for b in (before.get("structured") or {}).get("data") or []}
+            new = [
+                b.get("volid")
+                for b in (after.get("structured") or {}).get("data") or []
+                if b.get("volid") not in old
+            ]
+            report["backup_archives"] = new
+            for volid in new:
+                steps["backup_remove"] = await call(
+                    session, "backup_remove", {"archive": volid, "confirm": f"yes remove {volid}"}
+                )
 
             # Concurrent reads share the one connection (separate channels).
             results = {}
@@ -231,6 +270,88 @@ async def scenario_logged(binary, log):
                     await call(session, "vm_exec", {"vmid": 100, "command": ["uptime"]})
                     for _ in range(11)
                 ]
+    log.seek(0)
+    report["server_stderr"] = log.read()
+    return report
+
+
+async def cancel(binary):
+    """Cancel a backup of VM 101 that the simulator holds running (the Rust test adds the
+    `hold` fault first): the server must stop its task, so no archive appears and the task
+    list shows it stopped. Records what the client saw afterwards."""
+    log = server_log()
+    report = {}
+    async with stdio_client(server_params(binary), errlog=log) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            guests = await call(session, "vm_list", {})
+            node = next(
+                g.get("node")
+                for g in (guests.get("structured") or {}).get("data") or []
+                if g.get("vmid") == 101
+            )
+            report["node"] = node
+            report["backups_before"] = await call(session, "backup_list", {"vmid": 101})
+            listed = await call(session, "task_list", {"vmid": 101, "node": node})
+            known = {t.get("upid") for t in (listed.get("structured") or {}).get("data") or []}
+            report["cancelled"] = False
+            started = time.perf_counter()
+            # Leaving the scope cancels the call: the SDK sends notifications/cancelled.
+            with anyio.move_on_after(4) as scope:
+                report["answer"] = await call(session, "backup_create", {"vmid": 101})
+            report["cancelled"] = scope.cancelled_caught
+            # The server stops the task in the background: watch the task list.
+            task = None
+            for _ in range(60):
+                tasks = await call(session, "task_list", {"vmid": 101, "node": node})
+                vzdump = [
+                    t
+                    for t in (tasks.get("structured") or {}).get("data") or []
+                    if t.get("type") == "vzdump" and t.get("upid") not in known
+                ]
+                if vzdump and vzdump[0].get("status") not in (None, "RUNNING"):
+                    task = vzdump[0]
+                    break
+                await anyio.sleep(0.5)
+            report["task"] = task
+            report["seconds"] = time.perf_counter() - started
+            report["backups_after"] = await call(session, "backup_list", {"vmid": 101})
+            # The session is still usable.
+            report["after"] = await call(session, "pve_version", {})
+    log.seek(0)
+    report["server_stderr"] = log.read()
+    return report
+
+
+async def approve(binary, key):
+    """On the gated bed, whose host policy says `vm.config: approve`: the read is refused with
+    the approval request, a human approver (here `pxagent approve --key KEY`) signs the
+    statement, and the same call with `approval` runs."""
+    log = server_log()
+    report = {}
+    async with stdio_client(server_params(binary), errlog=log) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            report["refused"] = first = await call(session, "vm_config", {"vmid": 100})
+            statement = (
+                ((first.get("structured") or {}).get("error") or {}).get("approval_request") or {}
+            ).get("statement")
+            report["signed"] = False
+            if statement:
+                with tempfile.TemporaryDirectory() as d:
+                    path = os.path.join(d, "statement.txt")
+                    with open(path, "w") as f:
+                        f.write(statement)
+                    signed = subprocess.run(
+                        [binary, "approve", "--key", key, path],
+                        capture_output=True,
+                        text=True,
+                        check=False,
+                    )
+                report["signed"] = signed.returncode == 0
+                report["approved"] = await call(
+                    session, "vm_config", {"vmid": 100, "approval": signed.stdout}
+                )
     log.seek(0)
     report["server_stderr"] = log.read()
     return report
@@ -308,6 +429,10 @@ def main():
     binary = sys.argv[1]
     if len(sys.argv) >= 4 and sys.argv[2] == "--bench":
         out = anyio.run(bench, binary, int(sys.argv[3]))
+    elif len(sys.argv) >= 4 and sys.argv[2] == "--approve":
+        out = anyio.run(approve, binary, sys.argv[3])
+    elif len(sys.argv) >= 3 and sys.argv[2] == "--cancel":
+        out = anyio.run(cancel, binary)
     elif len(sys.argv) >= 4 and sys.argv[2] == "--calls":
         out = anyio.run(calls, binary, json.loads(sys.argv[3]))
     elif len(sys.argv) >= 3 and sys.argv[2] == "--readonly":

@@ -165,6 +165,7 @@ fn fenced_render_admits_every_sample_inside_its_fence() {
     let _guard = lock();
     let _installed = Installed::new(&render("full", &["--vmids", "100-299"]));
     let left_out = [
+        &ops::TASK_STOP,
         &ops::STORAGE_REMOVE,
         &ops::ISO_DOWNLOAD,
         &ops::ISO_REMOVE,

@@ -817,3 +817,56 @@ fn every_accepted_description_is_admitted_and_none_breaks_out() {
         }
     }
 }
+
+/// Issue 12 item 23: every UPID `Kind::Upid` accepts — PVE's own decoding (any character but
+/// `:`, whitespace and `/` in type, id and user), narrowed to printable ASCII without `=` — is admitted by
+/// real sudo in the task rules, and every one it refuses is denied there too: the client's
+/// validation and the sudoers regex are the same rule.
+#[test]
+fn every_upid_the_client_accepts_is_admitted_by_sudo_and_no_other() {
+    use pxagent::catalog::kind::Kind;
+    let _guard = lock();
+    let _installed = Installed::new(&render("readonly", &[]));
+    let upid = |ty: &str, id: &str, user: &str| {
+        format!("UPID:pve1:0000C346:165A0CE4:68D7279C:{ty}:{id}:{user}:")
+    };
+    let mut cases = vec![
+        "UPID:vh8:0030FB2D:330ECAE5:65665EEA:qmstart:352:root@pam:".to_string(),
+        "UPID:example-node:0000C346:165A0CE4:68D7279C:aptupdate::root@pam:".to_string(),
+        "UPID:pve1:0000C346:1165A0CE4:68D7279C:vzdump:100:u@pam!some-token:".to_string(),
+        upid("qmstart", "100", "root@pam!api"),
+    ];
+    for c in (0x20u8..=0x7e)
+        .map(char::from)
+        .chain(['\t', '\n', '\u{7f}', 'é'])
+    {
+        cases.push(upid(&format!("q{c}m"), "100", "root@pam"));
+        cases.push(upid("qmstart", &format!("1{c}0"), "root@pam"));
+        cases.push(upid("qmstart", "100", &format!("root@pam!t{c}k")));
+    }
+    let status = pxagent::catalog::find("task.status").unwrap();
+    let list = pxagent::catalog::find("task.log").unwrap();
+    let (mut admitted, mut refused) = (0, 0);
+    for u in &cases {
+        let accepted = Kind::Upid.parse("upid", u).is_ok();
+        for op in [status, list] {
+            let values = [("upid", u.clone()), ("node", "pve1".to_string())]
+                .into_iter()
+                .collect();
+            let argv = op.argv(&values);
+            assert_eq!(
+                allowed(&argv),
+                accepted,
+                "{}: {u:?} accepted by the client: {accepted}",
+                op.id
+            );
+        }
+        if accepted {
+            admitted += 1;
+        } else {
+            refused += 1;
+        }
+    }
+    // All but `:`, `/`, `=`, space and the four others pass in each of the three fields.
+    assert_eq!((admitted, refused), (4 + 91 * 3, 8 * 3));
+}

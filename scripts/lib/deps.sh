@@ -13,6 +13,9 @@
 #               `script` for tests at a terminal) and groff, which renders `pxagent man` in a test.
 #   DEPS_PYTHON python3 python3-venv — the venv that holds the Python MCP SDK (`mcp>=1.0`, from
 #               PyPI; never into the system Python, which Debian refuses: PEP 668).
+#   DEPS_NODE   nodejs npm — Debian's Node 18 for the TypeScript MCP SDK, installed by `npm ci`
+#               from the committed tests/mcp_ts/package-lock.json into tests/mcp_ts/node_modules
+#               (never globally).
 # Rust: `cargo`/`rustc` at least the MSRV (Cargo.toml's rust-version). When missing or older,
 # rustup installs the stable toolchain (the `rustup` already on PATH, else the official
 # https://sh.rustup.rs installer with curl); when its download cannot be reached the script
@@ -23,6 +26,7 @@
 #   deps_require PKG...    deps_apt or exit 2
 #   deps_rust [COMPONENT...]  cargo >= MSRV on PATH (sources ~/.cargo/env), plus e.g. rustfmt clippy
 #   deps_venv              $DEPS_VENV (default target/venv, env PXAGENT_VENV) with `mcp>=1.0`
+#   deps_node_sdk          tests/mcp_ts/node_modules from its lock file (npm ci), once
 # DEPS_INSTALLED lists the packages this process installed (exported to child scripts as
 # PXAGENT_APT_UPDATED so that they do not run `apt-get update` again).
 
@@ -33,6 +37,9 @@ DEPS_BUILD=(gcc libc6-dev ca-certificates)
 # shellcheck disable=SC2034
 DEPS_BED=(openssh-server openssh-client sudo procps util-linux groff-base)
 DEPS_PYTHON=(python3 python3-venv)
+# shellcheck disable=SC2034
+DEPS_NODE=(nodejs npm)
+DEPS_NODE_DIR="$DEPS_REPO/tests/mcp_ts"
 DEPS_VENV="${PXAGENT_VENV:-$DEPS_REPO/target/venv}"
 DEPS_MCP_REQUIREMENT='mcp>=1.0'
 DEPS_INSTALLED=()
@@ -185,4 +192,19 @@ deps_venv() {
     "$DEPS_PYTHON_BIN" -m pip install --quiet --disable-pip-version-check "$DEPS_MCP_REQUIREMENT" ||
         { deps_say "pip install '$DEPS_MCP_REQUIREMENT' into $DEPS_VENV failed: is PyPI reachable?"; exit 2; }
     "$DEPS_PYTHON_BIN" -c "$check" || { deps_say "the mcp package in $DEPS_VENV does not import"; exit 2; }
+}
+
+# The TypeScript MCP SDK for tests/mcp.rs: `npm ci` of tests/mcp_ts's lock file, skipped when
+# node_modules is newer than the lock (npm writes node_modules/.package-lock.json last).
+deps_node_sdk() {
+    local dir="$DEPS_NODE_DIR" check='import("@modelcontextprotocol/sdk/client/index.js").then(()=>0,()=>process.exit(1))'
+    if [[ "$dir/node_modules/.package-lock.json" -nt "$dir/package-lock.json" ]] &&
+        (cd "$dir" && node -e "$check") 2>/dev/null; then
+        return 0
+    fi
+    deps_require "${DEPS_NODE[@]}"
+    deps_say "installing the TypeScript MCP SDK (npm ci, tests/mcp_ts/package-lock.json) into $dir/node_modules"
+    (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error) ||
+        { deps_say "npm ci in $dir failed: is the npm registry reachable?"; exit 2; }
+    (cd "$dir" && node -e "$check") || { deps_say "the TypeScript MCP SDK in $dir does not load"; exit 2; }
 }

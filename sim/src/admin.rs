@@ -10,10 +10,14 @@ use crate::{Env, Output, faults};
 pub const USAGE: &str = "USAGE: pve-sim <TOOL> [ARGS]     (TOOL: qm pct pvesh pvesm vzdump qmrestore pveam ha-manager pvecm)
        pve-sim reset                restore the initial state
        pve-sim dump                 print the state JSON
-       pve-sim fault add '<json>'   add a fault rule {\"match\",\"action\":\"hang|fail|warn\",\"message\",\"seconds\",\"times\"}
+       pve-sim fault add '<json>'   add a fault rule {\"match\",\"action\":\"hang|fail|warn|hold|pmxcfs-down\",\"message\",\"seconds\",\"times\"}
+                                    (hold: the call's task stays running `seconds`, its guest locked; stop it with
+                                    `pvesh delete /nodes/NODE/tasks/UPID`)
        pve-sim fault list           print the fault rules
        pve-sim fault clear          remove all fault rules
-       pve-sim qga VMID up|down     let the VM's guest agent answer or not (agent configured, VM running)
+       pve-sim qga VMID up|down|no-exec
+                                    let the VM's guest agent answer, or not, or answer but refuse
+                                    guest-exec and files (RHEL's allow list)
        pve-sim sandbox [out-limit=BYTES] [timeout=SECONDS]
                                     show/set the guest-command limits (output kept per stream, kill after)
        (internal: pve-sim guest-run …, pve-sim guest-io … are the sandbox's helpers, see sandbox.rs)
@@ -56,19 +60,25 @@ pub fn run(cmd: &str, args: &[String], env: &Env, now: i64) -> Output {
             let (Ok(vmid), Some(up)) = (
                 id.parse::<u32>(),
                 match args[1].as_str() {
-                    "up" => Some(true),
-                    "down" => Some(false),
+                    "up" => Some((false, false)),
+                    "down" => Some((true, false)),
+                    "no-exec" => Some((false, true)),
                     _ => None,
                 },
             ) else {
                 return Output::err(USAGE, 2);
             };
+            let (down, no_exec) = up;
             match store.transact(now, |st| {
-                if up {
-                    st.qga_down.remove(&vmid);
-                } else {
-                    st.qga_down.insert(vmid);
-                }
+                let set = |s: &mut std::collections::BTreeSet<u32>, on: bool| {
+                    if on {
+                        s.insert(vmid);
+                    } else {
+                        s.remove(&vmid);
+                    }
+                };
+                set(&mut st.qga_down, down);
+                set(&mut st.qga_no_exec, no_exec);
             }) {
                 Ok(()) => Output::default(),
                 Err(e) => Output::err(&format!("pve-sim: {e}"), 255),

@@ -225,6 +225,9 @@ fn resource_guest(g: &Guest, now: i64) -> Value {
     if let Some(tags) = g.config.get("tags") {
         insert(&mut v, "tags", tags.clone());
     }
+    if let Some(lock) = g.config.get("lock") {
+        insert(&mut v, "lock", lock.clone());
+    }
     if let Some(ha) = &g.ha {
         insert(&mut v, "hastate", json!(ha.service_state()));
     }
@@ -320,6 +323,9 @@ fn qemu_entry(g: &Guest, now: i64) -> Value {
     if let Some(tags) = g.config.get("tags") {
         insert(&mut v, "tags", tags.clone());
     }
+    if let Some(lock) = g.config.get("lock") {
+        insert(&mut v, "lock", lock.clone());
+    }
     v
 }
 
@@ -345,6 +351,9 @@ fn lxc_entry(g: &Guest, now: i64) -> Value {
     }
     if let Some(tags) = g.config.get("tags") {
         insert(&mut v, "tags", tags.clone());
+    }
+    if let Some(lock) = g.config.get("lock") {
+        insert(&mut v, "lock", lock.clone());
     }
     v
 }
@@ -536,7 +545,16 @@ pub fn storage_content(
     Ok(Value::Array(out))
 }
 
+/// One task list entry; a running task has `"status":"RUNNING"` and no `endtime` (`node_tasks`
+/// adds `status => 'RUNNING'` to active tasks [SRC pve-manager PVE/API2/Tasks.pm]).
 fn task_entry(t: &crate::state::Task) -> Value {
+    if t.running.is_some() {
+        return json!({
+            "id": t.id, "node": t.node, "pid": t.pid, "pstart": t.pstart,
+            "starttime": t.starttime, "status": "RUNNING", "type": t.kind, "upid": t.upid,
+            "user": t.user
+        });
+    }
     json!({
         "endtime": t.endtime, "id": t.id, "node": t.node, "pid": t.pid, "pstart": t.pstart,
         "starttime": t.starttime, "status": t.exitstatus, "type": t.kind, "upid": t.upid,
@@ -557,19 +575,32 @@ pub struct TaskFilter {
     pub typefilter: Option<String>,
     /// `--errors 1`.
     pub errors: bool,
+    /// `--source archive|active|all` (default `archive`).
+    pub source: Option<String>,
 }
 
-/// `/nodes/{node}/tasks` (FORMATS §2.12 [SRC]): finished tasks of the node, newest first.
+/// `/nodes/{node}/tasks` (FORMATS §2.12 [SRC]): newest first; `--source archive` (the default)
+/// lists finished tasks, `active` the running ones, `all` both, running ones first (`node_tasks`
+/// reads the active list before the index).
 pub fn tasks(st: &State, node: &str, f: &TaskFilter) -> Value {
+    let source = f.source.as_deref().unwrap_or("archive");
+    let active = st.tasks.iter().rev().filter(|t| t.running.is_some());
+    let archive = st.tasks.iter().rev().filter(|t| t.running.is_none());
+    let listed: Vec<&crate::state::Task> = match source {
+        "active" => active.collect(),
+        "all" => active.chain(archive).collect(),
+        _ => archive.collect(),
+    };
     Value::Array(
-        st.tasks
-            .iter()
-            .rev()
+        listed
+            .into_iter()
             .filter(|t| t.node == node)
             .filter(|t| f.vmid.as_ref().is_none_or(|v| &t.id == v))
             .filter(|t| f.typefilter.as_ref().is_none_or(|v| &t.kind == v))
             .filter(|t| {
-                !f.errors || (t.exitstatus != "OK" && !t.exitstatus.starts_with("WARNINGS"))
+                !f.errors
+                    || t.running.is_some()
+                    || (t.exitstatus != "OK" && !t.exitstatus.starts_with("WARNINGS"))
             })
             .skip(f.start.unwrap_or(0))
             .take(f.limit.unwrap_or(50))
@@ -578,23 +609,31 @@ pub fn tasks(st: &State, node: &str, f: &TaskFilter) -> Value {
     )
 }
 
+/// The task `upid` of `node`: a UPID PVE cannot parse, or one without a log file on the node, is
+/// the parameter error `upid: unable to parse worker upid` / `upid: no such task` (pve-manager
+/// `PVE/API2/Tasks.pm` `read_task_status`, `stop_task` [SRC]).
 fn find_task<'a>(st: &'a State, node: &str, upid: &str) -> Result<&'a crate::state::Task, Failure> {
-    let parsed = task::parse_upid(upid)
-        .ok_or_else(|| Failure::die(format!("unable to parse worker upid '{upid}'")))?;
-    let hex = format!("{:X}", parsed.starttime & 0xf);
+    let param = |m: &str| Failure::die(format!("400 Parameter verification failed.\nupid: {m}\n"));
+    if task::parse_upid(upid).is_none() {
+        return Err(param("unable to parse worker upid"));
+    }
     st.tasks
         .iter()
         .find(|t| t.upid == upid && t.node == node)
-        .ok_or_else(|| {
-            Failure::enoent(format!(
-                "unable to open file '/var/log/pve/tasks/{hex}/{upid}' - No such file or directory"
-            ))
-        })
+        .ok_or_else(|| param("no such task"))
 }
 
 /// `/nodes/{node}/tasks/{upid}/status` (FORMATS §1.5, §2.12 [SRC]).
 pub fn task_status(st: &State, node: &str, upid: &str) -> Result<Value, Failure> {
     let t = find_task(st, node, upid)?;
+    if t.running.is_some() {
+        // Still running: no `exitstatus` (`read_task_status` [SRC]).
+        return Ok(json!({
+            "id": t.id, "node": t.node, "pid": t.pid, "pstart": t.pstart,
+            "starttime": t.starttime, "status": "running", "type": t.kind, "upid": t.upid,
+            "user": t.user
+        }));
+    }
     Ok(json!({
         "exitstatus": t.exitstatus, "id": t.id, "node": t.node, "pid": t.pid, "pstart": t.pstart,
         "starttime": t.starttime, "status": "stopped", "type": t.kind, "upid": t.upid, "user": t.user

@@ -12,7 +12,7 @@ use crate::ops::{self, TaskRun};
 use crate::provision;
 use crate::qm::cli_task_output;
 use crate::state::{Guest, Kind, State, Volume};
-use crate::{Ctx, Output, timefmt};
+use crate::{Ctx, Output, locks, running, timefmt};
 
 const GIB: f64 = 1_073_741_824.0;
 
@@ -283,14 +283,28 @@ pub fn vzdump_job(
         String::new()
     };
     let fail = ctx.task_fail();
-    let quiet_ctx = Ctx::new(ctx.now);
+    // With `fail` taken, `run_task` leaves the fault to the guests below.
+    let quiet_ctx = ctx;
     Some(ops::run_task(
         st,
-        &quiet_ctx,
+        quiet_ctx,
         &local,
         "vzdump",
         &id,
         |st, log| {
+            // One backup job per node at a time: `getlock` waits for `/var/run/vzdump.lock`
+            // (PVE::VZDump `getlock` [SRC]).
+            if let Some(other) = running::vzdump_running(st, &local) {
+                *ctx.tasks.blocked.borrow_mut() = Some(running::Blocked {
+                    upid: other.upid.clone(),
+                    what: running::Wait::VzdumpGlobal,
+                });
+                return Err("pve-sim: waiting for the vzdump lock".into());
+            }
+            if let Some((running::Wait::VzdumpGlobal, _)) = ctx.tasks.waited {
+                log.push("INFO: trying to get global lock - waiting...".into());
+                log.push("INFO: got global lock".into());
+            }
             let storage = match st.storage(&sid).cloned() {
                 Some(s) if s.content.iter().any(|c| c == "backup") => s,
                 Some(_) => {
@@ -328,6 +342,24 @@ pub fn vzdump_job(
                         g.kind.api()
                     ));
                     log.push(format!("ERROR: Backup of VM {vmid} failed - {msg}"));
+                    log.push(format!("INFO: Failed at {}", timefmt::iso(ctx.now)));
+                    errors += 1;
+                    continue;
+                }
+                // `lock_vm` (set_lock 'backup') comes after these three lines [SRC PVE/VZDump.pm
+                // `exec_backup_task`]; a locked guest fails, the job goes on.
+                if let Err(e) = locks::guard(st, ctx, g.kind, *vmid) {
+                    if ctx.tasks.blocked.borrow().is_some() {
+                        return Err(e);
+                    }
+                    let status = if g.running { "running" } else { "stopped" };
+                    log.push(format!(
+                        "INFO: Starting Backup of VM {vmid} ({})",
+                        g.kind.api()
+                    ));
+                    log.push(format!("INFO: Backup started at {}", timefmt::iso(ctx.now)));
+                    log.push(format!("INFO: status = {status}"));
+                    log.push(format!("ERROR: Backup of VM {vmid} failed - {e}"));
                     log.push(format!("INFO: Failed at {}", timefmt::iso(ctx.now)));
                     errors += 1;
                     continue;

@@ -2,7 +2,7 @@
 //! `PVE_SIM_FAULTS`; sudo's `env_reset` strips that variable on the real path) read on every call.
 //!
 //! The file is a JSON list of rules
-//! `{"match": "<substring>", "action": "hang"|"fail"|"warn", "message": "...", "seconds": N, "times": N}`.
+//! `{"match": "<substring>", "action": "hang"|"fail"|"warn"|"hold"|"pmxcfs-down", "message": "...", "seconds": N, "times": N}`.
 //! `match` is compared with the call's argv joined by single spaces, starting with the tool name
 //! (`qm start 100`, `pvesh create /nodes/pve1/qemu/100/status/start --output-format json`); an
 //! empty `match` hits every call. Every matching rule applies:
@@ -10,7 +10,15 @@
 //!   lock is taken, so a hung call never blocks the others;
 //! * `fail` makes a task-producing call's task fail with `message` (TASK ERROR), and any other call
 //!   print `message` on stderr and exit 255;
-//! * `warn` prints `message` on stderr, output and exit stay normal.
+//! * `warn` prints `message` on stderr, output and exit stay normal;
+//! * `hold` keeps the task a call starts **running** for `seconds` (default 30): the call blocks
+//!   like the real CLI, the task shows as running in the task list and its status, the guest's
+//!   config lock (`lock: backup` for a backup, `snapshot`, …) is held meanwhile, and
+//!   `pvesh delete /nodes/{node}/tasks/{upid}` stops it the way Proxmox does (see
+//!   [`crate::running`]); a call that starts no task ignores it;
+//! * `pmxcfs-down` answers as a PVE tool does, as root, while pmxcfs (the `pve-cluster`
+//!   service) is not running: `ipcc_send_rec[1] failed: Connection refused`, see
+//!   [`PMXCFS_DOWN`].
 //!
 //! `times`, when present, is decremented on each use and the rule is removed at 0; the file is
 //! rewritten under its own lock (`faults.json.lock`).
@@ -32,7 +40,24 @@ pub enum Action {
     Fail,
     /// Print a warning on stderr.
     Warn,
+    /// Keep the call's task running for `seconds` ([`crate::running`]).
+    Hold,
+    /// Fail like a PVE tool whose pmxcfs is down ([`PMXCFS_DOWN`]).
+    #[serde(rename = "pmxcfs-down")]
+    PmxcfsDown,
 }
+
+/// What a PVE tool prints, run as root, when pmxcfs is not running: the IPC socket refuses the
+/// connection (`die "ipcc_send_rec[$msgid] failed: $!\n"`, pve-cluster 7091d92e5949
+/// `src/PVE/Cluster.pm`; `$!` = ECONNREFUSED), then the access control list cannot be loaded.
+/// The text is a third party's capture (`tests/fixtures/pve/pmxcfs_down_root_connection_refused.txt`);
+/// the exit status is Perl's for an uncaught `die` with `$!` set: ECONNREFUSED, 111 [INFER,
+/// FORMATS §1.2]. The non-root form says `Unknown error -1` instead ([`crate::access`]).
+pub const PMXCFS_DOWN: &str = "ipcc_send_rec[1] failed: Connection refused\n\
+Unable to load access control list: Connection refused\n";
+
+/// Exit status of [`PMXCFS_DOWN`].
+pub const PMXCFS_DOWN_EXIT: i32 = 111;
 
 /// One fault rule.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
@@ -63,6 +88,10 @@ pub struct Effects {
     pub fail: Option<String>,
     /// Warnings for stderr.
     pub warn: Vec<String>,
+    /// Seconds to keep the call's task running (`hold`).
+    pub hold_secs: u64,
+    /// pmxcfs is down for this call (`pmxcfs-down`).
+    pub pmxcfs_down: bool,
 }
 
 fn lock_path(path: &Path) -> PathBuf {
@@ -142,6 +171,8 @@ pub fn take(path: &Path, joined: &str) -> io::Result<Effects> {
                         .clone()
                         .unwrap_or_else(|| "simulated warning".into()),
                 ),
+                Action::Hold => fx.hold_secs += r.seconds.unwrap_or(30),
+                Action::PmxcfsDown => fx.pmxcfs_down = true,
             }
             if let Some(t) = r.times.as_mut() {
                 *t = t.saturating_sub(1);

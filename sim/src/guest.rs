@@ -40,6 +40,19 @@ fn agent_error(desc: &str) -> Failure {
     Failure::die(format!("Agent error: {desc}"))
 }
 
+/// A command the agent was started without (`--allow-rpcs` leaves it out): QEMU's
+/// `"Command %s has been disabled%s%s"` with qga's reason `the command is not allowed`
+/// [SRC qemu qapi/qmp-dispatch.c `qmp_dispatch`, qga/main.c `ga_disable_not_allowed`; REAL
+/// `tests/fixtures/pve/qm_guest_exec_disabled_rhel.txt`].
+fn allowed(st: &State, vmid: u32, command: &str) -> Result<(), Failure> {
+    if st.qga_no_exec.contains(&vmid) {
+        return Err(agent_error(&format!(
+            "Command {command} has been disabled: the command is not allowed"
+        )));
+    }
+    Ok(())
+}
+
 fn sandbox_failure(e: impl std::fmt::Display) -> Failure {
     Failure::die(format!("pve-sim: sandbox: {e}"))
 }
@@ -83,6 +96,7 @@ pub fn exec(
     input: Option<&str>,
 ) -> Result<Value, Failure> {
     let boot = available(st, node, vmid)?.started_at;
+    allowed(st, vmid, "guest-exec")?;
     let Some(program) = command.first() else {
         return Err(agent_error("Parameter 'path' is missing"));
     };
@@ -164,9 +178,13 @@ fn spawn_runner(
 
 /// `GET …/agent/exec-status --pid N`: `{"exited":0}` while the command runs; once it ended
 /// `{"exited":1,"exitcode":N}` (or `"signal":N`), plus `out-data`/`err-data` when non-empty
-/// (decoded by PVE: one character per byte, see [`b64::latin1`]) and `out-truncated`/
-/// `err-truncated` = 1 only when that stream lost data [SRC qga/commands.c
-/// `qmp_guest_exec_status`; Agent.pm booleans as 0/1]. Like the agent, the finished process is
+/// (decoded by PVE: one character per byte, see [`b64::latin1`]), each with its
+/// `out-truncated`/`err-truncated`, 0 or 1 [SRC qga/commands.c `qmp_guest_exec_status` as fixed
+/// by "qga: Fix truncated output handling in guest-exec status reporting" (QEMU 10.1, 2025-08,
+/// backported to stable): the flag is present whenever the stream has data; Agent.pm turns the
+/// booleans into 0/1]. Agents before that fix set the flag's *presence* from the truncation but
+/// never its value, so a truncated stream showed `out-truncated: 0` and a complete one none:
+/// pxagent reads a stream at the agent's 16 MiB cap as truncated whatever the flag says. Like the agent, the finished process is
 /// forgotten once reported: asking again, for an unknown pid, or after the VM restarted, is
 /// `Agent error: PID N does not exist` [SRC qemu commit "qga: Improve guest-exec-status error
 /// message" (QEMU 8.2); older agents say `Invalid parameter 'pid'`].
@@ -178,6 +196,7 @@ pub fn exec_status(
     pid: i64,
 ) -> Result<Value, Failure> {
     let g = available(st, node, vmid)?;
+    allowed(st, vmid, "guest-exec-status")?;
     let gone = || agent_error(&format!("PID {pid} does not exist"));
     let Ok(pid_u) = u64::try_from(pid) else {
         return Err(gone());
@@ -217,9 +236,7 @@ pub fn exec_status(
         let data = std::fs::read(p).unwrap_or_default();
         if !data.is_empty() {
             m.insert(data_key.into(), json!(b64::latin1(&data)));
-            if truncated {
-                m.insert(trunc_key.into(), json!(1));
-            }
+            m.insert(trunc_key.into(), json!(i32::from(truncated)));
         }
     }
     forget();
@@ -256,6 +273,7 @@ pub fn file_write(
     encode: bool,
 ) -> Result<(), Failure> {
     available(st, node, vmid)?;
+    allowed(st, vmid, "guest-file-open")?;
     let sb = sandbox::prepare(base(ctx)?, vmid).map_err(sandbox_failure)?;
     let data = if encode {
         Ok(content.as_bytes().to_vec())
@@ -289,6 +307,7 @@ pub fn file_read(
     req: &FileRead<'_>,
 ) -> Result<(Value, Vec<String>), Failure> {
     available(st, node, vmid)?;
+    allowed(st, vmid, "guest-file-open")?;
     let sb = sandbox::prepare(base(ctx)?, vmid).map_err(sandbox_failure)?;
     let count = req.count.unwrap_or(MAX_READ_SIZE);
     let data = sb
@@ -335,8 +354,11 @@ const PCT_EXEC_USAGE: &str = "pct exec <vmid> [<extra-args>] [OPTIONS]";
 /// (128+signal when killed) like `lxc-attach` [SRC lxc_attach.c]. Checks in `pct.pm` order
 /// [SRC]: config on this node (else the usual exit-2 `Configuration file … does not exist`),
 /// running (`container 'N' not running!`), a command (`missing command at … line 246.`).
-/// A program that cannot start is lxc-attach's `Failed to exec "P"` with 127 (ENOENT) / 126
-/// (ENOEXEC) / 255 [INFER from lxc src/lxc/attach.c `lxc_attach_run_command`]. `--keep-env` is
+/// A program that cannot start is lxc-attach's `lxc-attach: VMID: ../src/lxc/attach.c:
+/// lxc_attach_run_command: 1845 No such file or directory - Failed to exec "P"` and exit 127
+/// (ENOENT), 126 (EACCES, ENOEXEC), else the exec's -1 as 255 [SRC lxc e7b855a51b81
+/// src/lxc/attach.c `lxc_attach_run_command`, log.h `SYSERROR`, log.c `log_append_stderr`,
+/// tools/lxc_attach.c `exit(wexit)`; REAL line `pct_exec_missing_program_lxc_attach.txt`]. `--keep-env` is
 /// accepted; the sandbox environment is always the minimal one.
 pub fn pct_exec(args: &[String], env: &Env, now: i64, fx: &faults::Effects) -> Output {
     let (before, after) = match args.iter().position(|a| a == "--") {
@@ -399,12 +421,12 @@ pub fn pct_exec(args: &[String], env: &Env, now: i64, fx: &faults::Effects) -> O
             let n = e.raw_os_error().unwrap_or(5);
             let code = match n {
                 2 => 127,
-                8 => 126,
+                8 | 13 => 126,
                 _ => 255,
             };
             Output::err(
                 &format!(
-                    "lxc-attach: {vmid}: ../src/lxc/attach.c: lxc_attach_run_command: 1850 {} - Failed to exec \"{}\"",
+                    "lxc-attach: {vmid}: ../src/lxc/attach.c: lxc_attach_run_command: 1845 {} - Failed to exec \"{}\"",
                     sandbox::strerror(n),
                     argv[0]
                 ),

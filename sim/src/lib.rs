@@ -6,7 +6,9 @@
 //!
 //! Flow of one call: identity check (non-root is refused like pmxcfs refuses it) → fault rules
 //! (`faults`, evaluated and slept on *before* the state lock) → the tool, run inside one exclusive
-//! read-modify-write of the state (`state::Store::transact`) → [`Output`].
+//! read-modify-write of the state (`state::Store::transact`) → [`Output`]. A task can be held
+//! running for a while, with its guest locked, and stopped ([`running`], the `hold` fault); a
+//! call that meets another task's lock waits for it outside the state lock ([`locks`]).
 //!
 //! Commands inside guests (guest-agent exec and files, `pct exec`) really run, in a sandbox of
 //! their own ([`sandbox`], [`guest`]); `pct exec` checks under the state lock and runs the
@@ -20,12 +22,14 @@ pub mod b64;
 pub mod backup;
 pub mod faults;
 pub mod guest;
+pub mod locks;
 pub mod migrate;
 pub mod observe;
 pub mod ops;
 pub mod provision;
 pub mod pvesh;
 pub mod qm;
+pub mod running;
 pub mod sandbox;
 pub mod settings;
 pub mod state;
@@ -163,6 +167,8 @@ pub struct Ctx {
     /// Base directory of the guest sandboxes (`<state dir>/guests`); `None` in-process, where
     /// guest commands are refused.
     pub guests: Option<PathBuf>,
+    /// Running tasks, locks and stop requests met by this call ([`running`]).
+    pub tasks: running::CallTasks,
 }
 
 impl Ctx {
@@ -173,10 +179,14 @@ impl Ctx {
             fail: None,
             fail_used: Cell::new(false),
             guests: None,
+            tasks: running::CallTasks::default(),
         }
     }
-    /// Take the fail fault for a task.
+    /// Take the fail fault for a task (once: a job that applies it itself takes it first).
     pub fn task_fail(&self) -> Option<String> {
+        if self.fail_used.get() {
+            return None;
+        }
         let f = self.fail.clone();
         if f.is_some() {
             self.fail_used.set(true);
@@ -223,6 +233,9 @@ pub fn run(argv: &[String], env: &Env) -> Output {
         Ok(e) => e,
         Err(e) => return Output::err(&format!("pve-sim: fault file: {e}"), 255),
     };
+    if effects.pmxcfs_down {
+        return Output::err(faults::PMXCFS_DOWN, faults::PMXCFS_DOWN_EXIT);
+    }
     if effects.hang_secs > 0 {
         // Sleep before taking the state lock, so a hung call never blocks the others.
         std::thread::sleep(std::time::Duration::from_secs(effects.hang_secs));
@@ -233,14 +246,23 @@ pub fn run(argv: &[String], env: &Env) -> Output {
         out.stderr.insert_str(0, &w);
         return out;
     }
-    let ctx = Ctx {
+    let mut ctx = Ctx {
         now,
         fail: effects.fail.clone(),
         fail_used: Cell::new(false),
         guests: Some(sandbox::base_dir(&env.state_path)),
+        tasks: running::CallTasks {
+            fixed_clock: env.now.is_some(),
+            ..running::CallTasks::default()
+        },
     };
     let store = Store::new(&env.state_path);
-    let result = store.transact(now, |st: &mut State| dispatch(&tool, args, st, &ctx));
+    let result = running::call(
+        &store,
+        &mut ctx,
+        effects.hold_secs,
+        |st: &mut State, ctx| dispatch(&tool, args, st, ctx),
+    );
     let mut out = match result {
         Ok(o) => o,
         Err(e) => Output::err(&format!("pve-sim: state file: {e}"), 255),

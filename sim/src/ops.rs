@@ -7,7 +7,7 @@
 use serde_json::{Value, json};
 
 use crate::state::{Guest, HA_DELAY, Ha, Kind, Snapshot, State};
-use crate::{Ctx, Failure, task};
+use crate::{Ctx, Failure, locks, running, task};
 
 /// A finished task as the front ends need it.
 #[derive(Debug, Clone)]
@@ -21,7 +21,9 @@ pub struct TaskRun {
 }
 
 /// Run a task body on `node` and record it. A `fail` fault replaces the body's outcome with a
-/// TASK ERROR before anything changes.
+/// TASK ERROR before anything changes. A task that was held running ends under its own UPID;
+/// one that was stopped meanwhile ends interrupted, without its state change
+/// ([`running::interrupted`]: the body runs on a scratch copy only for the log it would write).
 pub fn run_task(
     st: &mut State,
     ctx: &Ctx,
@@ -30,10 +32,20 @@ pub fn run_task(
     id: &str,
     body: impl FnOnce(&mut State, &mut Vec<String>) -> Result<(), String>,
 ) -> TaskRun {
+    let resume = ctx.tasks.resume.borrow_mut().take();
     let mut log = Vec::new();
-    let result = match ctx.task_fail() {
-        Some(msg) => Err(msg),
-        None => body(st, &mut log),
+    let result = if resume.as_ref().is_some_and(|r| r.stopped) {
+        let mut scratch = st.clone();
+        let mut full = Vec::new();
+        let _ = body(&mut scratch, &mut full);
+        let (cut, msg) = running::interrupted(kind, &full, ctx.now);
+        log = cut;
+        Err(msg)
+    } else {
+        match ctx.task_fail() {
+            Some(msg) => Err(msg),
+            None => body(st, &mut log),
+        }
     };
     let error = result.err().map(|e| task::fold(&e));
     let upid = task::record(
@@ -45,6 +57,7 @@ pub fn run_task(
         ctx.now,
         log.clone(),
         error.as_deref(),
+        resume.map(|r| r.worker),
     );
     TaskRun { upid, log, error }
 }
@@ -159,6 +172,16 @@ pub fn power(
             if g.is_template() {
                 return Err("you can't start a vm if it's a template".into());
             }
+            locks::flock(st, ctx, kind, vmid, true)?;
+            let lock = g.config.get("lock").and_then(Value::as_str).unwrap_or("");
+            // `vm_start` under `lock_config` [SRC qemu-server QemuServer.pm]: during a backup of
+            // a running VM it only resumes it; otherwise any lock but `suspended` refuses.
+            if lock == "backup" && g.running {
+                return Ok(());
+            }
+            if lock != "suspended" {
+                locks::check_lock(g)?;
+            }
             if g.running {
                 return Err(format!("VM {vmid} already running"));
             }
@@ -193,6 +216,16 @@ pub fn power(
         }
     }
     Ok(run_task(st, ctx, node, &ttype, &id, |st, _log| {
+        // Every worker takes `lock_config` and checks the config lock first [SRC qemu-server
+        // QemuServer.pm `vm_stop`/`vm_reboot`, RunState.pm; pve-container API2/LXC/Status.pm];
+        // qemu's suspend and resume go on during a backup (`check_lock … if !($skiplock ||
+        // has_lock($conf, 'backup'))`).
+        locks::flock(st, ctx, kind, vmid, true)?;
+        let g = st.guests.get(&vmid).ok_or("guest vanished")?;
+        let backup = g.config.get("lock").and_then(Value::as_str) == Some("backup");
+        if !(backup && kind == Kind::Qemu && matches!(action, Power::Suspend | Power::Resume)) {
+            locks::check_lock(g)?;
+        }
         match action {
             Power::Start | Power::Reboot => set_running(st, vmid, ctx.now),
             Power::Shutdown | Power::Stop => {
@@ -331,6 +364,8 @@ pub fn snapshot(
         &ttype,
         &vmid.to_string(),
         |st, log| {
+            // `__snapshot_prepare` under `lock_config` [SRC AbstractConfig.pm].
+            locks::guard(st, ctx, kind, vmid)?;
             let g = st.guests.get_mut(&vmid).ok_or("guest vanished")?;
             let save_state = kind == Kind::Qemu && vmstate && g.running;
             let freeze = kind == Kind::Qemu && g.running && !save_state && g.agent();
@@ -393,6 +428,7 @@ pub fn rollback(
         &ttype,
         &vmid.to_string(),
         |st, log| {
+            locks::flock(st, ctx, kind, vmid, true)?;
             let g = st.guests.get_mut(&vmid).ok_or("guest vanished")?;
             let snap = g
                 .snapshots
@@ -403,6 +439,8 @@ pub fn rollback(
             if g.is_template() {
                 return Err("you can't rollback if vm is a template".into());
             }
+            // `snapshot_rollback`'s prepare step checks the lock after the snapshot [SRC].
+            locks::check_lock(g)?;
             for (_, volid) in g.disks() {
                 let lv = lv_name(&volid);
                 log.push(format!("  Logical volume \"{lv}\" successfully removed."));
@@ -439,6 +477,15 @@ pub fn delsnapshot(
         &ttype,
         &vmid.to_string(),
         |st, log| {
+            if !st
+                .guests
+                .get(&vmid)
+                .is_some_and(|g| g.snapshots.iter().any(|s| s.name == name))
+            {
+                return Err(format!("snapshot '{name}' does not exist"));
+            }
+            // `snapshot_delete`: `set_lock($vmid, 'snapshot-delete')` after the lookup [SRC].
+            locks::guard(st, ctx, kind, vmid)?;
             let g = st.guests.get_mut(&vmid).ok_or("guest vanished")?;
             let pos = g
                 .snapshots
@@ -506,6 +553,8 @@ pub fn destroy(
         &ttype,
         &vmid.to_string(),
         |st, log| {
+            // The worker's `lock_config` → `destroy_vm` → `check_lock` [SRC qemu-server].
+            locks::guard(st, ctx, kind, vmid)?;
             let g = st.guests.remove(&vmid).ok_or("guest vanished")?;
             for s in &g.snapshots {
                 for (_, volid) in disks_of_snapshot(s) {

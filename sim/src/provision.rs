@@ -1334,6 +1334,12 @@ pub fn clone(
         "qmclone",
         &vmid.to_string(),
         |st, log| {
+            // The worker locks the source (exclusive when it runs, else shared) and checks its
+            // config lock [SRC qemu-server API2/Qemu.pm `clone_vm`].
+            crate::locks::flock(st, ctx, Kind::Qemu, vmid, src.running)?;
+            if let Some(g) = st.guests.get(&vmid) {
+                crate::locks::check_lock(g)?;
+            }
             log.push(format!("creating a clone of VM {vmid} with ID {newid}"));
             let mut taken = Vec::new();
             let mut created: Vec<String> = Vec::new();

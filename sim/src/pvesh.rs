@@ -4,10 +4,12 @@
 //! task failed (the error goes to stderr) (FORMATS §1.3 [SRC; INFER for the failing case]).
 //!
 //! Paths whose `{node}` is not the local node are "proxied": reads print the same thing; a task's
-//! output comes back as one JSON string holding the remote log plus the escaped UPID line, because
-//! pvesh cannot decode the remote output and returns the raw text (FORMATS §1.6 [SRC; INFER]).
-//! Errors on a proxied path get pvesh's `proxy handler failed: …` line after the remote's message
-//! and exit 255 [INFER from pvesh.pm `proxy_handler` / `run_command`].
+//! output comes back as one JSON string holding the remote log lines run together (no newlines)
+//! and the escaped UPID, because pvesh cannot decode the remote output and returns the raw text;
+//! an error's last remote stderr line becomes `proxy handler failed: <line>` (FORMATS §1.6;
+//! [SRC pvesh.pm `proxy_handler`, pve-common `Cmd.pm`], see [`proxied_error`]).
+//!
+//! `pvesh delete /nodes/{node}/tasks/{upid}` stops a running task ([`crate::running::stop`]).
 //!
 //! The guest-agent endpoints (`…/qemu/{vmid}/agent/exec|exec-status|file-write|file-read`) are
 //! in [`crate::guest`]; their commands really run in [`crate::sandbox`]. Setting options and
@@ -53,6 +55,7 @@ enum Route {
     Tasks(String),
     TaskStatus(String, String),
     TaskLog(String, String),
+    TaskStop(String, String),
     Power(String, Kind, String, Power),
     SnapCreate(String, Kind, String),
     Rollback(String, Kind, String, String),
@@ -159,6 +162,7 @@ fn route(verb: &str, segs: &[&str]) -> Option<Route> {
         ("delete", ["nodes", _, k, _, "snapshot", _]) => {
             R::SnapDelete(s(1), kind_of(k)?, s(3), s(5))
         }
+        ("delete", ["nodes", _, "tasks", _]) => R::TaskStop(s(1), s(3)),
         ("delete", ["nodes", _, k, _]) => R::Destroy(s(1), kind_of(k)?, s(3)),
         _ => return None,
     })
@@ -501,6 +505,7 @@ fn route_node(r: &Route) -> Option<&str> {
         | R::Tasks(n)
         | R::TaskStatus(n, _)
         | R::TaskLog(n, _)
+        | R::TaskStop(n, _)
         | R::Power(n, ..)
         | R::SnapCreate(n, ..)
         | R::Rollback(n, ..)
@@ -600,23 +605,6 @@ fn node_name_ok(n: &str) -> bool {
         && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
         && !n.starts_with('-')
         && !n.ends_with('-')
-}
-
-/// Quote one word for the `ssh … pvesh --noproxy …` line in the proxy error.
-fn sh_quote(s: &str) -> String {
-    if !s.is_empty()
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./:=@,".contains(c))
-    {
-        s.to_string()
-    } else {
-        format!("'{}'", s.replace('\'', r"'\''"))
-    }
-}
-
-/// Where a proxied call went.
-struct Proxy {
-    cmdline: String,
 }
 
 /// Entry point for `pvesh …`.
@@ -739,50 +727,20 @@ pub fn run(st: &mut State, ctx: &Ctx, argv: &[String]) -> Output {
     }
 
     let format = parsed.get("output-format").unwrap_or("text").to_string();
-    let mut proxy = None;
+    // A path on another node goes there as `ssh root@IP -- pvesh --noproxy VERB PATH
+    // --output-format json ARGS…` (pvesh.pm `proxy_handler`); the answer changes form, see
+    // [`proxied_error`] and [`task_output`].
+    let mut proxied = false;
     if let Some(node) = route_node(&route) {
-        let Some(n) = st.node(node) else {
+        if st.node(node).is_none() {
             return Output::err(
                 &format!(
                     "hostname lookup '{node}' failed - failed to get address info for: {node}: Name or service not known"
                 ),
                 255,
             );
-        };
-        if node != st.local_node {
-            let mut words = vec!["ssh", "-o", "BatchMode=yes"]
-                .into_iter()
-                .map(String::from)
-                .collect::<Vec<_>>();
-            words.push(format!("root@{}", n.ip));
-            words.extend(
-                ["pvesh", "--noproxy", verb, path, "--output-format", "json"].map(String::from),
-            );
-            let mut params: std::collections::BTreeMap<&str, Vec<&String>> = parsed
-                .opts
-                .iter()
-                .map(|(k, v)| (k.as_str(), vec![v]))
-                .collect();
-            for (k, vs) in &parsed.lists {
-                params.insert(k, vs.iter().collect());
-            }
-            for (k, vs) in params
-                .iter()
-                .filter(|(k, _)| **k != "output-format" && **k != "quiet")
-            {
-                for v in vs {
-                    words.push(format!("--{k}"));
-                    words.push((*v).clone());
-                }
-            }
-            proxy = Some(Proxy {
-                cmdline: words
-                    .iter()
-                    .map(|w| sh_quote(w))
-                    .collect::<Vec<_>>()
-                    .join(" "),
-            });
         }
+        proxied = node != st.local_node;
     }
     let quiet = parsed.flag("quiet");
     let result = execute(st, ctx, &route, vmid, &parsed);
@@ -798,7 +756,7 @@ pub fn run(st: &mut State, ctx: &Ctx, argv: &[String]) -> Output {
         // What the handler printed, then its `null`. Proxied, the remote output is no JSON
         // document, so pvesh hands it back as a string, like a task's log [INFER].
         Ok(Reply::Printed(text, warnings)) => Output {
-            stdout: if proxy.is_some() && !text.is_empty() {
+            stdout: if proxied && !text.is_empty() {
                 render(&Value::String(text), &format)
             } else {
                 text
@@ -807,12 +765,12 @@ pub fn run(st: &mut State, ctx: &Ctx, argv: &[String]) -> Output {
             code: 0,
         },
         Ok(Reply::TaskWarn(t, warnings)) => {
-            let mut o = task_output(&t, &format, proxy.is_some());
+            let mut o = task_output(&t, &format, proxied);
             let w: String = warnings.iter().map(|w| format!("{w}\n")).collect();
             o.stderr.insert_str(0, &w);
             o
         }
-        Ok(Reply::Task(t)) => task_output(&t, &format, proxy.is_some()),
+        Ok(Reply::Task(t)) => task_output(&t, &format, proxied),
         Err(mut f) => {
             // A parameter exception from the handler gets pvesh's usage like a schema error
             // (`RESTHandler::cli_handler` [SRC]).
@@ -821,12 +779,8 @@ pub fn run(st: &mut State, ctx: &Ctx, argv: &[String]) -> Output {
                 f.msg = format!("{}\n\n{}", f.msg.trim_end(), usage(verb));
             }
             let mut o = Output::from(f.clone());
-            if let Some(px) = &proxy {
-                o.stderr.push_str(&format!(
-                    "proxy handler failed: command '{}' failed: exit code {}\n",
-                    px.cmdline, f.code
-                ));
-                o.code = 255;
+            if proxied {
+                o = proxied_error(&o);
             }
             o
         }
@@ -917,6 +871,7 @@ fn execute(
                 vmid: o.get("vmid").map(str::to_string),
                 typefilter: o.get("typefilter").map(str::to_string),
                 errors: o.flag("errors"),
+                source: o.get("source").map(str::to_string),
             };
             data(api::tasks(st, n, &f))
         }
@@ -948,6 +903,10 @@ fn execute(
             ops::rollback(st, ctx, n, *k, vmid, s, o.flag("start")).map(Reply::Task)
         }
         R::SnapDelete(n, k, _, s) => ops::delsnapshot(st, ctx, n, *k, vmid, s).map(Reply::Task),
+        R::TaskStop(n, upid) => {
+            crate::running::stop(st, ctx, n, upid)?;
+            Ok(Reply::Nothing)
+        }
         R::Destroy(n, k, _) => ops::destroy(st, ctx, n, *k, vmid, o.flag("purge")).map(Reply::Task),
         R::Vzdump(n) => {
             if o.get("vmid").is_none() && !o.flag("all") {
@@ -1209,13 +1168,45 @@ fn pretty(v: &Value, depth: usize) -> String {
     }
 }
 
+/// How the local pvesh reports a proxied call that failed: `proxy_handler` runs the remote
+/// pvesh through `run_command(…, errmsg => "proxy handler failed")`, which prints each remote
+/// stderr line but the last on stderr and dies with `proxy handler failed: <last line>` (or
+/// `proxy handler failed: exit code N` when the remote printed nothing on stderr); the remote's
+/// stdout is dropped [SRC pve-manager 14a22df35955 `PVE/CLI/pvesh.pm` `proxy_handler`, pve-common
+/// f665029eac78 `src/PVE/Cmd.pm` `run` (`$laststderr`)]. The exit code of that `die` is Perl's
+/// `$!`-or-255 rule; 255 here [INFER, FORMATS §1.2].
+fn proxied_error(remote: &Output) -> Output {
+    let mut lines: Vec<&str> = remote.stderr.lines().collect();
+    let last = lines.pop();
+    let mut stderr: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    match last {
+        Some(l) => stderr.push_str(&format!("proxy handler failed: {l}\n")),
+        None => stderr.push_str(&format!(
+            "proxy handler failed: exit code {}\n",
+            remote.code
+        )),
+    }
+    Output {
+        stdout: String::new(),
+        stderr,
+        code: 255,
+    }
+}
+
 fn task_output(t: &TaskRun, format: &str, proxied: bool) -> Output {
     let log: String = t.log.iter().map(|l| format!("{l}\n")).collect();
     let upid = Value::String(t.upid.clone());
     let stdout = if proxied && !log.is_empty() {
-        // The remote `pvesh --noproxy … --output-format json` printed log + "UPID"; that is not
-        // one JSON document, so pvesh hands back the raw text as a string [INFER].
-        let raw = format!("{log}{}\n", api::canonical(&upid));
+        // The remote `pvesh --noproxy … --output-format json` printed its log and `"UPID…"`;
+        // `proxy_handler` collects stdout line by line *without* the newlines (`outfunc => sub
+        // { $res .= shift }`, and `run_command` strips them), cannot decode that as JSON and
+        // returns the raw text, which prints as one JSON string [SRC pvesh.pm, Cmd.pm].
+        let raw: String = t
+            .log
+            .iter()
+            .map(String::as_str)
+            .chain(std::iter::once(api::canonical(&upid).as_str()))
+            .collect();
         render(&Value::String(raw), format)
     } else {
         format!("{log}{}", render(&upid, format))
@@ -1335,8 +1326,21 @@ mod tests {
             &mut st,
             "get /nodes/pve2/qemu/100/config --output-format json",
         );
-        assert!(o.stderr.starts_with("Configuration file 'nodes/pve2/qemu-server/100.conf' does not exist\nproxy handler failed: command 'ssh -o BatchMode=yes root@10.10.10.12 pvesh --noproxy get /nodes/pve2/qemu/100/config --output-format json' failed: exit code 2\n"));
-        assert_eq!(o.code, 255);
+        // The remote's last stderr line becomes the proxy error (pvesh.pm, Cmd.pm).
+        assert_eq!(
+            o.stderr,
+            "proxy handler failed: Configuration file 'nodes/pve2/qemu-server/100.conf' does not exist\n"
+        );
+        assert_eq!((o.code, o.stdout.as_str()), (255, ""));
+        // Earlier remote lines pass through; a 400 error keeps its lines but the last.
+        let o = call(
+            &mut st,
+            "create /nodes/pve2/qemu/101/snapshot --snapname current --output-format json",
+        );
+        assert_eq!(
+            o.stderr,
+            "proxy handler failed: unable to use snapshot name 'current' (reserved name)\n"
+        );
         let o = call(
             &mut st,
             "create /nodes/pve1/qemu/100/snapshot --snapname a1 --output-format json",
@@ -1349,8 +1353,14 @@ mod tests {
         );
         assert_eq!(o.stdout.lines().count(), 1);
         let raw: String = serde_json::from_str(o.stdout.trim_end()).unwrap();
-        assert!(raw.starts_with("freeze guest filesystem\n"));
-        assert!(raw.ends_with(":qmsnapshot:101:root@pam:\"\n"));
+        // The remote's lines run together: `run_command` hands them over without newlines.
+        assert!(!raw.contains('\n'), "{raw}");
+        assert!(
+            raw.starts_with("freeze guest filesystemsnapshotting 'drive-scsi0'"),
+            "{raw}"
+        );
+        assert!(raw.contains("thaw guest filesystem\"UPID:pve2:"), "{raw}");
+        assert!(raw.ends_with(":qmsnapshot:101:root@pam:\""), "{raw}");
         // Without log lines the remote output decodes, and the UPID prints normally.
         let o = call(
             &mut st,

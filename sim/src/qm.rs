@@ -77,6 +77,7 @@ fn command(kind: Kind, cmd: &str) -> Option<(&'static [&'static str], Vec<Param>
             v
         }),
         "listsnapshot" => (&["vmid"], vec![]),
+        "unlock" => (&["vmid"], vec![]),
         "rollback" => (&["vmid", "snapname"], vec![p("start", Ty::Bool)]),
         "delsnapshot" => (&["vmid", "snapname"], vec![p("force", Ty::Bool)]),
         "destroy" => (&["vmid"], {
@@ -196,6 +197,10 @@ pub fn run(st: &mut State, ctx: &Ctx, kind: Kind, argv: &[String]) -> Output {
             parsed.flag("start"),
         )),
         "delsnapshot" => task(ops::delsnapshot(st, ctx, &local, kind, vmid, &snap)),
+        "unlock" => match unlock(st, ctx, &local, kind, vmid) {
+            Ok(()) => Output::default(),
+            Err(f) => f.into(),
+        },
         "destroy" => task(ops::destroy(
             st,
             ctx,
@@ -209,6 +214,24 @@ pub fn run(st: &mut State, ctx: &Ctx, kind: Kind, argv: &[String]) -> Output {
             None => Output::err("unreachable", 255),
         },
     }
+}
+
+/// `qm unlock VMID` / `pct unlock VMID`: remove the config's `lock:` (a backup that was killed
+/// leaves one). qm deletes it whether or not there is one; pct uses `remove_lock`, which dies
+/// with `no lock found trying to remove any lock` [SRC qemu-server `src/PVE/CLI/qm.pm`,
+/// pve-container `src/PVE/CLI/pct.pm`, pve-guest-common `AbstractConfig.pm` `remove_lock`].
+/// Both print nothing.
+fn unlock(st: &mut State, ctx: &Ctx, node: &str, kind: Kind, vmid: u32) -> Result<(), Failure> {
+    ops::load(st, node, kind, vmid)?;
+    crate::locks::flock(st, ctx, kind, vmid, true).map_err(Failure::die)?;
+    let g = st
+        .guests
+        .get_mut(&vmid)
+        .ok_or_else(|| Failure::die("guest vanished"))?;
+    if g.config.remove("lock").is_none() && kind == Kind::Lxc {
+        return Err(Failure::die("no lock found trying to remove any lock"));
+    }
+    Ok(())
 }
 
 /// Task output of the CLIs (`$upid_exit`): log on stdout, no UPID, error on stderr + exit 255.

@@ -48,7 +48,7 @@ pub struct State {
     pub storages: Vec<Storage>,
     /// Files on (non-shared) storages: backups, ISOs, container templates.
     pub volumes: Vec<Volume>,
-    /// Finished tasks, oldest first.
+    /// Tasks, oldest first (in the order they ended; running ones where they started).
     pub tasks: Vec<Task>,
     /// Monotonic counter for PIDs and task ids, so UPIDs never repeat.
     pub seq: u64,
@@ -57,6 +57,11 @@ pub struct State {
     /// `pve-sim qga VMID up|down`].
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
     pub qga_down: BTreeSet<u32>,
+    /// VMs whose guest agent answers but refuses commands and files, as RHEL-family guests ship
+    /// it (`FILTER_RPC_ARGS="--allow-rpcs=…"` without guest-exec and guest-file-*) [sim-only
+    /// knob: `pve-sim qga VMID no-exec`].
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub qga_no_exec: BTreeSet<u32>,
     /// Limits of the guest-command sandbox ([`crate::sandbox`]).
     #[serde(default)]
     pub sandbox: SandboxLimits,
@@ -409,7 +414,7 @@ impl Volume {
     }
 }
 
-/// One finished task.
+/// One task: finished, or still running ([`Task::running`]).
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct Task {
     /// Full UPID.
@@ -435,6 +440,10 @@ pub struct Task {
     pub exitstatus: String,
     /// Log lines, including the final `TASK OK` / `TASK ERROR: …`.
     pub log: Vec<String>,
+    /// Set while the task runs (a `hold` fault): who holds it, what it locks, whether a stop
+    /// was asked ([`crate::running`]). `endtime` and `exitstatus` mean nothing meanwhile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub running: Option<crate::running::Running>,
 }
 
 impl State {
@@ -973,6 +982,7 @@ pub fn initial(now: i64) -> State {
         tasks: vec![],
         seq: 0,
         qga_down: BTreeSet::from([110]),
+        qga_no_exec: BTreeSet::new(),
         sandbox: SandboxLimits::default(),
     };
     let history: [(&str, &str, &str, i64, Vec<String>); 5] = [
@@ -983,7 +993,17 @@ pub fn initial(now: i64) -> State {
         ("pve1", "vzstart", "200", now - 86_400 * 3, vec![]),
     ];
     for (node, kind, id, start, log) in history {
-        crate::task::record(&mut state, node, kind, id, start, start + 20, log, None);
+        crate::task::record(
+            &mut state,
+            node,
+            kind,
+            id,
+            start,
+            start + 20,
+            log,
+            None,
+            None,
+        );
     }
     state
 }

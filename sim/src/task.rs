@@ -82,8 +82,21 @@ pub fn fold(msg: &str) -> String {
     msg.trim_end_matches('\n').replace('\n', " ")
 }
 
+/// The worker identity of a task that already has one: a task that was held running
+/// ([`crate::running`]) ends under the UPID it started with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Worker {
+    /// Worker PID.
+    pub pid: u32,
+    /// Its start in clock ticks since boot.
+    pub pstart: u64,
+    /// Task start, epoch seconds.
+    pub starttime: i64,
+}
+
 /// Record a finished task and return its UPID. `log` is what the worker printed; the stored log
-/// gets the closing `TASK OK` / `TASK ERROR: <msg>` line that only the log file shows.
+/// gets the closing `TASK OK` / `TASK ERROR: <msg>` line that only the log file shows. `worker`
+/// is the identity of a task that started earlier (else a new one starts at `start`).
 #[allow(clippy::too_many_arguments)]
 pub fn record(
     state: &mut State,
@@ -94,15 +107,13 @@ pub fn record(
     end: i64,
     mut log: Vec<String>,
     error: Option<&str>,
+    worker: Option<Worker>,
 ) -> String {
-    let seq = state.next_seq();
-    let boot = state
-        .node(node)
-        .map(|n| n.boot_time)
-        .unwrap_or(start - 86_400);
-    let pid = 1_000_000 + u32::try_from(seq % 3_000_000).unwrap_or(0) * 7 % 3_000_000;
-    // pstart is the worker's start in clock ticks (USER_HZ 100) since boot; `seq` keeps it unique.
-    let pstart = u64::try_from((start - boot).max(1)).unwrap_or(1) * 100 + seq % 100;
+    let Worker {
+        pid,
+        pstart,
+        starttime: start,
+    } = worker.unwrap_or_else(|| new_worker(state, node, start));
     let upid = format_upid(node, pid, pstart, start, kind, id, USER);
     let exitstatus = match error {
         None => "OK".to_string(),
@@ -124,8 +135,26 @@ pub fn record(
         endtime: end,
         exitstatus,
         log,
+        running: None,
     });
     upid
+}
+
+/// A fresh worker identity on `node`, starting at `start`.
+pub fn new_worker(state: &mut State, node: &str, start: i64) -> Worker {
+    let seq = state.next_seq();
+    let boot = state
+        .node(node)
+        .map(|n| n.boot_time)
+        .unwrap_or(start - 86_400);
+    let pid = 1_000_000 + u32::try_from(seq % 3_000_000).unwrap_or(0) * 7 % 3_000_000;
+    // pstart is the worker's start in clock ticks (USER_HZ 100) since boot; `seq` keeps it unique.
+    let pstart = u64::try_from((start - boot).max(1)).unwrap_or(1) * 100 + seq % 100;
+    Worker {
+        pid,
+        pstart,
+        starttime: start,
+    }
 }
 
 #[cfg(test)]

@@ -136,7 +136,9 @@ fn issue13_endpoints_through_pvesh() {
     assert_eq!(o.code, 0, "{}", o.stderr);
     let raw: String = serde_json::from_str(o.stdout.trim_end()).unwrap();
     assert!(
-        raw.starts_with("Removed volume 'local:iso/debian-13.2.0-amd64-netinst.iso'\n"),
+        // Proxied to pve2: the remote's lines run together, newlines stripped (issue 12, item
+        // 24; pvesh.pm `proxy_handler`).
+        raw.starts_with("Removed volume 'local:iso/debian-13.2.0-amd64-netinst.iso'\"UPID:"),
         "{raw}"
     );
     assert!(raw.contains(":imgdel:local:root@pam:"), "{raw}");

@@ -1646,10 +1646,11 @@ mod provisioning {
         let started = std::time::Instant::now();
         let r = bed.run("pvesh create /nodes/pve2/qemu/104/status/start --output-format json");
         assert_eq!((r.code, r.stderr.as_str()), (0, ""));
-        // pve2 is not the local node: the remote log + UPID come back as one JSON string.
+        // pve2 is not the local node: the remote log + UPID come back as one JSON string, the
+        // lines run together (pvesh.pm `proxy_handler` drops the newlines).
         let raw: String = serde_json::from_str(r.stdout.trim_end()).unwrap();
         assert!(
-            raw.starts_with("Requesting HA start for VM 104\n\"UPID:pve2:"),
+            raw.starts_with("Requesting HA start for VM 104\"UPID:pve2:"),
             "{raw}"
         );
         assert!(raw.contains(":hastart:104:root@pam:"));
@@ -1680,7 +1681,9 @@ mod provisioning {
 
         let r = bed.run("pvesh create /nodes/pve2/qemu/104/status/shutdown --output-format json");
         let raw: String = serde_json::from_str(r.stdout.trim_end()).unwrap();
-        assert!(raw.starts_with("Requesting HA stop for VM 104\n") && raw.contains(":hastop:104:"));
+        assert!(
+            raw.starts_with("Requesting HA stop for VM 104\"UPID:") && raw.contains(":hastop:104:")
+        );
         assert_eq!(cur()["ha"]["state"], "request_stop");
         let t = std::time::Instant::now();
         while cur()["status"] != "stopped" {
@@ -1692,9 +1695,10 @@ mod provisioning {
         }
         // Destroying needs --purge.
         let r = bed.run("pvesh delete /nodes/pve2/qemu/104 --output-format json");
-        assert!(r.stderr.starts_with(
-            "unable to remove VM 104 - used in HA resources and purge parameter not set.\n"
-        ));
+        assert_eq!(
+            r.stderr,
+            "proxy handler failed: unable to remove VM 104 - used in HA resources and purge parameter not set.\n"
+        );
         // `pve-sim dump` shows the HA resource.
         let dump = bed.run("dump");
         let st: Value = serde_json::from_str(&dump.stdout).unwrap();

@@ -183,11 +183,17 @@ impl Kind {
             Kind::Node => "[a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?".into(),
             Kind::SnapName => "[a-zA-Z][a-zA-Z0-9_-]{1,39}".into(),
             Kind::StorageId => "[a-z][a-z0-9_.-]{0,62}[a-z0-9]".into(),
-            // UPID:node:pid:pstart(8-9 hex):starttime:type:id(may be empty):user(token may have !):
+            // UPID:node:pid:pstart(8-9 hex):starttime:type:id:user: as PVE decodes it
+            // (pve-common f665029eac78 src/PVE/UPID.pm `decode`: type, id and user are
+            // `[^:\s/]+`, `[^:\s/]*`, `[^:\s/]+`; id may be empty, user may be a token
+            // `root@pam!api`). Here those fields are printable ASCII but `:`, `/` and `=` —
+            // `!-.`, `0-9`, `;<`, `>-~` — so no space, control or non-ASCII byte reaches a path
+            // or sudoers, no word can read as `--option=value` (`sudoers lint`'s rule), and the
+            // bounds stay within what sudo's regex check accepts (255).
             Kind::Upid => concat!(
                 "UPID:[a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?",
                 ":[0-9A-Fa-f]{8}:[0-9A-Fa-f]{8,9}:[0-9A-Fa-f]{8}",
-                ":[a-zA-Z0-9_-]{1,32}:[a-zA-Z0-9_.@-]{0,128}:[a-zA-Z0-9_.@!-]{1,128}:"
+                ":[!-.0-9;<>-~]{1,64}:[!-.0-9;<>-~]{0,255}:[!-.0-9;<>-~]{1,128}:"
             )
             .into(),
             Kind::Text => format!("{FREE_WORD}( {FREE_WORD}){{0,31}}"),
@@ -723,6 +729,12 @@ pub(crate) mod tests {
             "UPID:example-node:0000C346:165A0CE4:68D7279C:aptupdate::root@pam:",
             "UPID:pve1:0000C346:1165A0CE4:68D7279C:vzdump:100:u@pam!some-token:",
             "UPID:pve1:0000C346:165A0CE4:68D7279C:download:debian-12-standard_12.7-1_amd64.tar.zst:root@pam:",
+            // Issue 12 item 23: PVE's decoding takes any character but `:`, whitespace and
+            // `/` in type, id and user: token users, ids with `+`, `,`, `~` …
+            "UPID:pve1:0000C346:165A0CE4:68D7279C:qmstart:100:root@pam!api:",
+            "UPID:pve1:0000C346:165A0CE4:68D7279C:vncproxy:100:admin@pve!ci-2025.01:",
+            "UPID:pve1:0000C346:165A0CE4:68D7279C:imgcopy:vm-100-disk-0+snap,b~c:root@pam:",
+            "UPID:pve1:0000C346:165A0CE4:68D7279C:srvreload:networking:j.doe+ops@ldap-corp:",
         ] {
             assert!(Kind::Upid.parse("UPID", ok).is_ok(), "{ok}");
         }
@@ -730,6 +742,18 @@ pub(crate) mod tests {
             "UPID:pve1:0000C346:165A0CE4:68D7279C:qmstart:100:root@pam",
             "UPID:pve1:0000C346:165A0CE4:68D7279C:qmstart:100:root@pam: --x",
             "UPID:pve/1:0000C346:165A0CE4:68D7279C:qmstart:100:root@pam:",
+            // Never a `/` (a UPID goes into an API path), whitespace or control character
+            // (it goes into a sudoers-matched command line), nor a character PVE refuses.
+            "UPID:pve1:0000C346:165A0CE4:68D7279C:qmstart:../../x:root@pam:",
+            "UPID:pve1:0000C346:165A0CE4:68D7279C:qm start:100:root@pam:",
+            "UPID:pve1:0000C346:165A0CE4:68D7279C:qmstart:100:root@pam\t:",
+            "UPID:pve1:0000C346:165A0CE4:68D7279C:qmstart:1\n0:root@pam:",
+            "UPID:pve1:0000C346:165A0CE4:68D7279C:qmstart:100:jörg@pve:",
+            "UPID:pve1:0000C346:165A0CE4:68D7279C::100:root@pam:",
+            "UPID:pve1:0000C346:165A0CE4:68D7279C:qmstart:100::",
+            "UPID:pve1:0000C346:165A0CE4:68D7279C:qmstart:1:0:root@pam:",
+            // `=` neither (PVE would take it; no word may look like `--option=value`).
+            "UPID:pve1:0000C346:165A0CE4:68D7279C:qmstart:--x=1:root@pam:",
         ] {
             assert!(Kind::Upid.parse("UPID", bad).is_err(), "{bad}");
         }

@@ -274,6 +274,10 @@ pub enum View {
     Task,
     /// An action that runs no Proxmox task: its exit status is the result.
     Done,
+    /// A task's status, read again until the task stopped (`task wait`): how it ended is the
+    /// result, a failed task is exit 1, and a task still running when `--timeout` ran out is
+    /// exit 7.
+    Wait,
     /// A bare number (`/cluster/nextid`, which pvesh prints as `148` or `"148"`): a JSON
     /// number, and only its digits for people, so a script can use it as it is.
     Number,
@@ -368,6 +372,10 @@ pub struct Op {
     /// For guest actions: the status the guest settles in. HA-managed guests only *request*
     /// a state (the task ends at once), so pxagent polls until this status is reached.
     pub settles: Option<&'static str>,
+    /// A change that stops, restarts or pauses something that runs (a guest, a task): not
+    /// only additive, so MCP marks it destructive ([`Op::destructive`]). Confirm ops and
+    /// commands inside guests are destructive whatever this says.
+    pub interrupts: bool,
     /// How the result is parsed and shown.
     pub view: View,
     /// Checks made on the host before the action is sent.
@@ -442,6 +450,50 @@ impl Op {
     /// Whether this op starts a process inside a guest (it takes a [`Kind::GuestArgv`]).
     pub fn runs_guest_command(&self) -> bool {
         self.params.iter().any(|p| p.kind == Kind::GuestArgv)
+    }
+
+    /// Whether the op only observes (MCP's `readOnlyHint`): reads, and the exec ops that are
+    /// a `pvesh get` (a guest process's status, a guest file): an API GET changes nothing.
+    pub fn read_only(&self) -> bool {
+        match self.risk {
+            Risk::Read => true,
+            Risk::Exec => {
+                self.tool == Tool::Pvesh && matches!(self.args.first(), Some(Arg::Word("get")))
+            }
+            Risk::Change | Risk::Confirm => false,
+        }
+    }
+
+    /// Whether the op may destroy, undo or interrupt something rather than only add
+    /// (MCP's `destructiveHint`): every confirm op, every exec op that is not a read (a
+    /// command runs as root in the guest; a file write replaces the file), and the changes
+    /// whose row says [`Op::interrupts`].
+    pub fn destructive(&self) -> bool {
+        match self.risk {
+            Risk::Read => false,
+            Risk::Confirm => true,
+            Risk::Exec => !self.read_only(),
+            Risk::Change => self.interrupts,
+        }
+    }
+
+    /// Whether calling the op again with the same arguments changes nothing more (MCP's
+    /// `idempotentHint`): reads, and actions that bring a guest to a state ([`Op::settles`]:
+    /// a second start finds it running).
+    pub fn idempotent(&self) -> bool {
+        self.read_only() || self.settles.is_some()
+    }
+
+    /// Whether the op reaches beyond the Proxmox host pxagent manages (MCP's
+    /// `openWorldHint`): it downloads from outside — a URL the caller chose, or a template
+    /// from Proxmox's repository (a [`Kind::TemplateName`] is what aplinfo fetches) — or runs
+    /// a command inside a guest, which may reach anything the guest reaches.
+    pub fn open_world(&self) -> bool {
+        self.runs_guest_command()
+            || self
+                .params
+                .iter()
+                .any(|p| matches!(p.kind, Kind::Url | Kind::TemplateName))
     }
 
     /// Find a parameter by name.

@@ -177,6 +177,23 @@ impl<C: Connector> Engine<'_, C> {
         trail: &mut Trail,
         progress: &mut (dyn FnMut(&str) + Send),
     ) -> Result<Done> {
+        self.execute_watched(inv, given, trail, progress, None)
+            .await
+    }
+
+    /// [`Engine::execute`] for a front end that may have to stop what the op started (MCP
+    /// cancellation): just before the op's command is sent, `started` gets the prepared
+    /// invocation (node and VMID known) and, for an op that runs a task, the UPIDs the node's
+    /// task list holds then — one read more, so that a task that appears later is known to
+    /// be this op's.
+    pub async fn execute_watched(
+        &self,
+        inv: &Invocation,
+        given: Option<&str>,
+        trail: &mut Trail,
+        progress: &mut (dyn FnMut(&str) + Send),
+        started: Option<&std::sync::Mutex<Started>>,
+    ) -> Result<Done> {
         if inv.op.risk == Risk::Exec && !inv.op.runs_guest_command() {
             // Reading a guest process's status: policy and limits, no phrase, no task.
             trail.argv = inv.remote_argv();
@@ -200,6 +217,21 @@ impl<C: Connector> Engine<'_, C> {
         let mut prepared = remote.prepare(inv).await?;
         prepared.attach.confirmed = trail.phrase.clone().or_else(|| given.map(str::to_string));
         trail.argv = prepared.remote_argv();
+        if let Some(slot) = started {
+            let before = if inv.op.runs_task() {
+                task_upids(
+                    &remote
+                        .read_op(&ops::TASK_LIST, &task_filter(&prepared))
+                        .await?,
+                )
+            } else {
+                Vec::new()
+            };
+            *slot.lock().expect("started lock") = Started {
+                sent: Some(prepared.clone()),
+                before,
+            };
+        }
         trail.begin(inv.op)?;
         // The task's log lines, for a value the result carries (`backup create`'s archive).
         let mut log = Vec::new();
@@ -214,7 +246,12 @@ impl<C: Connector> Engine<'_, C> {
         trail.upid = outcome.upid.clone();
         let data = crate::views::normalize(inv.op.view, &outcome.data, inv.keep_type)?;
         let mut data = match outcome.upid {
-            Some(upid) => json!({"upid": upid, "node": outcome.node, "task": data}),
+            Some(upid) => crate::views::value(&crate::views::TaskResult {
+                upid: Some(upid),
+                node: outcome.node,
+                task: Some(data),
+                ..Default::default()
+            }),
             None => data,
         };
         if let Some(obj) = data.as_object_mut().filter(|_| inv.op.risk != Risk::Read) {
@@ -400,6 +437,11 @@ pub fn human(inv: &Invocation, data: &Value) -> String {
             data["upid"].as_str().unwrap_or("")
         ),
         catalog::View::Done => format!("{}: done", inv.display()),
+        catalog::View::Wait => format!(
+            "task {}: {}",
+            data["upid"].as_str().unwrap_or(""),
+            data["exitstatus"].as_str().unwrap_or("ended")
+        ),
         view => crate::views::human(view, data),
     }
 }
@@ -450,6 +492,43 @@ fn archive_volid(line: &str, storage: &str) -> Option<String> {
 pub(crate) async fn guest_tags(remote: &Remote) -> Result<GuestTags> {
     let resources = remote.read_op(&ops::CLUSTER_RESOURCES, &[]).await?;
     Ok(GuestTags::from_resources(&resources))
+}
+
+/// What a running op has sent, for a front end that may have to stop it (see
+/// [`Engine::execute_watched`]).
+#[derive(Debug, Default, Clone)]
+pub struct Started {
+    /// The prepared invocation, once its command is about to be sent (`None`: nothing that
+    /// changes state has been sent yet).
+    pub sent: Option<Invocation>,
+    /// The UPIDs in the node's task list just before the command of an op that runs a task.
+    pub before: Vec<String>,
+}
+
+/// The filter of the task list a prepared invocation's task shows up in: its node, and its
+/// guest when it has one.
+pub fn task_filter(prepared: &Invocation) -> Vec<(&'static str, &str)> {
+    let mut filter = vec![(
+        "node",
+        prepared
+            .values
+            .get("node")
+            .map(String::as_str)
+            .unwrap_or(""),
+    )];
+    if let Some(v) = prepared.values.get("vmid") {
+        filter.push(("vmid", v.as_str()));
+    }
+    filter
+}
+
+/// The UPIDs of a task list.
+pub fn task_upids(list: &Value) -> Vec<String> {
+    list.as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t.get("upid").and_then(Value::as_str).map(String::from))
+        .collect()
 }
 
 /// A connector that opens one connection on first use and keeps it for the invocation.

@@ -578,5 +578,125 @@ async fn reads_are_normalized_into_their_view() {
     assert_eq!(run.data()[0]["node"], "node2");
 }
 
+/// A task's status while it runs: the stopped status of the same task without `exitstatus`
+/// and with `"status":"running"` (FORMATS.md §2.12: `exitstatus` is present only once stopped).
+fn running_status(stopped: &str) -> String {
+    let mut v: Value = serde_json::from_str(stopped).unwrap();
+    v.as_object_mut().unwrap().remove("exitstatus");
+    v["status"] = Value::from("running");
+    one_line(&v)
+}
+
+#[tokio::test]
+async fn task_wait_follows_a_task_to_its_end() {
+    let ok = fixture("replay/pvesh_get_task_status_stop_ok_sim.json");
+    let upid = "UPID:pve1:000F4271:0735BBD7:6B0EB3A6:qmstop:100:root@pam:";
+    let status = words(&format!(
+        "sudo -n /usr/bin/pvesh get /nodes/pve1/tasks/{upid}/status --output-format json"
+    ));
+    let host = Replay::new("pve")
+        .expect(&status, Answer::ok(running_status(&ok)))
+        .expect(&status, Answer::ok(running_status(&ok)))
+        .expect(&status, Answer::ok(ok.clone()));
+    // The node comes from the UPID: no lookup.
+    let wait = invocation("task.wait", &[("upid", upid)]);
+    let run = execute(&Policy::default(), host, &wait, None).await;
+    assert_eq!(run.code(), 0, "{}", run.err());
+    assert_eq!(run.data()["exitstatus"], "OK");
+    assert_eq!(run.sent().len(), 3);
+    assert_eq!(super::human(&wait, run.data()), format!("task {upid}: OK"));
+
+    // A task that failed is exit 1 with its log's tail, like an action's own task.
+    let failed = fixture("replay/pvesh_get_task_status_snapshot_failed_sim.json");
+    let upid = "UPID:pve1:000F426A:0735B406:6B0EB392:qmsnapshot:100:root@pam:";
+    let host = Replay::new("pve")
+        .expect(
+            &words(&format!(
+                "sudo -n /usr/bin/pvesh get /nodes/pve1/tasks/{upid}/status --output-format json"
+            )),
+            Answer::ok(failed),
+        )
+        .expect(
+            &words(&format!(
+                "sudo -n /usr/bin/pvesh get /nodes/pve1/tasks/{upid}/log --limit 5000 --output-format json"
+            )),
+            Answer::ok(fixture("replay/pvesh_get_task_log_snapshot_failed_sim.json")),
+        );
+    let run = execute(
+        &Policy::default(),
+        host,
+        &invocation("task.wait", &[("upid", upid)]),
+        None,
+    )
+    .await;
+    assert_eq!(run.code(), 1, "{}", run.err());
+    assert!(
+        run.err().to_string().contains("lvcreate snapshot"),
+        "{}",
+        run.err()
+    );
+}
+
+#[tokio::test]
+async fn task_wait_gives_up_at_the_timeout_with_exit_7() {
+    let ok = fixture("replay/pvesh_get_task_status_stop_ok_sim.json");
+    let upid = "UPID:pve1:000F4271:0735BBD7:6B0EB3A6:qmstop:100:root@pam:";
+    let status = words(&format!(
+        "sudo -n /usr/bin/pvesh get /nodes/pve1/tasks/{upid}/status --output-format json"
+    ));
+    let host = Arc::new(
+        Replay::new("pve")
+            .expect(&status, Answer::ok(running_status(&ok)))
+            .expect(&status, Answer::ok(running_status(&ok))),
+    );
+    let connector = Fixed(Remote::over(
+        host.clone(),
+        "zen-agent@pve:22".into(),
+        Some(std::time::Duration::from_secs(2)),
+    ));
+    let engine = Engine {
+        policy: &Policy::default(),
+        connector: &connector,
+        interactive: false,
+    };
+    let started = std::time::Instant::now();
+    let err = engine
+        .execute(
+            &invocation("task.wait", &[("upid", upid)]),
+            None,
+            &mut Trail::default(),
+            &mut |_| {},
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.exit_code(), 7, "{err}");
+    assert!(err.to_string().contains("still running after 2s"), "{err}");
+    assert!(err.to_string().contains("task stop"), "{err}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(4));
+    host.finish().unwrap();
+}
+
+#[tokio::test]
+async fn task_stop_deletes_the_task_on_its_own_node() {
+    // `pvesh delete /nodes/N/tasks/UPID` returns null: pvesh prints nothing (FORMATS.md §1.6).
+    let upid = "UPID:pve2:000F4271:0735BBD7:6B0EB3A6:vzdump:101:root@pam:";
+    let host = Replay::new("pve").expect(
+        &words(&format!(
+            "sudo -n /usr/bin/pvesh delete /nodes/pve2/tasks/{upid} --output-format json"
+        )),
+        Answer::ok(""),
+    );
+    let run = execute(
+        &Policy::default(),
+        host,
+        &invocation("task.stop", &[("upid", upid)]),
+        None,
+    )
+    .await;
+    assert_eq!(run.code(), 0, "{}", run.err());
+    assert_eq!(run.data()["done"], true);
+}
+
 mod guests;
 mod newops;
+mod pve;

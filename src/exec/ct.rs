@@ -47,7 +47,7 @@ pub(super) async fn ct_target(
         .read_op(&ops::CT_STATUS, &[("vmid", &vmid), ("node", &node)])
         .await?;
     if status.get("status").and_then(Value::as_str) != Some("running") {
-        return Err(Error::Remote(format!(
+        return Err(Error::WrongState(format!(
             "container {vmid} is not running (status {}): start it first (`pxagent ct start {vmid}`)",
             status
                 .get("status")
@@ -150,6 +150,12 @@ pub(super) async fn ct_flow(
 /// keeping at most [`CT_STREAM_MAX`] bytes of each of its streams (the rest is dropped as it
 /// arrives, and the flags say so). A non-zero exit status is the guest command's (pct passes
 /// it through) unless sudo refused, which is exit 9 with the way to enable container exec.
+/// A program missing in the container is the guest's 127 like any other code (lxc-attach's
+/// `… No such file or directory - Failed to exec "P"`, REAL
+/// `pct_exec_missing_program_lxc_attach.txt`; [`classify`] tells it from a missing sudo by the
+/// shell's own line, issue 12 item 20).
+///
+/// [`classify`]: crate::remote::classify
 pub(super) async fn pct(
     remote: &Remote,
     vmid: &str,

@@ -134,6 +134,8 @@ pub async fn exec_status<C: Connector>(engine: &Engine<'_, C>, inv: &Invocation)
 // VMs: the QEMU guest agent
 
 #[cfg(test)]
+mod pve_tests;
+#[cfg(test)]
 mod tests;
 
 /// The policy's `push`/`pull` paths for every file of the request (exit 3 before anything is

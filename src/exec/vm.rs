@@ -185,6 +185,20 @@ pub(super) async fn vm_sha256(
     parse_sum(doc["stdout"].as_str().unwrap_or(""), path)
 }
 
+/// What qemu-guest-agent keeps of a command's stdout and of its stderr (`GUEST_EXEC_MAX_OUTPUT`,
+/// qemu `qga/commands.c`); a stream cut there is truncated.
+const AGENT_OUTPUT_MAX: usize = 16 * 1024 * 1024;
+
+/// Whether the agent cut stream `key` (`out`, `err`) of `data`. Agents before QEMU 10.1 set the
+/// `out-truncated` key's presence from the truncation but never its value, so a cut stream
+/// reads `"out-truncated": 0` there, and a complete one has no key; fixed agents send the key
+/// with every stream that has data, with the right value (qemu "qga: Fix truncated output
+/// handling in guest-exec status reporting", 2025-08). Both agents cut a stream at exactly
+/// [`AGENT_OUTPUT_MAX`] bytes, so a full stream counts as cut whatever the flag says.
+fn truncated(st: &Value, key: &str, data: &[u8]) -> bool {
+    st.get(format!("{key}-truncated")).is_some_and(truthy) || data.len() >= AGENT_OUTPUT_MAX
+}
+
 /// The readable form of an exec-status answer.
 pub(super) fn status_doc(st: &Value) -> Value {
     let data = |k: &str| pve_bytes(st.get(k).and_then(Value::as_str).unwrap_or(""));
@@ -195,8 +209,8 @@ pub(super) fn status_doc(st: &Value) -> Value {
         "signal": st.get("signal"),
         "stdout": String::from_utf8_lossy(&out),
         "stderr": String::from_utf8_lossy(&err),
-        "out_truncated": st.get("out-truncated").is_some_and(truthy),
-        "err_truncated": st.get("err-truncated").is_some_and(truthy),
+        "out_truncated": truncated(st, "out", &out),
+        "err_truncated": truncated(st, "err", &err),
     });
     if std::str::from_utf8(&out).is_err() {
         doc["stdout_base64"] = json!(base64(&out));
@@ -207,26 +221,38 @@ pub(super) fn status_doc(st: &Value) -> Value {
     doc
 }
 
-/// Turn the guest agent's refusals into messages that say what to do.
+/// Turn the guest agent's refusals into messages that say what to do. Only the real texts
+/// count (qemu-server e6352be67f70 `src/PVE/QemuServer/Agent.pm`): `assert_agent_available`
+/// dies with `No QEMU guest agent configured`, `VM N is not running` or `QEMU guest agent is
+/// not running`; what the agent itself refuses comes back as `Agent error: <desc>`
+/// (`check_agent_error`), and a command left out of the agent's allowed RPCs is QEMU's
+/// `Command guest-exec has been disabled[: the command is not allowed]` (qapi/qmp-dispatch.c;
+/// REAL `tests/fixtures/pve/qm_guest_exec_disabled_rhel.txt`), the default of RHEL-family guests.
 pub(super) fn agent_error(e: Error, inv: &Invocation) -> Error {
     let vmid = inv.values.get("vmid").cloned().unwrap_or_default();
-    let Error::Remote(msg) = &e else {
+    let (Error::Remote(msg) | Error::WrongState(msg)) = &e else {
         return e;
     };
-    let hint = if msg.contains("No QEMU guest agent configured") {
-        format!(
+    let with = |hint: String| format!("{hint} ({})", msg.trim());
+    if msg.contains("No QEMU guest agent configured") {
+        Error::Remote(with(format!(
             "VM {vmid} has no guest agent configured: enable it (`agent: 1` in its config), install qemu-guest-agent in the guest and restart the VM"
-        )
+        )))
     } else if msg.contains("QEMU guest agent is not running") {
-        format!(
+        Error::Remote(with(format!(
             "the guest agent of VM {vmid} does not answer: is qemu-guest-agent installed and running in the guest?"
-        )
-    } else if msg.contains(&format!("VM {vmid} is not running")) || msg.contains("not running") {
-        format!("VM {vmid} is not running: start it first (`pxagent vm start {vmid}`)")
+        )))
+    } else if msg.contains(&format!("VM {vmid} is not running")) {
+        Error::WrongState(with(format!(
+            "VM {vmid} is not running: start it first (`pxagent vm start {vmid}`)"
+        )))
+    } else if msg.contains("Agent error: Command guest-") && msg.contains("has been disabled") {
+        Error::Remote(with(format!(
+            "the guest agent of VM {vmid} refuses this command: it runs with a list of allowed RPCs that leaves it out (RHEL-family guests ship FILTER_RPC_ARGS=\"--allow-rpcs=…\" in /etc/sysconfig/qemu-ga; elsewhere qemu-ga's --allow-rpcs/--block-rpcs); add guest-exec and guest-exec-status (and guest-file-open, -read, -write, -close for --push/--pull) in the guest and restart qemu-guest-agent"
+        )))
     } else {
-        return e;
-    };
-    Error::Remote(format!("{hint} ({})", msg.trim()))
+        e
+    }
 }
 
 // ---------------------------------------------------------------------------------------

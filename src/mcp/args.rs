@@ -13,8 +13,11 @@ use crate::invocation::Invocation;
 
 /// Turn a tool call's JSON arguments into the raw strings the CLI would have parsed, plus
 /// the `confirm` phrase. Integers become decimal strings (numeric strings are accepted as
-/// they are); `true` becomes a present switch (`"1"`) and `false` an absent one; `null`
-/// means absent. Anything else that does not fit is [`Error::Usage`].
+/// they are; so are integral numbers written as `100.0` or `1e2`, which JSON Schema counts as
+/// integers); `true` becomes a present switch (`"1"`) and `false` an absent one; `null`
+/// means absent. Anything else that does not fit is [`Error::Usage`], whose message quotes
+/// the value cut to [`catalog::kind::ECHO_MAX`] bytes. `pxagent batch` parses its lines
+/// with this same function.
 pub fn raw_values(
     op: &'static Op,
     args: &Map<String, Value>,
@@ -66,7 +69,7 @@ pub fn raw_values(
             (Kind::GuestArgv, _) => {
                 return Err(bad("an array of strings (the program, then its arguments)"));
             }
-            (kind, Value::Number(n)) if integer_range(kind).is_some() => match n.as_u64() {
+            (kind, Value::Number(n)) if integer_range(kind).is_some() => match integral(n) {
                 Some(n) => {
                     raw.insert(p.name, n.to_string());
                 }
@@ -82,6 +85,16 @@ pub fn raw_values(
     Ok((raw, confirm))
 }
 
+/// A JSON number's value as a whole number: an integer, or a float with no fraction
+/// (`100.0`, `1e2`) small enough to be exact (below 2^53).
+pub fn integral(n: &serde_json::Number) -> Option<u64> {
+    if let Some(u) = n.as_u64() {
+        return Some(u);
+    }
+    let f = n.as_f64()?;
+    (f.fract() == 0.0 && (0.0..9_007_199_254_740_992.0).contains(&f)).then_some(f as u64)
+}
+
 /// Validate a tool call into the invocation of exactly this op. Errors are
 /// [`Error::Usage`] (they become MCP *invalid params*).
 pub fn invocation(
@@ -90,16 +103,12 @@ pub fn invocation(
     takes_confirm: bool,
 ) -> Result<(Invocation, Option<String>)> {
     let tool = op.tool_name();
-    // `approval` travels to the host's gate beside the command line (issue 11).
+    // `approval` travels to the host's gate beside the command line (issue 11); any op may
+    // need one, reads too, as the host policy may mark any op `approve`.
     let mut args = args.clone();
     let approval = match args.remove("approval") {
         None | Some(Value::Null) => None,
-        Some(Value::String(s)) if op.risk != Risk::Read => Some(s),
-        Some(Value::String(_)) => {
-            return Err(Error::usage(format!(
-                "{tool} takes no `approval` (it only reads)"
-            )));
-        }
+        Some(Value::String(s)) => Some(s),
         Some(_) => {
             return Err(Error::usage(format!(
                 "{tool}: `approval` must be a string (the signature the human's approver printed)"
@@ -200,7 +209,29 @@ pub(super) fn check_with(inv: &Invocation) -> String {
     }
 }
 
-/// The `-o json` failure document, as structured content of an error result.
+/// The `-o json` failure document, as structured content of an error result. When the host
+/// wants a signed approval, `approval_request` at its top is the text to relay to the human
+/// approver (the statement to sign, and how).
 pub(super) fn failure_doc(err: &Error, op: &str, host: &str) -> Value {
-    json!({"ok": false, "op": op, "host": host, "error": err.to_json()})
+    let mut doc = json!({"ok": false, "op": op, "host": host, "error": err.to_json()});
+    if let Error::Host(r) = err
+        && let Some(a) = &r.approval_request
+    {
+        doc["approval_request"] = json!(approval_text(a));
+    }
+    doc
+}
+
+/// What the human approver is asked: save the statement to a file exactly as it is, sign it,
+/// and give the signature back.
+pub(super) fn approval_text(a: &crate::host::gate::protocol::ApprovalRequest) -> String {
+    format!(
+        "The host asks a human approver to sign this request (valid until {}). Save the statement below to a file exactly as it is, sign it with `{}`, and give back the signature; it is then passed as `approval`.\n\n{}",
+        a.expires,
+        a.sign_with
+            .first()
+            .map(String::as_str)
+            .unwrap_or("pxagent approve --key KEY FILE"),
+        a.statement
+    )
 }

@@ -37,15 +37,20 @@ use crate::catalog::Profile;
 use crate::error::{Error, Result};
 
 mod args;
+mod cancel;
 mod link;
+mod progress;
 mod schema;
 mod server;
 mod shutdown;
+mod wire;
 
 pub use args::*;
 pub use link::*;
+pub use progress::Progress;
 pub use schema::*;
 pub use server::*;
+pub use wire::{Cancels, LineTransport, MAX_LINE_BYTES};
 
 /// How `pxagent mcp` was asked to run.
 #[derive(Debug, Clone, Copy)]
@@ -91,11 +96,19 @@ pub fn serve(ctx: crate::context::Context, opts: Options) -> Result<u8> {
         ));
         let server = Server::new(policy, profile, target);
         let link = server.link.clone();
+        let (stdin, stdout) = rmcp::transport::stdio_pipes();
+        let transport = LineTransport::new(stdin, stdout, server.cancels.clone());
         // Signals end the session gracefully (issue 15): see `shutdown`.
-        let service = shutdown::Draining::new(server)
-            .serve(rmcp::transport::stdio_pipes())
-            .await
-            .map_err(|e| Error::Internal(format!("MCP initialization failed: {e}")))?;
+        let service = match shutdown::Draining::new(server).serve(transport).await {
+            Ok(s) => s,
+            // The client went away before `initialize` (`pxagent mcp </dev/null`): nothing
+            // was asked, nothing to say.
+            Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => {
+                tracing::info!(target: "pxagent::mcp", "stdin closed before initialize");
+                return Ok(0);
+            }
+            Err(e) => return Err(Error::Internal(format!("MCP initialization failed: {e}"))),
+        };
         let ended = shutdown::serve(service).await;
         link.close().await;
         ended

@@ -1,6 +1,7 @@
-//! The tool list: one MCP tool per catalog op — name, description, input schema (from the
-//! parameter kinds, the same regexes as sudoers) and annotations (from the risk class), with
-//! the policy and profile deciding which ops are offered. Uses the catalog and the policy only.
+//! The tool list: one MCP tool per catalog op — name, title, description, input schema (from
+//! the parameter kinds, the same regexes as sudoers), output schema (from the typed views of
+//! [`crate::views`]) and annotations (from what the catalog says the op does), with the policy
+//! and profile deciding which ops are offered. Uses the catalog, the views and the policy.
 
 use std::sync::Arc;
 
@@ -17,17 +18,25 @@ pub struct ToolSpec {
     pub op: &'static Op,
     /// `vm_start`.
     pub name: String,
+    /// What a person reads in a tool picker: the op's one line of help (`Start a VM`).
+    pub title: String,
     /// What the model reads: what it does, its risk, what it needs.
     pub description: String,
     /// The JSON Schema of the arguments (an object schema, `additionalProperties: false`).
     pub input_schema: Value,
-    /// `readOnlyHint`: the op only observes.
+    /// The JSON Schema of the structured result: the `-o json` document
+    /// (`{"ok","op","host","data"|"error"}`) with the op's `data` schema.
+    pub output_schema: Value,
+    /// `readOnlyHint`: the op only observes ([`Op::read_only`]).
     pub read_only: bool,
-    /// `destructiveHint`: the op may destroy data (risk `confirm`).
+    /// `destructiveHint`: the op may destroy, undo or interrupt something
+    /// ([`Op::destructive`]), or the local policy makes it need a phrase.
     pub destructive: bool,
-    /// `idempotentHint`: calling it again with the same arguments has no further effect.
-    /// Only reads claim it; a second `vm_start` is harmless on PVE but still a new task.
+    /// `idempotentHint`: calling it again with the same arguments changes nothing more
+    /// ([`Op::idempotent`]).
     pub idempotent: bool,
+    /// `openWorldHint`: it reaches beyond the Proxmox host ([`Op::open_world`]).
+    pub open_world: bool,
 }
 
 /// Whether an op is offered as a tool: it is a command of its own (not a step of another
@@ -54,16 +63,69 @@ pub(super) fn takes_confirm(policy: &Policy, op: &Op) -> bool {
             .is_some_and(|(_, r)| r.action == Action::Confirm)
 }
 
-/// The tool for one op. `confirm` adds the optional `confirm` property.
+/// The tool for one op. `confirm` (the op needs a phrase, by the catalog or a local
+/// `confirm` rule) adds the optional `confirm` property and makes the tool destructive.
 pub fn tool_spec(op: &'static Op, confirm: bool) -> ToolSpec {
     ToolSpec {
         op,
         name: op.tool_name(),
+        title: op.about.trim_end_matches('.').to_string(),
         description: description(op, confirm),
         input_schema: input_schema(op, confirm),
-        read_only: op.risk == Risk::Read,
-        destructive: op.risk == Risk::Confirm,
-        idempotent: op.risk == Risk::Read,
+        output_schema: output_schema(op),
+        read_only: op.read_only() && !confirm,
+        destructive: op.destructive() || confirm,
+        idempotent: op.idempotent(),
+        open_world: op.open_world(),
+    }
+}
+
+/// The output schema of an op's tool: the JSON document every call returns as structured
+/// content, success (`ok: true` and `data`) and failure (`ok: false` and `error`) alike,
+/// with the op's data schema ([`crate::views::data_schema`]). Definitions the data schema
+/// refers to move to the top, where its `$ref`s point; `format` annotations (`uint64` …) are
+/// dropped, as strict validators refuse formats they do not know.
+pub fn output_schema(op: &Op) -> Value {
+    let mut data = crate::views::data_schema(op.view);
+    strip_formats(&mut data);
+    let defs = data.as_object_mut().and_then(|o| o.remove("$defs"));
+    let mut schema = json!({
+        "type": "object",
+        "properties": {
+            "ok": {"type": "boolean", "description": "true: the op ran and `data` is its result; false: see `error`"},
+            "op": {"type": "string", "description": "the catalog op id (vm.start)"},
+            "host": {"type": "string", "description": "the host, user@host:port"},
+            "data": data,
+            "warnings": {"type": "array", "items": {"type": "string"}, "description": "stderr lines of a command that succeeded"},
+            "error": {
+                "type": "object",
+                "properties": {
+                    "kind": {"type": "string"},
+                    "message": {"type": "string"},
+                    "exit_code": {"type": "integer"},
+                },
+                "required": ["kind", "message", "exit_code"],
+            },
+            "approval_request": {"type": "string", "description": "when the host wants a signed approval: the text to relay to the human approver"},
+        },
+        "required": ["ok", "op", "host"],
+    });
+    if let Some(defs) = defs {
+        schema["$defs"] = defs;
+    }
+    schema
+}
+
+fn strip_formats(v: &mut Value) {
+    match v {
+        Value::Object(o) => {
+            if o.get("format").is_some_and(Value::is_string) {
+                o.remove("format");
+            }
+            o.values_mut().for_each(strip_formats);
+        }
+        Value::Array(a) => a.iter_mut().for_each(strip_formats),
+        _ => {}
     }
 }
 
@@ -177,15 +239,14 @@ pub fn input_schema(op: &Op, confirm: bool) -> Value {
             }),
         );
     }
-    if op.risk != crate::catalog::Risk::Read {
-        props.insert(
-            "approval".into(),
-            json!({
-                "type": "string",
-                "description": "only when the host asked for one (error kind approval_required): the signature a human approver made over the statement the host issued; never made up",
-            }),
-        );
-    }
+    // Any op, reads too: the host policy may mark any op `approve`.
+    props.insert(
+        "approval".into(),
+        json!({
+            "type": "string",
+            "description": "only when the host asked for one (error kind approval_required): the signature a human approver made over the statement the host issued; never made up",
+        }),
+    );
     json!({
         "type": "object",
         "properties": props,
@@ -251,7 +312,7 @@ pub(super) fn description(op: &Op, confirm: bool) -> String {
     }
     if op.runs_guest_command() {
         s.push_str(" `command` is the program and its arguments as an array of strings (no shell). Waits for the command to end and returns its exit code and output.");
-    } else if matches!(op.risk, Risk::Change | Risk::Confirm) {
+    } else if op.runs_task() {
         s.push_str(" Waits for the Proxmox task to end.");
     }
     s
@@ -264,17 +325,23 @@ impl ToolSpec {
             Value::Object(o) => o.clone(),
             _ => JsonObject::new(),
         };
+        let output = match &self.output_schema {
+            Value::Object(o) => o.clone(),
+            _ => JsonObject::new(),
+        };
         Tool::new(
             self.name.clone(),
             self.description.clone(),
             Arc::new(schema),
         )
+        .with_title(self.title.clone())
+        .with_raw_output_schema(Arc::new(output))
         .with_annotations(
             ToolAnnotations::new()
                 .read_only(self.read_only)
                 .destructive(self.destructive)
                 .idempotent(self.idempotent)
-                .open_world(false),
+                .open_world(self.open_world),
         )
     }
 }

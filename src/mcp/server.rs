@@ -1,5 +1,6 @@
 //! The rmcp server handler: initialize, list tools, call a tool through the engine
-//! (progress notifications, audit `via: mcp`). The only file that implements rmcp's traits.
+//! (progress notifications, cancellation, audit `via: mcp`). The only file that implements
+//! rmcp's traits.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -11,12 +12,12 @@ use rmcp::model::{
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::*;
 use crate::audit::Via;
 use crate::catalog::{self, OPS, Profile, Risk};
-use crate::engine::{Engine, Trail};
+use crate::engine::{Engine, Started, Trail};
 use crate::error::{Error, Result};
 use crate::invocation::Invocation;
 use crate::policy::Policy;
@@ -32,6 +33,8 @@ pub struct Server {
     pub(super) tools: Vec<(ToolSpec, Tool)>,
     /// How long a guest command may run (`--timeout`, else [`crate::exec::DEFAULT_TIMEOUT`]).
     pub(super) exec_timeout: Duration,
+    /// The request ids the client cancelled (noted by the [`LineTransport`]).
+    pub cancels: Arc<Cancels>,
 }
 
 impl Server {
@@ -54,6 +57,7 @@ impl Server {
             policy,
             profile,
             tools,
+            cancels: Arc::default(),
         }
     }
 
@@ -64,9 +68,12 @@ impl Server {
         confirm: Option<&str>,
         trail: &mut Trail,
         progress: &mut (dyn FnMut(&str) + Send),
+        started: &std::sync::Mutex<Started>,
     ) -> Result<crate::engine::Done> {
         let call = CallLink::new(&self.link);
-        let first = self.run_once(&call, inv, confirm, trail, progress).await;
+        let first = self
+            .run_once(&call, inv, confirm, trail, progress, started)
+            .await;
         let Err(Error::Connection(_)) = &first else {
             return first;
         };
@@ -87,7 +94,9 @@ impl Server {
             inv.op.tool_name()
         );
         let retry = CallLink::new(&self.link);
-        let second = self.run_once(&retry, inv, confirm, trail, progress).await;
+        let second = self
+            .run_once(&retry, inv, confirm, trail, progress, started)
+            .await;
         if let (Err(Error::Connection(_)), Some((g, _))) = (&second, retry.used()) {
             self.link.discard(g).await;
         }
@@ -113,6 +122,7 @@ impl Server {
         confirm: Option<&str>,
         trail: &mut Trail,
         progress: &mut (dyn FnMut(&str) + Send),
+        started: &std::sync::Mutex<Started>,
     ) -> Result<crate::engine::Done> {
         let engine = Engine {
             policy: &self.policy,
@@ -120,7 +130,9 @@ impl Server {
             interactive: false,
         };
         if inv.op.risk != Risk::Exec {
-            return engine.execute(inv, confirm, trail, progress).await;
+            return engine
+                .execute_watched(inv, confirm, trail, progress, Some(started))
+                .await;
         }
         let data = if inv.op.runs_guest_command() {
             let value = |k: &str| inv.values.get(k).cloned();
@@ -153,12 +165,19 @@ impl Server {
     ) -> std::result::Result<CallToolResult, ErrorData> {
         let started = Instant::now();
         let name = request.name.as_ref();
-        let Some(op) = OPS.iter().find(|o| o.tool_name() == name) else {
+        let Some(op) = OPS.iter().find(|o| o.tool_name() == name && !o.is_step()) else {
             return Err(ErrorData::invalid_params(
                 format!("unknown tool '{}'", catalog::kind::printable(name)),
                 None,
             ));
         };
+        // SEP-1303: since 2025-11-25 arguments that do not fit are a tool result the model
+        // can read and correct; older sessions keep JSON-RPC invalid params. Versions are
+        // dates, so they compare as text; rmcp reports the version the client asked for,
+        // which is at or above the one agreed on.
+        let readable_arguments = context
+            .protocol_version()
+            .is_some_and(|v| v.as_str() >= "2025-11-25");
         let mut trail = Trail {
             audited: true,
             host: Some(self.host.clone()),
@@ -190,16 +209,23 @@ impl Server {
             };
             let err = Error::Policy(format!("{name} is not offered: {why}"));
             finish(&trail, Some(&err));
-            let mut r = CallToolResult::error(vec![ContentBlock::text(format!(
-                "{err}. Nothing was sent; do not retry. Tell the user if they need it."
-            ))]);
-            r.structured_content = Some(failure_doc(&err, op.id, &self.host));
-            return Ok(r);
+            return Ok(failure_result(
+                &err,
+                op.id,
+                &self.host,
+                format!("{err}. Nothing was sent; do not retry. Tell the user if they need it."),
+            ));
         }
         let (inv, confirm) = match invocation(op, &args, takes_confirm(&self.policy, op)) {
             Ok(v) => v,
             Err(err) => {
                 finish(&trail, Some(&err));
+                if readable_arguments {
+                    let text = format!(
+                        "{err}. Nothing was sent. Correct the arguments (see the tool's input schema) and call {name} again."
+                    );
+                    return Ok(failure_result(&err, op.id, &self.host, text));
+                }
                 return Err(ErrorData::invalid_params(
                     err.to_string(),
                     Some(failure_doc(&err, op.id, &self.host)),
@@ -215,52 +241,63 @@ impl Server {
         let mut progress = move |line: &str| {
             let _ = tx.send(line.to_string());
         };
-        let mut sent = 0u64;
-        let notify = |n: u64, line: String| {
+        let mut counter = Progress::default();
+        let mut notify = |line: String| {
+            let notice = counter.line(&line);
             let peer = context.peer.clone();
             let token = token.clone();
             async move {
-                if let Some(token) = token {
-                    let _ = peer
-                        .notify_progress(
-                            ProgressNotificationParam::new(token, n as f64).with_message(line),
-                        )
-                        .await;
+                if let (Some(token), Some((value, total, message))) = (token, notice) {
+                    let mut p = ProgressNotificationParam::new(token, value).with_message(message);
+                    p.total = total;
+                    let _ = peer.notify_progress(p).await;
                 }
             }
         };
+        let watch = std::sync::Mutex::new(Started::default());
         let outcome = {
-            let work = self.run(&inv, confirm.as_deref(), &mut trail, &mut progress);
+            let work = self.run(&inv, confirm.as_deref(), &mut trail, &mut progress, &watch);
             tokio::pin!(work);
+            let mut session_ended = false;
             loop {
                 tokio::select! {
-                    result = &mut work => break Some(result),
-                    Some(line) = lines.recv() => {
-                        sent += 1;
-                        notify(sent, line).await;
+                    result = &mut work => break Ok(result),
+                    Some(line) = lines.recv() => notify(line).await,
+                    // The token fires when the client cancels this request, and when the
+                    // session ends (rmcp cancels every handler after stdin closed). Only the
+                    // first stops anything: a client that went away has not asked for that,
+                    // so the call runs to its end and is audited as usual.
+                    () = context.ct.cancelled(), if !session_ended => {
+                        if self.cancels.take(&context.id) {
+                            break Err(self.stop_started(&inv, &watch, work.as_mut()).await);
+                        }
+                        session_ended = true;
                     }
-                    // The client cancelled (notifications/cancelled). Leaving the loop drops
-                    // the call's future and with it its SSH channel: russh closes the
-                    // channel, sshd closes the command's pipes and (sudo runs it on a pty
-                    // for I/O logging) sudo's pty is hung up, so sudo and the PVE tool get
-                    // SIGHUP/EOF. A Proxmox task the tool already handed to the PVE daemons
-                    // (a backup worker, say) is not stopped by that: it runs to its end and
-                    // shows up in task_list. The session itself stays up.
-                    () = context.ct.cancelled() => break None,
                 }
             }
         };
         while let Ok(line) = lines.try_recv() {
-            sent += 1;
-            notify(sent, line).await;
+            notify(line).await;
         }
         let result = match outcome {
-            Some(r) => r,
-            None => {
-                let err = Error::Connection(format!(
-                    "`{}` was cancelled by the client; it may or may not have completed on the host",
-                    inv.display()
+            Ok(r) => r,
+            Err((ended, stopped)) => {
+                // The client cancelled: no answer goes out (rmcp drops it), but the audit
+                // record says what was cancelled and what became of its task.
+                if trail.upid.is_none() {
+                    trail.upid = stopped.upid.clone();
+                }
+                let how = match &ended {
+                    Some(Ok(_)) => " (it had completed)",
+                    Some(Err(_)) => "",
+                    None => " (it may or may not have completed on the host)",
+                };
+                let err = Error::Remote(format!(
+                    "`{}` was cancelled by the client{how}: {}",
+                    inv.display(),
+                    stopped.what
                 ));
+                tracing::info!(target: "pxagent::mcp", "{name}: cancelled: {}", stopped.what);
                 finish(&trail, Some(&err));
                 return Err(ErrorData::internal_error(err.to_string(), None));
             }
@@ -277,19 +314,40 @@ impl Server {
                 for w in &done.warnings {
                     text.push_str(&format!("\nwarning: {w}"));
                 }
-                let mut r = CallToolResult::success(vec![ContentBlock::text(text)]);
-                r.structured_content = Some(doc);
-                Ok(r)
+                Ok(result_of(doc, text, false))
             }
             Err(err) => {
                 finish(&trail, Some(&err));
-                let mut r =
-                    CallToolResult::error(vec![ContentBlock::text(failure_text(&err, &inv))]);
-                r.structured_content = Some(failure_doc(&err, op.id, &self.host));
-                Ok(r)
+                Ok(failure_result(
+                    &err,
+                    op.id,
+                    &self.host,
+                    failure_text(&err, &inv),
+                ))
             }
         }
     }
+}
+
+/// A tool result: the JSON document as structured content and, as MCP asks, serialized in the
+/// first text block; what a person (or the model) reads second.
+pub(super) fn result_of(doc: Value, text: String, is_error: bool) -> CallToolResult {
+    let blocks = vec![
+        ContentBlock::text(doc.to_string()),
+        ContentBlock::text(text),
+    ];
+    let mut r = if is_error {
+        CallToolResult::error(blocks)
+    } else {
+        CallToolResult::success(blocks)
+    };
+    r.structured_content = Some(doc);
+    r
+}
+
+/// A failed call as a tool result (`isError: true`) with the failure document.
+pub(super) fn failure_result(err: &Error, op: &str, host: &str, text: String) -> CallToolResult {
+    result_of(failure_doc(err, op, host), text, true)
 }
 
 impl ServerHandler for Server {

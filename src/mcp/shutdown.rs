@@ -161,8 +161,9 @@ impl<F: Future> Future for CatchUnwind<F> {
     }
 }
 
-/// Wait for the session to end (the client closed stdin), or for a signal: then refuse new
-/// calls, wait up to [`GRACE`] for the calls in flight, and return. Either way the caller
+/// Wait for the session to end (the client closed stdin) and its calls in flight to finish,
+/// or for a signal: then refuse new calls, wait up to [`GRACE`] for the calls in flight, and
+/// return. Either way the caller
 /// exits 0; calls still running are dropped with the runtime (see the module doc).
 pub async fn serve(service: RunningService<RoleServer, Draining>) -> Result<u8> {
     let state = service.service().state.clone();
@@ -170,15 +171,28 @@ pub async fn serve(service: RunningService<RoleServer, Draining>) -> Result<u8> 
         .map_err(|e| Error::Internal(format!("cannot watch for signals: {e}")))?;
     let waiting = service.waiting();
     tokio::pin!(waiting);
+    let idle = |state: Arc<State>| async move {
+        loop {
+            let notified = state.idle.notified();
+            if state.inflight.load(Ordering::SeqCst) == 0 {
+                return;
+            }
+            notified.await;
+        }
+    };
     let sig = tokio::select! {
         ended = &mut waiting => {
-            return match ended {
-                Ok(reason) => {
-                    tracing::info!(target: "pxagent::mcp", "session ended ({reason:?})");
-                    Ok(0)
-                }
-                Err(e) => Err(Error::Internal(format!("MCP session failed: {e}"))),
-            };
+            match ended {
+                Ok(reason) => tracing::info!(target: "pxagent::mcp", "session ended ({reason:?})"),
+                Err(e) => return Err(Error::Internal(format!("MCP session failed: {e}"))),
+            }
+            // The client closed stdin without cancelling anything: the calls in flight run
+            // to their end (a Proxmox task is not stopped because the client left) and write
+            // their audit records (issue 15 item 1); a signal meanwhile still ends them.
+            tokio::select! {
+                () = idle(state.clone()) => return Ok(0),
+                sig = watch.next() => sig,
+            }
         }
         sig = watch.next() => sig,
     };
@@ -189,16 +203,7 @@ pub async fn serve(service: RunningService<RoleServer, Draining>) -> Result<u8> 
         sig.name(),
         GRACE.as_secs()
     ));
-    let idle = async {
-        loop {
-            let notified = state.idle.notified();
-            if state.inflight.load(Ordering::SeqCst) == 0 {
-                return;
-            }
-            notified.await;
-        }
-    };
-    let left = match tokio::time::timeout(GRACE, idle).await {
+    let left = match tokio::time::timeout(GRACE, idle(state.clone())).await {
         Ok(()) => 0,
         Err(_) => state.inflight.load(Ordering::SeqCst),
     };

@@ -197,19 +197,142 @@ fn schema_details() {
 }
 
 #[test]
-fn annotations_follow_risk() {
+fn annotations_say_what_the_op_does_to_the_world() {
+    let spec = |id: &str| tool_spec(catalog::find(id).unwrap(), false);
+    let exec = spec("vm.exec");
+    assert!(exec.destructive && exec.open_world && !exec.read_only);
+    let status = spec("vm.exec-status");
+    assert!(status.read_only && !status.destructive && !status.open_world);
+    let download = spec("iso.download");
+    assert!(download.open_world && !download.destructive);
+    assert!(spec("template.download").open_world);
+    for id in [
+        "vm.shutdown",
+        "vm.reboot",
+        "vm.suspend",
+        "vm.stop",
+        "vm.rollback",
+        "vm.destroy",
+        "vm.delsnapshot",
+        "ct.shutdown",
+        "ct.reboot",
+        "backup.restore-overwrite",
+        "backup.remove",
+        "task.stop",
+    ] {
+        let s = spec(id);
+        assert!(s.destructive && !s.read_only, "{id}");
+    }
+    for id in [
+        "vm.start",
+        "vm.resume",
+        "vm.snapshot",
+        "backup.create",
+        "vm.create",
+    ] {
+        assert!(!spec(id).destructive, "{id} only adds");
+    }
+    // Idempotent: reads, and actions that bring a guest to a state.
+    for id in ["vm.start", "vm.shutdown", "vm.stop", "vm.status"] {
+        assert!(spec(id).idempotent, "{id}");
+    }
+    for id in [
+        "vm.snapshot",
+        "backup.create",
+        "vm.reboot",
+        "vm.exec",
+        "task.stop",
+    ] {
+        assert!(!spec(id).idempotent, "{id}");
+    }
+    // A policy `confirm` makes a tool destructive.
+    let resume = tool_spec(catalog::find("vm.resume").unwrap(), true);
+    assert!(resume.destructive);
     for op in OPS {
         let s = tool_spec(op, false);
-        assert_eq!(s.read_only, op.risk == Risk::Read, "{}", op.id);
-        assert_eq!(s.destructive, op.risk == Risk::Confirm, "{}", op.id);
-        assert_eq!(s.idempotent, op.risk == Risk::Read, "{}", op.id);
+        assert!(!s.title.is_empty(), "{}", op.id);
+        assert_eq!(
+            s.read_only,
+            op.risk == Risk::Read || s.name == "vm_exec_status" || s.name == "vm_file_read",
+            "{}",
+            op.id
+        );
+        if op.risk == Risk::Read {
+            assert!(!s.destructive && s.idempotent && !s.open_world, "{}", op.id);
+        }
         let t = serde_json::to_value(s.to_tool()).unwrap();
+        assert_eq!(t["title"], s.title.as_str(), "{}", op.id);
         let a = &t["annotations"];
         assert_eq!(a["readOnlyHint"], s.read_only, "{}", op.id);
         assert_eq!(a["destructiveHint"], s.destructive, "{}", op.id);
         assert_eq!(a["idempotentHint"], s.idempotent, "{}", op.id);
-        assert_eq!(a["openWorldHint"], false, "{}", op.id);
+        assert_eq!(a["openWorldHint"], s.open_world, "{}", op.id);
+        assert_eq!(t["outputSchema"], s.output_schema, "{}", op.id);
+        assert_eq!(s.output_schema["type"], "object", "{}", op.id);
+        assert!(
+            jsonschema::meta::is_valid(&s.output_schema),
+            "{}: output schema is not a JSON Schema",
+            op.id
+        );
+        assert!(
+            !s.output_schema.to_string().contains("\"format\":\""),
+            "{}",
+            op.id
+        );
     }
+}
+
+/// The structured content the server sends validates against the tool's output schema: data
+/// normalized from real captures, a task result, and a failure document.
+#[test]
+fn structured_content_fits_the_output_schema() {
+    let fixture = |name: &str| -> Value {
+        let text = std::fs::read_to_string(format!(
+            "{}/tests/fixtures/pve/{name}",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap();
+        serde_json::from_str::<Value>(&text).unwrap()["data"].clone()
+    };
+    let doc = |op: &Op, data: Value| json!({"ok": true, "op": op.id, "host": "h", "data": data});
+    let check = |op: &Op, doc: &Value| {
+        let schema = output_schema(op);
+        let v = jsonschema::validator_for(&schema).unwrap();
+        let errors: Vec<String> = v.iter_errors(doc).map(|e| e.to_string()).collect();
+        assert!(errors.is_empty(), "{}: {errors:?}\n{doc}", op.id);
+    };
+    let resources = fixture("https_api_cluster_resources_pve7.4-8.0_capture.json");
+    let vm_list = catalog::find("vm.list").unwrap();
+    let data = crate::views::normalize(vm_list.view, &resources, None).unwrap();
+    assert!(!data.as_array().unwrap().is_empty());
+    check(vm_list, &doc(vm_list, data));
+    let nodes = catalog::find("node.list").unwrap();
+    let data = crate::views::normalize(
+        nodes.view,
+        &fixture("https_api_nodes_pve7.4-8.0_capture.json"),
+        None,
+    )
+    .unwrap();
+    check(nodes, &doc(nodes, data));
+    let start = catalog::find("vm.start").unwrap();
+    let task = json!({"upid": "UPID:pve1:000F4271:0735BBD7:6B0EB3A6:qmstart:100:root@pam:", "node": "pve1",
+        "task": {"exitstatus": "OK", "status": "stopped", "type": "qmstart"}});
+    check(start, &doc(start, task.clone()));
+    // A list given where a task result belongs does not fit.
+    let v = jsonschema::validator_for(&output_schema(start)).unwrap();
+    assert!(!v.is_valid(&doc(start, json!([1, 2]))));
+    let nextid = catalog::find("cluster.nextid").unwrap();
+    // pvesh prints the next id as 148 or "148"; the view makes both the number.
+    for raw in [json!(148), json!("148")] {
+        let data = crate::views::normalize(nextid.view, &raw, None).unwrap();
+        check(nextid, &doc(nextid, data));
+    }
+    // An action with nothing to do (issue 13): no task, `changed: false`.
+    let noop = json!({"changed": false, "vmid": 100, "node": "pve1", "status": "running",
+        "message": "VM 100 is already running"});
+    check(start, &doc(start, noop));
+    let err = Error::usage("invalid VMID '99'");
+    check(start, &failure_doc(&err, start.id, "h"));
 }
 
 #[test]
@@ -227,8 +350,14 @@ fn arguments_become_the_cli_strings() {
     let (raw, _) = raw_values(op, &obj(json!({"vmid": "101", "purge": true})), true).unwrap();
     assert_eq!(raw.get("vmid").map(String::as_str), Some("101"));
     assert_eq!(raw.get("purge").map(String::as_str), Some("1"));
+    // JSON Schema counts integral numbers as integers, whatever their spelling.
+    for integral in [json!(100.0), serde_json::from_str::<Value>("1e2").unwrap()] {
+        let (raw, _) = raw_values(op, &obj(json!({"vmid": integral})), true).unwrap();
+        assert_eq!(raw.get("vmid").map(String::as_str), Some("100"));
+    }
     for bad in [
         json!({"vmid": 100.5}),
+        json!({"vmid": 1e300}),
         json!({"vmid": -100}),
         json!({"vmid": true}),
         json!({"vmid": 100, "purge": "yes"}),
@@ -362,31 +491,33 @@ async fn a_client_over_a_duplex_pipe_sees_exactly_the_offered_tools() {
 }
 
 #[test]
-fn tools_that_change_state_take_an_approval_and_reads_do_not() {
+fn every_tool_takes_an_approval_as_the_host_may_ask_for_one() {
     let destroy = super::schema::input_schema(&crate::catalog::ops::VM_DESTROY, true);
     assert_eq!(destroy["properties"]["approval"]["type"], "string");
+    // A host policy may mark a read `approve` too.
     let list = super::schema::input_schema(&crate::catalog::ops::VM_LIST, false);
-    assert!(list["properties"].get("approval").is_none());
-    let args = serde_json::json!({"vmid": 100, "approval": "-----BEGIN SSH SIGNATURE-----\nx\n-----END SSH SIGNATURE-----\n"});
-    let (inv, _) = super::args::invocation(
+    assert_eq!(list["properties"]["approval"]["type"], "string");
+    let sig = "-----BEGIN SSH SIGNATURE-----\nx\n-----END SSH SIGNATURE-----\n";
+    for op in [
         &crate::catalog::ops::VM_START,
-        args.as_object().unwrap(),
-        false,
-    )
-    .unwrap();
-    assert!(
-        inv.attach
-            .approval
-            .as_deref()
-            .unwrap()
-            .starts_with("-----BEGIN")
-    );
-    assert!(
-        !inv.remote_argv().concat().contains("SIGNATURE"),
-        "never in the argv"
-    );
-    assert_eq!(inv.wire_argv()[0], "pxagent-gate/1");
-    let bad = serde_json::json!({"vmid": 100, "approval": 5});
+        &crate::catalog::ops::VM_CONFIG,
+    ] {
+        let args = json!({"vmid": 100, "approval": sig});
+        let (inv, _) = super::args::invocation(op, args.as_object().unwrap(), false).unwrap();
+        assert!(
+            inv.attach
+                .approval
+                .as_deref()
+                .unwrap()
+                .starts_with("-----BEGIN")
+        );
+        assert!(
+            !inv.remote_argv().concat().contains("SIGNATURE"),
+            "never in the argv"
+        );
+        assert_eq!(inv.wire_argv()[0], "pxagent-gate/1");
+    }
+    let bad = json!({"vmid": 100, "approval": 5});
     assert!(
         super::args::invocation(
             &crate::catalog::ops::VM_START,
@@ -395,4 +526,159 @@ fn tools_that_change_state_take_an_approval_and_reads_do_not() {
         )
         .is_err()
     );
+}
+
+#[test]
+fn an_approval_request_is_relayed_at_the_top_of_the_result() {
+    use crate::host::gate::protocol::{ApprovalRequest, Kind as GateKind, Refusal};
+    let mut r = Refusal::new(
+        GateKind::ApprovalRequired,
+        "vm.destroy needs a signed approval",
+    );
+    r.approval_request = Some(ApprovalRequest {
+        statement: "pxagent-approval v1\nhost: pve1\nop: vm.destroy\n".into(),
+        expires: "2026-01-01T00:10:00Z".into(),
+        sign_with: vec!["pxagent approve --key ~/.ssh/id_ed25519 FILE".into()],
+    });
+    let err = Error::Host(Box::new(r));
+    let doc = failure_doc(&err, "vm.destroy", "h");
+    let text = doc["approval_request"].as_str().unwrap();
+    assert!(text.contains("op: vm.destroy"), "{text}");
+    assert!(text.contains("pxagent approve --key"), "{text}");
+    assert!(text.contains("2026-01-01T00:10:00Z"), "{text}");
+    assert_eq!(doc["error"]["kind"], "approval_required");
+    let v = jsonschema::validator_for(&output_schema(&crate::catalog::ops::VM_DESTROY)).unwrap();
+    assert!(v.is_valid(&doc));
+}
+
+/// A server over an in-memory pipe, initialized with `version`; nothing listens on port 9, so
+/// only calls refused before any connection can be made.
+async fn session(
+    version: &str,
+) -> (
+    tokio::io::BufReader<tokio::io::DuplexStream>,
+    tokio::task::JoinHandle<()>,
+) {
+    use tokio::io::AsyncWriteExt;
+    let target = Target::new("127.0.0.1", 9, "zen-agent");
+    let server = Server::new(Policy::default(), Profile::Full, target);
+    let (server_io, client_io) = tokio::io::duplex(1 << 22);
+    let cancels = server.cancels.clone();
+    let running = tokio::spawn(async move {
+        let (r, w) = tokio::io::split(server_io);
+        let service = server
+            .serve(LineTransport::new(r, w, cancels))
+            .await
+            .unwrap();
+        service.waiting().await.unwrap();
+    });
+    let mut io = tokio::io::BufReader::new(client_io);
+    let init = rpc(
+        &mut io,
+        1,
+        "initialize",
+        json!({"protocolVersion": version, "capabilities": {},
+               "clientInfo": {"name": "test", "version": "0"}}),
+    )
+    .await;
+    assert_eq!(init["result"]["protocolVersion"], version, "{init}");
+    io.get_mut()
+        .write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n")
+        .await
+        .unwrap();
+    (io, running)
+}
+
+/// Send a raw line and read the next answer.
+async fn raw(io: &mut tokio::io::BufReader<tokio::io::DuplexStream>, line: &[u8]) -> String {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    io.get_mut().write_all(line).await.unwrap();
+    let mut answer = String::new();
+    assert!(
+        io.read_line(&mut answer).await.unwrap() > 0,
+        "server hung up"
+    );
+    answer
+}
+
+#[tokio::test]
+async fn argument_errors_are_results_since_2025_11_25_and_protocol_errors_before() {
+    let bad_vmid = json!({"name": "vm_status", "arguments": {"vmid": 99}});
+    // 2025-11-25 (SEP-1303): a tool result with isError and the structured error.
+    let (mut io, running) = session("2025-11-25").await;
+    let r = rpc(&mut io, 2, "tools/call", bad_vmid.clone()).await;
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    let doc = &r["result"]["structuredContent"];
+    assert_eq!(doc["ok"], false);
+    assert_eq!(doc["error"]["kind"], "invalid_input");
+    assert!(
+        doc["error"]["message"].as_str().unwrap().contains("VMID"),
+        "{doc}"
+    );
+    // The first text block is the structured content, serialized.
+    let first: Value =
+        serde_json::from_str(r["result"]["content"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(&first, doc);
+    assert!(
+        r["result"]["content"][1]["text"]
+            .as_str()
+            .unwrap()
+            .contains("Correct the arguments")
+    );
+    // An unknown tool stays a protocol error.
+    let r = rpc(
+        &mut io,
+        3,
+        "tools/call",
+        json!({"name": "qm_monitor", "arguments": {}}),
+    )
+    .await;
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    // A 2 MB bad argument comes back in a short reply.
+    let big = "a".repeat(2 * 1024 * 1024);
+    let line = format!(
+        "{}\n",
+        json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+               "params": {"name": "vm_status", "arguments": {"vmid": 100, "node": big}}})
+    );
+    let answer = raw(&mut io, line.as_bytes()).await;
+    assert!(answer.len() < 8 * 1024, "{} bytes", answer.len());
+    let r: Value = serde_json::from_str(&answer).unwrap();
+    assert_eq!(r["id"], 4);
+    assert_eq!(r["result"]["isError"], true);
+    assert!(
+        answer.contains("bytes in all)"),
+        "the cut says how long it was: {answer}"
+    );
+    // A malformed line: -32700 with id null, and the session goes on.
+    let r: Value =
+        serde_json::from_str(&raw(&mut io, b"{\"jsonrpc\":\"2.0\",\"id\":5,\n").await).unwrap();
+    assert_eq!(r["error"]["code"], -32700, "{r}");
+    assert_eq!(r["id"], Value::Null);
+    // Non-object arguments: -32602 under the request's id.
+    let r: Value = serde_json::from_str(
+        &raw(
+            &mut io,
+            b"{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"tools/call\",\"params\":{\"name\":\"vm_status\",\"arguments\":[100]}}\n",
+        )
+        .await,
+    )
+    .unwrap();
+    assert_eq!(
+        (r["id"].clone(), r["error"]["code"].clone()),
+        (json!(6), json!(-32602)),
+        "{r}"
+    );
+    let r = rpc(&mut io, 7, "ping", json!({})).await;
+    assert!(r["result"].is_object(), "{r}");
+    drop(io);
+    running.await.unwrap();
+
+    // 2025-06-18: invalid params, with the same structured error as data.
+    let (mut io, running) = session("2025-06-18").await;
+    let r = rpc(&mut io, 2, "tools/call", bad_vmid).await;
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    assert_eq!(r["error"]["data"]["error"]["kind"], "invalid_input");
+    drop(io);
+    running.await.unwrap();
 }

@@ -4,13 +4,16 @@
 //! ([`crate::ssh`]) only moves bytes; this module knows what sudo's and Proxmox's answers
 //! mean (design §3 "classify"), and which answers must never be taken for success:
 //! a refusal by sudo (exit 9), a Proxmox tool run without root (exit 9, a setup problem),
-//! a task that ended not OK although pvesh exited 0 (exit 1).
+//! a task that ended not OK although pvesh exited 0 (exit 1). The texts are sorted in
+//! [`classify`], which also gives a remote failure its precise kind (`not_found`, `locked`,
+//! `wrong_state`).
 //!
 //! The host is reached through the [`Transport`] trait ([`transport`]): an SSH
 //! [`crate::ssh::Session`] in production, a [`replay::Replay`] of recorded outputs in tests.
 //! This module may use the catalog, invocations and views; the transport below it knows none
 //! of them. Logs: `pxagent::remote` at DEBUG (node lookups, task results).
 
+pub mod classify;
 pub mod replay;
 pub mod transport;
 
@@ -25,6 +28,7 @@ use crate::host::gate::protocol::{Kind as GateKind, Refusal as GateRefusal};
 use crate::invocation::Invocation;
 use crate::ssh::Output;
 
+pub use classify::classify;
 pub use transport::{BoxFuture, Transport};
 
 /// What a successful op produced.
@@ -77,6 +81,8 @@ pub struct Remote {
     pub target: String,
     /// How long to wait for an HA-managed guest to reach its requested state.
     pub settle_timeout: std::time::Duration,
+    /// How long `task wait` follows a task (`--timeout`); `None` until it ends.
+    pub wait_limit: Option<std::time::Duration>,
 }
 
 impl Remote {
@@ -101,6 +107,7 @@ impl Remote {
             session,
             target,
             settle_timeout,
+            wait_limit: timeout,
         }
     }
 
@@ -181,7 +188,10 @@ impl Remote {
         let warnings = warning_lines(&out);
         let node = inv.values.get("node").cloned();
         if inv.op.risk == catalog::Risk::Read {
-            let data = parse_json(&out, inv)?;
+            let mut data = parse_json(&out, inv)?;
+            if inv.op.view == catalog::View::Wait {
+                data = self.wait_task(inv, data).await?;
+            }
             return Ok(Outcome {
                 data,
                 warnings,
@@ -193,7 +203,10 @@ impl Remote {
         if found.is_none() && inv.op.view == catalog::View::Done {
             // No task: the exit status (already classified) is the result.
             let text = out.stdout_text().trim().to_string();
-            let data = serde_json::json!({"done": true, "output": text});
+            let data = crate::views::value(&crate::views::DoneResult {
+                done: true,
+                output: text,
+            });
             return Ok(Outcome {
                 data,
                 warnings,
@@ -225,14 +238,7 @@ impl Remote {
         );
         if status.get("status").and_then(Value::as_str) == Some("stopped") && !task_ok(exit) {
             let log = self.task_log_tail(&upid, 10).await.unwrap_or_default();
-            return Err(Error::Remote(format!(
-                "task {upid} failed: {exit}{}",
-                if log.is_empty() {
-                    String::new()
-                } else {
-                    format!("\n{log}")
-                }
-            )));
+            return Err(classify::failed_task(&upid, exit, &log));
         }
         // HA-managed guests only get a request: the task (hastart/hastop) ends at once and
         // the guest reaches its state later, so poll its status (FORMATS.md §1.3).
@@ -247,6 +253,48 @@ impl Remote {
             upid: Some(upid),
             node,
         })
+    }
+
+    /// `task wait`: read the task's status again (once a second, as proxmoxer does) until it
+    /// stopped, or until [`Remote::wait_limit`] ran out (exit 7). A task that ended not OK is
+    /// exit 1 with its last log lines; otherwise its final status is the result.
+    async fn wait_task(&self, inv: &Invocation, first: Value) -> Result<Value> {
+        let upid = inv.values.get("upid").cloned().unwrap_or_default();
+        let node = inv.values.get("node").cloned().unwrap_or_default();
+        let deadline = self.wait_limit.map(|t| tokio::time::Instant::now() + t);
+        let mut status = first;
+        loop {
+            if status.get("status").and_then(Value::as_str) == Some("stopped") {
+                let exit = status
+                    .get("exitstatus")
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
+                if task_ok(exit) {
+                    return Ok(status);
+                }
+                let log = self.task_log_tail(&upid, 10).await.unwrap_or_default();
+                return Err(Error::Remote(format!(
+                    "task {upid} failed: {exit}{}",
+                    if log.is_empty() {
+                        String::new()
+                    } else {
+                        format!("\n{log}")
+                    }
+                )));
+            }
+            if let Some(d) = deadline
+                && tokio::time::Instant::now() + std::time::Duration::from_secs(1) > d
+            {
+                return Err(Error::Connection(format!(
+                    "task {upid} is still running after {}s (--timeout); it goes on: wait again with `pxagent task wait {upid}`, or stop it with `pxagent task stop {upid}`",
+                    self.wait_limit.unwrap_or_default().as_secs()
+                )));
+            }
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            status = self
+                .read_op(&ops::TASK_STATUS, &[("upid", &upid), ("node", &node)])
+                .await?;
+        }
     }
 
     /// Poll a guest's status until it is `want` (at most the command timeout, default 120 s).
@@ -405,7 +453,7 @@ impl Remote {
                     .flatten()
                     .find(|r| r.get("vmid").and_then(as_u64) == Some(vmid))
                     .ok_or_else(|| {
-                        Error::Remote(format!(
+                        Error::NotFound(format!(
                             "no guest with id {vmid} in the cluster (see `pxagent {} list`)",
                             inv.op.cli[0]
                         ))
@@ -547,59 +595,6 @@ impl Remote {
 /// A task's exitstatus that counts as success.
 pub fn task_ok(exitstatus: &str) -> bool {
     exitstatus == "OK" || exitstatus.starts_with("WARNINGS:")
-}
-
-/// Turn a non-zero answer into the right error class. sudo's own refusals and a PVE tool
-/// run without root are setup problems (exit 9); anything else is a remote failure (exit 1).
-pub fn classify(out: &Output, argv: &[String], target: &str) -> Result<()> {
-    if let Some(r) = gate_refusal(out) {
-        return Err(Error::Host(Box::new(r)));
-    }
-    let stderr = out.stderr_text();
-    let cmd = argv.iter().skip(2).cloned().collect::<Vec<_>>().join(" ");
-    let has = |s: &str| stderr.lines().any(|l| l.contains(s));
-    if out.exit_status == 0 {
-        return Ok(());
-    }
-    let refused = |why: String| {
-        Err(Error::SudoRefused(format!(
-            "sudo on {target} refused `{cmd}`: {why}; run `pxagent preflight` to see what is missing"
-        )))
-    };
-    if has("account validation failure") {
-        return refused("the account is expired or locked (revoked?)".into());
-    }
-    if has("sudo: a terminal is required") {
-        return refused("the matching rule wants a password (not NOPASSWD)".into());
-    }
-    if has("sudo: a password is required") {
-        return refused("no sudoers rule allows this command for the account".into());
-    }
-    if stderr.contains("sudo: command not found")
-        || (out.exit_status == 127 && !stderr.contains("sudo: /"))
-    {
-        return refused("sudo is not installed on the host (stock PVE 9 ships without it: apt-get install sudo)".into());
-    }
-    if has(": command not found") && has("sudo: /") {
-        return refused(format!(
-            "{} does not exist on the host",
-            argv.get(2).map(String::as_str).unwrap_or("?")
-        ));
-    }
-    if has("ipcc_send_rec")
-        || has("Unable to load access control list")
-        || has("please run as root")
-    {
-        return Err(Error::SudoRefused(format!(
-            "`{cmd}` ran on {target} without root privileges (Proxmox says: {}); the sudo setup is broken: run `pxagent preflight`",
-            tail(&stderr, 1)
-        )));
-    }
-    Err(Error::Remote(format!(
-        "`{cmd}` failed on {target} (exit {}): {}",
-        out.exit_status,
-        tail(&stderr, 5).trim()
-    )))
 }
 
 /// The host gate's refusal in a command's answer, if it is one (issue 11).

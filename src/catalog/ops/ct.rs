@@ -122,6 +122,7 @@ pub static CT_SHUTDOWN: Op = Op {
     ),
     view: View::Task,
     settles: Some("stopped"),
+    interrupts: true,
     already: Some(Already {
         read: &CT_STATUS,
         field: "status",
@@ -140,6 +141,7 @@ pub static CT_REBOOT: Op = Op {
     params: &[CTID, GUEST_NODE],
     args: pvesh!("create", "/nodes/{node}/lxc/{vmid}/status/reboot"),
     view: View::Task,
+    interrupts: true,
     ..ROW
 };
 

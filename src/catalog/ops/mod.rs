@@ -2,12 +2,12 @@
 //!
 //! Every row is a `pub static` [`Op`] written the same way: a struct literal that names
 //! `id`, `cli`, `about`, `risk`, `area`, `params`, `args` and `view`, then whatever else
-//! differs from [`ROW`] (`tool`, `confirm`, `select`, `settles`, `prechecks`, `needs_one_of`,
-//! `step`, `already`, `yields`, `variant_of`, `fence`), then `..ROW`. The static is the op's
-//! handle: code outside the catalog names an op by it (`ops::CLUSTER_RESOURCES`), never by its
-//! id string. A handle is the id upper-cased with `.` and `-` as `_`, and lives in the file
-//! named by the id's prefix (`vm.status` → `vm.rs`), except `pve.version` and `ha.status`
-//! (cluster.rs) and the commands run inside guests (exec.rs).
+//! differs from [`ROW`] (`tool`, `confirm`, `select`, `settles`, `interrupts`, `prechecks`,
+//! `needs_one_of`, `step`, `already`, `yields`, `variant_of`, `fence`), then `..ROW`. The static
+//! is the op's handle: code outside the catalog names an op by it (`ops::CLUSTER_RESOURCES`),
+//! never by its id string. A handle is the id upper-cased with `.` and `-` as `_`, and lives in
+//! the file named by the id's prefix (`vm.status` → `vm.rs`), except `pve.version` and
+//! `ha.status` (cluster.rs) and the commands run inside guests (exec.rs).
 //!
 //! To add an operation: write its row in its area's file and put its handle in [`OPS`].
 //!
@@ -94,6 +94,9 @@ pub static OPS: &[&Op] = &[
     &TASK_STATUS,
     &TASK_LIST,
     &TASK_LOG,
+    &TASK_WAIT,
+    // tasks: stop
+    &TASK_STOP,
     // VMs: lifecycle and snapshots
     &VM_START,
     &VM_SHUTDOWN,
@@ -168,6 +171,7 @@ const ROW: Op = Op {
     confirm: None,
     select: &[],
     settles: None,
+    interrupts: false,
     view: View::Object,
     prechecks: &[],
     needs_one_of: &[],

@@ -1,5 +1,6 @@
-//! Proxmox task reads: a task's status and log, a node's task list. The engine also uses
-//! these to follow the task an action started.
+//! Proxmox tasks: a task's status and log, a node's task list, waiting for a task to end and
+//! stopping one. The engine also uses these to follow the task an action started, and the MCP
+//! server stops the task of a cancelled call with `task.stop`.
 
 use super::*;
 
@@ -49,6 +50,35 @@ pub static TASK_LOG: Op = Op {
         Arg::Opt("limit", &["--limit", "{limit}"])
     ),
     view: View::Log,
+    ..ROW
+};
+
+/// `pxagent task wait UPID [--timeout S]`: a read loop over the task's status (the same
+/// command line as `task status`, so the same sudoers rule and gate verdict).
+pub static TASK_WAIT: Op = Op {
+    id: "task.wait",
+    cli: &["task", "wait"],
+    about: "Wait for a task to end: exit 0 when it ended OK, 1 when it failed, 7 when --timeout ran out first",
+    risk: Risk::Read,
+    area: Area::Task,
+    params: &[UPID, UPID_NODE],
+    args: pvesh!("get", "/nodes/{node}/tasks/{upid}/status"),
+    view: View::Wait,
+    ..ROW
+};
+
+/// `pxagent task stop UPID`: Proxmox's "Stop a task" (`DELETE /nodes/{node}/tasks/{upid}`)
+/// on the task's own node, which signals the worker and returns at once (no task of its own).
+pub static TASK_STOP: Op = Op {
+    id: "task.stop",
+    cli: &["task", "stop"],
+    about: "Stop a running task",
+    risk: Risk::Change,
+    area: Area::Task,
+    params: &[UPID, UPID_NODE],
+    args: pvesh!("delete", "/nodes/{node}/tasks/{upid}"),
+    view: View::Done,
+    interrupts: true,
     ..ROW
 };
 

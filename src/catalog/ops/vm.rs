@@ -138,6 +138,7 @@ pub static VM_SHUTDOWN: Op = Op {
     ),
     view: View::Task,
     settles: Some("stopped"),
+    interrupts: true,
     already: Some(Already {
         read: &VM_STATUS,
         field: "status",
@@ -156,6 +157,7 @@ pub static VM_REBOOT: Op = Op {
     params: &[VMID, GUEST_NODE],
     args: pvesh!("create", "/nodes/{node}/qemu/{vmid}/status/reboot"),
     view: View::Task,
+    interrupts: true,
     ..ROW
 };
 
@@ -169,6 +171,7 @@ pub static VM_SUSPEND: Op = Op {
     params: &[VMID, GUEST_NODE],
     args: pvesh!("create", "/nodes/{node}/qemu/{vmid}/status/suspend"),
     view: View::Task,
+    interrupts: true,
     already: Some(Already {
         read: &VM_STATUS,
         field: "qmpstatus",

@@ -408,6 +408,7 @@ mod tests {
         o.vmids = Some(Ranges::parse("--vmids", "100-199").unwrap());
         let ids: Vec<&str> = o.ops().map(|op| op.id).collect();
         for gone in [
+            "task.stop",
             "storage.remove",
             "iso.download",
             "iso.remove",
@@ -430,7 +431,7 @@ mod tests {
         assert!(!s.contains("^delete /storage/"), "{s}");
         assert!(
             s.contains(
-                "#   storage.remove, iso.download, iso.remove, template.download, template.remove"
+                "#   task.stop, storage.remove, iso.download, iso.remove, template.download, template.remove"
             ),
             "{s}"
         );
