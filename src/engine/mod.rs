@@ -179,7 +179,19 @@ impl<C: Connector> Engine<'_, C> {
         let mut prepared = remote.prepare(inv).await?;
         prepared.attach.confirmed = trail.phrase.clone().or_else(|| given.map(str::to_string));
         trail.argv = prepared.remote_argv();
-        let outcome = remote.send_with_progress(&prepared, progress).await?;
+        let outcome = match remote.send_with_progress(&prepared, progress).await {
+            // The guest was not where the connection's guest map said: once more, on the
+            // node it is on now (nothing ran the first time).
+            Err(e) => match remote.relocate(inv, &prepared, &e).await {
+                Ok(Some(mut moved)) => {
+                    moved.attach.confirmed = prepared.attach.confirmed.clone();
+                    trail.argv = moved.remote_argv();
+                    remote.send_with_progress(&moved, progress).await?
+                }
+                _ => return Err(e),
+            },
+            Ok(outcome) => outcome,
+        };
         trail.upid = outcome.upid.clone();
         let data = crate::views::normalize(inv.op.view, &outcome.data, inv.keep_type)?;
         let data = match outcome.upid {
@@ -344,10 +356,15 @@ pub fn human(inv: &Invocation, data: &Value) -> String {
     }
 }
 
-/// The tags of the guest an invocation targets (empty when it has none or does not exist).
+/// The tags of the guest an invocation targets (empty when it has none or does not exist),
+/// from the connection's guest map (the same read that finds the guest's node).
 pub(crate) async fn guest_tags(remote: &Remote, inv: &Invocation) -> Result<Vec<String>> {
-    let resources = remote.read_op(&ops::CLUSTER_RESOURCES, &[]).await?;
-    Ok(crate::policy::tags_in(&resources, inv.vmid().unwrap_or(0)))
+    let vmid = inv.vmid().unwrap_or(0);
+    let entry = remote.guest(vmid).await?;
+    Ok(crate::policy::tags_in(
+        &Value::Array(entry.into_iter().collect()),
+        vmid,
+    ))
 }
 
 /// A connector that opens one connection on first use and keeps it for the invocation.

@@ -11,6 +11,7 @@
 //! This module may use the catalog, invocations and views; the transport below it knows none
 //! of them. Logs: `pxagent::remote` at DEBUG (node lookups, task results).
 
+pub mod guests;
 pub mod replay;
 pub mod transport;
 
@@ -50,6 +51,8 @@ pub struct Remote {
     pub target: String,
     /// How long to wait for an HA-managed guest to reach its requested state.
     pub settle_timeout: std::time::Duration,
+    /// This connection's guest map (node lookups, tags, names), shared by clones.
+    guests: Arc<guests::GuestMap>,
 }
 
 impl Remote {
@@ -74,6 +77,7 @@ impl Remote {
             session,
             target,
             settle_timeout,
+            guests: Arc::new(guests::GuestMap::default()),
         }
     }
 
@@ -117,8 +121,19 @@ impl Remote {
     }
 
     /// [`Remote::send`], handing each complete line the task prints (its log, as it runs) to
-    /// `progress`.
+    /// `progress`. Afterwards the guest map forgets the guests an action may have changed
+    /// (also when it failed: it may have got half-way).
     pub async fn send_with_progress(
+        &self,
+        inv: &Invocation,
+        progress: &mut (dyn FnMut(&str) + Send),
+    ) -> Result<Outcome> {
+        let result = self.send_one(inv, progress).await;
+        self.forget_changed(inv).await;
+        result
+    }
+
+    async fn send_one(
         &self,
         inv: &Invocation,
         progress: &mut (dyn FnMut(&str) + Send),
@@ -155,6 +170,9 @@ impl Remote {
         let node = inv.values.get("node").cloned();
         if inv.op.risk == catalog::Risk::Read {
             let data = parse_json(&out, inv)?;
+            if argv == guests::map_argv() {
+                self.remember_guest_map(&data);
+            }
             return Ok(Outcome {
                 data,
                 warnings,
@@ -259,13 +277,7 @@ impl Remote {
                 let Some(id) = inv.values.get(param).and_then(|v| v.parse::<u64>().ok()) else {
                     return Ok(());
                 };
-                let resources = self.read_op(&ops::CLUSTER_RESOURCES, &[]).await?;
-                let taken = resources
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .find(|r| r.get("vmid").and_then(as_u64) == Some(id));
-                if let Some(r) = taken {
+                if let Some(r) = self.guest(id).await? {
                     let kind = match r.get("type").and_then(Value::as_str) {
                         Some("lxc") => "container",
                         _ => "VM",
@@ -374,18 +386,12 @@ impl Remote {
                     catalog::Area::Ct => "lxc",
                     _ => "qemu",
                 };
-                let resources = self.read_op(&ops::VM_LIST, &[]).await?;
-                let entry = resources
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .find(|r| r.get("vmid").and_then(as_u64) == Some(vmid))
-                    .ok_or_else(|| {
-                        Error::Remote(format!(
-                            "no guest with id {vmid} in the cluster (see `pxagent {} list`)",
-                            inv.op.cli[0]
-                        ))
-                    })?;
+                let entry = self.guest(vmid).await?.ok_or_else(|| {
+                    Error::Remote(format!(
+                        "no guest with id {vmid} in the cluster (see `pxagent {} list`)",
+                        inv.op.cli[0]
+                    ))
+                })?;
                 let kind = entry.get("type").and_then(Value::as_str).unwrap_or("");
                 if kind != want {
                     let (noun, other) = if kind == "lxc" {
@@ -413,8 +419,9 @@ impl Remote {
         }
     }
 
-    /// The name of the node pxagent is connected to (`local: 1` in /cluster/status).
-    pub async fn local_node(&self) -> Result<String> {
+    /// Read the name of the node pxagent is connected to (`local: 1` in /cluster/status);
+    /// [`Remote::local_node`] keeps it for the connection.
+    async fn read_local_node(&self) -> Result<String> {
         let status = self.read_op(&ops::CLUSTER_STATUS, &[]).await?;
         status
             .as_array()
