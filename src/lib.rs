@@ -13,6 +13,7 @@
 
 pub mod approval;
 pub mod audit;
+pub mod batch;
 pub mod catalog;
 pub mod cli;
 pub mod config;

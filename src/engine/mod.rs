@@ -203,6 +203,33 @@ impl<C: Connector> Engine<'_, C> {
             warnings: outcome.warnings,
         })
     }
+    /// Run any op of the catalog as the front ends without file sync do (the MCP server,
+    /// `pxagent batch`): ordinary ops through [`Engine::execute`], a command inside a guest
+    /// through [`crate::exec::run`] with its `command` and `input_data` values and no file
+    /// transfers (they would read or write files of the machine pxagent runs on), waiting at
+    /// most `exec_timeout`; a guest process's status through [`crate::exec::exec_status`].
+    pub async fn run(
+        &self,
+        inv: &Invocation,
+        given: Option<&str>,
+        trail: &mut Trail,
+        progress: &mut (dyn FnMut(&str) + Send),
+        exec_timeout: std::time::Duration,
+    ) -> Result<Done> {
+        if inv.op.risk != Risk::Exec {
+            return self.execute(inv, given, trail, progress).await;
+        }
+        let data = if inv.op.runs_guest_command() {
+            crate::exec::run(self, &guest_request(inv, exec_timeout), given, trail).await?
+        } else {
+            crate::exec::exec_status(self, inv).await?
+        };
+        Ok(Done {
+            data,
+            warnings: Vec::new(),
+        })
+    }
+
     /// Run one command inside a guest with its file sync (`vm exec`, `ct exec`): local checks,
     /// policy and the argv allowlist, confirmation and the rate limit first, then the host.
     /// Returns the result document (`data` in JSON).
@@ -317,6 +344,23 @@ pub fn dry_run(policy: &Policy, inv: &Invocation, trail: &mut Trail) -> Result<V
     data["approval_statement"] = json!(crate::host::gate::approval::preview(inv));
     data["policy"] = json!(verdict);
     Ok(data)
+}
+
+/// The guest command of an exec op's invocation (its `command` and `input_data` values),
+/// without file transfers, waiting at most `timeout`.
+pub fn guest_request(inv: &Invocation, timeout: std::time::Duration) -> crate::exec::Request {
+    let value = |k: &str| inv.values.get(k).cloned();
+    crate::exec::Request {
+        op: inv.op,
+        vmid: value("vmid").unwrap_or_default(),
+        node: value("node"),
+        argv: catalog::kind::guest_argv(&value("command").unwrap_or_default()),
+        stdin: value("input_data").map(String::into_bytes),
+        push: Vec::new(),
+        pull: Vec::new(),
+        force: false,
+        timeout,
+    }
 }
 
 /// What a dry run of a guest command reports: the first remote command, the policy's and
