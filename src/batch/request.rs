@@ -148,21 +148,11 @@ pub fn is_invalid(err: &Error) -> bool {
     err.exit_code() == 2
 }
 
-/// The exit code of a whole batch (issue 14): 0 when every request succeeded; 2 when any line
-/// was invalid (not JSON, no known op, arguments that do not fit it); else, when every
-/// failure has one class that says nothing ran or the host could not be used — 3 policy, 4
-/// confirmation, 8 rate limit, 6 authentication, 7 connection, 9 sudo — that code; else 1.
+/// The exit code of a whole batch: [`crate::error::overall_exit_code`] of its failures (2
+/// when any line was invalid; 3, 4, 8 — or 6, 7, 9 — when every failure was of that class;
+/// else 1).
 pub fn exit_code(failures: &[u8]) -> u8 {
-    if failures.is_empty() {
-        return 0;
-    }
-    if failures.contains(&2) {
-        return 2;
-    }
-    match failures[0] {
-        c @ (3 | 4 | 6 | 7 | 8 | 9) if failures.iter().all(|f| *f == c) => c,
-        _ => 1,
-    }
+    crate::error::overall_exit_code(failures)
 }
 
 /// Read one line of at most [`MAX_LINE`] bytes from `input` (without its newline); `None` at

@@ -110,6 +110,37 @@ fn global_args() -> Vec<Arg> {
     ]
 }
 
+/// The host flags of fleets and persistent connections (issue 14): which hosts a command
+/// reaches, how many at once, and whether the connection outlives the call.
+fn fleet_args() -> Vec<Arg> {
+    vec![
+        Arg::new("hosts")
+            .long("hosts")
+            .env("PXAGENT_HOSTS")
+            .global(true)
+            .value_name("LIST|@GROUP")
+            .conflicts_with("host")
+            .help("Several hosts at once: names from the config or user@host[:port], comma-separated; @NAME for a config group (changes only with hosts listed by name)"),
+        Arg::new("all_hosts")
+            .long("all-hosts")
+            .global(true)
+            .action(ArgAction::SetTrue)
+            .help("Every host of the config (reads, status, batch)"),
+        Arg::new("parallel")
+            .long("parallel")
+            .env("PXAGENT_PARALLEL")
+            .global(true)
+            .value_name("N")
+            .help("With --hosts: contact at most N hosts at once (default 8)"),
+        Arg::new("persist")
+            .long("persist")
+            .env("PXAGENT_PERSIST")
+            .global(true)
+            .value_name("DURATION")
+            .help("Keep the SSH connection open in the background this long after the last call (30s, 10m), for repeated calls; `pxagent persist status|stop`"),
+    ]
+}
+
 fn param_arg(p: &Param) -> Arg {
     let flag = p.name.replace('_', "-");
     let value_name = flag.to_ascii_uppercase();
@@ -244,6 +275,7 @@ pub fn command() -> Command {
         .subcommand_required(true)
         .arg_required_else_help(true)
         .args(global_args())
+        .args(fleet_args())
         .subcommand(Command::new("catalog").about("List every operation with its risk, profiles, remote command and sudoers rule"))
         .subcommand(
             Command::new("preflight")
@@ -276,6 +308,28 @@ by the keys in --approvers), counts host rate limits, logs each decision to sysl
                     .help("The syslog socket for the host audit (default /dev/log)")),
         )
         .subcommand(Command::new("status").about("One summary of the host or cluster: version, nodes, storages, guests by state"))
+        .subcommand(
+            Command::new("batch")
+                .about("Run many operations over one connection: JSON Lines requests on stdin ({\"id\":…,\"op\":\"vm.status\",\"args\":{…}}), one result line each on stdout, in input order")
+                .long_about("Run many operations over one connection. Each stdin line is one request: \
+{\"id\": <any JSON>, \"op\": \"vm.status\", \"args\": {\"vmid\": 101}} — `op` is a catalog op id (`pxagent catalog`), \
+`args` are the op's MCP tool arguments (`confirm` carries a phrase, `approval` a signature). Each gets one line on \
+stdout, in input order, as soon as it and those before it are done: {\"id\":…,\"ok\":true,\"op\":…,\"data\":…} or \
+{\"id\":…,\"ok\":false,\"op\":…,\"line\":N,\"error\":{…}}. Up to 8 run at once; requests for one guest keep \
+their order around a change. Policy, confirmation, limits and audit apply to each as in the CLI. \
+Exit 0 when all succeeded, 2 when any line was invalid, 3/4/8 when every failure was that refusal \
+(also 6/7/9: authentication, connection, sudo), else 1.")
+                .arg(Arg::new("stop_on_error").long("stop-on-error").action(ArgAction::SetTrue)
+                    .help("Run one request at a time and stop reading at the first failure")),
+        )
+        .subcommand(
+            Command::new("persist")
+                .about("The persistent connections of --persist: list them or end them")
+                .subcommand_required(true)
+                .subcommand(Command::new("status").about("List this account's persistent connections: target, idle time, commands run"))
+                .subcommand(Command::new("stop").about("End this account's persistent connections (with -H: only that host's)"))
+                .subcommand(Command::new("serve").hide(true).about("Internal: the background holder of one connection")),
+        )
         .subcommand(
             Command::new("audit")
                 .about("The local audit trail: one hash-chained JSON line per invocation")

@@ -47,6 +47,12 @@ pub struct Settings {
     pub no_wait: bool,
     /// How to reach the host.
     pub connect: ConnectArgs,
+    /// `--hosts LIST|@GROUP` (fleets).
+    pub hosts: Option<String>,
+    /// `--all-hosts`.
+    pub all_hosts: bool,
+    /// `--parallel N`: hosts contacted at once.
+    pub parallel: usize,
 }
 
 /// The command to run, with its own arguments typed.
@@ -86,6 +92,17 @@ pub enum Cmd {
         /// Print the tool list and exit.
         list_tools: bool,
     },
+    /// `pxagent batch [--stop-on-error]`.
+    Batch {
+        /// Run one at a time and stop at the first failure.
+        stop_on_error: bool,
+    },
+    /// `pxagent persist status`.
+    PersistStatus,
+    /// `pxagent persist stop`.
+    PersistStop,
+    /// `pxagent persist serve` (internal: the holder itself).
+    PersistServe,
     /// `pxagent gate …` (host side).
     Gate(crate::host::gate::Options),
     /// A catalog op (not a guest command).
@@ -111,6 +128,10 @@ impl Cmd {
             Cmd::SetupRevoke(_) => "setup.revoke",
             Cmd::Mcp { .. } => "mcp",
             Cmd::Gate(_) => "gate",
+            Cmd::Batch { .. } => "batch",
+            Cmd::PersistStatus => "persist.status",
+            Cmd::PersistStop => "persist.stop",
+            Cmd::PersistServe => "persist.serve",
             Cmd::Op(inv) => inv.op.id,
             Cmd::Exec(req) => req.op.id,
         }
@@ -158,7 +179,16 @@ impl Settings {
                 known_hosts: string(m, "known_hosts").map(PathBuf::from),
                 accept_new: m.get_flag("accept_new"),
                 timeout,
+                persist: string(m, "persist")
+                    .map(|p| context::parse_persist(&p))
+                    .transpose()?,
             },
+            hosts: string(m, "hosts"),
+            all_hosts: m.get_flag("all_hosts"),
+            parallel: string(m, "parallel")
+                .map(|p| crate::fleet::parse_parallel(&p))
+                .transpose()?
+                .unwrap_or(crate::fleet::DEFAULT_PARALLEL),
         })
     }
 }
@@ -179,6 +209,13 @@ pub fn command(m: &ArgMatches, s: &Settings) -> Result<Cmd> {
             list_tools: sub.get_flag("list_tools"),
         },
         ("gate", _) => Cmd::Gate(gate_options(m, sub)?),
+        ("batch", _) => Cmd::Batch {
+            stop_on_error: sub.get_flag("stop_on_error"),
+        },
+        ("persist", Some(("status", _))) => Cmd::PersistStatus,
+        ("persist", Some(("stop", _))) => Cmd::PersistStop,
+        ("persist", Some(("serve", _))) => Cmd::PersistServe,
+        ("persist", _) => return Err(Error::usage("expected `persist status` or `persist stop`")),
         ("audit", Some(("show", a))) => Cmd::AuditShow(string(a, "since")),
         ("audit", Some(("verify", _))) => Cmd::AuditVerify,
         ("audit", _) => return Err(Error::usage("expected `audit show` or `audit verify`")),

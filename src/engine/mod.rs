@@ -411,10 +411,14 @@ pub(crate) async fn guest_tags(remote: &Remote, inv: &Invocation) -> Result<Vec<
     ))
 }
 
-/// A connector that opens one connection on first use and keeps it for the invocation.
+/// A connector that opens one connection on first use and keeps it for the invocation (a
+/// CLI run, a batch). A failed connect is remembered: every later request gets the same
+/// error at once instead of trying (and maybe timing out) again.
 pub struct OnceConnector {
     target: crate::ssh::Target,
+    persist: Option<std::time::Duration>,
     cell: tokio::sync::OnceCell<Remote>,
+    failed: std::sync::Mutex<Option<(u8, String)>>,
 }
 
 impl OnceConnector {
@@ -422,11 +426,20 @@ impl OnceConnector {
     pub fn new(target: crate::ssh::Target) -> OnceConnector {
         OnceConnector {
             target,
+            persist: None,
             cell: tokio::sync::OnceCell::new(),
+            failed: std::sync::Mutex::new(None),
         }
     }
 
-    /// Close the connection if one was opened.
+    /// Go through a persistent connection kept this long after the last call
+    /// ([`crate::persist`]); `None`: a connection of this process.
+    pub fn persist(mut self, idle: Option<std::time::Duration>) -> OnceConnector {
+        self.persist = idle;
+        self
+    }
+
+    /// Close the connection if one was opened (a persistent one stays for the next caller).
     pub async fn close(&self) {
         if let Some(r) = self.cell.get() {
             r.session.clone().close().await;
@@ -436,20 +449,24 @@ impl OnceConnector {
 
 impl Connector for OnceConnector {
     async fn remote(&self) -> Result<Remote> {
-        self.cell
-            .get_or_try_init(|| async {
-                let session = crate::ssh::Session::connect(&self.target).await?;
-                if let Some(note) = session.recorded_host_key() {
-                    crate::output::note(note);
-                }
-                Ok::<_, Error>(Remote::new(
-                    session,
-                    self.target.display(),
-                    self.target.command_timeout,
-                ))
-            })
+        if let Some((code, msg)) = self
+            .failed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+        {
+            return Err(Error::from_exit_code(code, msg));
+        }
+        let r = self
+            .cell
+            .get_or_try_init(|| crate::persist::connect(&self.target, self.persist))
             .await
-            .cloned()
+            .cloned();
+        if let Err(e) = &r {
+            *self.failed.lock().unwrap_or_else(|e| e.into_inner()) =
+                Some((e.exit_code(), e.to_string()));
+        }
+        r
     }
 }
 
