@@ -258,9 +258,10 @@ impl Remote {
 
     /// Keep `answer` as the map: it is the answer of the map's own command line, which the
     /// user just sent (`vm list`).
-    pub(crate) fn remember_guest_map(&self, answer: &Value) {
+    pub(crate) async fn remember_guest_map(&self, answer: &Value) {
         if let Ok(entries) = entries_of(answer) {
-            self.guests.store(entries, Instant::now());
+            let snap = self.guests.store(entries, Instant::now());
+            self.memo_store(&snap).await;
         }
     }
 

@@ -171,7 +171,7 @@ impl Remote {
         if inv.op.risk == catalog::Risk::Read {
             let data = parse_json(&out, inv)?;
             if argv == guests::map_argv() {
-                self.remember_guest_map(&data);
+                self.remember_guest_map(&data).await;
             }
             return Ok(Outcome {
                 data,

@@ -52,7 +52,11 @@ struct Inner {
     target: String,
     command_timeout: Option<Duration>,
     auth_methods: Option<Vec<String>>,
+    /// The fingerprint of the key that logged in.
+    auth_key: Option<String>,
     host_key: String,
+    /// The host key in OpenSSH form.
+    host_key_line: String,
     recorded_host_key: Option<String>,
 }
 
@@ -161,8 +165,8 @@ impl Session {
                 target.connect_timeout.as_secs_f64()
             ))
         })?;
-        let auth_methods = match auth {
-            Ok(methods) => methods,
+        let logged_in = match auth {
+            Ok(l) => l,
             Err(e) => {
                 let _ = handle.disconnect(Disconnect::ByApplication, "", "en").await;
                 return Err(e);
@@ -181,8 +185,10 @@ impl Session {
                 slots: Semaphore::new(MAX_CONCURRENT_CHANNELS),
                 target: who,
                 command_timeout: target.command_timeout,
-                auth_methods,
+                auth_methods: logged_in.offered,
+                auth_key: logged_in.key,
                 host_key: outcome.presented,
+                host_key_line: outcome.key_line,
                 recorded_host_key: outcome.recorded,
             }),
         })
@@ -211,6 +217,18 @@ impl Session {
         argv: &[String],
         on_stdout: &mut (dyn FnMut(&[u8]) + Send),
     ) -> Result<Output> {
+        self.exec_streaming_within(argv, on_stdout, self.inner.command_timeout)
+            .await
+    }
+
+    /// [`Session::exec_streaming`] with this command timeout instead of the connection's
+    /// (a persistent connection runs each caller's command with that caller's `--timeout`).
+    pub async fn exec_streaming_within(
+        &self,
+        argv: &[String],
+        on_stdout: &mut (dyn FnMut(&[u8]) + Send),
+        timeout: Option<Duration>,
+    ) -> Result<Output> {
         let command = command_line(argv)?;
         let _slot = self
             .inner
@@ -220,7 +238,7 @@ impl Session {
             .map_err(|_| Error::Internal("channel semaphore closed".into()))?;
         // Name the command in messages by its first words (`sudo -n /usr/bin/pvesh get …`).
         let label: String = argv.iter().take(5).cloned().collect::<Vec<_>>().join(" ");
-        self.run(&command, &label, on_stdout, None).await
+        self.run(&command, &label, on_stdout, None, timeout).await
     }
 
     /// Like [`Session::exec`], and writes `input` to the command's stdin, then EOF. The
@@ -228,6 +246,17 @@ impl Session {
     /// stall on a full window. A command that exits without reading all of it is not an
     /// error here: its exit status tells.
     pub async fn exec_with_stdin(&self, argv: &[String], input: &[u8]) -> Result<Output> {
+        self.exec_with_stdin_within(argv, input, self.inner.command_timeout)
+            .await
+    }
+
+    /// [`Session::exec_with_stdin`] with this command timeout instead of the connection's.
+    pub async fn exec_with_stdin_within(
+        &self,
+        argv: &[String],
+        input: &[u8],
+        timeout: Option<Duration>,
+    ) -> Result<Output> {
         let command = command_line(argv)?;
         let _slot = self
             .inner
@@ -236,7 +265,8 @@ impl Session {
             .await
             .map_err(|_| Error::Internal("channel semaphore closed".into()))?;
         let label: String = argv.iter().take(5).cloned().collect::<Vec<_>>().join(" ");
-        self.run(&command, &label, &mut |_| {}, Some(input)).await
+        self.run(&command, &label, &mut |_| {}, Some(input), timeout)
+            .await
     }
 
     /// Runs several commands concurrently over this one connection, at most
@@ -278,6 +308,18 @@ impl Session {
         &self.inner.host_key
     }
 
+    /// The server's host key in OpenSSH form (`ssh-ed25519 AAAA…`), for
+    /// [`super::check_host_key_line`] in another process.
+    pub fn host_key_line(&self) -> &str {
+        &self.inner.host_key_line
+    }
+
+    /// The SHA256 fingerprint of the key that logged in (`None`: the server let the account
+    /// in without a key).
+    pub fn auth_key(&self) -> Option<&str> {
+        self.inner.auth_key.as_deref()
+    }
+
     /// With [`HostKeyPolicy::AcceptNew`], a note when this connection recorded a new host key
     /// (`"added [host]:port ssh-ed25519 key SHA256:… to PATH"`), for the CLI to show.
     pub fn recorded_host_key(&self) -> Option<&str> {
@@ -302,9 +344,12 @@ impl Session {
         argv0: &str,
         on_stdout: &mut (dyn FnMut(&[u8]) + Send),
         input: Option<&[u8]>,
+        timeout: Option<Duration>,
     ) -> Result<Output> {
         let started = Instant::now();
-        let result = self.run_channel(command, argv0, on_stdout, input).await;
+        let result = self
+            .run_channel(command, argv0, on_stdout, input, timeout)
+            .await;
         let duration_ms = started.elapsed().as_millis() as u64;
         let stdin_bytes = input.map(<[u8]>::len);
         match &result {
@@ -334,14 +379,15 @@ impl Session {
         argv0: &str,
         on_stdout: &mut (dyn FnMut(&[u8]) + Send),
         input: Option<&[u8]>,
+        timeout: Option<Duration>,
     ) -> Result<Output> {
-        let deadline = self.inner.command_timeout.map(|t| Instant::now() + t);
+        let deadline = timeout.map(|t| Instant::now() + t);
         let timed_out = || {
             Error::Connection(format!(
                 "`{argv0} …` on {} timed out after {}s; the remote command was signalled and \
                  its channel closed",
                 self.inner.target,
-                self.inner.command_timeout.unwrap_or_default().as_secs_f64()
+                timeout.unwrap_or_default().as_secs_f64()
             ))
         };
         let mut channel = match until(deadline, self.open_channel()).await {

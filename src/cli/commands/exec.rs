@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 
 use crate::cli::settings::Settings;
 use crate::context::{Context, runtime};
-use crate::engine::{OnceConnector, Trail};
+use crate::engine::Trail;
 use crate::error::Result;
 use crate::exec::Request;
 use crate::output::{self, Format, Output};
@@ -40,7 +40,7 @@ pub fn exec(
     if target.command_timeout.is_none() {
         target.command_timeout = Some(req.timeout);
     }
-    let connector = OnceConnector::new(target);
+    let connector = ctx.connector(target);
     let engine = ctx.engine(&connector, true);
     let data = runtime()?.block_on(async {
         let r = engine.exec(req, s.confirm.as_deref(), trail).await;

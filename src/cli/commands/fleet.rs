@@ -3,7 +3,7 @@
 //! by side, changes only on hosts listed by name, one after another, each confirmed on its own).
 //! Every host's run is audited on its own.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -61,7 +61,17 @@ pub fn run_op(
     inv: &Invocation,
     out: &Output,
 ) -> Result<u8> {
-    check(s, f, Some(inv))?;
+    if let Err(e) = check(s, f, Some(inv)) {
+        // Refused for all hosts at once: one record naming them.
+        let trail = Trail {
+            audited: true,
+            host: Some(f.hosts.join(",")),
+            argv: inv.remote_argv(),
+            ..Trail::default()
+        };
+        trail.record(inv.op.id, Via::Cli, Some(&e), e.exit_code(), Duration::ZERO);
+        return Err(e);
+    }
     // Changes go host by host (a terminal may ask each one's phrase); reads side by side.
     let parallel = if inv.op.risk == Risk::Read {
         s.parallel

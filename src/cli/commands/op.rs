@@ -68,7 +68,7 @@ pub fn run_op(
     let inv = &inv;
     let target = super::resolve(ctx, out, trail)?;
     let given = s.confirm.as_deref();
-    let connector = OnceConnector::new(target);
+    let connector = ctx.connector(target);
     let engine = ctx.engine(&connector, true);
     if s.no_wait && inv.op.runs_task() {
         return no_wait(s, &engine, &connector, inv, given, out, trail);
