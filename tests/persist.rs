@@ -112,7 +112,10 @@ impl Drop for Own {
             .collect();
         let _ = self.px().args(["persist", "stop"]).run();
         for pid in pids {
-            let _ = Command::new("kill").arg(pid.to_string()).status();
+            let _ = Command::new("kill")
+                .arg(pid.to_string())
+                .stderr(std::process::Stdio::null())
+                .status();
         }
     }
 }

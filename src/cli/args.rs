@@ -119,7 +119,6 @@ fn fleet_args() -> Vec<Arg> {
             .env("PXAGENT_HOSTS")
             .global(true)
             .value_name("LIST|@GROUP")
-            .conflicts_with("host")
             .help("Several hosts at once: names from the config or user@host[:port], comma-separated; @NAME for a config group (changes only with hosts listed by name)"),
         Arg::new("all_hosts")
             .long("all-hosts")

@@ -159,6 +159,15 @@ impl Settings {
         let port = string(m, "port")
             .map(|p| context::parse_port(&p))
             .transpose()?;
+        // `-H` typed beside `--hosts` is a contradiction; a PXAGENT_HOST in the environment
+        // only names the default host, which a fleet replaces.
+        let fleet = string(m, "hosts").is_some() || m.get_flag("all_hosts");
+        let typed_host = m.value_source("host") == Some(clap::parser::ValueSource::CommandLine);
+        if fleet && typed_host {
+            return Err(Error::usage(
+                "give either -H HOST or --hosts/--all-hosts, not both",
+            ));
+        }
         Ok(Settings {
             argv,
             format: string(m, "output")
