@@ -4,10 +4,12 @@
 //! The binary (`src/main.rs`) is a thin wrapper around [`run`]; everything testable lives
 //! here so tests can call it in-process. Folders say the layer:
 //!
-//! - front ends: [`cli`] (the only clap user), [`mcp`] (the only rmcp user);
+//! - front ends: [`cli`] (the only clap user), [`mcp`] (the only rmcp user), [`batch`] (JSON
+//!   Lines of requests), [`fleet`] (one command on several hosts);
 //! - core: [`catalog`], [`invocation`], [`engine`], [`policy`], [`confirm`], [`limits`],
 //!   [`audit`], [`views`], [`exec`], [`remote`], [`output`] (the only stdout writer);
-//! - transport: [`ssh`] (the only russh user);
+//! - transport: [`ssh`] (the only russh user), [`persist`] (a connection kept by a background
+//!   holder for later processes);
 //! - host side: [`host`] (sudoers render and lint, preflight);
 //! - signed human approvals: [`approval`] (statements, signatures, the gate's checks).
 
