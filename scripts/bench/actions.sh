@@ -34,7 +34,7 @@ count() { # count KEY ARGS… — run one pxagent call, counting what it sent
     local key="$1" off out
     shift
     off="$(stat -c %s "$LOG")"
-    out="$("$PX" "$@" -o json 2>&1)" || { echo "  $key failed: $out" >&2; return 1; }
+    out="$("$PX" -o json "$@" 2>&1)" || { echo "  $key failed: $out" >&2; return 1; }
     sleep 0.2
     ONE[$key]="$(commands_since "$off" | wc -l)"
     LINES[$key]="$(commands_since "$off")"
@@ -44,11 +44,11 @@ count_warm() { # count_warm KEY ARGS… — the same after `vm list` warmed the 
     shift
     "$PX" "${WARM[@]}" vm list -o json >/dev/null
     off="$(stat -c %s "$LOG")"
-    out="$("$PX" "${WARM[@]}" "$@" -o json 2>&1)" || { echo "  $key (warm) failed: $out" >&2; return 1; }
+    out="$("$PX" -o json "${WARM[@]}" "$@" 2>&1)" || { echo "  $key (warm) failed: $out" >&2; return 1; }
     sleep 0.2
     WARMED[$key]="$(commands_since "$off" | wc -l)"
 }
-quiet() { "$PX" "$@" -o json >/dev/null; }
+quiet() { "$PX" -o json "$@" >/dev/null; }
 
 stop103() { quiet vm stop 103 --confirm "$(phrase_of vm stop 103)"; }
 [[ "$("$PX" vm status 103 -o json)" == *'"status":"stopped"'* ]] || stop103
