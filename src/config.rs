@@ -72,6 +72,8 @@ pub struct HostEntry {
     pub identity: Option<PathBuf>,
     /// known_hosts file.
     pub known_hosts: Option<PathBuf>,
+    /// Jump hosts (`[user@]host[:port]`, comma-separated, or `none`), as `-J` takes them.
+    pub jump: Option<String>,
 }
 
 /// The default config path, if a home or XDG directory is known.

@@ -7,7 +7,8 @@
 //! - front ends: [`cli`] (the only clap user), [`mcp`] (the only rmcp user), [`batch`] (JSON
 //!   Lines of requests), [`fleet`] (one command on several hosts);
 //! - core: [`catalog`], [`invocation`], [`engine`], [`policy`], [`confirm`], [`limits`],
-//!   [`audit`], [`views`], [`exec`], [`remote`], [`output`] (the only stdout writer);
+//!   [`audit`], [`views`], [`exec`], [`remote`], [`output`] (the only stdout writer),
+//!   [`signals`] (SIGINT/SIGTERM/SIGHUP while an op runs);
 //! - transport: [`ssh`] (the only russh user), [`persist`] (a connection kept by a background
 //!   holder for later processes);
 //! - host side: [`host`] (sudoers render and lint, preflight);
@@ -34,6 +35,7 @@ pub mod output;
 pub mod persist;
 pub mod policy;
 pub mod remote;
+pub mod signals;
 pub mod ssh;
 pub mod views;
 

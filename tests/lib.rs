@@ -5,21 +5,27 @@
 //!
 //! Filter by topic: `cargo test --test integration cli::` (and `approve::`, and `setup::`, which
 //! needs only this machine's sshd binary) runs what needs no host. The live topics (`live`,
-//! `actions`, `exec`, `mcp`, `sudo_rules`, `ssh_transport`, `gate`, `batch`, `fleet`, `persist`) need root and the beds that
+//! `actions`, `audit`, `batch`, `exec`, `fleet`, `mcp`, `persist`, `policy`, `robust`,
+//! `scripting`, `sudo_rules`, `ssh_transport`, `gate`) need root and the beds that
 //! `scripts/test.sh` brings up; without them they fail with what to run.
 
 mod support;
 
 mod actions;
 mod approve;
+mod audit;
 mod batch;
 mod cli;
 mod exec;
 mod fleet;
 mod gate;
+mod jump;
 mod live;
 mod mcp;
 mod persist;
+mod policy;
+mod robust;
+mod scripting;
 mod setup;
 mod ssh_transport;
 mod sudo_rules;

@@ -30,7 +30,7 @@ use pxagent::ssh::{HostKeyPolicy, Output, Session, Target};
 
 use crate::support::{Agent, lock};
 
-const USER: &str = "pxa-ssh-test";
+pub(crate) const USER: &str = "pxa-ssh-test";
 const SSHD: &str = "/usr/sbin/sshd";
 
 fn sh(cmd: &str, args: &[&str]) -> std::process::Output {
@@ -78,7 +78,7 @@ fn prerequisites() {
 }
 
 /// A free port in 2300-2399 (other test beds use 2222).
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     static NEXT: AtomicU16 = AtomicU16::new(2300);
     loop {
         let port = NEXT.fetch_add(1, Ordering::SeqCst);
@@ -116,26 +116,28 @@ fn fingerprint_of(pub_path: &Path) -> String {
 }
 
 /// `type base64` of a `.pub` file.
-fn pub_key(pub_path: &Path) -> String {
+pub(crate) fn pub_key(pub_path: &Path) -> String {
     let text = fs::read_to_string(pub_path).unwrap();
     let mut f = text.split_whitespace();
     format!("{} {}", f.next().unwrap(), f.next().unwrap())
 }
 
 #[derive(Default)]
-struct Options {
+pub(crate) struct Options {
     /// Offer password and keyboard-interactive authentication too.
-    offer_passwords: bool,
+    pub(crate) offer_passwords: bool,
+    /// Allow TCP forwarding (`direct-tcpip`), for a jump host (tests/jump.rs).
+    pub(crate) allow_forwarding: bool,
 }
 
-struct Sshd {
+pub(crate) struct Sshd {
     child: Option<Child>,
     dir: tempfile::TempDir,
-    port: u16,
+    pub(crate) port: u16,
 }
 
 impl Sshd {
-    fn start(opts: Options) -> Sshd {
+    pub(crate) fn start(opts: Options) -> Sshd {
         prerequisites();
         let dir = tempfile::tempdir().unwrap();
         // The login account reads authorized_keys from here (StrictModes is off).
@@ -153,10 +155,11 @@ impl Sshd {
              AuthorizedKeysFile {d}/authorized_keys\nPubkeyAuthentication yes\n\
              PasswordAuthentication {pw}\nKbdInteractiveAuthentication {pw}\n\
              PermitRootLogin no\nAllowUsers {USER}\nLogLevel VERBOSE\nMaxSessions 10\n\
-             MaxAuthTries 6\nX11Forwarding no\nAllowTcpForwarding no\nPrintMotd no\n\
+             MaxAuthTries 6\nX11Forwarding no\nAllowTcpForwarding {fwd}\nPrintMotd no\n\
              Subsystem sftp internal-sftp\n",
             d = d.display(),
             pw = yn(opts.offer_passwords),
+            fwd = yn(opts.allow_forwarding),
         );
         fs::write(d.join("sshd_config"), config).unwrap();
         let log = fs::File::create(d.join("sshd.log")).unwrap();
@@ -197,17 +200,17 @@ impl Sshd {
         }
     }
 
-    fn path(&self, name: &str) -> PathBuf {
+    pub(crate) fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
     }
 
-    fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         fs::read_to_string(self.path("sshd.log")).unwrap_or_default()
     }
 
     /// A target for the test account with the authorized client key and this server's own
     /// known_hosts file (initially absent), agent off.
-    fn target(&self) -> Target {
+    pub(crate) fn target(&self) -> Target {
         let mut t = Target::new("127.0.0.1", self.port, USER);
         t.identities = vec![self.path("id_client")];
         t.use_agent = false;
@@ -221,7 +224,7 @@ impl Sshd {
     }
 
     /// Writes a known_hosts file that trusts this server, and returns the target.
-    fn trusted_target(&self) -> Target {
+    pub(crate) fn trusted_target(&self) -> Target {
         let line = format!(
             "[127.0.0.1]:{} {}\n",
             self.port,
@@ -237,7 +240,7 @@ impl Sshd {
 
     /// Waits until sshd has logged the end of the test's connections, so absence checks on
     /// the log are meaningful.
-    fn wait_log(&self, needle: &str) -> String {
+    pub(crate) fn wait_log(&self, needle: &str) -> String {
         let deadline = Instant::now() + Duration::from_secs(5);
         loop {
             let log = self.log();
@@ -250,7 +253,7 @@ impl Sshd {
 
     /// Kills this sshd and every process descended from it (per-connection sshd processes and
     /// the commands they run), found by walking parent PIDs in /proc — never by name.
-    fn kill_tree(&mut self) {
+    pub(crate) fn kill_tree(&mut self) {
         let Some(mut child) = self.child.take() else {
             return;
         };
@@ -307,23 +310,23 @@ fn remote_process_running(pattern: &str) -> bool {
     sh("pgrep", &["-u", USER, "-f", pattern]).status.success()
 }
 
-fn args(a: &[&str]) -> Vec<String> {
+pub(crate) fn args(a: &[&str]) -> Vec<String> {
     a.iter().map(|s| s.to_string()).collect()
 }
 
-async fn connect(t: &Target) -> Session {
+pub(crate) async fn connect(t: &Target) -> Session {
     Session::connect(t)
         .await
         .unwrap_or_else(|e| panic!("connect failed: {e}"))
 }
 
-async fn run(s: &Session, a: &[&str]) -> Output {
+pub(crate) async fn run(s: &Session, a: &[&str]) -> Output {
     s.exec(&args(a))
         .await
         .unwrap_or_else(|e| panic!("exec {a:?} failed: {e}"))
 }
 
-fn connect_err(r: pxagent::Result<Session>) -> Error {
+pub(crate) fn connect_err(r: pxagent::Result<Session>) -> Error {
     match r {
         Ok(s) => panic!("connected although it should not: {s:?}"),
         Err(e) => e,
@@ -560,6 +563,7 @@ async fn group_readable_key_is_refused_without_connecting() {
 async fn offered_passwords_are_reported_but_never_tried() {
     let sshd = Sshd::start(Options {
         offer_passwords: true,
+        ..Options::default()
     });
     let t = sshd.trusted_target();
     let s = connect(&t).await;

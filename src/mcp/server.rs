@@ -91,7 +91,16 @@ impl Server {
         if let (Err(Error::Connection(_)), Some((g, _))) = (&second, retry.used()) {
             self.link.discard(g).await;
         }
-        second
+        // Both failures, each with its own times (a dead link's 45 s, then a connect's 10 s),
+        // so the model is not told only the last one.
+        match (first, second) {
+            (Err(Error::Connection(lost)), Err(Error::Connection(again))) => {
+                Err(Error::Connection(format!(
+                    "{lost}; the read was retried on a new connection, which failed too: {again}"
+                )))
+            }
+            (_, second) => second,
+        }
     }
 
     /// One attempt over one connection. Commands inside guests have their own flow (several
@@ -133,6 +142,7 @@ impl Server {
             audited: true,
             host: Some(self.host.clone()),
             account: Some(self.account.clone()),
+            via: Via::Mcp,
             ..Trail::default()
         };
         let args = request.arguments.unwrap_or_default();

@@ -88,7 +88,7 @@ pub fn serve() -> Result<u8> {
         });
         Ok(e.exit_code())
     };
-    if spec.user == "root" {
+    if spec.target().user == "root" {
         return fail(Error::usage("pxagent never logs in as root"));
     }
     // The socket must go into this account's own directory.

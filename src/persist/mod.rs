@@ -158,6 +158,12 @@ fn socket_name(target: &Target) -> Result<String> {
     } else {
         None
     };
+    // The jump hosts too: another way there is another connection.
+    let jumps: Vec<serde_json::Value> = target
+        .jumps
+        .iter()
+        .map(|j| serde_json::json!([j.user, j.host, j.port, j.known_hosts]))
+        .collect();
     let id = serde_json::json!([
         target.user,
         target.host,
@@ -165,7 +171,8 @@ fn socket_name(target: &Target) -> Result<String> {
         target.known_hosts,
         keys,
         agent,
-        target.identities_only
+        target.identities_only,
+        jumps
     ]);
     let digest = sha2::Sha256::digest(id.to_string().as_bytes());
     let name: String = digest[..12].iter().map(|b| format!("{b:02x}")).collect();
@@ -179,10 +186,10 @@ fn agent_socket(target: &Target) -> Option<PathBuf> {
         .or_else(|| std::env::var_os("SSH_AUTH_SOCK").map(PathBuf::from))
 }
 
-/// What a caller hands a new holder (on its stdin): the target and the idle time.
+/// One SSH hop as a new holder gets it: the target, or a jump host on the way.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Spec {
+struct Hop {
     host: String,
     port: u16,
     user: String,
@@ -194,31 +201,25 @@ pub struct Spec {
     accept_new: bool,
     connect_timeout_ms: u64,
     keepalive_ms: u64,
-    idle_secs: u64,
-    socket: PathBuf,
 }
 
-impl Spec {
-    fn new(target: &Target, socket: &Path, idle: Duration) -> Spec {
-        Spec {
-            host: target.host.clone(),
-            port: target.port,
-            user: target.user.clone(),
-            identities: target.identities.clone(),
-            identities_only: target.identities_only,
-            use_agent: target.use_agent,
-            agent_socket: agent_socket(target),
-            known_hosts: target.known_hosts.clone(),
-            accept_new: target.host_key_policy == HostKeyPolicy::AcceptNew,
-            connect_timeout_ms: target.connect_timeout.as_millis() as u64,
-            keepalive_ms: target.keepalive.as_millis() as u64,
-            idle_secs: idle.as_secs().max(1),
-            socket: socket.to_path_buf(),
+impl Hop {
+    fn new(t: &Target) -> Hop {
+        Hop {
+            host: t.host.clone(),
+            port: t.port,
+            user: t.user.clone(),
+            identities: t.identities.clone(),
+            identities_only: t.identities_only,
+            use_agent: t.use_agent,
+            agent_socket: agent_socket(t),
+            known_hosts: t.known_hosts.clone(),
+            accept_new: t.host_key_policy == HostKeyPolicy::AcceptNew,
+            connect_timeout_ms: t.connect_timeout.as_millis() as u64,
+            keepalive_ms: t.keepalive.as_millis() as u64,
         }
     }
 
-    /// The target the holder connects to: no command timeout of its own (each request
-    /// carries its caller's).
     fn target(&self) -> Target {
         let mut t = Target::new(self.host.clone(), self.port, self.user.clone());
         t.identities = self.identities.clone();
@@ -234,6 +235,36 @@ impl Spec {
         t.connect_timeout = Duration::from_millis(self.connect_timeout_ms);
         t.keepalive = Duration::from_millis(self.keepalive_ms);
         t.command_timeout = None;
+        t
+    }
+}
+
+/// What a caller hands a new holder (on its stdin): the target, its jump hosts, the idle
+/// time and the socket.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Spec {
+    target: Hop,
+    jumps: Vec<Hop>,
+    idle_secs: u64,
+    socket: PathBuf,
+}
+
+impl Spec {
+    fn new(target: &Target, socket: &Path, idle: Duration) -> Spec {
+        Spec {
+            target: Hop::new(target),
+            jumps: target.jumps.iter().map(Hop::new).collect(),
+            idle_secs: idle.as_secs().max(1),
+            socket: socket.to_path_buf(),
+        }
+    }
+
+    /// The target the holder connects to, through its jump hosts: no command timeout of its
+    /// own (each request carries its caller's).
+    fn target(&self) -> Target {
+        let mut t = self.target.target();
+        t.jumps = self.jumps.iter().map(Hop::target).collect();
         t
     }
 }

@@ -84,6 +84,7 @@ fn the_socket_is_keyed_by_account_host_port_known_hosts_and_keys() {
             t.use_agent = true;
             t.agent_socket = Some("/tmp/agent.sock".into());
         },
+        |t| t.jumps = vec![Target::new("bastion", 22, "jump")],
     ];
     for change in variants {
         let mut t = target();
@@ -111,6 +112,7 @@ fn the_spec_carries_the_target_without_a_command_timeout() {
     let mut t = target();
     t.command_timeout = Some(Duration::from_secs(3));
     t.host_key_policy = HostKeyPolicy::AcceptNew;
+    t.jumps = vec![Target::new("bastion", 22, "jump")];
     let spec = Spec::new(&t, Path::new("/run/x.sock"), Duration::from_secs(30));
     let back: Spec = serde_json::from_str(&serde_json::to_string(&spec).unwrap()).unwrap();
     let t2 = back.target();

@@ -2,10 +2,11 @@
 //! reaches the same host, port, user and key as `ssh pve` (issue 4).
 //!
 //! Only the keywords pxagent acts on are read: `Host`, `HostName`, `Port`, `User`,
-//! `IdentityFile`, `IdentitiesOnly`, `UserKnownHostsFile` and `Include`. Every other keyword is
-//! ignored, as it would be by an older `ssh` with `IgnoreUnknown *`. The semantics follow
-//! `ssh_config(5)`: for each keyword the first value obtained wins, except `IdentityFile`, whose
-//! values accumulate in order.
+//! `IdentityFile`, `IdentitiesOnly`, `UserKnownHostsFile`, `ProxyJump`, `ProxyCommand` and
+//! `Include`. Every other keyword is ignored, as it would be by an older `ssh` with
+//! `IgnoreUnknown *`. The semantics follow `ssh_config(5)`: for each keyword the first value
+//! obtained wins, except `IdentityFile`, whose values accumulate in order; `ProxyJump` and
+//! `ProxyCommand` share one slot, so whichever comes first wins (`none` fills it with nothing).
 //!
 //! Decisions:
 //! - `Match` blocks are skipped entirely (treated as not matching). Evaluating them needs
@@ -15,6 +16,10 @@
 //!   resolved against the directory of the top-level file (`~/.ssh` for the default file, as
 //!   OpenSSH does for user configs).
 //! - Host names and patterns are compared case-insensitively (ssh lowercases the host name).
+//! - `ProxyJump` is honoured (the session tunnels through each jump host, checking its host
+//!   key and using public keys only, like the target's). `ProxyCommand` is recorded only so
+//!   that it can be refused with a clear message: pxagent never runs a local command to reach
+//!   a host.
 //!
 //! This module does not talk to the network and does not import russh.
 
@@ -39,6 +44,23 @@ pub struct HostConfig {
     pub user_known_hosts_file: Option<PathBuf>,
     /// `IdentitiesOnly`: use only the identity files, not every key the agent holds.
     pub identities_only: Option<bool>,
+    /// How the host is reached, when the config says (`ProxyJump` or `ProxyCommand`).
+    pub proxy: Option<Proxy>,
+}
+
+/// The one `ProxyJump`/`ProxyCommand` slot of ssh_config(5).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Proxy {
+    /// `ProxyJump host1,host2`: the jump hosts as written (`[user@]host[:port]`, or
+    /// `ssh://[user@]host[:port]`), in order.
+    Jump(Vec<String>),
+    /// `ProxyCommand …`, with where it was set (`file:line`): refused, never run.
+    Command {
+        /// `file:line` of the directive.
+        origin: String,
+    },
+    /// `ProxyJump none` / `ProxyCommand none`: connect directly.
+    Direct,
 }
 
 /// Where the configuration is read from and the local facts needed to expand `~` and tokens.
@@ -111,6 +133,7 @@ struct Raw {
     identity_files: Vec<Located>,
     user_known_hosts_file: Option<Located>,
     identities_only: Option<bool>,
+    proxy: Option<Proxy>,
 }
 
 /// A value plus where it came from, for error messages during expansion.
@@ -151,6 +174,7 @@ impl Raw {
                 .collect::<Result<_>>()?,
             user_known_hosts_file: self.user_known_hosts_file.as_ref().map(path).transpose()?,
             identities_only: self.identities_only,
+            proxy: self.proxy.clone(),
             hostname,
         })
     }
@@ -327,7 +351,40 @@ impl Reader<'_> {
                         self.raw.identities_only.get_or_insert(b);
                     }
                 }
-                // Everything else (ProxyJump, ControlMaster, …) is not pxagent's business.
+                "proxyjump" => {
+                    let v = single(&args, "ProxyJump", &origin)?;
+                    let proxy = if v.eq_ignore_ascii_case("none") {
+                        Proxy::Direct
+                    } else {
+                        let hops: Vec<String> = v.split(',').map(str::to_string).collect();
+                        if hops.iter().any(String::is_empty) {
+                            return Err(Error::usage(format!(
+                                "{origin}: bad `ProxyJump` value `{v}`: expected \
+                                 [user@]host[:port] separated by commas"
+                            )));
+                        }
+                        Proxy::Jump(hops)
+                    };
+                    if active {
+                        self.raw.proxy.get_or_insert(proxy);
+                    }
+                }
+                "proxycommand" => {
+                    if args.is_empty() {
+                        return Err(Error::usage(format!(
+                            "{origin}: `ProxyCommand` needs a command"
+                        )));
+                    }
+                    let proxy = if args.len() == 1 && args[0].eq_ignore_ascii_case("none") {
+                        Proxy::Direct
+                    } else {
+                        Proxy::Command { origin }
+                    };
+                    if active {
+                        self.raw.proxy.get_or_insert(proxy);
+                    }
+                }
+                // Everything else (ControlMaster, LocalForward, …) is not pxagent's business.
                 _ => {}
             }
         }
@@ -509,6 +566,33 @@ mod tests {
                 .ends_with("home/.ssh/kh_pve")
         );
         assert_eq!(hc.identities_only, Some(true));
+    }
+
+    #[test]
+    fn proxy_jump_and_proxy_command_share_one_slot() {
+        assert_eq!(
+            look("Host pve\n  ProxyJump ops@bastion:2200,ssh://gw\n", "pve").proxy,
+            Some(Proxy::Jump(vec![
+                "ops@bastion:2200".into(),
+                "ssh://gw".into()
+            ]))
+        );
+        // Whichever comes first wins, as in OpenSSH.
+        let hc = look(
+            "Host pve\n  ProxyCommand nc -X 5 %h %p\n  ProxyJump bastion\n",
+            "pve",
+        );
+        assert!(
+            matches!(&hc.proxy, Some(Proxy::Command { origin }) if origin.ends_with(":2")),
+            "{hc:?}"
+        );
+        let hc = look("Host pve\n  ProxyJump none\nHost *\n  ProxyJump b\n", "pve");
+        assert_eq!(hc.proxy, Some(Proxy::Direct));
+        let hc = look("Host pve\n  ProxyCommand none\n", "pve");
+        assert_eq!(hc.proxy, Some(Proxy::Direct));
+        assert_eq!(look("Host other\n  ProxyJump b\n", "pve").proxy, None);
+        let err = lookup("pve", &fixture("Host pve\n  ProxyJump a,,b\n").ctx).unwrap_err();
+        assert!(err.to_string().contains(":2: bad `ProxyJump`"), "{err}");
     }
 
     #[test]

@@ -37,6 +37,17 @@ pub(super) struct Verifier {
     policy: HostKeyPolicy,
     entries: Vec<known_hosts::Entry>,
     outcome: Arc<Mutex<HostKeyOutcome>>,
+    ended: Arc<Mutex<Option<Ended>>>,
+}
+
+/// Why an established connection ended, as russh told the handler: the session's messages
+/// name it instead of the bare "channel closed".
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Ended {
+    /// The host answered none of the keepalives (a half-open or silent link).
+    Keepalive,
+    /// Anything else, said in words.
+    Other(String),
 }
 
 /// Lets a precise [`Error`] escape the handshake instead of russh's generic "unknown key".
@@ -53,6 +64,7 @@ impl Verifier {
         target: &Target,
         entries: Vec<known_hosts::Entry>,
         outcome: Arc<Mutex<HostKeyOutcome>>,
+        ended: Arc<Mutex<Option<Ended>>>,
     ) -> Verifier {
         Verifier {
             host: target.host.clone(),
@@ -62,6 +74,7 @@ impl Verifier {
             policy: target.host_key_policy,
             entries,
             outcome,
+            ended,
         }
     }
 }
@@ -96,6 +109,35 @@ impl client::Handler for Verifier {
             outcome.key_line = key.to_openssh().unwrap_or_default();
         }
         self.verify(&key).map_err(HandlerError::HostKey)
+    }
+
+    async fn disconnected(
+        &mut self,
+        reason: client::DisconnectReason<HandlerError>,
+    ) -> std::result::Result<(), HandlerError> {
+        let ended = match &reason {
+            client::DisconnectReason::ReceivedDisconnect(info) => Ended::Other(format!(
+                "the host closed the connection{}",
+                if info.message.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", info.message.escape_debug())
+                }
+            )),
+            client::DisconnectReason::Error(HandlerError::Ssh(russh::Error::KeepaliveTimeout)) => {
+                Ended::Keepalive
+            }
+            client::DisconnectReason::Error(e) => Ended::Other(match e {
+                HandlerError::Ssh(e) => e.to_string(),
+                HandlerError::HostKey(e) => e.to_string(),
+            }),
+        };
+        tracing::debug!(target: "pxagent::ssh", host = %self.host, port = self.port, reason = ?ended, "disconnected");
+        *self.ended.lock().expect("ended lock") = Some(ended);
+        match reason {
+            client::DisconnectReason::ReceivedDisconnect(_) => Ok(()),
+            client::DisconnectReason::Error(e) => Err(e),
+        }
     }
 }
 
@@ -200,7 +242,7 @@ pub(super) fn check_line(target: &Target, key_line: &str) -> Result<Option<Strin
         source,
     })?;
     let outcome = Arc::new(Mutex::new(HostKeyOutcome::default()));
-    let mut v = Verifier::new(target, entries, outcome.clone());
+    let mut v = Verifier::new(target, entries, outcome.clone(), Arc::new(Mutex::new(None)));
     v.verify(&key)?;
     let recorded = outcome
         .lock()

@@ -87,9 +87,15 @@ pub struct Target {
     pub connect_timeout: Duration,
     /// Limit for each command (`--timeout`); `None` waits as long as the command runs.
     pub command_timeout: Option<Duration>,
-    /// Send a keepalive after this long without traffic; after 3 unanswered ones the
-    /// connection is lost. Zero disables keepalives.
+    /// Send a keepalive after this long without a word from the host; the third such
+    /// silent interval in a row ends the connection as lost (with the default 15 s: a
+    /// half-open link fails within 45 s). Zero disables keepalives.
     pub keepalive: Duration,
+    /// Jump hosts (`-J`, `ProxyJump`), first hop first: the connection to each is tunnelled
+    /// (an SSH `direct-tcpip` channel) through the one before it, and each is checked exactly
+    /// like the target — host key against its known_hosts, public keys only. Their own
+    /// `jumps` are ignored. Empty: connect directly.
+    pub jumps: Vec<Target>,
 }
 
 impl Target {
@@ -110,6 +116,7 @@ impl Target {
             connect_timeout: Duration::from_secs(10),
             command_timeout: None,
             keepalive: Duration::from_secs(15),
+            jumps: Vec::new(),
         }
     }
 
@@ -173,6 +180,34 @@ impl Output {
     /// stderr as text (invalid UTF-8 replaced).
     pub fn stderr_text(&self) -> Cow<'_, str> {
         String::from_utf8_lossy(&self.stderr)
+    }
+}
+
+/// A command's output with each stream kept to a maximum ([`Session::exec_bounded`]): what
+/// was kept, and whether more arrived (read and dropped, so memory stays bounded).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Bounded {
+    /// The first bytes of each stream and the exit status.
+    pub output: Output,
+    /// stdout was longer than the maximum.
+    pub stdout_truncated: bool,
+    /// stderr was longer than the maximum.
+    pub stderr_truncated: bool,
+}
+
+impl Bounded {
+    /// Keep at most `max` bytes of each stream of a complete output (for transports that
+    /// collected everything).
+    pub fn cut(mut output: Output, max: usize) -> Bounded {
+        let stdout_truncated = output.stdout.len() > max;
+        let stderr_truncated = output.stderr.len() > max;
+        output.stdout.truncate(max);
+        output.stderr.truncate(max);
+        Bounded {
+            output,
+            stdout_truncated,
+            stderr_truncated,
+        }
     }
 }
 

@@ -19,9 +19,9 @@ use russh::{ChannelMsg, Disconnect, Preferred, Sig};
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
-use super::auth::{authenticate, load_identities};
-use super::hostkey::{HandlerError, HostKeyOutcome, Verifier};
-use super::{Output, Target, command_line, known_hosts};
+use super::auth::{KeyFile, authenticate, load_identities};
+use super::hostkey::{Ended, HandlerError, HostKeyOutcome, Verifier};
+use super::{Bounded, Output, Target, command_line, known_hosts};
 use crate::error::{Error, Result};
 
 /// At most this many channels run at once on one connection. OpenSSH's sshd allows
@@ -35,8 +35,10 @@ const KILL_GRACE: Duration = Duration::from_secs(2);
 /// How often a refused channel open is retried (about 5 s in total, see `open_channel`).
 const OPEN_RETRIES: u32 = 14;
 
-/// Missed keepalive replies after which the connection counts as lost.
-const KEEPALIVE_MAX: usize = 3;
+/// Keepalives sent without a word back after which the next silent interval ends the
+/// connection: with russh's counting, the link is declared lost `(KEEPALIVE_MAX + 1) ×
+/// interval` after the host last said anything (45 s with the default 15 s).
+const KEEPALIVE_MAX: usize = 2;
 
 /// One authenticated connection. Cheap to clone (all clones share the connection); `Send +
 /// Sync`, so the MCP server and `status` can run commands from several tasks at once.
@@ -47,10 +49,17 @@ pub struct Session {
 
 struct Inner {
     handle: client::Handle<Verifier>,
+    /// The jump hosts' connections, first hop first: they carry `handle`'s bytes, so they
+    /// live as long as it does.
+    jumps: Vec<client::Handle<Verifier>>,
     /// Caps concurrent channels at [`MAX_CONCURRENT_CHANNELS`].
     slots: Semaphore,
     target: String,
     command_timeout: Option<Duration>,
+    /// The keepalive interval, for the message when the link went silent.
+    keepalive: Duration,
+    /// Why the connection ended, when russh told the handler (set once it is gone).
+    ended: Arc<Mutex<Option<Ended>>>,
     auth_methods: Option<Vec<String>>,
     /// The fingerprint of the key that logged in.
     auth_key: Option<String>,
@@ -78,118 +87,58 @@ impl Session {
     /// handshakes (exit 7), [`Error::ReadFile`] for a key file or known_hosts file that
     /// exists but cannot be read (exit 2, nothing sent: files are read before connecting).
     pub async fn connect(target: &Target) -> Result<Session> {
-        let keys = load_identities(&target.identities)?;
-        let entries = known_hosts::read(&target.known_hosts).map_err(|source| Error::ReadFile {
-            path: target.known_hosts.clone(),
-            source,
-        })?;
         let who = target.display();
         let started = Instant::now();
-        tracing::debug!(
-            target: "pxagent::ssh",
-            host = %target.host,
-            port = target.port,
-            user = %target.user,
-            "connecting"
-        );
-
-        // Ask for the host key types already on record first, as OpenSSH does, so a host with
-        // several keys presents the one we can check.
-        let known = known_hosts::known_algorithms(&entries, &target.host, target.port);
-        let mut key_algs: Vec<Algorithm> = Preferred::DEFAULT.key.to_vec();
-        key_algs.sort_by_key(|a| !known.iter().any(|k| known_hosts::same_family(a, k)));
-
-        let config = Arc::new(client::Config {
-            preferred: Preferred {
-                key: Cow::Owned(key_algs),
-                ..Preferred::DEFAULT
-            },
-            keepalive_interval: (!target.keepalive.is_zero()).then_some(target.keepalive),
-            keepalive_max: KEEPALIVE_MAX,
-            // One small request per command: Nagle's algorithm would add a delayed-ACK wait
-            // to every round trip (design §9).
-            nodelay: true,
-            ..Default::default()
-        });
-        let outcome = Arc::new(Mutex::new(HostKeyOutcome::default()));
-        let verifier = Verifier::new(target, entries, outcome.clone());
-
-        let host_port = (target.host.as_str(), target.port);
-        let handshake = async {
-            let stream = tokio::net::TcpStream::connect(host_port)
-                .await
-                .map_err(|e| {
-                    Error::Connection(format!(
-                        "cannot connect to {}:{}: {e}",
-                        target.host, target.port
-                    ))
-                })?;
-            // russh applies `Config::nodelay` only in `client::connect`, not to a stream we
-            // open ourselves: without this, Nagle's algorithm delays every channel open by
-            // ~40 ms (measured with scripts/bench.sh and strace).
-            stream.set_nodelay(true).map_err(|e| {
-                Error::Connection(format!(
-                    "cannot set TCP_NODELAY on {}:{}: {e}",
-                    target.host, target.port
-                ))
-            })?;
-            client::connect_stream(config, stream, verifier)
-                .await
-                .map_err(|e| match e {
-                    HandlerError::HostKey(e) => e,
-                    HandlerError::Ssh(e) => Error::Connection(format!(
-                        "SSH handshake with {}:{} failed: {e}",
-                        target.host, target.port
-                    )),
-                })
-        };
-        let mut handle = tokio::time::timeout(target.connect_timeout, handshake)
-            .await
-            .map_err(|_| {
-                Error::Connection(format!(
-                    "connecting to {}:{} timed out after {}s (TCP connect and SSH handshake)",
-                    target.host,
-                    target.port,
-                    target.connect_timeout.as_secs_f64()
-                ))
-            })??;
-
-        let auth = tokio::time::timeout(
-            target.connect_timeout,
-            authenticate(&mut handle, target, &keys),
-        )
-        .await
-        .map_err(|_| {
-            Error::Connection(format!(
-                "authentication as {who} timed out after {}s",
-                target.connect_timeout.as_secs_f64()
-            ))
-        })?;
-        let logged_in = match auth {
-            Ok(l) => l,
-            Err(e) => {
-                let _ = handle.disconnect(Disconnect::ByApplication, "", "en").await;
-                return Err(e);
+        // Every key file and known_hosts file is read before anything is connected: a key
+        // readable by others, or a file that cannot be read, is refused with nothing sent.
+        let mut files = Vec::new();
+        for hop in target.jumps.iter().chain([target]) {
+            files.push(Files::read(hop)?);
+        }
+        let mut files = files.into_iter();
+        // Each jump host is reached through the one before it; the target through the last.
+        let mut jumps: Vec<client::Handle<Verifier>> = Vec::new();
+        for hop in &target.jumps {
+            let hop_name = format!("jump host {}", hop.display());
+            let hop_files = files.next().expect("files for every hop");
+            let hop_connected = match jumps.last() {
+                None => connect_hop(hop, tcp(hop).await, hop_files, &hop_name).await,
+                Some(via) => {
+                    let stream = tunnel(via, hop, &jumps_name(&jumps, target)).await;
+                    connect_hop(hop, stream, hop_files, &hop_name).await
+                }
+            };
+            jumps.push(hop_connected.map_err(|e| in_jump(e, hop))?.handle);
+        }
+        let target_files = files.next().expect("files for the target");
+        let connected = match jumps.last() {
+            None => connect_hop(target, tcp(target).await, target_files, &who).await?,
+            Some(via) => {
+                let stream = tunnel(via, target, &jumps_name(&jumps, target)).await;
+                connect_hop(target, stream, target_files, &who).await?
             }
         };
-        let outcome = std::mem::take(&mut *outcome.lock().expect("host key outcome lock"));
         tracing::debug!(
             target: "pxagent::ssh",
             target_host = %who,
+            jumps = target.jumps.len(),
             duration_ms = started.elapsed().as_millis() as u64,
             "connected"
         );
         Ok(Session {
             inner: Arc::new(Inner {
-                handle,
+                handle: connected.handle,
+                jumps,
                 slots: Semaphore::new(MAX_CONCURRENT_CHANNELS),
                 target: who,
                 command_timeout: target.command_timeout,
-                auth_methods: logged_in.offered,
-                auth_key: logged_in.key,
-                host_key: outcome.presented,
-                host_key_line: outcome.key_line,
-                recorded_host_key: outcome.recorded,
+                keepalive: target.keepalive,
+                ended: connected.ended,
+                auth_methods: connected.auth_methods,
+                auth_key: connected.auth_key,
+                host_key: connected.outcome.presented,
+                host_key_line: connected.outcome.key_line,
+                recorded_host_key: connected.outcome.recorded,
             }),
         })
     }
@@ -238,7 +187,37 @@ impl Session {
             .map_err(|_| Error::Internal("channel semaphore closed".into()))?;
         // Name the command in messages by its first words (`sudo -n /usr/bin/pvesh get …`).
         let label: String = argv.iter().take(5).cloned().collect::<Vec<_>>().join(" ");
-        self.run(&command, &label, on_stdout, None, timeout).await
+        self.run(&command, &label, on_stdout, None, None, timeout)
+            .await
+            .map(|b| b.output)
+    }
+
+    /// Like [`Session::exec`] (with `input` on stdin when given), keeping at most `max` bytes
+    /// of each of stdout and stderr: the rest is read and dropped, and [`Bounded`] says so.
+    /// For commands whose output pxagent does not control (a command in a container).
+    pub async fn exec_bounded(
+        &self,
+        argv: &[String],
+        input: Option<&[u8]>,
+        max: usize,
+    ) -> Result<Bounded> {
+        let command = command_line(argv)?;
+        let _slot = self
+            .inner
+            .slots
+            .acquire()
+            .await
+            .map_err(|_| Error::Internal("channel semaphore closed".into()))?;
+        let label: String = argv.iter().take(5).cloned().collect::<Vec<_>>().join(" ");
+        self.run(
+            &command,
+            &label,
+            &mut |_| {},
+            input,
+            Some(max),
+            self.inner.command_timeout,
+        )
+        .await
     }
 
     /// Like [`Session::exec`], and writes `input` to the command's stdin, then EOF. The
@@ -265,8 +244,9 @@ impl Session {
             .await
             .map_err(|_| Error::Internal("channel semaphore closed".into()))?;
         let label: String = argv.iter().take(5).cloned().collect::<Vec<_>>().join(" ");
-        self.run(&command, &label, &mut |_| {}, Some(input), timeout)
+        self.run(&command, &label, &mut |_| {}, Some(input), None, timeout)
             .await
+            .map(|b| b.output)
     }
 
     /// Runs several commands concurrently over this one connection, at most
@@ -300,7 +280,7 @@ impl Session {
 
     /// Whether the connection is gone (the MCP server drops a dead one before reusing it).
     pub fn is_closed(&self) -> bool {
-        self.inner.handle.is_closed()
+        self.inner.handle.is_closed() || self.inner.jumps.iter().any(|j| j.is_closed())
     }
 
     /// The server's host key as `ssh-ed25519 key SHA256:…`.
@@ -333,6 +313,9 @@ impl Session {
             .handle
             .disconnect(Disconnect::ByApplication, "", "en")
             .await;
+        for jump in self.inner.jumps.iter().rev() {
+            let _ = jump.disconnect(Disconnect::ByApplication, "", "en").await;
+        }
     }
 
     /// Runs `command` and logs it at DEBUG: the line as sent, the exit status (or the
@@ -344,11 +327,12 @@ impl Session {
         argv0: &str,
         on_stdout: &mut (dyn FnMut(&[u8]) + Send),
         input: Option<&[u8]>,
+        max: Option<usize>,
         timeout: Option<Duration>,
-    ) -> Result<Output> {
+    ) -> Result<Bounded> {
         let started = Instant::now();
         let result = self
-            .run_channel(command, argv0, on_stdout, input, timeout)
+            .run_channel(command, argv0, on_stdout, input, max, timeout)
             .await;
         let duration_ms = started.elapsed().as_millis() as u64;
         let stdin_bytes = input.map(<[u8]>::len);
@@ -356,7 +340,7 @@ impl Session {
             Ok(out) => tracing::debug!(
                 target: "pxagent::ssh",
                 command,
-                exit_status = out.exit_status,
+                exit_status = out.output.exit_status,
                 duration_ms,
                 stdin_bytes,
                 "remote command"
@@ -379,9 +363,19 @@ impl Session {
         argv0: &str,
         on_stdout: &mut (dyn FnMut(&[u8]) + Send),
         input: Option<&[u8]>,
+        max: Option<usize>,
         timeout: Option<Duration>,
-    ) -> Result<Output> {
+    ) -> Result<Bounded> {
         let deadline = timeout.map(|t| Instant::now() + t);
+        // Append a chunk to a stream, keeping at most `max` bytes of it.
+        let keep = |buf: &mut Vec<u8>, data: &[u8], cut: &mut bool| {
+            let room = max.map_or(data.len(), |m| m.saturating_sub(buf.len()));
+            if room < data.len() {
+                *cut = true;
+            }
+            buf.extend_from_slice(&data[..room.min(data.len())]);
+        };
+        let (mut out_cut, mut err_cut) = (false, false);
         let timed_out = || {
             Error::Connection(format!(
                 "`{argv0} …` on {} timed out after {}s; the remote command was signalled and \
@@ -431,10 +425,12 @@ impl Session {
             match msg {
                 ChannelMsg::Data { data } => {
                     on_stdout(&data);
-                    out.stdout.extend_from_slice(&data);
+                    keep(&mut out.stdout, &data, &mut out_cut);
                 }
                 // Extended data type 1 is SSH_EXTENDED_DATA_STDERR (RFC 4254 §5.2).
-                ChannelMsg::ExtendedData { data, ext: 1 } => out.stderr.extend_from_slice(&data),
+                ChannelMsg::ExtendedData { data, ext: 1 } => {
+                    keep(&mut out.stderr, &data, &mut err_cut)
+                }
                 ChannelMsg::ExitStatus { exit_status } => status = Some(exit_status),
                 ChannelMsg::ExitSignal {
                     signal_name,
@@ -455,7 +451,11 @@ impl Session {
         }
         if let Some(exit_status) = status {
             out.exit_status = exit_status;
-            return Ok(out);
+            return Ok(Bounded {
+                output: out,
+                stdout_truncated: out_cut,
+                stderr_truncated: err_cut,
+            });
         }
         if let Some((sig, core, message)) = signal {
             let stderr = out.stderr_text();
@@ -503,12 +503,217 @@ impl Session {
     }
 
     fn lost(&self, argv0: &str, why: &str) -> Error {
+        // Why the connection itself ended beats what the channel saw ("closed without an exit
+        // status"): a silent link is named with its real times.
+        let ended = self.inner.ended.lock().expect("ended lock").clone();
+        let why = match ended {
+            Some(Ended::Keepalive) => format!(
+                "no answer from the host for {}s: {} keepalives sent {}s apart went unanswered",
+                self.inner.keepalive.as_secs() * (KEEPALIVE_MAX as u64 + 1),
+                KEEPALIVE_MAX,
+                self.inner.keepalive.as_secs()
+            ),
+            Some(Ended::Other(reason)) => reason,
+            None => why.to_string(),
+        };
         Error::Connection(format!(
             "lost the connection to {} while running `{argv0} …` ({why}); the command may or \
              may not have completed",
             self.inner.target
         ))
     }
+}
+
+/// What one hop needs from local files: its keys and its known_hosts entries.
+struct Files {
+    keys: Vec<KeyFile>,
+    entries: Vec<known_hosts::Entry>,
+}
+
+impl Files {
+    fn read(t: &Target) -> Result<Files> {
+        let keys = load_identities(&t.identities)?;
+        let entries = known_hosts::read(&t.known_hosts).map_err(|source| Error::ReadFile {
+            path: t.known_hosts.clone(),
+            source,
+        })?;
+        Ok(Files { keys, entries })
+    }
+}
+
+/// One authenticated hop: the target itself, or a jump host on the way to it.
+struct Connected {
+    handle: client::Handle<Verifier>,
+    outcome: HostKeyOutcome,
+    auth_methods: Option<Vec<String>>,
+    /// The fingerprint of the key that logged in.
+    auth_key: Option<String>,
+    ended: Arc<Mutex<Option<Ended>>>,
+}
+
+/// Opens a TCP connection to `t` (bounded by its connect timeout).
+async fn tcp(t: &Target) -> Result<tokio::net::TcpStream> {
+    let connecting = async {
+        let stream = tokio::net::TcpStream::connect((t.host.as_str(), t.port))
+            .await
+            .map_err(|e| {
+                Error::Connection(format!("cannot connect to {}:{}: {e}", t.host, t.port))
+            })?;
+        // russh applies `Config::nodelay` only in `client::connect`, not to a stream we open
+        // ourselves: without this, Nagle's algorithm delays every channel open by ~40 ms
+        // (measured with scripts/bench.sh and strace).
+        stream.set_nodelay(true).map_err(|e| {
+            Error::Connection(format!(
+                "cannot set TCP_NODELAY on {}:{}: {e}",
+                t.host, t.port
+            ))
+        })?;
+        Ok(stream)
+    };
+    tokio::time::timeout(t.connect_timeout, connecting)
+        .await
+        .map_err(|_| {
+            Error::Connection(format!(
+                "connecting to {}:{} timed out after {}s (TCP connect)",
+                t.host,
+                t.port,
+                t.connect_timeout.as_secs_f64()
+            ))
+        })?
+}
+
+/// Opens a `direct-tcpip` channel from the jump host behind `via` to `t`, as a byte stream
+/// for the next SSH handshake. `via_name` names the jump host in messages.
+async fn tunnel(
+    via: &client::Handle<Verifier>,
+    t: &Target,
+    via_name: &str,
+) -> Result<russh::ChannelStream<client::Msg>> {
+    let open = via.channel_open_direct_tcpip(t.host.as_str(), u32::from(t.port), "127.0.0.1", 0);
+    match tokio::time::timeout(t.connect_timeout, open).await {
+        Err(_) => Err(Error::Connection(format!(
+            "{via_name} did not open a tunnel to {}:{} within {}s",
+            t.host,
+            t.port,
+            t.connect_timeout.as_secs_f64()
+        ))),
+        Ok(Err(russh::Error::ChannelOpenFailure(reason))) => Err(Error::Connection(format!(
+            "{via_name} refused to open a tunnel to {}:{} ({reason:?}): the jump host must \
+             allow TCP forwarding to it for this account (sshd `AllowTcpForwarding`, \
+             `PermitOpen`), and the host must be reachable from there",
+            t.host, t.port
+        ))),
+        Ok(Err(e)) => Err(Error::Connection(format!(
+            "lost the connection to {via_name} while opening a tunnel to {}:{}: {e}",
+            t.host, t.port
+        ))),
+        Ok(Ok(channel)) => Ok(channel.into_stream()),
+    }
+}
+
+/// "jump host a → jump host b": the last jump host, for tunnel messages.
+fn jumps_name(jumps: &[client::Handle<Verifier>], target: &Target) -> String {
+    let hop = &target.jumps[jumps.len() - 1];
+    format!("jump host {}", hop.display())
+}
+
+/// A jump host's own failure, said as such (the target was never reached). Exit classes are
+/// kept: a jump host's bad key is still exit 6, its closed port exit 7.
+fn in_jump(e: Error, hop: &Target) -> Error {
+    let say = |m: String| format!("via jump host {}: {m}", hop.display());
+    match e {
+        Error::Auth(m) => Error::Auth(say(m)),
+        Error::Connection(m) => Error::Connection(say(m)),
+        other => other,
+    }
+}
+
+/// The handshake (host key checked inside it) and key-only authentication of one hop over
+/// `stream`. `name` says the hop in messages.
+async fn connect_hop<S>(
+    t: &Target,
+    stream: Result<S>,
+    files: Files,
+    name: &str,
+) -> Result<Connected>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let Files { keys, entries } = files;
+    let stream = stream?;
+    tracing::debug!(
+        target: "pxagent::ssh",
+        host = %t.host,
+        port = t.port,
+        user = %t.user,
+        hop = name,
+        "connecting"
+    );
+    // Ask for the host key types already on record first, as OpenSSH does, so a host with
+    // several keys presents the one we can check.
+    let known = known_hosts::known_algorithms(&entries, &t.host, t.port);
+    let mut key_algs: Vec<Algorithm> = Preferred::DEFAULT.key.to_vec();
+    key_algs.sort_by_key(|a| !known.iter().any(|k| known_hosts::same_family(a, k)));
+    let config = Arc::new(client::Config {
+        preferred: Preferred {
+            key: Cow::Owned(key_algs),
+            ..Preferred::DEFAULT
+        },
+        keepalive_interval: (!t.keepalive.is_zero()).then_some(t.keepalive),
+        keepalive_max: KEEPALIVE_MAX,
+        // One small request per command: Nagle's algorithm would add a delayed-ACK wait
+        // to every round trip (design §9).
+        nodelay: true,
+        ..Default::default()
+    });
+    let outcome = Arc::new(Mutex::new(HostKeyOutcome::default()));
+    let ended = Arc::new(Mutex::new(None));
+    let verifier = Verifier::new(t, entries, outcome.clone(), ended.clone());
+    let handshake = async {
+        client::connect_stream(config, stream, verifier)
+            .await
+            .map_err(|e| match e {
+                HandlerError::HostKey(e) => e,
+                HandlerError::Ssh(e) => Error::Connection(format!(
+                    "SSH handshake with {}:{} failed: {e}",
+                    t.host, t.port
+                )),
+            })
+    };
+    let mut handle = tokio::time::timeout(t.connect_timeout, handshake)
+        .await
+        .map_err(|_| {
+            Error::Connection(format!(
+                "connecting to {}:{} timed out after {}s (SSH handshake)",
+                t.host,
+                t.port,
+                t.connect_timeout.as_secs_f64()
+            ))
+        })??;
+    let who = t.display();
+    let auth = tokio::time::timeout(t.connect_timeout, authenticate(&mut handle, t, &keys))
+        .await
+        .map_err(|_| {
+            Error::Connection(format!(
+                "authentication as {who} timed out after {}s",
+                t.connect_timeout.as_secs_f64()
+            ))
+        })?;
+    let logged_in = match auth {
+        Ok(l) => l,
+        Err(e) => {
+            let _ = handle.disconnect(Disconnect::ByApplication, "", "en").await;
+            return Err(e);
+        }
+    };
+    let outcome = std::mem::take(&mut *outcome.lock().expect("host key outcome lock"));
+    Ok(Connected {
+        handle,
+        outcome,
+        auth_methods: logged_in.offered,
+        auth_key: logged_in.key,
+        ended,
+    })
 }
 
 fn sig_name(sig: &Sig) -> String {

@@ -16,6 +16,7 @@ use crate::error::{Error, Result};
 use crate::fleet::{Fleet, HostResult};
 use crate::invocation::Invocation;
 use crate::output::{Format, Output};
+use crate::views::Filter;
 
 /// Refuse what a fleet cannot do before anything is sent.
 pub fn check(s: &Settings, f: &Fleet, inv: Option<&Invocation>) -> Result<()> {
@@ -59,6 +60,7 @@ pub fn run_op(
     ctx: &Context,
     f: &Fleet,
     inv: &Invocation,
+    filter: &Filter,
     out: &Output,
 ) -> Result<u8> {
     if let Err(e) = check(s, f, Some(inv)) {
@@ -110,7 +112,7 @@ pub fn run_op(
                         .execute(inv, s.confirm.as_deref(), &mut trail, &mut |_| {})
                         .await;
                     connector.close().await;
-                    r.map(|d| (d.data, d.warnings))
+                    r.map(|d| (filter.apply(d.data), d.warnings))
                 }
             };
             let code = result.as_ref().map_or_else(|e| e.exit_code(), |_| 0);

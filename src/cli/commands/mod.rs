@@ -48,6 +48,7 @@ pub fn execute(
         Cmd::SetupRevoke(opts) => plain(setup::setup_revoke(opts, out)),
         Cmd::AuditShow(since) => plain(audit::audit_show(since.as_deref(), out)),
         Cmd::AuditVerify => audit::audit_verify(out),
+        Cmd::AuditNewChain => plain(audit::audit_new_chain(out)),
         Cmd::Mcp {
             profile,
             list_tools,
@@ -73,17 +74,25 @@ pub fn execute(
             }
             None => status::status(&ctx, out, trail),
         })),
-        Cmd::Op(inv) => plain(context(s).and_then(|ctx| match fleet(s, &ctx)? {
+        Cmd::Op(inv, filter) => plain(context(s).and_then(|ctx| match fleet(s, &ctx)? {
             Some(f) => {
                 // Each host's run is audited on its own.
                 trail.audited = false;
-                fleet::run_op(s, &ctx, &f, inv, out)
+                fleet::run_op(s, &ctx, &f, inv, filter, out)
             }
-            None => op::run_op(s, &ctx, inv, out, trail),
+            None => op::run_op(s, &ctx, inv, filter, out, trail),
         })),
-        Cmd::Exec(req) => plain(context(s).and_then(|ctx| {
+        Cmd::Named(named, filter) => plain(context(s).and_then(|ctx| {
+            no_fleet(
+                s,
+                &ctx,
+                "an op on a guest given by name (names differ between hosts; give its VMID)",
+            )?;
+            op::run_named(s, &ctx, named, filter, out, trail)
+        })),
+        Cmd::Exec { req, exit_code } => plain(context(s).and_then(|ctx| {
             no_fleet(s, &ctx, "a command inside a guest")?;
-            exec::exec(s, &ctx, req, out, trail)
+            exec::exec(s, &ctx, req, *exit_code, out, trail)
         })),
         Cmd::Batch { stop_on_error } => plain(context(s).and_then(|ctx| {
             let f = fleet(s, &ctx)?;
