@@ -16,6 +16,7 @@
 
 pub mod approval;
 pub mod audit;
+pub mod audit_query;
 pub mod batch;
 pub mod catalog;
 pub mod cli;
