@@ -32,6 +32,7 @@ pub mod invocation;
 pub mod limits;
 pub mod logging;
 pub mod mcp;
+pub mod observe;
 pub mod output;
 pub mod persist;
 pub mod policy;

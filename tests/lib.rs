@@ -5,8 +5,8 @@
 //!
 //! Filter by topic: `cargo test --test integration cli::` (and `approve::`, `sudoers_lint::`,
 //! and `setup::`, which needs only this machine's sshd binary) runs what needs no host. The live
-//! topics (`live`, `actions`, `audit`, `batch`, `exec`, `fleet`, `mcp`, `persist`, `policy`,
-//! `robust`, `scripting`, `sudo_rules`, `sudo_fences`, `ct_restore`, `ssh_transport`, `gate`,
+//! topics (`live`, `actions`, `audit`, `batch`, `exec`, `fleet`, `mcp`, `newops`, `persist`,
+//! `policy`, `robust`, `scripting`, `sudo_rules`, `sudo_fences`, `ct_restore`, `ssh_transport`, `gate`,
 //! `jump`, `ux`) need root and the beds that `scripts/test.sh` brings up; without them they fail
 //! with what to run.
 
@@ -24,6 +24,7 @@ mod gate;
 mod jump;
 mod live;
 mod mcp;
+mod newops;
 mod persist;
 mod policy;
 mod robust;

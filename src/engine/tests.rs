@@ -609,3 +609,4 @@ async fn a_guest_that_moved_is_followed_to_its_new_node() {
 }
 
 mod guests;
+mod newops;
