@@ -13,18 +13,29 @@
 #   1. local start-up: `pxagent catalog -o json`, `pxagent vm destroy 100 --dry-run` (< 5 ms)
 #   2. one read, `pve.version`: pxagent vs OpenSSH one process per command vs OpenSSH with
 #      ControlMaster (warm) vs proxmoxer's ssh_paramiko backend (pxagent no slower than ssh)
-#   3. 50 reads: 50 OpenSSH processes vs 50 reads over ONE pxagent connection. The CLI has no
-#      batch path yet (the MCP server, issue 7, will be it), so the one-connection number comes
-#      from examples/bench_reads.rs, which drives the same library transport
-#      (pxagent::ssh::Session::exec_many) the CLI uses (target >= 20x). Also shown: 50 pxagent
-#      processes, and `pxagent status` (3 reads concurrently over one connection).
+#   3. 50 reads: `pxagent batch` with 50 request lines (one process, one connection, 8 in
+#      flight; and --stop-on-error, one at a time) vs 50 OpenSSH processes vs 50 ControlMaster
+#      clients vs proxmoxer (50 calls over one paramiko connection, whole process); beside them
+#      the host floor (the host's own work for 50 reads, one after another, no SSH) (target
+#      >= 20x where the host's work allows). Also shown: 50 pxagent processes, with and without
+#      --persist, and `pxagent status` (3 reads concurrently over one connection).
 #   4. peak memory (max RSS, /usr/bin/time -v) of `pxagent status` and `pxagent version`
 #      (target < 20 MiB), with ssh and proxmoxer for context.
 #   5. the host gate's added latency per operation, gated vs ungated bed (scripts/bench/gate.sh;
 #      goal < 5 ms), when the gated bed is up.
+#   6. a warm persistent CLI call (`pxagent --persist`, holder already up) vs a warm OpenSSH
+#      ControlMaster client (goal <= 1.1x).
+#   7. `pxagent --hosts h1..h8 status` (8 config names for the bed) vs `--hosts h1 status`
+#      (goal <= 1.5x on a machine with enough cores; the cores are printed beside it).
+#   8. with --actions: host commands per action (read, start, snapshot, backup, exec), counted
+#      in sudo's log, for one CLI call and once the connection's guest map is warm (batch, MCP,
+#      --persist), with the command lines. This changes the bed (VM 103 is started and stopped,
+#      a snapshot and a backup of VM 100 are made and removed, `uname` runs in VM 100): run it on
+#      a bed of your own.
 #
-# Usage: sudo scripts/bench.sh [--up] [--runs N] [--batch-runs N] [--reads N]
+# Usage: sudo scripts/bench.sh [--up] [--actions] [--runs N] [--batch-runs N] [--reads N]
 #   --up            bring the sandbox host up first when it is down (scripts/testbed.sh up)
+#   --actions       also count host commands per action (section 8; changes the bed)
 #   --runs N        runs per single-command measurement   (env BENCH_RUNS, default 30)
 #   --batch-runs N  runs per N-reads measurement           (env BENCH_BATCH_RUNS, default 10)
 #   --reads N       reads per batch                        (env BENCH_READS, default 50)
@@ -32,7 +43,8 @@
 #   BENCH_VENV (Python venv for proxmoxer; default /tmp/pxagent-bench-venv),
 #   BENCH_RETRIES (how often a measurement with a failed run is redone; default 2),
 #   BENCH_TIMER=loop (time with the shell loop even when hyperfine is there).
-# It only reads from the bed (pvesh get), so it can run while others use the same bed; it waits
+# Without --actions it only reads from the bed (pvesh get), so it can run while others use the
+# same bed (section 8 needs it alone: it counts sudo's log); it waits
 # while other tests' simulator faults are active and redoes a measurement a fault broke.
 # For context it also times the host's own work for one read without SSH (the "host floor").
 # Installs when missing (Debian packages): hyperfine, time, python3-venv; proxmoxer and paramiko
@@ -45,6 +57,7 @@ readonly REPO_DIR
 readonly PY_HELPER="$REPO_DIR/scripts/bench/proxmoxer_version.py"
 
 UP=0
+ACTIONS=0
 RUNS="${BENCH_RUNS:-30}"
 BATCH_RUNS="${BENCH_BATCH_RUNS:-10}"
 READS="${BENCH_READS:-50}"
@@ -60,6 +73,7 @@ note() { echo "bench: $*" >&2; }
 while [[ $# -gt 0 ]]; do
     case "$1" in
     --up) UP=1 ;;
+    --actions) ACTIONS=1 ;;
     --runs) RUNS="${2:?--runs needs a number}"; shift ;;
     --batch-runs) BATCH_RUNS="${2:?--batch-runs needs a number}"; shift ;;
     --reads) READS="${2:?--reads needs a number}"; shift ;;
@@ -75,11 +89,15 @@ done
 
 WORK="$(mktemp -d /tmp/pxagent-bench.XXXXXX)"
 readonly WORK
+# pxagent's audit trail, limit counters and persistent connections of this run stay in WORK.
+export XDG_STATE_HOME="$WORK/state" XDG_RUNTIME_DIR="$WORK/run"
+mkdir -m 0700 "$XDG_STATE_HOME" "$XDG_RUNTIME_DIR"
 CTL="$WORK/mux.sock" # OpenSSH ControlMaster socket
 cleanup() {
     if [[ -S "$CTL" ]]; then
         ssh -o ControlPath="$CTL" -O exit zen-agent@127.0.0.1 >/dev/null 2>&1 || true
     fi
+    if [[ -n "${PX:-}" && -x "${PX:-}" ]]; then "$PX" persist stop >/dev/null 2>&1 || true; fi
     rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -113,12 +131,10 @@ if [[ "$BED" == down && "$UP" -ne 1 ]]; then
     die "the sandbox host is not up: run 'scripts/testbed.sh up' or pass --up"
 fi
 
-note "building pxagent and examples/bench_reads (release)"
+note "building pxagent (release)"
 TARGET_DIR="${CARGO_TARGET_DIR:-$REPO_DIR/target}"
-cargo build --locked --release --quiet -p pxagent --bins --example bench_reads ||
-    die "cargo build failed"
+cargo build --locked --release --quiet -p pxagent --bins || die "cargo build failed"
 PX="$TARGET_DIR/release/pxagent"
-READS_BIN="$TARGET_DIR/release/examples/bench_reads"
 
 if [[ "$UP" -eq 1 && "$BED" != up ]]; then
     note "bringing the sandbox host up"
@@ -176,8 +192,26 @@ PXS="$PX status -o json"
 SSH1="$SSH $ACCOUNT@$HOST '$REMOTE'"
 MUX1="$SSH_MUX $ACCOUNT@$HOST '$REMOTE'"
 PYONE="$VENV/bin/python $PY_HELPER --once --host $HOST --port $PORT --user $ACCOUNT --key $KEY"
-ONECONN="$READS_BIN $READS"
-ONECONN_SEQ="$READS_BIN $READS --sequential"
+PYBATCH="$VENV/bin/python $PY_HELPER --batch $READS --host $HOST --port $PORT --user $ACCOUNT --key $KEY"
+# A batch of READS reads of /version (the same command as the ssh rows), as request lines.
+for ((i = 0; i < READS; i++)); do printf '{"id": %d, "op": "pve.version"}\n' "$i"; done >"$WORK/batch.jsonl"
+# hyperfine -N cannot redirect stdin: a one-line script does (bash start-up, ~1 ms, included).
+printf 'exec %s batch <%s\n' "$PX" "$WORK/batch.jsonl" >"$WORK/px_batch.sh"
+printf 'exec %s batch --stop-on-error <%s\n' "$PX" "$WORK/batch.jsonl" >"$WORK/px_batch_seq.sh"
+PXB="bash $WORK/px_batch.sh"
+PXB_SEQ="bash $WORK/px_batch_seq.sh"
+# A persistent connection (section 6): the first call starts the holder, later ones reuse it.
+PXP="$PX --persist 300s version -o json"
+# Eight config names for the bed (section 7).
+{
+    echo "hosts:"
+    for i in 1 2 3 4 5 6 7 8; do
+        printf '  h%d: {address: %s, port: %s, user: %s, identity: %s, known_hosts: %s}\n' \
+            "$i" "$HOST" "$PORT" "$ACCOUNT" "$KEY" "$KH"
+    done
+} >"$WORK/fleet.yaml"
+PXS8="$PX --config $WORK/fleet.yaml --hosts h1,h2,h3,h4,h5,h6,h7,h8 status -o json"
+PXS1="$PX --config $WORK/fleet.yaml --hosts h1 status -o json"
 # Loops of N processes run from a small script each (bash start-up, ~1 ms, is in every loop).
 loop_script() { # loop_script NAME COMMAND — writes $WORK/NAME.sh running COMMAND $READS times
     printf 'for ((i = 0; i < %d; i++)); do %s >/dev/null 2>%s || exit 1; done\n' \
@@ -187,6 +221,8 @@ loop_script() { # loop_script NAME COMMAND — writes $WORK/NAME.sh running COMM
 SSHN="$(loop_script ssh_n "$SSH1")"
 MUXN="$(loop_script mux_n "$MUX1")"
 PXVN="$(loop_script px_version_n "$PXV")"
+PXPN="$(loop_script px_persist_n "$PXP")"
+FLOORN="$(loop_script floor_n "$FLOOR_HOST")"
 
 # The bed is shared: other people's tests inject simulator faults (hangs, failures) that hit
 # every caller, this script included. Before each check and measurement wait (up to 2 min) until
@@ -228,9 +264,17 @@ check "pxagent version" '"version":' "$PXV"
 check "pxagent status" '"ok":true' "$PXS"
 check "ssh" '"version":' "$SSH1"
 check "ssh ControlMaster (warms the master)" '"version":' "$MUX1"
-check "bench_reads" "$READS/$READS reads ok" "$ONECONN"
-check "bench_reads --sequential" "$READS/$READS reads ok" "$ONECONN_SEQ"
-for s in ssh_n mux_n px_version_n; do check "$s loop" '' "bash $WORK/$s.sh"; done
+batch_ok() { # batch_ok COMMAND — the batch printed READS ok lines
+    local out
+    out="$(eval "$1")" || return 1
+    [[ "$(grep -c '"ok":true' <<<"$out")" -eq "$READS" ]]
+}
+check "pxagent batch" '' "batch_ok '$PXB'"
+check "pxagent batch --stop-on-error" '' "batch_ok '$PXB_SEQ'"
+check "pxagent --persist (starts the holder)" '"version":' "$PXP"
+check "pxagent --hosts (8) status" '"ok":true' "$PXS8"
+check "pxagent --hosts (1) status" '"ok":true' "$PXS1"
+for s in ssh_n mux_n px_version_n px_persist_n floor_n; do check "$s loop" '' "bash $WORK/$s.sh"; done
 
 # ---------------------------------------------------------------------------------------------
 # Timing: MED, MIN, MAX[key] in milliseconds; RUNS_OF, RETRIED, CMD_OF[key]
@@ -297,10 +341,17 @@ measure px_status "$RUNS" "$WARMUP" "$PXS"
 measure ssh_n "$BATCH_RUNS" 1 "$SSHN"
 measure mux_n "$BATCH_RUNS" 1 "$MUXN"
 measure px_version_n "$BATCH_RUNS" 1 "$PXVN"
-measure px_oneconn "$BATCH_RUNS" 1 "$ONECONN"
-measure px_oneconn_seq "$BATCH_RUNS" 1 "$ONECONN_SEQ"
+measure px_batch "$BATCH_RUNS" 1 "$PXB"
+measure px_batch_seq "$BATCH_RUNS" 1 "$PXB_SEQ"
+measure floor_n "$BATCH_RUNS" 1 "$FLOORN"
+measure px_persist "$RUNS" "$WARMUP" "$PXP"
+measure px_persist_n "$BATCH_RUNS" 1 "$PXPN"
+measure px_status8 "$RUNS" "$WARMUP" "$PXS8"
+measure px_status1 "$RUNS" "$WARMUP" "$PXS1"
 if [[ -z "$PROXMOXER_WHY" ]]; then
     measure py_process "$RUNS" "$WARMUP" "$PYONE"
+    check "proxmoxer batch" '"calls":' "$PYBATCH"
+    measure py_batch "$BATCH_RUNS" 1 "$PYBATCH"
     CMD_OF[py_call]="$VENV/bin/python $PY_HELPER --runs $RUNS --host $HOST --port $PORT --user $ACCOUNT --key $KEY"
     RUNS_OF[py_call]="$RUNS"
     for ((try = 0; try <= RETRIES; try++)); do
@@ -339,7 +390,7 @@ if [[ -x /usr/bin/time ]]; then
     rss px_status "$PXS"
     rss px_version "$PXV"
     rss ssh_one "$SSH1"
-    rss px_oneconn "$ONECONN"
+    rss px_batch "$PXB"
     if [[ -z "$PROXMOXER_WHY" ]]; then rss py_process "$PYONE"; fi
 fi
 
@@ -419,8 +470,17 @@ echo "  3. $READS reads"
 row ssh_n "$READS x ssh processes (sequential)"
 row mux_n "$READS x ssh ControlMaster clients (sequential)"
 row px_version_n "$READS x pxagent version processes (sequential)"
-row px_oneconn "$READS reads over ONE pxagent connection, concurrent"
-row px_oneconn_seq "$READS reads over ONE pxagent connection, one by one"
+row px_persist_n "$READS x pxagent --persist processes (warm holder)"
+row px_batch "pxagent batch, $READS requests (one connection, 8 in flight)"
+row px_batch_seq "pxagent batch --stop-on-error (one at a time)"
+row py_batch "proxmoxer, $READS calls over one connection (process)"
+row floor_n "host floor: $READS x sudo -n pvesh get /version, no SSH"
+echo "  6. a warm persistent connection"
+row px_persist "pxagent --persist version (holder up)"
+row mux_one "ssh ControlMaster, master warm"
+echo "  7. status on several hosts (8 config names for the bed; nproc=$(nproc))"
+row px_status1 "pxagent --hosts h1 status"
+row px_status8 "pxagent --hosts h1..h8 status"
 
 echo
 echo "  targets"
@@ -433,19 +493,24 @@ ratio px_version ssh_one "<= 1" "version vs ssh one process"
 ratio px_version mux_one "" "version vs ssh ControlMaster (warm)"
 ratio px_version py_process "" "version vs proxmoxer whole process"
 ratio px_version py_call "" "version vs proxmoxer per call (no start-up)"
-ratio px_oneconn ssh_n "<= 0.05" "$READS reads one connection vs $READS ssh (>=20x)"
-ratio px_oneconn_seq ssh_n "" "$READS reads one conn, one by one vs $READS ssh"
-ratio px_oneconn mux_n "" "$READS reads one connection vs $READS ssh ControlMaster"
-ratio px_oneconn_seq mux_n "" "$READS reads one conn, one by one vs $READS ControlMaster"
+ratio px_batch ssh_n "<= 0.05" "batch of $READS vs $READS ssh (>=20x)"
+ratio px_batch mux_n "" "batch of $READS vs $READS ssh ControlMaster"
+ratio px_batch py_batch "" "batch of $READS vs proxmoxer $READS calls"
+ratio px_batch_seq ssh_n "" "batch one at a time vs $READS ssh"
+ratio floor_n ssh_n "" "host floor ($READS, serial) vs $READS ssh: best batch"
 ratio px_version_n ssh_n "" "$READS pxagent processes vs $READS ssh processes"
+ratio px_persist_n mux_n "" "$READS pxagent --persist vs $READS ControlMaster"
+ratio px_persist mux_one "<= 1.1" "warm --persist call vs warm ControlMaster"
+ratio px_status8 px_status1 "<= 1.5" "status on 8 hosts vs 1 (nproc=$(nproc))"
 echo "  note: a warm ControlMaster skips the handshake that every pxagent process pays; the like-for-"
 echo "        like comparison is $READS reads over one connection vs $READS ControlMaster clients."
 echo "  note: the simulator runs each call under one exclusive state lock, so reads that overlap on"
 echo "        one connection still queue on the host side (a real PVE would answer them in parallel)."
-echo "  note: the CLI has no path for $READS reads over one connection yet; that awaits the MCP"
-echo "        server (issue 7). The one-connection rows come from examples/bench_reads.rs, which"
-echo "        uses the CLI's own transport (pxagent::ssh::Session::exec_many / exec): one process,"
-echo "        one handshake, $READS channels; its times include connecting and process start-up."
+echo "  note: the batch rows are whole pxagent processes (start-up, one handshake, $READS channels,"
+echo "        8 at a time); 'best batch' is the host floor's ratio: no batch can beat the host's own"
+echo "        work for $READS reads unless the host answers them side by side."
+echo "  note: 8 hosts are contacted side by side over 8 connections: each handshake costs CPU on"
+echo "        this machine (client) and the bed's sshd (server), so the 8-vs-1 ratio depends on cores."
 if [[ -n "$PROXMOXER_WHY" ]]; then
     echo "  note: proxmoxer rows are n/a: $PROXMOXER_WHY"
 else
@@ -457,13 +522,13 @@ echo
 if [[ -x /usr/bin/time ]]; then
     echo "  4. peak memory: max RSS over 5 runs (/usr/bin/time -v), MiB"
     printf '  %-58s %10s %10s\n' "process" "median" "max"
-    for k in px_status px_version ssh_one px_oneconn py_process; do
+    for k in px_status px_version ssh_one px_batch py_process; do
         if [[ -z "${RSS_MED[$k]:-}" ]]; then continue; fi
         case "$k" in
         px_status) label="pxagent status" ;;
         px_version) label="pxagent version" ;;
         ssh_one) label="ssh (one read; client process only)" ;;
-        px_oneconn) label="bench_reads ($READS reads, one connection)" ;;
+        px_batch) label="pxagent batch ($READS requests, one connection)" ;;
         py_process) label="python + proxmoxer (one read)" ;;
         esac
         printf '  %-58s %10s %10s\n' "$label" "${RSS_MED[$k]}" "${RSS_MAX[$k]}"
@@ -479,10 +544,14 @@ fi
 echo
 echo "  commands"
 for k in floor px_catalog px_dryrun host_floor px_version ssh_one mux_one py_process py_call px_status \
-    ssh_n mux_n px_version_n px_oneconn px_oneconn_seq; do
+    ssh_n mux_n px_version_n px_persist_n px_batch px_batch_seq py_batch floor_n px_persist \
+    px_status1 px_status8; do
     if [[ -n "${CMD_OF[$k]:-}" ]]; then printf '  %-15s %s\n' "$k" "${CMD_OF[$k]}"; fi
 done
-for s in ssh_n mux_n px_version_n; do printf '  %-15s %s' "$s.sh" "$(cat "$WORK/$s.sh")"; echo; done
+for s in ssh_n mux_n px_version_n px_persist_n floor_n px_batch px_batch_seq; do
+    printf '  %-15s %s' "$s.sh" "$(cat "$WORK/$s.sh")"
+    echo
+done
 echo "  (each measured command was run once first and its output checked: /version JSON, ok:true)"
 
 echo
@@ -491,4 +560,12 @@ if "$REPO_DIR/scripts/testbed.sh" status --gate --port 2223 --user zen-gate >/de
     "$REPO_DIR/scripts/bench/gate.sh" "$RUNS" || echo "  5. the gate's added latency: could not be measured (see above)"
 else
     echo "  5. the gate's added latency: not measured (no gated bed: scripts/testbed.sh up --gate --port 2223 --user zen-gate)"
+fi
+
+echo
+# 8. Host commands per action: only with --actions (it changes the bed and counts sudo's log).
+if [[ "$ACTIONS" -eq 1 ]]; then
+    PX="$PX" "$REPO_DIR/scripts/bench/actions.sh" || echo "  8. host commands per action: could not be counted (see above)"
+else
+    echo "  8. host commands per action: not counted (pass --actions; it changes the bed)"
 fi

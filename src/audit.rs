@@ -89,6 +89,8 @@ pub enum Via {
     Cli,
     /// The MCP server.
     Mcp,
+    /// `pxagent batch` (one record per request line).
+    Batch,
 }
 
 /// One line of the audit log (compact JSON, fields in this order).

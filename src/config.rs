@@ -14,6 +14,8 @@
 //!     identity: ~/.ssh/pxagent_ed25519
 //!     known_hosts: ~/.ssh/known_hosts
 //! policy: {read_only: true}     # or policy_file: FILE
+//! groups: {edge: [lab, zen-agent@192.0.2.11]}   # --hosts @edge
+//! persist: 60s                   # keep the connection for repeated calls (--persist)
 //! ```
 //!
 //! Uses the policy's [`schema`](crate::policy::schema) types for its `policy:` section and
@@ -44,6 +46,13 @@ pub struct Config {
     /// A policy file instead of the `policy:` section: pxagent's YAML form or the MCP
     /// gateway's JSON form (relative paths are relative to this config file).
     pub policy_file: Option<PathBuf>,
+    /// Named lists of hosts for `--hosts @NAME` (issue 14): each member a host name of
+    /// `hosts:` or a `user@host[:port]` / `~/.ssh/config` alias.
+    #[serde(default)]
+    pub groups: BTreeMap<String, Vec<String>>,
+    /// Keep the SSH connection open this long after the last call (`60s`, `10m`), as
+    /// `--persist` does (see [`crate::persist`]); absent: every call connects anew.
+    pub persist: Option<String>,
     /// Where this config was read from (not a key in the file).
     #[serde(skip)]
     pub path: Option<PathBuf>,
@@ -119,10 +128,45 @@ pub fn parse(text: &str, path: &Path) -> Result<Config> {
             cfg.hosts.keys().cloned().collect::<Vec<_>>().join(", ")
         )));
     }
+    for (name, members) in &cfg.groups {
+        let ok = !name.is_empty()
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+        if !ok {
+            return Err(Error::usage(format!(
+                "config {}: group name '{}' may hold only letters, digits, - and _",
+                path.display(),
+                crate::catalog::kind::printable(name)
+            )));
+        }
+        if members.is_empty() {
+            return Err(Error::usage(format!(
+                "config {}: group '{name}' lists no hosts",
+                path.display()
+            )));
+        }
+        for m in members.iter().filter(|m| !cfg.hosts.contains_key(*m)) {
+            crate::context::split_host(m).map_err(|e| {
+                Error::usage(format!("config {}: group '{name}': {e}", path.display()))
+            })?;
+        }
+    }
+    if let Some(p) = &cfg.persist {
+        crate::context::parse_persist(p)
+            .map_err(|e| Error::usage(format!("config {}: persist: {e}", path.display())))?;
+    }
     Ok(cfg)
 }
 
 impl Config {
+    /// `persist:` as a duration (checked when the file was read).
+    pub fn persist(&self) -> Option<std::time::Duration> {
+        self.persist
+            .as_deref()
+            .and_then(|p| crate::context::parse_persist(p).ok())
+    }
+
     /// Where the policies in force are stated, broadest first: the config's own (its
     /// `policy_file:`, relative to the config file, else its `policy:` section, else the
     /// built-in default), then `flag` (`--policy FILE`) or, without it, the file named by

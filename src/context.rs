@@ -41,6 +41,9 @@ pub struct ConnectArgs {
     pub accept_new: bool,
     /// `--timeout`: give up on one remote command after this long.
     pub timeout: Option<Duration>,
+    /// `--persist`: keep the connection this long after the last call (else the config's
+    /// `persist:`).
+    pub persist: Option<Duration>,
     /// `-J`: jump hosts, `[user@]host[:port]` separated by commas, or `none`.
     pub jump: Option<String>,
     /// The connection values `PXAGENT_*` variables gave (below the command line, above the
@@ -84,6 +87,22 @@ pub fn parse_seconds(what: &str, text: &str) -> Result<Duration> {
                 "invalid {what} '{}': expected whole seconds from 1 to {}",
                 crate::catalog::kind::printable(text),
                 MAX_DURATION.as_secs()
+            ))
+        })
+}
+
+/// The longest `--persist`: a holder of a connection lasts at most a day after its last call.
+pub const MAX_PERSIST: Duration = MAX_DURATION;
+
+/// Parse `--persist` / `persist:`: a duration such as `30s`, `10m`, `1h` (or whole seconds),
+/// more than zero and at most [`MAX_PERSIST`].
+pub fn parse_persist(text: &str) -> Result<Duration> {
+    crate::approval::time::parse_duration(text)
+        .filter(|d| *d <= MAX_PERSIST)
+        .ok_or_else(|| {
+            Error::usage(format!(
+                "invalid persist duration '{}': expected e.g. 30s, 10m or 1h (at most 24h)",
+                crate::catalog::kind::printable(text)
             ))
         })
 }
@@ -133,6 +152,25 @@ impl Context {
     /// The SSH target for this run.
     pub fn target(&self) -> Result<Target> {
         target_of(&self.connect, &self.config)
+    }
+
+    /// The SSH target of one host of a fleet (`host` as `--hosts` named it; the other
+    /// connection flags apply to every host).
+    pub fn target_for(&self, host: &str) -> Result<Target> {
+        let mut c = self.connect.clone();
+        c.host = Some(host.to_string());
+        target_of(&c, &self.config)
+    }
+
+    /// How long a persistent connection is kept after the last call: `--persist`, else the
+    /// config's `persist:`; `None`: each run connects anew.
+    pub fn persist(&self) -> Option<Duration> {
+        self.connect.persist.or_else(|| self.config.persist())
+    }
+
+    /// A connector for `target` that goes through a persistent connection when asked to.
+    pub fn connector(&self, target: Target) -> OnceConnector {
+        OnceConnector::new(target).persist(self.persist())
     }
 
     /// An engine over one connection to `target`, opened on first use. `interactive`: a human

@@ -205,6 +205,24 @@ impl Error {
     }
 }
 
+/// The exit code of many operations reported together (a batch's requests, a fleet's hosts;
+/// issue 14), from the codes of those that failed: 0 when none failed; 2 when any input was
+/// invalid; when every failure has one class that says nothing ran or the host could not be
+/// used — 3 policy, 4 confirmation, 8 rate limit, 6 authentication, 7 connection, 9 sudo —
+/// that code; otherwise 1 (some operation ran and failed, or the failures differ).
+pub fn overall_exit_code(failures: &[u8]) -> u8 {
+    if failures.is_empty() {
+        return 0;
+    }
+    if failures.contains(&2) {
+        return 2;
+    }
+    match failures[0] {
+        c @ (3 | 4 | 6 | 7 | 8 | 9) if failures.iter().all(|f| *f == c) => c,
+        _ => 1,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

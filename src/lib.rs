@@ -4,17 +4,20 @@
 //! The binary (`src/main.rs`) is a thin wrapper around [`run`]; everything testable lives
 //! here so tests can call it in-process. Folders say the layer:
 //!
-//! - front ends: [`cli`] (the only clap user), [`mcp`] (the only rmcp user);
+//! - front ends: [`cli`] (the only clap user), [`mcp`] (the only rmcp user), [`batch`] (JSON
+//!   Lines of requests), [`fleet`] (one command on several hosts);
 //! - core: [`catalog`], [`invocation`], [`engine`], [`policy`], [`confirm`], [`limits`],
 //!   [`audit`], [`views`], [`exec`], [`remote`], [`output`] (the only stdout writer),
 //!   [`signals`] (SIGINT/SIGTERM/SIGHUP while an op runs);
-//! - transport: [`ssh`] (the only russh user);
+//! - transport: [`ssh`] (the only russh user), [`persist`] (a connection kept by a background
+//!   holder for later processes);
 //! - host side: [`host`] (sudoers render and lint, preflight);
 //! - signed human approvals: [`approval`] (statements, signatures, the gate's checks).
 
 pub mod approval;
 pub mod audit;
 pub mod audit_query;
+pub mod batch;
 pub mod catalog;
 pub mod cli;
 pub mod config;
@@ -23,6 +26,7 @@ pub mod context;
 pub mod engine;
 pub mod error;
 pub mod exec;
+pub mod fleet;
 pub mod host;
 pub mod invocation;
 pub mod limits;
@@ -30,6 +34,7 @@ pub mod logging;
 pub mod mcp;
 pub mod observe;
 pub mod output;
+pub mod persist;
 pub mod policy;
 pub mod remote;
 pub mod signals;

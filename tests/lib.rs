@@ -5,25 +5,28 @@
 //!
 //! Filter by topic: `cargo test --test integration cli::` (and `approve::`, `mcp_wire::`,
 //! `sudoers_lint::`, and `setup::`, which needs only this machine's sshd binary) runs what needs
-//! no host. The live topics (`live`, `actions`, `audit`, `exec`, `mcp`, `newops`, `policy`, `pve`,
-//! `robust`, `scripting`, `sudo_rules`, `sudo_fences`, `ct_restore`, `ssh_transport`, `tasks`,
-//! `gate`, `jump`, `ux`) need root and the beds that `scripts/test.sh` brings up; without them
-//! they fail with what to run.
+//! no host. The live topics (`live`, `actions`, `audit`, `batch`, `exec`, `fleet`, `mcp`,
+//! `newops`, `persist`, `policy`, `pve`, `robust`, `scripting`, `sudo_rules`, `sudo_fences`,
+//! `ct_restore`, `ssh_transport`, `tasks`, `gate`, `jump`, `ux`) need root and the beds that
+//! `scripts/test.sh` brings up; without them they fail with what to run.
 
 mod support;
 
 mod actions;
 mod approve;
 mod audit;
+mod batch;
 mod cli;
 mod ct_restore;
 mod exec;
+mod fleet;
 mod gate;
 mod jump;
 mod live;
 mod mcp;
 mod mcp_wire;
 mod newops;
+mod persist;
 mod policy;
 mod pve;
 mod robust;

@@ -9,6 +9,9 @@ then call .version.get(), then close. It prints information only.
                                      processes: interpreter start-up + imports + the call)
   proxmoxer_version.py --runs N ...  N timed calls in this process after 3 warm-up calls; prints
                                      {"median_ms", "min_ms", "max_ms", "runs"} (the call alone)
+  proxmoxer_version.py --batch N ... N calls over ONE ProxmoxAPI (one SSH connection), one after
+                                     another, as a script doing many reads would; prints
+                                     {"calls": N} (for timing the whole process)
 
 Host keys: the ssh_paramiko backend sets paramiko.AutoAddPolicy and loads no known_hosts, so it
 accepts any host key without checking it; that is why this helper is only ever pointed at the
@@ -23,10 +26,10 @@ import sys
 import time
 
 
-def one_call(args):
+def connect(args):
     from proxmoxer import ProxmoxAPI
 
-    api = ProxmoxAPI(
+    return ProxmoxAPI(
         args.host,
         port=args.port,
         user=args.user,
@@ -35,13 +38,29 @@ def one_call(args):
         sudo=True,
         timeout=10,
     )
-    try:
-        result = api.version.get()
-    finally:
-        api._backend.session.ssh_client.close()
+
+
+def checked(result):
     if not isinstance(result, dict) or "version" not in result:
         raise RuntimeError(f"unexpected answer to version.get(): {result!r}")
     return result
+
+
+def one_call(args):
+    api = connect(args)
+    try:
+        return checked(api.version.get())
+    finally:
+        api._backend.session.ssh_client.close()
+
+
+def batch(args):
+    api = connect(args)
+    try:
+        for _ in range(args.batch):
+            checked(api.version.get())
+    finally:
+        api._backend.session.ssh_client.close()
 
 
 def main():
@@ -53,10 +72,15 @@ def main():
     mode = p.add_mutually_exclusive_group(required=True)
     mode.add_argument("--once", action="store_true")
     mode.add_argument("--runs", type=int)
+    mode.add_argument("--batch", type=int)
     args = p.parse_args()
     try:
         if args.once:
             print(json.dumps(one_call(args)))
+            return 0
+        if args.batch:
+            batch(args)
+            print(json.dumps({"calls": args.batch}))
             return 0
         for _ in range(3):
             one_call(args)

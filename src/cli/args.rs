@@ -91,6 +91,27 @@ pub fn connection_args() -> Vec<Arg> {
             .env("PXAGENT_JUMP")
             .value_name("HOSTS")
             .help("Jump hosts on the way, [user@]host[:port] separated by commas (as ssh -J; `none`: connect directly); each host key is checked like the target's"),
+        // Fleets and persistent connections (issue 14): which hosts a command reaches, how
+        // many at once, and whether the connection outlives the call.
+        Arg::new("hosts")
+            .long("hosts")
+            .env("PXAGENT_HOSTS")
+            .value_name("LIST|@GROUP")
+            .help("Several hosts at once: names from the config or user@host[:port], comma-separated; @NAME for a config group (changes only with hosts listed by name)"),
+        Arg::new("all_hosts")
+            .long("all-hosts")
+            .action(ArgAction::SetTrue)
+            .help("Every host of the config (reads, status, batch)"),
+        Arg::new("parallel")
+            .long("parallel")
+            .env("PXAGENT_PARALLEL")
+            .value_name("N")
+            .help("With --hosts: contact at most N hosts at once (default 8)"),
+        Arg::new("persist")
+            .long("persist")
+            .env("PXAGENT_PERSIST")
+            .value_name("DURATION")
+            .help("Keep the SSH connection open in the background this long after the last call (30s, 10m), for repeated calls; `pxagent persist status|stop`"),
         Arg::new("accept_new")
             .long("accept-new")
             .action(ArgAction::SetTrue)
@@ -161,14 +182,22 @@ enum Reach {
     Connection,
     /// The connection flags and `--policy` (`mcp`).
     ConnectionAndPolicyFile,
+    /// The connection flags, `--policy` and `--dry-run` (`batch`: each request carries its own
+    /// confirmation or approval, and runs to its end).
+    ConnectionPolicyFileAndDryRun,
     /// Every host flag (catalog ops).
     All,
 }
 
 /// Give `cmd` (and, as global args, its subcommands) the host flags it takes.
 fn reaches_host(cmd: Command, reach: Reach) -> Command {
-    let policy = policy_args().into_iter().filter(|a| {
-        reach == Reach::All || (reach == Reach::ConnectionAndPolicyFile && a.get_id() == "policy")
+    let policy = policy_args().into_iter().filter(|a| match reach {
+        Reach::Connection => false,
+        Reach::ConnectionAndPolicyFile => a.get_id() == "policy",
+        Reach::ConnectionPolicyFileAndDryRun => {
+            ["policy", "dry_run"].contains(&a.get_id().as_str())
+        }
+        Reach::All => true,
     });
     cmd.args(
         connection_args()
@@ -397,6 +426,30 @@ by the keys in --approvers), counts host rate limits, logs each decision to sysl
         )
         .subcommand(reaches_host(
             Command::new("status").about("One summary of the host or cluster: version, nodes, storages, guests by state"),
+            Reach::Connection,
+        ))
+        .subcommand(reaches_host(
+            Command::new("batch")
+                .about("Run many operations over one connection: JSON Lines requests on stdin ({\"id\":…,\"op\":\"vm.status\",\"args\":{…}}), one result line each on stdout, in input order")
+                .long_about("Run many operations over one connection. Each stdin line is one request: \
+{\"id\": <any JSON>, \"op\": \"vm.status\", \"args\": {\"vmid\": 101}} — `op` is a catalog op id (`pxagent catalog`), \
+`args` are the op's MCP tool arguments (`confirm` carries a phrase, `approval` a signature). Each gets one line on \
+stdout, in input order, as soon as it and those before it are done: {\"id\":…,\"ok\":true,\"op\":…,\"data\":…} or \
+{\"id\":…,\"ok\":false,\"op\":…,\"line\":N,\"error\":{…}}. Up to 8 run at once; requests for one guest keep \
+their order around a change. Policy, confirmation, limits and audit apply to each as in the CLI. \
+Exit 0 when all succeeded, 2 when any line was invalid, 3/4/8 when every failure was that refusal \
+(also 6/7/9: authentication, connection, sudo), else 1.")
+                .arg(Arg::new("stop_on_error").long("stop-on-error").action(ArgAction::SetTrue)
+                    .help("Run one request at a time and stop reading at the first failure")),
+            Reach::ConnectionPolicyFileAndDryRun,
+        ))
+        .subcommand(reaches_host(
+            Command::new("persist")
+                .about("The persistent connections of --persist: list them or end them")
+                .subcommand_required(true)
+                .subcommand(Command::new("status").about("List this account's persistent connections: target, idle time, commands run"))
+                .subcommand(Command::new("stop").about("End this account's persistent connections (with -H: only that host's)"))
+                .subcommand(Command::new("serve").hide(true).about("Internal: the background holder of one connection")),
             Reach::Connection,
         ))
         .subcommand(

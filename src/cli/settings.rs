@@ -50,6 +50,12 @@ pub struct Settings {
     pub no_wait: bool,
     /// How to reach the host.
     pub connect: ConnectArgs,
+    /// `--hosts LIST|@GROUP` (fleets).
+    pub hosts: Option<String>,
+    /// `--all-hosts`.
+    pub all_hosts: bool,
+    /// `--parallel N`: hosts contacted at once.
+    pub parallel: usize,
 }
 
 /// The command to run, with its own arguments typed.
@@ -98,6 +104,17 @@ pub enum Cmd {
         /// Print the tool list and exit.
         list_tools: bool,
     },
+    /// `pxagent batch [--stop-on-error]`.
+    Batch {
+        /// Run one at a time and stop at the first failure.
+        stop_on_error: bool,
+    },
+    /// `pxagent persist status`.
+    PersistStatus,
+    /// `pxagent persist stop`.
+    PersistStop,
+    /// `pxagent persist serve` (internal: the holder itself).
+    PersistServe,
     /// `pxagent gate …` (host side).
     Gate(crate::host::gate::Options),
     /// `pxagent version [--client]`: pxagent's version, and (without `--client`) the host's.
@@ -143,6 +160,10 @@ impl Cmd {
             Cmd::SetupRevoke(_) => "setup.revoke",
             Cmd::Mcp { .. } => "mcp",
             Cmd::Gate(_) => "gate",
+            Cmd::Batch { .. } => "batch",
+            Cmd::PersistStatus => "persist.status",
+            Cmd::PersistStop => "persist.stop",
+            Cmd::PersistServe => "persist.serve",
             Cmd::Version {
                 client_only: true, ..
             } => "version",
@@ -307,6 +328,14 @@ impl Settings {
         let typed = |id: &str| from(id, ValueSource::CommandLine);
         let env = |id: &str| from(id, ValueSource::EnvVariable);
         let port = |v: Option<String>| v.map(|p| context::parse_port(&p)).transpose();
+        // `-H` typed beside `--hosts` is a contradiction; a PXAGENT_HOST in the environment
+        // only names the default host, which a fleet replaces.
+        let fleet = get("hosts").is_some() || host_flag(m, l, c, "all_hosts");
+        if fleet && typed("host").is_some() {
+            return Err(Error::usage(
+                "give either -H HOST or --hosts/--all-hosts, not both",
+            ));
+        }
         Ok(Settings {
             argv,
             format: string(m, "output")
@@ -338,7 +367,16 @@ impl Settings {
                     known_hosts: env("known_hosts").map(PathBuf::from),
                 },
                 jump: get("jump"),
+                persist: get("persist")
+                    .map(|p| context::parse_persist(&p))
+                    .transpose()?,
             },
+            hosts: get("hosts"),
+            all_hosts: !local && host_flag(m, l, c, "all_hosts"),
+            parallel: get("parallel")
+                .map(|p| crate::fleet::parse_parallel(&p))
+                .transpose()?
+                .unwrap_or(crate::fleet::DEFAULT_PARALLEL),
         })
     }
 }
@@ -359,6 +397,13 @@ pub fn command(m: &ArgMatches, s: &Settings) -> Result<Cmd> {
             list_tools: sub.get_flag("list_tools"),
         },
         ("gate", _) => Cmd::Gate(gate_options(m, sub)?),
+        ("batch", _) => Cmd::Batch {
+            stop_on_error: sub.get_flag("stop_on_error"),
+        },
+        ("persist", Some(("status", _))) => Cmd::PersistStatus,
+        ("persist", Some(("stop", _))) => Cmd::PersistStop,
+        ("persist", Some(("serve", _))) => Cmd::PersistServe,
+        ("persist", _) => return Err(Error::usage("expected `persist status` or `persist stop`")),
         ("completions", _) => Cmd::Completions(
             sub.get_one::<clap_complete::Shell>("shell")
                 .copied()

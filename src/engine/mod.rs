@@ -242,7 +242,21 @@ impl<C: Connector> Engine<'_, C> {
             }
             progress(line)
         };
-        let outcome = remote.send_with_progress(&prepared, &mut keep).await?;
+        let outcome = match remote.send_with_progress(&prepared, &mut keep).await {
+            // The guest was not where the connection's guest map said: once more, on the
+            // node it is on now (nothing ran the first time).
+            Err(e) => match remote.relocate(inv, &prepared, &e).await {
+                Ok(Some(mut moved)) => {
+                    moved.attach.confirmed = prepared.attach.confirmed.clone();
+                    let out = remote.send_with_progress(&moved, &mut keep).await?;
+                    prepared = moved;
+                    out
+                }
+                _ => return Err(e),
+            },
+            Ok(outcome) => outcome,
+        };
+        trail.argv = prepared.remote_argv();
         trail.upid = outcome.upid.clone();
         let data = crate::views::normalize(inv.op.view, &outcome.data, inv.keep_type)?;
         let mut data = match outcome.upid {
@@ -265,6 +279,33 @@ impl<C: Connector> Engine<'_, C> {
             warnings: outcome.warnings,
         })
     }
+    /// Run any op of the catalog as the front ends without file sync do (the MCP server,
+    /// `pxagent batch`): ordinary ops through [`Engine::execute`], a command inside a guest
+    /// through [`crate::exec::run`] with its `command` and `input_data` values and no file
+    /// transfers (they would read or write files of the machine pxagent runs on), waiting at
+    /// most `exec_timeout`; a guest process's status through [`crate::exec::exec_status`].
+    pub async fn run(
+        &self,
+        inv: &Invocation,
+        given: Option<&str>,
+        trail: &mut Trail,
+        progress: &mut (dyn FnMut(&str) + Send),
+        exec_timeout: std::time::Duration,
+    ) -> Result<Done> {
+        if inv.op.risk != Risk::Exec {
+            return self.execute(inv, given, trail, progress).await;
+        }
+        let data = if inv.op.runs_guest_command() {
+            crate::exec::run(self, &guest_request(inv, exec_timeout), given, trail).await?
+        } else {
+            crate::exec::exec_status(self, inv).await?
+        };
+        Ok(Done {
+            data,
+            warnings: Vec::new(),
+        })
+    }
+
     /// Run one command inside a guest with its file sync (`vm exec`, `ct exec`): local checks,
     /// policy and the argv allowlist, confirmation and the rate limit first, then the host.
     /// Returns the result document (`data` in JSON).
@@ -387,6 +428,23 @@ pub fn dry_run(policy: &Policy, inv: &Invocation, trail: &mut Trail) -> Result<V
     Ok(data)
 }
 
+/// The guest command of an exec op's invocation (its `command` and `input_data` values),
+/// without file transfers, waiting at most `timeout`.
+pub fn guest_request(inv: &Invocation, timeout: std::time::Duration) -> crate::exec::Request {
+    let value = |k: &str| inv.values.get(k).cloned();
+    crate::exec::Request {
+        op: inv.op,
+        vmid: value("vmid").unwrap_or_default(),
+        node: value("node"),
+        argv: catalog::kind::guest_argv(&value("command").unwrap_or_default()),
+        stdin: value("input_data").map(String::into_bytes),
+        push: Vec::new(),
+        pull: Vec::new(),
+        force: false,
+        timeout,
+    }
+}
+
 /// What a dry run of a guest command reports: the first remote command, the policy's and
 /// the allowlist's verdict, and the rate limits. Local checks still apply (exit 2), and so do
 /// the policy's refusals (exit 3).
@@ -487,11 +545,12 @@ fn archive_volid(line: &str, storage: &str) -> Option<String> {
         .map(|snap| format!("{storage}:backup/{snap}"))
 }
 
-/// The tags of the cluster's guests, for a policy that protects tags (one read of
-/// `/cluster/resources`).
+/// The tags of the cluster's guests, for a policy that protects tags: from the connection's
+/// guest map (the read that also finds guests' nodes; see [`crate::remote::guests`] for when
+/// it is read again).
 pub(crate) async fn guest_tags(remote: &Remote) -> Result<GuestTags> {
-    let resources = remote.read_op(&ops::CLUSTER_RESOURCES, &[]).await?;
-    Ok(GuestTags::from_resources(&resources))
+    let guests = remote.guest_map().await?;
+    Ok(GuestTags::from_resources(&Value::Array((*guests).clone())))
 }
 
 /// What a running op has sent, for a front end that may have to stop it (see
@@ -531,10 +590,14 @@ pub fn task_upids(list: &Value) -> Vec<String> {
         .collect()
 }
 
-/// A connector that opens one connection on first use and keeps it for the invocation.
+/// A connector that opens one connection on first use and keeps it for the invocation (a
+/// CLI run, a batch). A failed connect is remembered: every later request gets the same
+/// error at once instead of trying (and maybe timing out) again.
 pub struct OnceConnector {
     target: crate::ssh::Target,
+    persist: Option<std::time::Duration>,
     cell: tokio::sync::OnceCell<Remote>,
+    failed: std::sync::Mutex<Option<(u8, String)>>,
 }
 
 impl OnceConnector {
@@ -542,11 +605,20 @@ impl OnceConnector {
     pub fn new(target: crate::ssh::Target) -> OnceConnector {
         OnceConnector {
             target,
+            persist: None,
             cell: tokio::sync::OnceCell::new(),
+            failed: std::sync::Mutex::new(None),
         }
     }
 
-    /// Close the connection if one was opened.
+    /// Go through a persistent connection kept this long after the last call
+    /// ([`crate::persist`]); `None`: a connection of this process.
+    pub fn persist(mut self, idle: Option<std::time::Duration>) -> OnceConnector {
+        self.persist = idle;
+        self
+    }
+
+    /// Close the connection if one was opened (a persistent one stays for the next caller).
     pub async fn close(&self) {
         if let Some(r) = self.cell.get() {
             r.session.clone().close().await;
@@ -556,20 +628,24 @@ impl OnceConnector {
 
 impl Connector for OnceConnector {
     async fn remote(&self) -> Result<Remote> {
-        self.cell
-            .get_or_try_init(|| async {
-                let session = crate::ssh::Session::connect(&self.target).await?;
-                if let Some(note) = session.recorded_host_key() {
-                    crate::output::note(note);
-                }
-                Ok::<_, Error>(Remote::new(
-                    session,
-                    self.target.display(),
-                    self.target.command_timeout,
-                ))
-            })
+        if let Some((code, msg)) = self
+            .failed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+        {
+            return Err(Error::from_exit_code(code, msg));
+        }
+        let r = self
+            .cell
+            .get_or_try_init(|| crate::persist::connect(&self.target, self.persist))
             .await
-            .cloned()
+            .cloned();
+        if let Err(e) = &r {
+            *self.failed.lock().unwrap_or_else(|e| e.into_inner()) =
+                Some((e.exit_code(), e.to_string()));
+        }
+        r
     }
 }
 

@@ -201,12 +201,9 @@ async fn policy_refusal_sends_nothing() {
 #[tokio::test]
 async fn protected_tag_reads_the_tags_and_sends_nothing_else() {
     // VM 102 carries the tag `go-proxmox+cloud-init` in the real capture.
+    // The tags come from the connection's guest map, the read that also finds the node.
     let protect = policy("protect: [go-proxmox+cloud-init]\n");
-    let all = api_data("pve/https_api_cluster_resources_pve7.4-8.0_capture.json");
-    let host = Replay::new("pve").expect(
-        &words("sudo -n /usr/bin/pvesh get /cluster/resources --output-format json"),
-        Answer::ok(one_line(&all)),
-    );
+    let host = Replay::new("pve").expect(&words(CLUSTER_RESOURCES_GUESTS), guests_answer());
     let run = execute(
         &protect,
         host,
@@ -222,11 +219,8 @@ async fn protected_tag_reads_the_tags_and_sends_nothing_else() {
 async fn exec_status_reads_the_guests_tags_like_the_other_exec_ops() {
     // Issue 12: `vm exec-status` was judged as if its guest had no tags.
     let protect = policy("protect: [go-proxmox+cloud-init]\n");
-    let all = api_data("pve/https_api_cluster_resources_pve7.4-8.0_capture.json");
-    let host = Replay::new("pve").expect(
-        &words("sudo -n /usr/bin/pvesh get /cluster/resources --output-format json"),
-        Answer::ok(one_line(&all)),
-    );
+    // The tags come from the connection's guest map.
+    let host = Replay::new("pve").expect(&words(CLUSTER_RESOURCES_GUESTS), guests_answer());
     let run = execute(
         &protect,
         host,
@@ -695,6 +689,42 @@ async fn task_stop_deletes_the_task_on_its_own_node() {
     .await;
     assert_eq!(run.code(), 0, "{}", run.err());
     assert_eq!(run.data()["done"], true);
+}
+
+#[tokio::test]
+async fn a_guest_that_moved_is_followed_to_its_new_node() {
+    // The map says VM 101 is on node1; Proxmox says its config is not there (it migrated):
+    // the engine reads the map once more and sends the op again where the guest is now.
+    let Answer::Exit(out) = guests_answer() else {
+        unreachable!()
+    };
+    let mut guests: Value = serde_json::from_slice(&out.stdout).unwrap();
+    for g in guests.as_array_mut().unwrap() {
+        if g["vmid"] == 101 {
+            g["node"] = "node3".into();
+        }
+    }
+    let moved = one_line(&guests);
+    let host = Replay::new("pve")
+        .expect(&words(CLUSTER_RESOURCES_GUESTS), guests_answer())
+        .expect(
+            &words("sudo -n /usr/bin/pvesh get /nodes/node1/qemu/101/status/current --output-format json"),
+            Answer::fail(2, "Configuration file 'nodes/node1/qemu-server/101.conf' does not exist\n"),
+        )
+        .expect(&words(CLUSTER_RESOURCES_GUESTS), Answer::ok(moved))
+        .expect(
+            &words("sudo -n /usr/bin/pvesh get /nodes/node3/qemu/101/status/current --output-format json"),
+            Answer::ok(fixture("replay/pvesh_get_qemu_status_current_running_sim.json")),
+        );
+    let run = execute(
+        &Policy::default(),
+        host,
+        &invocation("vm.status", &[("vmid", "101")]),
+        None,
+    )
+    .await;
+    assert_eq!(run.code(), 0, "{}", run.err());
+    assert_eq!(run.trail.argv, run.sent()[3]);
 }
 
 mod guests;

@@ -56,7 +56,7 @@ pub fn tool_specs(policy: &Policy, profile: Profile) -> Vec<ToolSpec> {
 
 /// Whether a call of this op may need a phrase: the catalog soft-blacklists it, or a local
 /// `confirm` rule does.
-pub(super) fn takes_confirm(policy: &Policy, op: &Op) -> bool {
+pub fn takes_confirm(policy: &Policy, op: &Op) -> bool {
     op.confirm.is_some()
         || policy
             .rule_for(op.id)

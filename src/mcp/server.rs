@@ -134,27 +134,9 @@ impl Server {
                 .execute_watched(inv, confirm, trail, progress, Some(started))
                 .await;
         }
-        let data = if inv.op.runs_guest_command() {
-            let value = |k: &str| inv.values.get(k).cloned();
-            let req = crate::exec::Request {
-                op: inv.op,
-                vmid: value("vmid").unwrap_or_default(),
-                node: value("node"),
-                argv: catalog::kind::guest_argv(&value("command").unwrap_or_default()),
-                stdin: value("input_data").map(String::into_bytes),
-                push: Vec::new(),
-                pull: Vec::new(),
-                force: false,
-                timeout: self.exec_timeout,
-            };
-            crate::exec::run(&engine, &req, confirm, trail).await?
-        } else {
-            crate::exec::exec_status(&engine, inv).await?
-        };
-        Ok(crate::engine::Done {
-            data,
-            warnings: Vec::new(),
-        })
+        engine
+            .run(inv, confirm, trail, progress, self.exec_timeout)
+            .await
     }
 
     /// Handle `tools/call`.

@@ -14,6 +14,7 @@
 //! of them. Logs: `pxagent::remote` at DEBUG (node lookups, task results).
 
 pub mod classify;
+pub mod guests;
 pub mod replay;
 pub mod transport;
 
@@ -83,6 +84,8 @@ pub struct Remote {
     pub settle_timeout: std::time::Duration,
     /// How long `task wait` follows a task (`--timeout`); `None` until it ends.
     pub wait_limit: Option<std::time::Duration>,
+    /// This connection's guest map (node lookups, tags, names), shared by clones.
+    guests: Arc<guests::GuestMap>,
 }
 
 impl Remote {
@@ -108,6 +111,7 @@ impl Remote {
             target,
             settle_timeout,
             wait_limit: timeout,
+            guests: Arc::new(guests::GuestMap::default()),
         }
     }
 
@@ -151,8 +155,19 @@ impl Remote {
     }
 
     /// [`Remote::send`], handing each complete line the task prints (its log, as it runs) to
-    /// `progress`.
+    /// `progress`. Afterwards the guest map forgets the guests an action may have changed
+    /// (also when it failed: it may have got half-way).
     pub async fn send_with_progress(
+        &self,
+        inv: &Invocation,
+        progress: &mut (dyn FnMut(&str) + Send),
+    ) -> Result<Outcome> {
+        let result = self.send_one(inv, progress).await;
+        self.forget_changed(inv).await;
+        result
+    }
+
+    async fn send_one(
         &self,
         inv: &Invocation,
         progress: &mut (dyn FnMut(&str) + Send),
@@ -189,6 +204,9 @@ impl Remote {
         let node = inv.values.get("node").cloned();
         if inv.op.risk == catalog::Risk::Read {
             let mut data = parse_json(&out, inv)?;
+            if argv == guests::map_argv() {
+                self.remember_guest_map(&data).await;
+            }
             if inv.op.view == catalog::View::Wait {
                 data = self.wait_task(inv, data).await?;
             }
@@ -334,13 +352,7 @@ impl Remote {
                 let Some(id) = inv.values.get(param).and_then(|v| v.parse::<u64>().ok()) else {
                     return Ok(());
                 };
-                let resources = self.read_op(&ops::CLUSTER_RESOURCES, &[]).await?;
-                let taken = resources
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .find(|r| r.get("vmid").and_then(as_u64) == Some(id));
-                if let Some(r) = taken {
+                if let Some(r) = self.guest(id).await? {
                     let kind = match r.get("type").and_then(Value::as_str) {
                         Some("lxc") => "container",
                         _ => "VM",
@@ -446,18 +458,12 @@ impl Remote {
                     .vmid()
                     .ok_or_else(|| Error::Internal("guest op without vmid".into()))?;
                 let want = inv.op.area.guest_types();
-                let resources = self.read_op(&ops::VM_LIST, &[]).await?;
-                let entry = resources
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .find(|r| r.get("vmid").and_then(as_u64) == Some(vmid))
-                    .ok_or_else(|| {
-                        Error::NotFound(format!(
-                            "no guest with id {vmid} in the cluster (see `pxagent {} list`)",
-                            inv.op.cli[0]
-                        ))
-                    })?;
+                let entry = self.guest(vmid).await?.ok_or_else(|| {
+                    Error::NotFound(format!(
+                        "no guest with id {vmid} in the cluster (see `pxagent {} list`)",
+                        inv.op.cli[0]
+                    ))
+                })?;
                 let kind = entry.get("type").and_then(Value::as_str).unwrap_or("");
                 if !want.contains(&kind) {
                     return Err(Error::usage(wrong_kind(inv.op, &vmid.to_string(), kind)));
@@ -483,11 +489,12 @@ impl Remote {
     /// errors (exit 2) listing the candidates; a guest of the other kind names the command
     /// that takes it.
     pub async fn guest_named(&self, op: &Op, name: &str) -> Result<GuestRef> {
-        let resources = self.read_op(&ops::VM_LIST, &[]).await?;
+        // The connection's guest map, read again when no guest has the name (created since).
+        self.guests_where(|r| r.get("name").and_then(Value::as_str) == Some(name))
+            .await?;
+        let resources = self.guest_map().await?;
         let guests: Vec<GuestRef> = resources
-            .as_array()
-            .into_iter()
-            .flatten()
+            .iter()
             .filter_map(|r| {
                 Some(GuestRef {
                     vmid: r.get("vmid").and_then(as_u64)?,
@@ -548,8 +555,9 @@ impl Remote {
         }
     }
 
-    /// The name of the node pxagent is connected to (`local: 1` in /cluster/status).
-    pub async fn local_node(&self) -> Result<String> {
+    /// Read the name of the node pxagent is connected to (`local: 1` in /cluster/status);
+    /// [`Remote::local_node`] keeps it for the connection.
+    async fn read_local_node(&self) -> Result<String> {
         let status = self.read_op(&ops::CLUSTER_STATUS, &[]).await?;
         status
             .as_array()

@@ -9,6 +9,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::time::Duration;
 
 use crate::error::Result;
 use crate::ssh::{Bounded, Output, Session};
@@ -54,6 +55,24 @@ pub trait Transport: Send + Sync + std::fmt::Debug {
 
     /// With accept-new, the note that this connection recorded a new host key.
     fn recorded_host_key(&self) -> Option<&str>;
+
+    /// A value a persistent connection's holder keeps for every process that uses it (the
+    /// guest map, [`super::guests`]), with its age; `None` when there is none. A connection of
+    /// this process alone keeps nothing here: its [`super::Remote`] holds its own.
+    fn memo_get<'a>(&'a self, _key: &'a str) -> BoxFuture<'a, Option<(Vec<u8>, Duration)>> {
+        Box::pin(async { None })
+    }
+
+    /// Keep `value` (already `age` old) under `key` for the other users of a persistent
+    /// connection; an empty value forgets it. Nothing for a connection of this process alone.
+    fn memo_put<'a>(
+        &'a self,
+        _key: &'a str,
+        _value: &'a [u8],
+        _age: Duration,
+    ) -> BoxFuture<'a, ()> {
+        Box::pin(async {})
+    }
 
     /// Run `argv` and collect its output.
     fn exec<'a>(&'a self, argv: &'a [String]) -> BoxFuture<'a, Result<Output>> {

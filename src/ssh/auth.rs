@@ -106,12 +106,20 @@ fn load_identity(path: &Path) -> Result<KeyFile> {
     }
 }
 
-/// Public-key authentication; returns the methods the server offered in its `none` reply.
+/// What authentication found out: the methods the server offered in its `none` reply, and
+/// the fingerprint of the key that logged in (`None` when the server let the account in
+/// without one).
+pub(super) struct LoggedIn {
+    pub(super) offered: Option<Vec<String>>,
+    pub(super) key: Option<String>,
+}
+
+/// Public-key authentication (see [`LoggedIn`]).
 pub(super) async fn authenticate(
     handle: &mut client::Handle<Verifier>,
     target: &Target,
     keys: &[KeyFile],
-) -> Result<Option<Vec<String>>> {
+) -> Result<LoggedIn> {
     let who = target.display();
     let lost = |e: &dyn std::fmt::Display| {
         Error::Auth(format!(
@@ -129,7 +137,10 @@ pub(super) async fn authenticate(
     {
         client::AuthResult::Success => {
             tracing::debug!(target: "pxagent::ssh", user = %target.user, method = "none", "authenticated without a key");
-            return Ok(None);
+            return Ok(LoggedIn {
+                offered: None,
+                key: None,
+            });
         }
         client::AuthResult::Failure {
             remaining_methods, ..
@@ -172,7 +183,10 @@ pub(super) async fn authenticate(
                         fingerprint = %sha256(key.public_key()),
                         "authenticated"
                     );
-                    return Ok(Some(offered));
+                    return Ok(LoggedIn {
+                        offered: Some(offered),
+                        key: Some(sha256(key.public_key())),
+                    });
                 }
                 tried.push(format!("{} ({})", path.display(), sha256(key.public_key())));
                 tried_keys.push(key.public_key().clone());
@@ -189,7 +203,12 @@ pub(super) async fn authenticate(
         match socket {
             None => agent_note = Some("no ssh-agent (SSH_AUTH_SOCK is not set)".to_string()),
             Some(socket) => match agent_login(handle, target, keys, &tried_keys, &socket).await {
-                Ok(AgentOutcome::Success) => return Ok(Some(offered)),
+                Ok(AgentOutcome::Success(key)) => {
+                    return Ok(LoggedIn {
+                        offered: Some(offered),
+                        key: Some(key),
+                    });
+                }
                 Ok(AgentOutcome::Failed(agent_tried)) => {
                     if agent_tried.is_empty() {
                         agent_note = Some(format!(
@@ -262,7 +281,8 @@ async fn rsa_hash(handle: &client::Handle<Verifier>, alg: &Algorithm) -> Option<
 }
 
 enum AgentOutcome {
-    Success,
+    /// Logged in with the agent key of this fingerprint.
+    Success(String),
     Failed(Vec<String>),
 }
 
@@ -321,7 +341,7 @@ async fn agent_login(
                     fingerprint = %sha256(&key),
                     "authenticated"
                 );
-                return Ok(AgentOutcome::Success);
+                return Ok(AgentOutcome::Success(sha256(&key)));
             }
             Ok(_) => {}
             // The agent refused to sign (locked, confirmation denied): try the next key.
@@ -336,6 +356,50 @@ async fn agent_login(
         tried.push(format!("{name} ({})", sha256(&key)));
     }
     Ok(AgentOutcome::Failed(tried))
+}
+
+/// The fingerprints of the public keys `target` would offer from its key files (those that
+/// exist; passphrase-protected ones by their public half), sorted. The same permission checks
+/// as a connection: an unprotected key file is refused.
+pub(super) fn file_fingerprints(target: &Target) -> Result<Vec<String>> {
+    let mut v: Vec<String> = load_identities(&target.identities)?
+        .iter()
+        .filter_map(KeyFile::public)
+        .map(|k| sha256(&k))
+        .collect();
+    v.sort();
+    v.dedup();
+    Ok(v)
+}
+
+/// Whether `target` could log in with the key of this fingerprint itself: it is one of its key
+/// files, or (agent allowed) a key its ssh-agent holds — and, with `IdentitiesOnly`, also a
+/// key file's. A persistent connection is used only by callers that could have opened it.
+pub(super) async fn could_use(target: &Target, fingerprint: &str) -> Result<bool> {
+    let files = file_fingerprints(target)?;
+    if files.iter().any(|f| f == fingerprint) {
+        return Ok(true);
+    }
+    if !target.use_agent || target.identities_only {
+        return Ok(false);
+    }
+    let Some(socket) = target
+        .agent_socket
+        .clone()
+        .or_else(|| std::env::var_os("SSH_AUTH_SOCK").map(PathBuf::from))
+    else {
+        return Ok(false);
+    };
+    let Ok(mut agent) = AgentClient::connect_uds(&socket).await else {
+        return Ok(false);
+    };
+    let Ok(ids) = agent.request_identities().await else {
+        return Ok(false);
+    };
+    Ok(ids.iter().any(|id| match id {
+        russh::keys::agent::AgentIdentity::PublicKey { key, .. } => sha256(key) == fingerprint,
+        russh::keys::agent::AgentIdentity::Certificate { .. } => false,
+    }))
 }
 
 #[cfg(test)]

@@ -22,6 +22,9 @@ pub(super) struct HostKeyOutcome {
     pub(super) presented: String,
     /// With accept-new, the note that the key was recorded (`added … to PATH:LINE`).
     pub(super) recorded: Option<String>,
+    /// The key itself in OpenSSH form (`ssh-ed25519 AAAA…`), so that another process can
+    /// check it against its own known_hosts (a persistent connection's callers).
+    pub(super) key_line: String,
 }
 
 /// The russh handler: its one job is the host key check, done during the handshake, so a
@@ -100,10 +103,11 @@ impl client::Handler for Verifier {
                 ))));
             }
         };
-        self.outcome
-            .lock()
-            .expect("host key outcome lock")
-            .presented = describe(&key);
+        {
+            let mut outcome = self.outcome.lock().expect("host key outcome lock");
+            outcome.presented = describe(&key);
+            outcome.key_line = key.to_openssh().unwrap_or_default();
+        }
         self.verify(&key).map_err(HandlerError::HostKey)
     }
 
@@ -220,6 +224,32 @@ impl Verifier {
             ))),
         }
     }
+}
+
+/// Check a host key another process saw (`ssh-ed25519 AAAA…`, a persistent connection's) as
+/// if this process had connected to `target` itself: the same known_hosts file, the same
+/// verdicts and messages (a changed, revoked or unknown key is refused; with accept-new an
+/// unknown key is recorded). Returns what the handshake check would have noted.
+pub(super) fn check_line(target: &Target, key_line: &str) -> Result<Option<String>> {
+    let key = PublicKey::from_openssh(key_line.trim()).map_err(|e| {
+        Error::Auth(format!(
+            "the persistent connection to {} reported a host key that is not an OpenSSH key ({e}); refusing it",
+            target.display()
+        ))
+    })?;
+    let entries = known_hosts::read(&target.known_hosts).map_err(|source| Error::ReadFile {
+        path: target.known_hosts.clone(),
+        source,
+    })?;
+    let outcome = Arc::new(Mutex::new(HostKeyOutcome::default()));
+    let mut v = Verifier::new(target, entries, outcome.clone(), Arc::new(Mutex::new(None)));
+    v.verify(&key)?;
+    let recorded = outcome
+        .lock()
+        .expect("host key outcome lock")
+        .recorded
+        .take();
+    Ok(recorded)
 }
 
 fn keyscan_type(key: &PublicKey) -> Option<&'static str> {

@@ -229,6 +229,27 @@ pub fn command_line(argv: &[String]) -> Result<String> {
         .map_err(|e| Error::usage(format!("cannot quote remote command: {e}")))
 }
 
+/// Check a host key that another process's connection to `target` saw (a persistent
+/// connection's holder, [`crate::persist`]), in OpenSSH form, against this process's own
+/// known_hosts and host key policy, exactly as the handshake would: so a holder can never be
+/// a way around the host key check. Returns the accept-new note when it recorded the key.
+pub fn check_host_key_line(target: &Target, key_line: &str) -> Result<Option<String>> {
+    hostkey::check_line(target, key_line)
+}
+
+/// The SHA256 fingerprints of the key files `target` would offer (see [`Target::identities`]),
+/// sorted; an unprotected key file is refused as a connection would refuse it.
+pub fn identity_fingerprints(target: &Target) -> Result<Vec<String>> {
+    auth::file_fingerprints(target)
+}
+
+/// Whether `target` could log in with the key of this fingerprint itself (one of its key
+/// files, or its ssh-agent's keys when it may use the agent): a persistent connection that
+/// logged in with another key is not this caller's to use.
+pub async fn could_use_key(target: &Target, fingerprint: &str) -> Result<bool> {
+    auth::could_use(target, fingerprint).await
+}
+
 /// The SHA256 fingerprint of an OpenSSH public key line (`ssh-ed25519 AAAA… [comment]`), as
 /// `ssh-keygen -l` prints it: `SHA256:` followed by unpadded base64.
 pub fn fingerprint(openssh_public_key: &str) -> Result<String> {

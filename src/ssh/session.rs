@@ -61,7 +61,11 @@ struct Inner {
     /// Why the connection ended, when russh told the handler (set once it is gone).
     ended: Arc<Mutex<Option<Ended>>>,
     auth_methods: Option<Vec<String>>,
+    /// The fingerprint of the key that logged in.
+    auth_key: Option<String>,
     host_key: String,
+    /// The host key in OpenSSH form.
+    host_key_line: String,
     recorded_host_key: Option<String>,
 }
 
@@ -131,7 +135,9 @@ impl Session {
                 keepalive: target.keepalive,
                 ended: connected.ended,
                 auth_methods: connected.auth_methods,
+                auth_key: connected.auth_key,
                 host_key: connected.outcome.presented,
+                host_key_line: connected.outcome.key_line,
                 recorded_host_key: connected.outcome.recorded,
             }),
         })
@@ -160,6 +166,18 @@ impl Session {
         argv: &[String],
         on_stdout: &mut (dyn FnMut(&[u8]) + Send),
     ) -> Result<Output> {
+        self.exec_streaming_within(argv, on_stdout, self.inner.command_timeout)
+            .await
+    }
+
+    /// [`Session::exec_streaming`] with this command timeout instead of the connection's
+    /// (a persistent connection runs each caller's command with that caller's `--timeout`).
+    pub async fn exec_streaming_within(
+        &self,
+        argv: &[String],
+        on_stdout: &mut (dyn FnMut(&[u8]) + Send),
+        timeout: Option<Duration>,
+    ) -> Result<Output> {
         let command = command_line(argv)?;
         let _slot = self
             .inner
@@ -169,7 +187,7 @@ impl Session {
             .map_err(|_| Error::Internal("channel semaphore closed".into()))?;
         // Name the command in messages by its first words (`sudo -n /usr/bin/pvesh get …`).
         let label: String = argv.iter().take(5).cloned().collect::<Vec<_>>().join(" ");
-        self.run(&command, &label, on_stdout, None, None)
+        self.run(&command, &label, on_stdout, None, None, timeout)
             .await
             .map(|b| b.output)
     }
@@ -191,8 +209,15 @@ impl Session {
             .await
             .map_err(|_| Error::Internal("channel semaphore closed".into()))?;
         let label: String = argv.iter().take(5).cloned().collect::<Vec<_>>().join(" ");
-        self.run(&command, &label, &mut |_| {}, input, Some(max))
-            .await
+        self.run(
+            &command,
+            &label,
+            &mut |_| {},
+            input,
+            Some(max),
+            self.inner.command_timeout,
+        )
+        .await
     }
 
     /// Like [`Session::exec`], and writes `input` to the command's stdin, then EOF. The
@@ -200,6 +225,17 @@ impl Session {
     /// stall on a full window. A command that exits without reading all of it is not an
     /// error here: its exit status tells.
     pub async fn exec_with_stdin(&self, argv: &[String], input: &[u8]) -> Result<Output> {
+        self.exec_with_stdin_within(argv, input, self.inner.command_timeout)
+            .await
+    }
+
+    /// [`Session::exec_with_stdin`] with this command timeout instead of the connection's.
+    pub async fn exec_with_stdin_within(
+        &self,
+        argv: &[String],
+        input: &[u8],
+        timeout: Option<Duration>,
+    ) -> Result<Output> {
         let command = command_line(argv)?;
         let _slot = self
             .inner
@@ -208,7 +244,7 @@ impl Session {
             .await
             .map_err(|_| Error::Internal("channel semaphore closed".into()))?;
         let label: String = argv.iter().take(5).cloned().collect::<Vec<_>>().join(" ");
-        self.run(&command, &label, &mut |_| {}, Some(input), None)
+        self.run(&command, &label, &mut |_| {}, Some(input), None, timeout)
             .await
             .map(|b| b.output)
     }
@@ -252,6 +288,18 @@ impl Session {
         &self.inner.host_key
     }
 
+    /// The server's host key in OpenSSH form (`ssh-ed25519 AAAA…`), for
+    /// [`super::check_host_key_line`] in another process.
+    pub fn host_key_line(&self) -> &str {
+        &self.inner.host_key_line
+    }
+
+    /// The SHA256 fingerprint of the key that logged in (`None`: the server let the account
+    /// in without a key).
+    pub fn auth_key(&self) -> Option<&str> {
+        self.inner.auth_key.as_deref()
+    }
+
     /// With [`HostKeyPolicy::AcceptNew`], a note when this connection recorded a new host key
     /// (`"added [host]:port ssh-ed25519 key SHA256:… to PATH"`), for the CLI to show.
     pub fn recorded_host_key(&self) -> Option<&str> {
@@ -280,10 +328,11 @@ impl Session {
         on_stdout: &mut (dyn FnMut(&[u8]) + Send),
         input: Option<&[u8]>,
         max: Option<usize>,
+        timeout: Option<Duration>,
     ) -> Result<Bounded> {
         let started = Instant::now();
         let result = self
-            .run_channel(command, argv0, on_stdout, input, max)
+            .run_channel(command, argv0, on_stdout, input, max, timeout)
             .await;
         let duration_ms = started.elapsed().as_millis() as u64;
         let stdin_bytes = input.map(<[u8]>::len);
@@ -315,8 +364,9 @@ impl Session {
         on_stdout: &mut (dyn FnMut(&[u8]) + Send),
         input: Option<&[u8]>,
         max: Option<usize>,
+        timeout: Option<Duration>,
     ) -> Result<Bounded> {
-        let deadline = self.inner.command_timeout.map(|t| Instant::now() + t);
+        let deadline = timeout.map(|t| Instant::now() + t);
         // Append a chunk to a stream, keeping at most `max` bytes of it.
         let keep = |buf: &mut Vec<u8>, data: &[u8], cut: &mut bool| {
             let room = max.map_or(data.len(), |m| m.saturating_sub(buf.len()));
@@ -331,7 +381,7 @@ impl Session {
                 "`{argv0} …` on {} timed out after {}s; the remote command was signalled and \
                  its channel closed",
                 self.inner.target,
-                self.inner.command_timeout.unwrap_or_default().as_secs_f64()
+                timeout.unwrap_or_default().as_secs_f64()
             ))
         };
         let mut channel = match until(deadline, self.open_channel()).await {
@@ -496,6 +546,8 @@ struct Connected {
     handle: client::Handle<Verifier>,
     outcome: HostKeyOutcome,
     auth_methods: Option<Vec<String>>,
+    /// The fingerprint of the key that logged in.
+    auth_key: Option<String>,
     ended: Arc<Mutex<Option<Ended>>>,
 }
 
@@ -647,8 +699,8 @@ where
                 t.connect_timeout.as_secs_f64()
             ))
         })?;
-    let auth_methods = match auth {
-        Ok(methods) => methods,
+    let logged_in = match auth {
+        Ok(l) => l,
         Err(e) => {
             let _ = handle.disconnect(Disconnect::ByApplication, "", "en").await;
             return Err(e);
@@ -658,7 +710,8 @@ where
     Ok(Connected {
         handle,
         outcome,
-        auth_methods,
+        auth_methods: logged_in.offered,
+        auth_key: logged_in.key,
         ended,
     })
 }

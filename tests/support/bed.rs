@@ -388,3 +388,73 @@ impl Drop for PolicySwap {
         write_root_file(&self.path, &self.old);
     }
 }
+
+/// The bed's sshd log (`PXAGENT_TESTBED_SSHD_LOG`, LogLevel VERBOSE).
+fn sshd_log() -> String {
+    std::env::var("PXAGENT_TESTBED_SSHD_LOG").unwrap_or_else(|_| {
+        panic!("PXAGENT_TESTBED_SSHD_LOG is not set: run scripts/test.sh (or eval \"$(scripts/testbed.sh env)\")")
+    })
+}
+
+/// Where the bed's sshd log ends now.
+pub fn sshd_log_len() -> u64 {
+    std::fs::metadata(sshd_log()).map(|m| m.len()).unwrap_or(0)
+}
+
+/// The sshd log's lines since `offset`.
+pub fn sshd_lines_since(offset: u64) -> Vec<String> {
+    let bytes = std::fs::read(sshd_log()).unwrap_or_default();
+    String::from_utf8_lossy(&bytes[(offset as usize).min(bytes.len())..])
+        .lines()
+        .map(String::from)
+        .collect()
+}
+
+/// What sshd logged since `offset`, by client port: the connections it accepted (with the
+/// key's fingerprint) and how many sessions — one per remote command — each ran. Other tests
+/// may use the bed meanwhile; the ports tell the connections apart.
+pub fn sshd_connections_since(offset: u64) -> Vec<SshdConnection> {
+    let mut conns: Vec<SshdConnection> = Vec::new();
+    let port_of = |line: &str| -> Option<u16> {
+        let rest = line.split(" port ").nth(1)?;
+        rest.split(|c: char| !c.is_ascii_digit())
+            .next()?
+            .parse()
+            .ok()
+    };
+    for line in sshd_lines_since(offset) {
+        let Some(port) = port_of(&line) else {
+            continue;
+        };
+        if line.starts_with("Accepted publickey for ") {
+            let key = line.rsplit(' ').next().unwrap_or("").to_string();
+            conns.push(SshdConnection {
+                port,
+                key,
+                sessions: 0,
+            });
+        } else if line.starts_with("Starting session: ") {
+            match conns.iter_mut().find(|c| c.port == port) {
+                Some(c) => c.sessions += 1,
+                // A connection accepted before `offset`.
+                None => conns.push(SshdConnection {
+                    port,
+                    key: String::new(),
+                    sessions: 1,
+                }),
+            }
+        }
+    }
+    conns
+}
+
+/// One client connection in the bed's sshd log.
+#[derive(Debug, Clone)]
+pub struct SshdConnection {
+    /// The client's port.
+    pub port: u16,
+    /// The fingerprint of the key it logged in with (empty: accepted before the offset).
+    pub key: String,
+    /// Sessions (remote commands) it started.
+    pub sessions: usize,
+}

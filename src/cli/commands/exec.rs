@@ -28,7 +28,7 @@ pub fn exec(
     let mut opened = None;
     let resolved;
     let req = if crate::invocation::is_guest_name(&req.vmid) {
-        let connector = OnceConnector::new(exec_target(ctx, req, out, trail)?);
+        let connector = ctx.connector(exec_target(ctx, req, out, trail)?);
         let r = resolve_name(&rt, &connector, req);
         if r.is_err() || s.dry_run {
             rt.block_on(connector.close());
@@ -55,7 +55,7 @@ pub fn exec(
     }
     let connector = match opened {
         Some(c) => c,
-        None => OnceConnector::new(exec_target(ctx, req, out, trail)?),
+        None => ctx.connector(exec_target(ctx, req, out, trail)?),
     };
     let engine = ctx.engine(&connector, true);
     // Once the command is sent, a signal still leaves its audit record (issue 12).

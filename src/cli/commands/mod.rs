@@ -4,10 +4,13 @@
 
 mod approve;
 mod audit;
+mod batch;
 mod catalog;
 mod docs;
 mod exec;
+mod fleet;
 mod op;
+mod persist;
 mod preflight;
 mod setup;
 mod status;
@@ -61,6 +64,7 @@ pub fn execute(
             profile,
             list_tools,
         } => plain(context(s).and_then(|ctx| {
+            no_fleet(s, &ctx, "the MCP server")?;
             crate::mcp::serve(
                 ctx,
                 crate::mcp::Options {
@@ -71,24 +75,64 @@ pub fn execute(
         })),
         Cmd::Preflight(profile) => {
             let ctx = context(s).map_err(|e| (e, None))?;
+            no_fleet(s, &ctx, "preflight").map_err(|e| (e, None))?;
             preflight::preflight(&ctx, *profile, out, trail)
         }
-        Cmd::Status => plain(context(s).and_then(|ctx| status::status(&ctx, out, trail))),
-        Cmd::Op(inv, filter) => {
-            plain(context(s).and_then(|ctx| op::run_op(s, &ctx, inv, filter, out, trail)))
-        }
-        Cmd::Named(named, filter) => {
-            plain(context(s).and_then(|ctx| op::run_named(s, &ctx, named, filter, out, trail)))
-        }
-        Cmd::Exec { req, exit_code } => {
-            plain(context(s).and_then(|ctx| exec::exec(s, &ctx, req, *exit_code, out, trail)))
-        }
+        Cmd::Status => plain(context(s).and_then(|ctx| match fleet(s, &ctx)? {
+            Some(f) => {
+                trail.audited = false;
+                fleet::status(s, &ctx, &f, out)
+            }
+            None => status::status(&ctx, out, trail),
+        })),
+        Cmd::Op(inv, filter) => plain(context(s).and_then(|ctx| match fleet(s, &ctx)? {
+            Some(f) => {
+                // Each host's run is audited on its own.
+                trail.audited = false;
+                fleet::run_op(s, &ctx, &f, inv, filter, out)
+            }
+            None => op::run_op(s, &ctx, inv, filter, out, trail),
+        })),
+        Cmd::Named(named, filter) => plain(context(s).and_then(|ctx| {
+            no_fleet(
+                s,
+                &ctx,
+                "an op on a guest given by name (names differ between hosts; give its VMID)",
+            )?;
+            op::run_named(s, &ctx, named, filter, out, trail)
+        })),
+        Cmd::Exec { req, exit_code } => plain(context(s).and_then(|ctx| {
+            no_fleet(s, &ctx, "a command inside a guest")?;
+            exec::exec(s, &ctx, req, *exit_code, out, trail)
+        })),
+        Cmd::Batch { stop_on_error } => plain(context(s).and_then(|ctx| {
+            let f = fleet(s, &ctx)?;
+            batch::run(s, &ctx, f.as_ref(), *stop_on_error)
+        })),
+        Cmd::PersistStatus => plain(persist::status(out)),
+        Cmd::PersistStop => plain(context(s).and_then(|ctx| persist::stop(s, &ctx, out))),
+        Cmd::PersistServe => plain(crate::persist::serve()),
     }
 }
 
 /// The context of a command that reaches a host: config, effective policy, connection.
 fn context(s: &Settings) -> Result<Context> {
     Context::load(s.config.as_deref(), s.policy.as_deref(), s.connect.clone())
+}
+
+/// The hosts of `--hosts` / `--all-hosts`, if given.
+fn fleet(s: &Settings, ctx: &Context) -> Result<Option<crate::fleet::Fleet>> {
+    crate::fleet::select(s.hosts.as_deref(), s.all_hosts, &ctx.config)
+}
+
+/// Refuse `--hosts` for a command that runs on one host only.
+fn no_fleet(s: &Settings, ctx: &Context, what: &str) -> Result<()> {
+    match fleet(s, ctx)? {
+        None => Ok(()),
+        Some(_) => Err(crate::error::Error::usage(format!(
+            "--hosts/--all-hosts are for reads, status, batch and changes of the catalog; run {what} with -H HOST, once per host"
+        ))),
+    }
 }
 
 /// Resolve the SSH target, name it in the output and the audit trail.
@@ -101,15 +145,7 @@ fn resolve(ctx: &Context, out: &mut Output, trail: &mut Trail) -> Result<Target>
 }
 
 /// Open one connection to `target` (for the commands that talk to the host outside an
-/// engine: preflight and status).
-async fn open(target: &Target) -> Result<Remote> {
-    let session = crate::ssh::Session::connect(target).await?;
-    if let Some(note) = session.recorded_host_key() {
-        crate::output::note(note);
-    }
-    Ok(Remote::new(
-        session,
-        target.display(),
-        target.command_timeout,
-    ))
+/// engine: preflight and status), through a persistent connection when asked to.
+async fn open(ctx: &Context, target: &Target) -> Result<Remote> {
+    crate::persist::connect(target, ctx.persist()).await
 }

@@ -25,7 +25,7 @@ pub fn run_op(
         return dry_run(ctx, inv, out, trail);
     }
     let target = super::resolve(ctx, out, trail)?;
-    let connector = OnceConnector::new(target);
+    let connector = ctx.connector(target);
     run_connected(&runtime()?, s, ctx, inv, filter, &connector, out, trail)
 }
 
@@ -42,7 +42,7 @@ pub fn run_named(
     trail: &mut Trail,
 ) -> Result<u8> {
     let target = super::resolve(ctx, out, trail)?;
-    let connector = OnceConnector::new(target);
+    let connector = ctx.connector(target);
     // One runtime for the lookup and the op: the connection lives in it.
     let rt = runtime()?;
     let inv = rt.block_on(async {

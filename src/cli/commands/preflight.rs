@@ -20,7 +20,7 @@ pub fn preflight(
     let target = super::resolve(ctx, out, trail).map_err(|e| (e, None))?;
     let user = target.user.clone();
     let checks = runtime().map_err(|e| (e, None))?.block_on(async {
-        match open(&target).await {
+        match open(ctx, &target).await {
             Ok(remote) => {
                 let c = preflight::run(&remote, profile, &user).await;
                 remote.session.close().await;

@@ -6,23 +6,34 @@ use super::open;
 use crate::catalog::{self, ops};
 use crate::context::{Context, runtime};
 use crate::engine::Trail;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::output::Output;
+use crate::remote::Remote;
 
 /// Print the summary.
 pub fn status(ctx: &Context, out: &mut Output, trail: &mut Trail) -> Result<u8> {
     let target = super::resolve(ctx, out, trail)?;
-    let (version, cluster, resources) = runtime()?.block_on(async {
-        let remote = open(&target).await?;
-        // Gathered concurrently over the one connection.
+    let data = runtime()?.block_on(async {
+        let remote = open(ctx, &target).await?;
+        let r = summary(&remote).await;
+        remote.session.close().await;
+        r
+    })?;
+    out.success("status", data, human);
+    Ok(0)
+}
+
+/// The summary's data: version, nodes, storages and guests by state, from three reads sent
+/// concurrently over the one connection.
+pub async fn summary(remote: &Remote) -> Result<Value> {
+    let (version, cluster, resources) = {
         let (v, c, r) = tokio::join!(
             remote.read_op(&ops::PVE_VERSION, &[]),
             remote.read_op(&ops::CLUSTER_STATUS, &[]),
             remote.read_op(&ops::CLUSTER_RESOURCES, &[]),
         );
-        remote.session.close().await;
-        Ok::<_, Error>((v?, c?, r?))
-    })?;
+        (v?, c?, r?)
+    };
     let resources = crate::views::normalize(catalog::View::Resources(None), &resources, None)?;
     let list = resources.as_array().cloned().unwrap_or_default();
     let of = |t: &str| {
@@ -57,42 +68,44 @@ pub fn status(ctx: &Context, out: &mut Output, trail: &mut Trail) -> Result<u8> 
         "storages": of("storage"),
         "guests": guests,
     });
-    out.success("status", data, |d| {
-        let mut s = format!(
-            "Proxmox VE {}",
-            d["version"]["version"].as_str().unwrap_or("?")
-        );
-        if let Some(c) = d["cluster"].as_object() {
-            s.push_str(&format!(
-                ", cluster {} ({} nodes, {})",
-                c.get("name").and_then(Value::as_str).unwrap_or("?"),
-                c.get("nodes").map(|v| v.to_string()).unwrap_or_default(),
-                if c.get("quorate").and_then(Value::as_u64) == Some(1) {
-                    "quorate"
-                } else {
-                    "NOT quorate"
-                }
-            ));
-        }
-        s.push_str("\n\nNodes\n");
-        s.push_str(&crate::views::human(
-            catalog::View::Resources(None),
-            &d["nodes"],
+    Ok(data)
+}
+
+/// The summary for people.
+pub fn human(d: &Value) -> String {
+    let mut s = format!(
+        "Proxmox VE {}",
+        d["version"]["version"].as_str().unwrap_or("?")
+    );
+    if let Some(c) = d["cluster"].as_object() {
+        s.push_str(&format!(
+            ", cluster {} ({} nodes, {})",
+            c.get("name").and_then(Value::as_str).unwrap_or("?"),
+            c.get("nodes").map(|v| v.to_string()).unwrap_or_default(),
+            if c.get("quorate").and_then(Value::as_u64) == Some(1) {
+                "quorate"
+            } else {
+                "NOT quorate"
+            }
         ));
-        s.push_str("\n\nStorages\n");
-        s.push_str(&crate::views::human(
-            catalog::View::Resources(None),
-            &d["storages"],
-        ));
-        s.push_str("\n\nGuests\n");
-        let g = d["guests"].as_object().cloned().unwrap_or_default();
-        s.push_str(
-            &g.iter()
-                .map(|(k, v)| format!("{k}: {v}"))
-                .collect::<Vec<_>>()
-                .join("\n"),
-        );
-        s
-    });
-    Ok(0)
+    }
+    s.push_str("\n\nNodes\n");
+    s.push_str(&crate::views::human(
+        catalog::View::Resources(None),
+        &d["nodes"],
+    ));
+    s.push_str("\n\nStorages\n");
+    s.push_str(&crate::views::human(
+        catalog::View::Resources(None),
+        &d["storages"],
+    ));
+    s.push_str("\n\nGuests\n");
+    let g = d["guests"].as_object().cloned().unwrap_or_default();
+    s.push_str(
+        &g.iter()
+            .map(|(k, v)| format!("{k}: {v}"))
+            .collect::<Vec<_>>()
+            .join("\n"),
+    );
+    s
 }

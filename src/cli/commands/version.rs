@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use super::Failure;
 use crate::cli::settings::Settings;
 use crate::context::{Context, runtime};
-use crate::engine::{OnceConnector, Trail};
+use crate::engine::Trail;
 use crate::error::Result;
 use crate::invocation::Invocation;
 use crate::output::{Format, Output};
@@ -54,7 +54,7 @@ pub fn both(
     }
     let done = (|| {
         let target = super::resolve(ctx, out, trail)?;
-        let connector = OnceConnector::new(target);
+        let connector = ctx.connector(target);
         let engine = ctx.engine(&connector, true);
         runtime()?.block_on(async {
             let r = engine.execute(inv, None, trail, &mut |_| {}).await;
