@@ -16,8 +16,22 @@
 //!   file) and editing the last line into another valid record are invisible to the chain
 //!   alone. [`Verified::head`] compared with a copy kept elsewhere catches both.
 //!
-//! The log is never rotated by pxagent (a rotated-away head would break `seq` and `prev`);
-//! to archive it, move the whole file away and a new chain starts at seq 1.
+//! **Two phases** (issue 12): an operation that may change something (risk change, confirm or
+//! exec) gets a `started` record before its command is sent and a completion after it —
+//! `done` with its result, or `interrupted` when a signal, a shutdown or a cancellation cut it
+//! short (with what was known by then, such as the UPID). A completion names its started
+//! record (`started: SEQ`); [`verify`] checks that it does, and [`operations`] shows the two
+//! as one operation. Reads, refusals and dry runs stay one record. A started record whose
+//! completion is missing means pxagent was killed (SIGKILL, power loss) while it ran.
+//!
+//! **Fail closed**: when the started record cannot be written (the file or its directory
+//! unwritable, the last line broken), the operation is not sent ([`crate::engine::Trail`]
+//! says so, exit 10). [`new_chain`] (`pxagent audit new-chain`) moves the log aside and starts
+//! a new chain whose first record names the old file and its head hash, so nothing is lost
+//! and the link can be checked.
+//!
+//! The log is never rotated silently (a rotated-away head would break `seq` and `prev`);
+//! `pxagent audit new-chain` archives it with the link above.
 //!
 //! Concurrency: [`append`] holds an exclusive `flock` on the log itself across reading the
 //! last line, writing the new one and `fsync`, so concurrent pxagent processes (CLI runs, an
@@ -36,6 +50,12 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
+
+mod chain;
+mod ops;
+
+pub use chain::{check_link, new_chain};
+pub use ops::operations;
 
 /// The `prev` of the first line: 64 zeros.
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
@@ -61,10 +81,11 @@ pub enum Verdict {
 }
 
 /// Which front end the invocation came through.
-#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum Via {
     /// The command line.
+    #[default]
     Cli,
     /// The MCP server.
     Mcp,
@@ -104,8 +125,43 @@ pub struct Record {
     /// left out when none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub transfers: Vec<String>,
+    /// Which half of a two-phase record this is; left out for a one-record invocation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<Phase>,
+    /// On a completion: the seq of the `started` record it completes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started: Option<u64>,
+    /// On the first record of a chain that `audit new-chain` started: the chain it continues.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub continues: Option<Link>,
     /// Hex SHA-256 of the previous line's bytes (without its newline); [`GENESIS`] first.
     pub prev: String,
+}
+
+/// The phase of a two-phase record (see the module doc).
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// Written before the command was sent; `exit_code` and `duration_ms` are 0.
+    Started,
+    /// The command's result (`exit_code`, `error`, `upid`).
+    Done,
+    /// Cut short by a signal, a shutdown or a cancellation; carries what was known then.
+    Interrupted,
+}
+
+/// Where a chain that `audit new-chain` started came from.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct Link {
+    /// The old log, as it was moved aside.
+    pub file: String,
+    /// The old chain's head (SHA-256 of its last line, as [`verify`] reports it).
+    pub head: String,
+    /// How many lines it had.
+    pub lines: u64,
+    /// Its first broken line, if it was broken.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_broken: Option<u64>,
 }
 
 /// A record to append: everything except what [`append`] fills in (`seq`, `time`, `prev`).
@@ -139,6 +195,12 @@ pub struct NewRecord {
     pub error: Option<String>,
     /// See [`Record::transfers`].
     pub transfers: Vec<String>,
+    /// See [`Record::phase`].
+    pub phase: Option<Phase>,
+    /// See [`Record::started`].
+    pub started: Option<u64>,
+    /// See [`Record::continues`].
+    pub continues: Option<Link>,
 }
 
 impl NewRecord {
@@ -157,6 +219,9 @@ impl NewRecord {
             via,
             error: None,
             transfers: Vec::new(),
+            phase: None,
+            started: None,
+            continues: None,
         }
     }
 }
@@ -172,6 +237,10 @@ pub struct Verified {
     /// somewhere else and compared later, it reveals what the chain alone cannot — lines cut
     /// off the end, an edited last line, a rewritten chain.
     pub head: String,
+    /// The chain this one continues (`audit new-chain`), from its first record.
+    pub continues: Option<Link>,
+    /// Started records with no completion (pxagent was killed while they ran), by seq.
+    pub unfinished: Vec<u64>,
 }
 
 /// `$XDG_STATE_HOME/pxagent/audit.jsonl`, else `~/.local/state/pxagent/audit.jsonl`.
@@ -212,15 +281,7 @@ pub fn append(path: &Path, rec: NewRecord) -> Result<Record> {
             .create(dir)
             .map_err(|e| write_err("create the directory of", e))?;
     }
-    let mut f = OpenOptions::new()
-        .read(true)
-        .append(true)
-        .create(true)
-        .mode(0o600)
-        .open(path)
-        .map_err(|e| write_err("open", e))?;
-    // Released when `f` is closed at the end of this function.
-    f.lock().map_err(|e| write_err("lock", e))?;
+    let mut f = open_locked(path).map_err(|e| write_err("open", e))?;
     let len = f.seek(SeekFrom::End(0)).map_err(|e| write_err("read", e))?;
     let (seq, prev) = if len == 0 {
         (1, GENESIS.to_string())
@@ -228,22 +289,38 @@ pub fn append(path: &Path, rec: NewRecord) -> Result<Record> {
         let last = last_line(&mut f, len).map_err(|e| write_err("read", e))?;
         let Some(last) = last else {
             return Err(Error::Internal(format!(
-                "the audit log {} ends with an incomplete line (an interrupted write?); run `pxagent audit verify` and repair or move the file before pxagent can append",
+                "the audit log {} ends with an incomplete line (an interrupted write?); {REPAIR}",
                 path.display()
             )));
         };
-        let seq = serde_json::from_slice::<serde_json::Value>(&last)
+        let seq = serde_json::from_slice::<Record>(&last)
             .ok()
-            .and_then(|v| v.get("seq").and_then(serde_json::Value::as_u64))
+            .map(|r| r.seq)
             .ok_or_else(|| {
                 Error::Internal(format!(
-                    "the last line of the audit log {} is not an audit record; run `pxagent audit verify` and repair or move the file before pxagent can append",
+                    "the last line of the audit log {} is not an audit record; {REPAIR}",
                     path.display()
                 ))
             })?;
         (seq + 1, sha256_hex(&last))
     };
-    let record = Record {
+    let record = build(rec, seq, prev);
+    // Compact JSON escapes every newline inside strings, so one record is one line.
+    let mut line = serde_json::to_vec(&record)
+        .map_err(|e| Error::Internal(format!("cannot encode an audit record: {e}")))?;
+    line.push(b'\n');
+    if let Err(e) = f.write_all(&line).and_then(|()| f.sync_data()) {
+        // A short write (disk full) would leave half a line that blocks every later append;
+        // we still hold the lock, so cut the file back to where it was.
+        let _ = f.set_len(len);
+        return Err(write_err("write", e));
+    }
+    Ok(record)
+}
+
+/// The record a [`NewRecord`] becomes as line `seq` after a line whose hash is `prev`.
+fn build(rec: NewRecord, seq: u64, prev: String) -> Record {
+    Record {
         seq,
         time: format_time(SystemTime::now()),
         host: rec.host,
@@ -258,19 +335,40 @@ pub fn append(path: &Path, rec: NewRecord) -> Result<Record> {
         via: rec.via,
         error: rec.error,
         transfers: rec.transfers,
+        phase: rec.phase,
+        started: rec.started,
+        continues: rec.continues,
         prev,
-    };
-    // Compact JSON escapes every newline inside strings, so one record is one line.
-    let mut line = serde_json::to_vec(&record)
-        .map_err(|e| Error::Internal(format!("cannot encode an audit record: {e}")))?;
-    line.push(b'\n');
-    if let Err(e) = f.write_all(&line).and_then(|()| f.sync_data()) {
-        // A short write (disk full) would leave half a line that blocks every later append;
-        // we still hold the lock, so cut the file back to where it was.
-        let _ = f.set_len(len);
-        return Err(write_err("write", e));
     }
-    Ok(record)
+}
+
+/// What to do about a log pxagent cannot append to (part of every such message).
+pub const REPAIR: &str = "`pxagent audit verify` names the broken line: repair or move the file, or start a new chain linked to this one's head with `pxagent audit new-chain`";
+
+/// Open the log for appending (creating it 0600) and take its exclusive lock, released when
+/// the file is closed. When the path was moved away while this process waited for the lock
+/// (`audit new-chain`), the new file is opened instead, so no record lands in the archive.
+fn open_locked(path: &Path) -> io::Result<File> {
+    use std::os::unix::fs::MetadataExt;
+    for _ in 0..10 {
+        let f = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(true)
+            .mode(0o600)
+            .open(path)?;
+        f.lock()?;
+        let held = f.metadata()?;
+        match std::fs::metadata(path) {
+            Ok(now) if (now.dev(), now.ino()) == (held.dev(), held.ino()) => return Ok(f),
+            Ok(_) => continue,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(io::Error::other(
+        "the file kept being replaced while pxagent waited for its lock",
+    ))
 }
 
 /// The last line of a non-empty file without its newline, or `None` when the file does not
@@ -319,14 +417,28 @@ pub fn verify(path: &Path) -> Result<Verified> {
                 lines: 0,
                 first_broken: None,
                 head: GENESIS.into(),
+                continues: None,
+                unfinished: Vec::new(),
             });
         }
         Err(e) => return Err(read_err(e)),
     };
     f.lock_shared().map_err(read_err)?;
+    verify_locked(path, &f)
+}
+
+/// [`verify`] of the log at `path`, open as `f` and locked by the caller.
+fn verify_locked(path: &Path, f: &File) -> Result<Verified> {
+    let read_err = |source| Error::ReadFile {
+        path: path.to_path_buf(),
+        source,
+    };
     let mut reader = BufReader::new(f);
     let mut line = Vec::new();
     let (mut lines, mut first_broken, mut head) = (0u64, None, GENESIS.to_string());
+    let mut continues = None;
+    // Started records not completed yet: seq → op.
+    let mut open: std::collections::BTreeMap<u64, String> = Default::default();
     loop {
         line.clear();
         if reader.read_until(b'\n', &mut line).map_err(read_err)? == 0 {
@@ -339,7 +451,12 @@ pub fn verify(path: &Path) -> Result<Verified> {
         }
         if first_broken.is_none() {
             let verdict = if complete {
-                check_line(&line, lines, &head)
+                check_line(&line, lines, &head).and_then(|rec| {
+                    if lines == 1 {
+                        continues = rec.continues.clone();
+                    }
+                    check_phases(&rec, &mut open)
+                })
             } else {
                 Err("the line is incomplete (no newline at its end): a write was interrupted or the file was cut".into())
             };
@@ -353,11 +470,39 @@ pub fn verify(path: &Path) -> Result<Verified> {
         lines,
         first_broken,
         head,
+        continues,
+        unfinished: open.into_keys().collect(),
     })
 }
 
-/// Judge line `n` given the hash of line `n - 1`.
-fn check_line(line: &[u8], n: u64, prev_hash: &str) -> std::result::Result<(), String> {
+/// A record's place among the two-phase records before it: a completion must name an earlier
+/// started record of the same op that nothing completed yet.
+fn check_phases(
+    rec: &Record,
+    open: &mut std::collections::BTreeMap<u64, String>,
+) -> std::result::Result<(), String> {
+    match (rec.phase, rec.started) {
+        (None, None) => Ok(()),
+        (Some(Phase::Started), None) => {
+            open.insert(rec.seq, rec.op.clone());
+            Ok(())
+        }
+        (Some(Phase::Done | Phase::Interrupted), Some(n)) => match open.remove(&n) {
+            Some(op) if op == rec.op => Ok(()),
+            Some(op) => Err(format!(
+                "it completes line {n}, which started {op}, not {}",
+                rec.op
+            )),
+            None => Err(format!(
+                "it completes line {n}, which is not a started record still waiting for its result"
+            )),
+        },
+        _ => Err("its phase and started fields do not fit together".into()),
+    }
+}
+
+/// Judge line `n` given the hash of line `n - 1`; the record when it is sound.
+fn check_line(line: &[u8], n: u64, prev_hash: &str) -> std::result::Result<Record, String> {
     let rec: Record = serde_json::from_slice(line)
         .map_err(|e| format!("the line is not an audit record ({e})"))?;
     if rec.seq != n {
@@ -377,7 +522,7 @@ fn check_line(line: &[u8], n: u64, prev_hash: &str) -> std::result::Result<(), S
             )
         });
     }
-    Ok(())
+    Ok(rec)
 }
 
 /// Every record, oldest first, keeping those written at or after `since`. A missing file
@@ -764,7 +909,9 @@ mod tests {
             Verified {
                 lines: 0,
                 first_broken: None,
-                head: GENESIS.into()
+                head: GENESIS.into(),
+                continues: None,
+                unfinished: Vec::new(),
             }
         );
         assert!(read(&path, None).unwrap().is_empty());
@@ -922,6 +1069,9 @@ mod tests {
                 via: Via::Mcp,
                 error: None,
                 transfers: Vec::new(),
+                phase: None,
+                started: None,
+                continues: None,
                 prev: prev.clone(),
             };
             let line = serde_json::to_string(&r).unwrap();

@@ -3,9 +3,9 @@
 //! and gate to come) build a [`Context`] from their own typed settings; none of this knows
 //! clap or rmcp.
 //!
-//! Where to connect and how: the explicit connection arguments (flags, and `PXAGENT_*`,
-//! which the CLI folds into them) beat the config file, which beats `~/.ssh/config`, which
-//! beats the defaults (design §4). A host may be a config host name, `user@host[:port]`, or
+//! Where to connect and how: the command line (flags, and the parts of `-H user@host:port`)
+//! beats `PXAGENT_*`, which beats the config file, which beats `~/.ssh/config`, which beats
+//! the defaults (design §4, issue 12; [`target_of`]). A host may be a config host name, `user@host[:port]`, or
 //! an `~/.ssh/config` alias, so that `pxagent -H pve` works like `ssh pve`. pxagent never logs
 //! in as root, whatever a config says: the whole point is an unprivileged account.
 
@@ -22,7 +22,9 @@ use crate::ssh::{self, HostKeyPolicy, Target};
 /// The longest duration pxagent takes anywhere (timeouts, TTLs, windows): 24 hours.
 pub const MAX_DURATION: Duration = Duration::from_secs(24 * 60 * 60);
 
-/// How to reach the host, as the front end was told (nothing resolved yet).
+/// How to reach the host, as the front end was told (nothing resolved yet): the values typed
+/// on the command line, and apart from them those that came from `PXAGENT_*` variables, which
+/// rank below the command line (see [`target_of`]).
 #[derive(Debug, Clone, Default)]
 pub struct ConnectArgs {
     /// `-H`: a config host name, `user@host[:port]`, or an `~/.ssh/config` alias.
@@ -41,6 +43,32 @@ pub struct ConnectArgs {
     pub timeout: Option<Duration>,
     /// `-J`: jump hosts, `[user@]host[:port]` separated by commas, or `none`.
     pub jump: Option<String>,
+    /// The connection values `PXAGENT_*` variables gave (below the command line, above the
+    /// config file).
+    pub env: EnvArgs,
+}
+
+/// `PXAGENT_HOST`, `_PORT`, `_USER`, `_IDENTITY`, `_KNOWN_HOSTS`, as given.
+#[derive(Debug, Clone, Default)]
+pub struct EnvArgs {
+    /// `PXAGENT_HOST`.
+    pub host: Option<String>,
+    /// `PXAGENT_PORT`.
+    pub port: Option<u16>,
+    /// `PXAGENT_USER`.
+    pub user: Option<String>,
+    /// `PXAGENT_IDENTITY`.
+    pub identity: Option<PathBuf>,
+    /// `PXAGENT_KNOWN_HOSTS`.
+    pub known_hosts: Option<PathBuf>,
+}
+
+impl ConnectArgs {
+    /// The agent account named on the command line, else by `PXAGENT_USER` (for commands
+    /// that name the account without connecting: `sudoers render`, `setup`).
+    pub fn named_user(&self) -> Option<&str> {
+        self.user.as_deref().or(self.env.user.as_deref())
+    }
 }
 
 /// Parse a whole number of seconds given for `what` (`--timeout`): more than zero, at most
@@ -167,28 +195,96 @@ pub fn split_host(spec: &str) -> Result<(Option<String>, String, Option<u16>)> {
     Ok((user, host, port))
 }
 
-/// Build the SSH target from the connection arguments and the config.
+/// Build the SSH target from the connection arguments and the config. Precedence (issue 12),
+/// for the user, the port, the key and the known_hosts file alike: the command line (`-u`,
+/// `-p`, `-i`, `--known-hosts`, and the parts of a `-H user@host:port` typed there), then
+/// `PXAGENT_*` (with the parts of `PXAGENT_HOST`), then the config file (a named host's
+/// address and fields), then `~/.ssh/config`, then the defaults. Two different values on the
+/// same layer (`-u x -H u@h`) are a usage error rather than a guess.
 pub fn target_of(c: &ConnectArgs, cfg: &Config) -> Result<Target> {
-    let host_spec = c
-        .host
-        .clone()
-        .or_else(|| cfg.default_host.clone())
-        .ok_or_else(|| {
-            Error::usage(
+    target_with(c, cfg, ssh_config::Context::from_env)
+}
+
+/// Which layer a connection value came from, strongest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Layer {
+    CommandLine,
+    Env,
+    Config,
+}
+
+/// One value from two places of the same layer: equal or one missing is fine.
+fn same_layer<T: PartialEq + std::fmt::Display>(
+    what: &str,
+    layer: Layer,
+    a: (Option<T>, &str),
+    b: (Option<T>, &str),
+) -> Result<Option<T>> {
+    match (a.0, b.0) {
+        (Some(x), Some(y)) if x != y => Err(Error::usage(format!(
+            "the {what} is given twice {}: {} {} and {} {}; give it once",
+            match layer {
+                Layer::CommandLine => "on the command line",
+                Layer::Env => "in the environment",
+                Layer::Config => "in the config",
+            },
+            a.1,
+            crate::catalog::kind::printable(&x.to_string()),
+            b.1,
+            crate::catalog::kind::printable(&y.to_string()),
+        ))),
+        (x, y) => Ok(x.or(y)),
+    }
+}
+
+/// [`target_of`] with the `~/.ssh/config` context injected (tests use their own file).
+fn target_with(
+    c: &ConnectArgs,
+    cfg: &Config,
+    ssh_ctx: impl FnOnce(&str) -> Option<ssh_config::Context>,
+) -> Result<Target> {
+    let (host_spec, spec_layer) = match (&c.host, &c.env.host, &cfg.default_host) {
+        (Some(h), _, _) => (h.clone(), Layer::CommandLine),
+        (None, Some(h), _) => (h.clone(), Layer::Env),
+        (None, None, Some(h)) => (h.clone(), Layer::Config),
+        (None, None, None) => {
+            return Err(Error::usage(
                 "no host: pass -H HOST (or set PXAGENT_HOST, or default_host in the config)",
-            )
-        })?;
+            ));
+        }
+    };
     let entry = cfg.hosts.get(&host_spec).cloned();
+    // The parts of the spec belong to the layer that gave it; a named host's address is the
+    // config's.
     let (spec_user, alias, spec_port) = match &entry {
         Some(e) => split_host(&e.address)?,
         None => split_host(&host_spec)?,
     };
-    let flag_user = c.user.clone();
-    let pre_user = flag_user
-        .clone()
-        .or(spec_user.clone())
-        .or_else(|| entry.as_ref().and_then(|e| e.user.clone()));
-    let ssh_cfg = match ssh_config::Context::from_env(pre_user.as_deref().unwrap_or(DEFAULT_USER)) {
+    let spec_layer = if entry.is_some() {
+        Layer::Config
+    } else {
+        spec_layer
+    };
+    let part = |l: Layer, v: &Option<String>| if spec_layer == l { v.clone() } else { None };
+    let port_part = |l: Layer| if spec_layer == l { spec_port } else { None };
+    let host_flag = "-H";
+    let cli_user = same_layer(
+        "user",
+        Layer::CommandLine,
+        (c.user.clone(), "-u"),
+        (part(Layer::CommandLine, &spec_user), host_flag),
+    )?;
+    let env_user = same_layer(
+        "user",
+        Layer::Env,
+        (c.env.user.clone(), "PXAGENT_USER"),
+        (part(Layer::Env, &spec_user), "PXAGENT_HOST"),
+    )?;
+    // A named host: its address's user first, then its `user` field.
+    let cfg_user =
+        part(Layer::Config, &spec_user).or_else(|| entry.as_ref().and_then(|e| e.user.clone()));
+    let pre_user = cli_user.or(env_user).or(cfg_user);
+    let ssh_cfg = match ssh_ctx(pre_user.as_deref().unwrap_or(DEFAULT_USER)) {
         Some(ctx) => ssh_config::lookup(&alias, &ctx)?,
         None => ssh_config::HostConfig::default(),
     };
@@ -200,18 +296,30 @@ pub fn target_of(c: &ConnectArgs, cfg: &Config) -> Result<Target> {
             "pxagent never logs in as root: use the unprivileged agent account (default zen-agent) whose sudoers pxagent rendered",
         ));
     }
-    let port = match c.port {
-        Some(p) => p,
-        None => spec_port
-            .or_else(|| entry.as_ref().and_then(|e| e.port))
-            .or(ssh_cfg.port)
-            .unwrap_or(22),
-    };
+    let cli_port = same_layer(
+        "port",
+        Layer::CommandLine,
+        (c.port, "-p"),
+        (port_part(Layer::CommandLine), host_flag),
+    )?;
+    let env_port = same_layer(
+        "port",
+        Layer::Env,
+        (c.env.port, "PXAGENT_PORT"),
+        (port_part(Layer::Env), "PXAGENT_HOST"),
+    )?;
+    let port = cli_port
+        .or(env_port)
+        .or(port_part(Layer::Config))
+        .or_else(|| entry.as_ref().and_then(|e| e.port))
+        .or(ssh_cfg.port)
+        .unwrap_or(22);
     let hostname = ssh_cfg.hostname.clone().unwrap_or(alias);
     let mut t = Target::new(hostname, port, user);
     let identity = c
         .identity
         .clone()
+        .or_else(|| c.env.identity.clone())
         .or_else(|| entry.as_ref().and_then(|e| e.identity.clone()))
         .map(|p| config::expand_home(&p));
     if let Some(id) = identity {
@@ -225,6 +333,7 @@ pub fn target_of(c: &ConnectArgs, cfg: &Config) -> Result<Target> {
     t.known_hosts = c
         .known_hosts
         .clone()
+        .or_else(|| c.env.known_hosts.clone())
         .or_else(|| entry.as_ref().and_then(|e| e.known_hosts.clone()))
         .or(ssh_cfg.user_known_hosts_file.clone())
         .map(|p| config::expand_home(&p))
@@ -382,6 +491,199 @@ fn jump_target(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Resolve with an `~/.ssh/config` of our own: host `h` has User `sshuser`, Port 2200.
+    fn resolve(c: &ConnectArgs, cfg: &Config) -> Result<Target> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config");
+        std::fs::write(
+            &path,
+            "Host h\n  User sshuser\n  Port 2200\n  UserKnownHostsFile /ssh/kh\n",
+        )
+        .unwrap();
+        target_with(c, cfg, |user| {
+            Some(ssh_config::Context {
+                config_path: path.clone(),
+                home: dir.path().to_path_buf(),
+                local_user: "me".into(),
+                default_remote_user: user.to_string(),
+            })
+        })
+    }
+
+    /// A config naming host `named` (address `h`) with its own user, port and known_hosts.
+    fn config(default_host: Option<&str>) -> Config {
+        let text =
+            "hosts:\n  named: {address: h, port: 2300, user: cfguser, known_hosts: /cfg/kh}\n";
+        let mut cfg: Config = yaml_serde::from_str(text).unwrap();
+        cfg.default_host = default_host.map(String::from);
+        cfg
+    }
+
+    fn got(t: &Target) -> (String, u16) {
+        (t.user.clone(), t.port)
+    }
+
+    #[test]
+    fn the_command_line_beats_the_environment_including_the_parts_of_dash_h() {
+        // Issue 12's case: PXAGENT_PORT=1 PXAGENT_USER=x pxagent -H u@h:2222 … connects as u
+        // to port 2222.
+        let c = ConnectArgs {
+            host: Some("u@h:2222".into()),
+            env: EnvArgs {
+                port: Some(1),
+                user: Some("x".into()),
+                ..EnvArgs::default()
+            },
+            ..ConnectArgs::default()
+        };
+        assert_eq!(
+            got(&resolve(&c, &Config::default()).unwrap()),
+            ("u".into(), 2222)
+        );
+        // -u and -p typed beat the environment too.
+        let c = ConnectArgs {
+            host: Some("h".into()),
+            user: Some("flag".into()),
+            port: Some(2201),
+            env: EnvArgs {
+                host: Some("other@elsewhere:9".into()),
+                port: Some(1),
+                user: Some("x".into()),
+                ..EnvArgs::default()
+            },
+            ..ConnectArgs::default()
+        };
+        assert_eq!(
+            got(&resolve(&c, &Config::default()).unwrap()),
+            ("flag".into(), 2201)
+        );
+    }
+
+    #[test]
+    fn every_layer_beats_the_ones_below_it() {
+        let none = Config::default();
+        let named = config(None);
+        let cli = |host: &str| ConnectArgs {
+            host: Some(host.into()),
+            ..ConnectArgs::default()
+        };
+        let env = |host: Option<&str>, user: Option<&str>, port: Option<u16>| ConnectArgs {
+            env: EnvArgs {
+                host: host.map(String::from),
+                user: user.map(String::from),
+                port,
+                known_hosts: Some("/env/kh".into()),
+                ..EnvArgs::default()
+            },
+            ..ConnectArgs::default()
+        };
+        // command line > config: -H u@named-host's parts over the named host's fields is not
+        // a thing (a name is looked up as a whole), so -u/-p over a named host.
+        let c = ConnectArgs {
+            host: Some("named".into()),
+            user: Some("flag".into()),
+            port: Some(2201),
+            known_hosts: Some("/cli/kh".into()),
+            ..ConnectArgs::default()
+        };
+        let t = resolve(&c, &named).unwrap();
+        assert_eq!(got(&t), ("flag".into(), 2201));
+        assert_eq!(t.known_hosts, PathBuf::from("/cli/kh"));
+        // command line > ~/.ssh/config and defaults.
+        assert_eq!(
+            got(&resolve(&cli("u@h:2222"), &none).unwrap()),
+            ("u".into(), 2222)
+        );
+        assert_eq!(
+            got(&resolve(&cli("u@nowhere:2222"), &none).unwrap()),
+            ("u".into(), 2222)
+        );
+        // environment > config.
+        let mut c = env(None, Some("envuser"), Some(2400));
+        c.host = Some("named".into());
+        let t = resolve(&c, &named).unwrap();
+        assert_eq!(got(&t), ("envuser".into(), 2400));
+        assert_eq!(t.known_hosts, PathBuf::from("/env/kh"));
+        // environment (with the parts of PXAGENT_HOST) > ~/.ssh/config and defaults.
+        let t = resolve(&env(Some("e@h:2500"), None, None), &none).unwrap();
+        assert_eq!(got(&t), ("e".into(), 2500));
+        assert_eq!(t.known_hosts, PathBuf::from("/env/kh"));
+        let t = resolve(&env(Some("nowhere"), Some("e"), Some(2501)), &none).unwrap();
+        assert_eq!(got(&t), ("e".into(), 2501));
+        // config > ~/.ssh/config (host `named` is `h` there) and defaults.
+        let t = resolve(&cli("named"), &named).unwrap();
+        assert_eq!(got(&t), ("cfguser".into(), 2300));
+        assert_eq!(t.known_hosts, PathBuf::from("/cfg/kh"));
+        let t = resolve(&ConnectArgs::default(), &config(Some("named"))).unwrap();
+        assert_eq!(got(&t), ("cfguser".into(), 2300));
+        let t = resolve(&ConnectArgs::default(), &config(Some("d@h:2600"))).unwrap();
+        assert_eq!(got(&t), ("d".into(), 2600));
+        // ~/.ssh/config > defaults.
+        let t = resolve(&cli("h"), &none).unwrap();
+        assert_eq!(got(&t), ("sshuser".into(), 2200));
+        assert_eq!(t.known_hosts, PathBuf::from("/ssh/kh"));
+        // defaults.
+        let t = resolve(&cli("nowhere"), &none).unwrap();
+        assert_eq!(got(&t), (DEFAULT_USER.into(), 22));
+        // The host itself: command line > environment > default_host.
+        let mut c = env(Some("envhost"), None, None);
+        c.host = Some("clihost".into());
+        assert_eq!(
+            resolve(&c, &config(Some("cfghost"))).unwrap().host,
+            "clihost"
+        );
+        let c = env(Some("envhost"), None, None);
+        assert_eq!(
+            resolve(&c, &config(Some("cfghost"))).unwrap().host,
+            "envhost"
+        );
+    }
+
+    #[test]
+    fn two_values_on_one_layer_are_an_error_not_a_guess() {
+        let none = Config::default();
+        let c = ConnectArgs {
+            host: Some("u@h:2222".into()),
+            user: Some("x".into()),
+            ..ConnectArgs::default()
+        };
+        let e = resolve(&c, &none).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        assert!(
+            e.to_string()
+                .contains("user is given twice on the command line"),
+            "{e}"
+        );
+        let c = ConnectArgs {
+            host: Some("u@h:2222".into()),
+            port: Some(2223),
+            ..ConnectArgs::default()
+        };
+        assert!(resolve(&c, &none).unwrap_err().to_string().contains("port"));
+        let c = ConnectArgs {
+            env: EnvArgs {
+                host: Some("u@h:2222".into()),
+                port: Some(1),
+                ..EnvArgs::default()
+            },
+            ..ConnectArgs::default()
+        };
+        assert!(
+            resolve(&c, &none)
+                .unwrap_err()
+                .to_string()
+                .contains("in the environment")
+        );
+        // The same value twice is no conflict.
+        let c = ConnectArgs {
+            host: Some("u@h:2222".into()),
+            user: Some("u".into()),
+            port: Some(2222),
+            ..ConnectArgs::default()
+        };
+        assert_eq!(got(&resolve(&c, &none).unwrap()), ("u".into(), 2222));
+    }
 
     #[test]
     fn host_specs() {

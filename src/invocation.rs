@@ -8,7 +8,8 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use crate::catalog::{self, How, Kind, NodeFrom, Op};
+use crate::catalog::kind::VMID_MIN;
+use crate::catalog::{self, How, Kind, NodeFrom, Op, Param};
 use crate::error::{Error, Result};
 
 /// One op ready to run.
@@ -230,8 +231,71 @@ impl Invocation {
             "vmid": self.op.params.iter().any(|p| p.how == How::NextId && !self.values.contains_key(p.name))
                 .then_some("the next free VMID is read from /cluster/nextid at run time (pass --vmid to pin it)"),
             "prechecks": self.op.prechecks.iter().map(|c| format!("{c:?}")).collect::<Vec<_>>(),
+            "unless": self.op.already.map(|a| format!(
+                "the guest's {} is already `{}` (read first; then nothing else is sent and no phrase is needed)",
+                a.field, a.is
+            )),
             "sent": false,
         })
+    }
+}
+
+/// Whether a raw VMID value is a guest's name instead (`web`, issue 13): all digits is always
+/// a VMID (so `99` stays an invalid one), anything else that is a valid guest name (PVE's
+/// `dns-name`) is a name.
+pub fn is_guest_name(raw: &str) -> bool {
+    !raw.bytes().all(|b| b.is_ascii_digit()) && Kind::GuestName.parse("name", raw).is_ok()
+}
+
+/// An op whose guest was given by name instead of VMID (`vm status web`, issue 13): every
+/// other value is already validated; the host's guest list
+/// ([`crate::remote::Remote::guest_named`]) gives the VMID, and [`Named::resolve`] then makes
+/// the invocation. What is sent is always the numeric VMID, so the sudoers rules and fences
+/// are the same as for an id.
+#[derive(Debug, Clone)]
+pub struct Named {
+    /// The catalog row.
+    pub op: &'static Op,
+    /// The guest's name as given.
+    pub name: String,
+    raw: BTreeMap<&'static str, String>,
+}
+
+impl Named {
+    /// `Some` when `raw`'s `vmid` is a guest's name and the op takes one there; the other
+    /// values are checked now (with a stand-in VMID), so a bad one is exit 2 before anything
+    /// is sent.
+    pub fn from_raw(
+        op: &'static Op,
+        raw: &BTreeMap<&'static str, String>,
+    ) -> Result<Option<Named>> {
+        let Some(name) = raw.get("vmid").filter(|v| is_guest_name(v)) else {
+            return Ok(None);
+        };
+        if !op.param("vmid").is_some_and(Param::takes_name) {
+            return Ok(None);
+        }
+        let mut stand_in = raw.clone();
+        stand_in.insert("vmid", VMID_MIN.to_string());
+        Invocation::new(op, stand_in)?;
+        Ok(Some(Named {
+            op,
+            name: name.clone(),
+            raw: raw.clone(),
+        }))
+    }
+
+    /// The invocation for the guest the name stands for; a guest op's node is the guest's own
+    /// (unless `--node` pinned one), so nothing needs to be looked up again.
+    pub fn resolve(&self, guest: &crate::remote::GuestRef) -> Result<Invocation> {
+        let mut raw = self.raw.clone();
+        raw.insert("vmid", guest.vmid.to_string());
+        let mut inv = Invocation::new(self.op, raw)?;
+        if inv.node_from() == Some(NodeFrom::Guest) && !inv.values.contains_key("node") {
+            let node = Kind::Node.parse("node", &guest.node)?;
+            inv.values.insert("node", node);
+        }
+        Ok(inv)
     }
 }
 

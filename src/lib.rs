@@ -6,7 +6,8 @@
 //!
 //! - front ends: [`cli`] (the only clap user), [`mcp`] (the only rmcp user);
 //! - core: [`catalog`], [`invocation`], [`engine`], [`policy`], [`confirm`], [`limits`],
-//!   [`audit`], [`views`], [`exec`], [`remote`], [`output`] (the only stdout writer);
+//!   [`audit`], [`views`], [`exec`], [`remote`], [`output`] (the only stdout writer),
+//!   [`signals`] (SIGINT/SIGTERM/SIGHUP while an op runs);
 //! - transport: [`ssh`] (the only russh user);
 //! - host side: [`host`] (sudoers render and lint, preflight);
 //! - signed human approvals: [`approval`] (statements, signatures, the gate's checks).
@@ -29,6 +30,7 @@ pub mod mcp;
 pub mod output;
 pub mod policy;
 pub mod remote;
+pub mod signals;
 pub mod ssh;
 pub mod views;
 

@@ -343,6 +343,15 @@ pub fn normalize(view: View, data: &Value, keep_type: Option<&str>) -> Result<Va
             let list: Vec<LogLine> = parse(data, "task log")?;
             value(&list)
         }
+        View::Number => {
+            let n = data
+                .as_u64()
+                .or_else(|| data.as_str().and_then(|s| s.trim().parse().ok()))
+                .ok_or_else(|| {
+                    Error::Remote(format!("expected a number from the host, got {data}"))
+                })?;
+            Value::from(n)
+        }
         View::Object | View::ClusterStatus | View::Task | View::Done | View::Table(_) => {
             data.clone()
         }
@@ -517,6 +526,7 @@ pub fn human(view: View, data: &Value) -> String {
             .collect::<Vec<_>>()
             .join("\n"),
         View::Object | View::Task | View::Done => fields(data, ""),
+        View::Number => data.to_string(),
     }
 }
 
@@ -652,6 +662,164 @@ pub fn utc(t: u64) -> String {
     )
 }
 
+/// Client-side filters of a list of guests, nodes and storages (`vm list --status running
+/// --tag web --name 'db*' --node pve1`, issue 13): applied to the entries of the one read the
+/// list makes, so they ask nothing more of the host. Every filter given must hold.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Filter {
+    /// Only entries on this node.
+    pub node: Option<String>,
+    /// Only entries with this status (`running`, `stopped`, `online`, `available` …).
+    pub status: Option<String>,
+    /// Only guests carrying this tag (compared without case, as Proxmox stores tags).
+    pub tag: Option<String>,
+    /// Only entries whose name matches this glob (`*` any run of characters, `?` one).
+    pub name: Option<String>,
+}
+
+impl Filter {
+    /// The flags, their value names and help, for the command line.
+    pub const FLAGS: [(&'static str, &'static str, &'static str); 4] = [
+        ("node", "NODE", "Only entries on this node"),
+        (
+            "status",
+            "STATUS",
+            "Only entries with this status (running, stopped, online, available …)",
+        ),
+        ("tag", "TAG", "Only guests with this tag"),
+        (
+            "name",
+            "GLOB",
+            "Only entries whose name matches (`*` any characters, `?` one; quote it)",
+        ),
+    ];
+
+    /// Whether a list of this view can be filtered.
+    pub fn applies_to(view: View) -> bool {
+        matches!(view, View::Resources(_))
+    }
+
+    /// Validated filters from what the user typed (exit 2 for a bad value).
+    pub fn parse(
+        node: Option<String>,
+        status: Option<String>,
+        tag: Option<String>,
+        name: Option<String>,
+    ) -> Result<Filter> {
+        let check = |flag: &str, v: Option<String>, ok: &dyn Fn(&str) -> bool, want: &str| match v {
+            Some(v) if !ok(&v) => Err(Error::usage(format!(
+                "invalid --{flag} '{}': expected {want}",
+                crate::catalog::kind::printable(&v)
+            ))),
+            v => Ok(v),
+        };
+        let node_ok = |v: &str| crate::catalog::Kind::Node.parse("node", v).is_ok();
+        let word =
+            |v: &str| !v.is_empty() && v.len() <= 32 && v.chars().all(|c| c.is_ascii_lowercase());
+        let tag_ok = |v: &str| {
+            let mut c = v.chars();
+            c.next()
+                .is_some_and(|f| f.is_ascii_alphanumeric() || f == '_')
+                && c.all(|c| c.is_ascii_alphanumeric() || "_-+.".contains(c))
+                && v.len() <= 128
+        };
+        let glob_ok = |v: &str| {
+            !v.is_empty()
+                && v.len() <= 253
+                && v.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-.*?_".contains(c))
+        };
+        Ok(Filter {
+            node: check("node", node, &node_ok, "a node name")?,
+            status: check(
+                "status",
+                status,
+                &word,
+                "a status word such as running or stopped",
+            )?,
+            tag: check(
+                "tag",
+                tag,
+                &tag_ok,
+                "a Proxmox tag (letters, digits, _ - + .)",
+            )?,
+            name: check(
+                "name",
+                name,
+                &glob_ok,
+                "a name or a glob of letters, digits, - . _ with * and ?",
+            )?,
+        })
+    }
+
+    /// Whether no filter was given.
+    pub fn is_empty(&self) -> bool {
+        *self == Filter::default()
+    }
+
+    /// The entries of a normalised list that pass every filter (anything but a list passes
+    /// unchanged). A node's name is its `node`, a storage's its `storage`.
+    pub fn apply(&self, data: Value) -> Value {
+        let Value::Array(list) = data else {
+            return data;
+        };
+        let text = |e: &Value, k: &str| e.get(k).and_then(Value::as_str).map(str::to_string);
+        let keep = |e: &Value| {
+            let node_ok = self
+                .node
+                .as_ref()
+                .is_none_or(|n| text(e, "node").as_ref() == Some(n));
+            let status_ok = self
+                .status
+                .as_ref()
+                .is_none_or(|s| text(e, "status").as_ref() == Some(s));
+            let tag_ok = self.tag.as_ref().is_none_or(|t| {
+                text(e, "tags").is_some_and(|tags| {
+                    tags.split([';', ',', ' '])
+                        .any(|have| have.eq_ignore_ascii_case(t))
+                })
+            });
+            let name = match text(e, "type").as_deref() {
+                Some("node") => text(e, "node"),
+                Some("storage") => text(e, "storage"),
+                _ => text(e, "name"),
+            };
+            let name_ok = self
+                .name
+                .as_ref()
+                .is_none_or(|g| name.is_some_and(|n| glob(g, &n)));
+            node_ok && status_ok && tag_ok && name_ok
+        };
+        Value::Array(list.into_iter().filter(keep).collect())
+    }
+}
+
+/// Whether `text` matches the glob `pattern`: `*` matches any run of characters (also none),
+/// `?` exactly one, anything else itself. Iterative, with one backtrack point per `*`, so a
+/// pattern of many stars cannot take exponential time.
+pub fn glob(pattern: &str, text: &str) -> bool {
+    let p: Vec<char> = pattern.chars().collect();
+    let t: Vec<char> = text.chars().collect();
+    let (mut pi, mut ti) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while ti < t.len() {
+        if pi < p.len() && (p[pi] == '?' || p[pi] == t[ti]) {
+            pi += 1;
+            ti += 1;
+        } else if pi < p.len() && p[pi] == '*' {
+            star = Some((pi, ti));
+            pi += 1;
+        } else if let Some((sp, st)) = star {
+            pi = sp + 1;
+            ti = st + 1;
+            star = Some((sp, st + 1));
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|c| *c == '*')
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -724,5 +892,94 @@ mod tests {
             fields(&serde_json::json!({"a":{"b":1},"c":["x","y"]}), ""),
             "a.b  1\nc    x y"
         );
+    }
+
+    #[test]
+    fn nextid_is_a_bare_number() {
+        // pvesh prints `148` or `"148"` (FORMATS.md §2.13).
+        for raw in [serde_json::json!(148), serde_json::json!("148")] {
+            let v = normalize(View::Number, &raw, None).unwrap();
+            assert_eq!(v, serde_json::json!(148));
+            assert_eq!(human(View::Number, &v), "148");
+        }
+        assert!(normalize(View::Number, &serde_json::json!("x"), None).is_err());
+    }
+
+    #[test]
+    fn globs() {
+        for (p, t, want) in [
+            ("web", "web", true),
+            ("web", "web1", false),
+            ("web*", "web01", true),
+            ("*db*", "main-db-2", true),
+            ("w?b", "wab", true),
+            ("w?b", "wb", false),
+            ("*", "", true),
+            ("a*b*c", "aXbYc", true),
+            ("a*b*c", "aXbY", false),
+        ] {
+            assert_eq!(glob(p, t), want, "{p} {t}");
+        }
+    }
+
+    #[test]
+    fn filters_keep_what_matches_every_one_given() {
+        let raw = fixture_data("https_api_cluster_resources_pve7.4-8.0_capture.json");
+        let all = normalize(View::Resources(None), &raw, None).unwrap();
+        let f =
+            |node: Option<&str>, status: Option<&str>, tag: Option<&str>, name: Option<&str>| {
+                Filter::parse(
+                    node.map(String::from),
+                    status.map(String::from),
+                    tag.map(String::from),
+                    name.map(String::from),
+                )
+                .unwrap()
+            };
+        let ids = |v: Value| -> Vec<String> {
+            v.as_array()
+                .unwrap()
+                .iter()
+                .map(|e| e["id"].as_str().unwrap().to_string())
+                .collect()
+        };
+        assert_eq!(f(None, None, None, None).apply(all.clone()), all);
+        // VM 100 (`server1`) runs on node2 in the capture; VM 102 carries one tag,
+        // `go-proxmox+cloud-init` (`+` is a tag character, not a separator).
+        assert_eq!(
+            ids(f(Some("node2"), Some("running"), None, Some("server*")).apply(all.clone())),
+            ["qemu/100"]
+        );
+        assert_eq!(
+            ids(f(None, None, Some("Go-Proxmox+Cloud-Init"), None).apply(all.clone())),
+            ["qemu/102"]
+        );
+        assert!(ids(f(None, None, Some("cloud-init"), None).apply(all.clone())).is_empty());
+        assert!(ids(f(None, None, None, Some("nomatch*")).apply(all.clone())).is_empty());
+        assert_eq!(
+            ids(f(Some("node2"), None, None, None).apply(all)),
+            [
+                "node/node2",
+                "storage/node2/cloud-init",
+                "storage/node2/local",
+                "storage/node2/local-zfs",
+                "qemu/100"
+            ]
+        );
+        for (node, status, tag, name) in [
+            (Some("a;b"), None, None, None),
+            (None, Some("Running!"), None, None),
+            (None, None, Some("-x"), None),
+            (None, None, None, Some("a b")),
+        ] {
+            let e = Filter::parse(
+                node.map(String::from),
+                status.map(String::from),
+                tag.map(String::from),
+                name.map(String::from),
+            )
+            .unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{e}");
+        }
     }
 }

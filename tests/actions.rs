@@ -575,7 +575,7 @@ fn local_policy_denies_protects_and_demands_confirmation() {
     let home = Home::new();
     write_policy(
         &home,
-        "  ops:\n    vm.reboot: {action: deny, reason: \"reboots go through the change board\"}\n    vm.resume: confirm\n  protect: [101, keep]\n",
+        "  ops:\n    vm.reboot: {action: deny, reason: \"reboots go through the change board\"}\n    vm.suspend: confirm\n  protect: [101, keep]\n",
     );
     let log_before = sudo_log_len();
     let r = home.on_bed(&["vm", "reboot", "100", "-o", "json"]);
@@ -592,10 +592,11 @@ fn local_policy_denies_protects_and_demands_confirmation() {
     assert_eq!(r.code, 3, "{}", r.stderr);
     assert!(r.stderr.contains("protected"), "{}", r.stderr);
     assert_not_sent(log_before, &["status/reboot", "qemu/101/status/shutdown"]);
-    // policy-made confirmation
-    let r = home.on_bed(&["vm", "resume", "100", "-o", "json"]);
+    // policy-made confirmation (of a suspend of running VM 100: a resume would be a no-op,
+    // which needs no phrase)
+    let r = home.on_bed(&["vm", "suspend", "100", "-o", "json"]);
     assert_eq!(r.code, 4);
-    assert_eq!(r.json()["error"]["phrase"], "yes vm resume 100");
+    assert_eq!(r.json()["error"]["phrase"], "yes vm suspend 100");
     // reads stay allowed for protected guests
     assert_eq!(home.on_bed(&["vm", "status", "101"]).code, 0);
     // read_only refuses every change

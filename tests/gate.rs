@@ -120,9 +120,19 @@ fn the_host_policy_wins_over_the_client_policy() {
     let _p = g.policy("ops:\n  vm.start: {action: deny, reason: \"the host says no\"}\n");
     let home = Home::new();
     home.write("allow.yaml", b"ops:\n  \"*\": allow\n");
+    // VM 9000 (a template) is never running, so the start is sent (a start of a running VM
+    // would be a no-op that sends only reads).
     let r = gated_run(
         &home,
-        &["--policy", "allow.yaml", "vm", "start", "100", "-o", "json"],
+        &[
+            "--policy",
+            "allow.yaml",
+            "vm",
+            "start",
+            "9000",
+            "-o",
+            "json",
+        ],
     );
     assert_eq!(r.code, 3, "{}\n{}", r.stdout, r.stderr);
     let e = &r.json()["error"];

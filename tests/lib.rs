@@ -5,20 +5,25 @@
 //!
 //! Filter by topic: `cargo test --test integration cli::` (and `approve::`, and `setup::`, which
 //! needs only this machine's sshd binary) runs what needs no host. The live topics (`live`,
-//! `actions`, `exec`, `mcp`, `pve`, `sudo_rules`, `ssh_transport`, `gate`) need root and the beds that
-//! `scripts/test.sh` brings up; without them they fail with what to run.
+//! `actions`, `audit`, `exec`, `mcp`, `policy`, `pve`, `robust`, `scripting`, `sudo_rules`,
+//! `ssh_transport`, `gate`) need root and the beds that `scripts/test.sh` brings up; without
+//! them they fail with what to run.
 
 mod support;
 
 mod actions;
 mod approve;
+mod audit;
 mod cli;
 mod exec;
 mod gate;
 mod jump;
 mod live;
 mod mcp;
+mod policy;
 mod pve;
+mod robust;
+mod scripting;
 mod setup;
 mod ssh_transport;
 mod sudo_rules;

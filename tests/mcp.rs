@@ -38,7 +38,7 @@ fn python() -> String {
 
 /// Run the client script with the bed's environment in `home` (the server it starts inherits
 /// both, so its audit log is the home's); returns its report.
-fn client(home: &Home, args: &[&str]) -> Value {
+pub(crate) fn client(home: &Home, args: &[&str]) -> Value {
     let mut c = Command::new(python());
     isolate(&mut c, home.path())
         .arg(root().join("tests/mcp_client.py"))

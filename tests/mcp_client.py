@@ -5,6 +5,7 @@ Usage:
     python3 tests/mcp_client.py PXAGENT_BIN            # the live scenario; prints a JSON report
     python3 tests/mcp_client.py PXAGENT_BIN --readonly # a --profile readonly server's tools and refusals
     python3 tests/mcp_client.py PXAGENT_BIN --bench N  # N warm `pve_version` calls; prints timings
+    python3 tests/mcp_client.py PXAGENT_BIN --calls JSON  # [[tool, args], …] in one session, in order
 
 `tests/mcp.rs` runs the scenario against the sandbox host (the PXAGENT_* variables of
 `scripts/testbed.sh env` are passed through to the server) and asserts the report, so this
@@ -286,6 +287,20 @@ async def bench(binary, n):
     }
 
 
+async def calls(binary, spec):
+    """The calls of `spec` ([[tool, args], …]) one after the other in one session."""
+    log = server_log()
+    report = {"calls": []}
+    async with stdio_client(server_params(binary), errlog=log) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            for name, args in spec:
+                report["calls"].append(await call(session, name, args))
+    log.seek(0)
+    report["server_stderr"] = log.read()
+    return report
+
+
 def main():
     if len(sys.argv) < 2:
         print(__doc__, file=sys.stderr)
@@ -293,6 +308,8 @@ def main():
     binary = sys.argv[1]
     if len(sys.argv) >= 4 and sys.argv[2] == "--bench":
         out = anyio.run(bench, binary, int(sys.argv[3]))
+    elif len(sys.argv) >= 4 and sys.argv[2] == "--calls":
+        out = anyio.run(calls, binary, json.loads(sys.argv[3]))
     elif len(sys.argv) >= 3 and sys.argv[2] == "--readonly":
         out = anyio.run(readonly, binary)
     else:

@@ -409,9 +409,17 @@ fn parse_guest_path(raw: &str) -> std::result::Result<String, String> {
     Ok(raw.to_string())
 }
 
-/// Render a value for an error message without letting control characters through.
+/// The most pxagent echoes back of one value (in CLI and MCP errors and in audit records):
+/// 1 KiB, so a 5 MB argument cannot make a 10 MB reply or a 5 MB audit line (issue 12).
+pub const ECHO_MAX: usize = 1024;
+
+/// Render a value for an error message: control characters escaped, and at most
+/// [`ECHO_MAX`] bytes of it (see [`cut`]). The one helper for every value pxagent echoes.
 pub fn printable(raw: &str) -> String {
-    raw.chars()
+    // Escaping at most quadruples a character: escape a bounded prefix only.
+    let head = &raw[..floor_char_boundary(raw, ECHO_MAX + 1)];
+    let escaped: String = head
+        .chars()
         .flat_map(|c| {
             if c.is_control() {
                 c.escape_default().collect::<Vec<_>>()
@@ -419,7 +427,43 @@ pub fn printable(raw: &str) -> String {
                 vec![c]
             }
         })
-        .collect()
+        .collect();
+    if escaped.len() <= ECHO_MAX && head.len() == raw.len() {
+        return escaped;
+    }
+    format!(
+        "{}… ({} bytes in all)",
+        &escaped[..floor_char_boundary(&escaped, ECHO_MAX)],
+        raw.len()
+    )
+}
+
+/// A value as it is recorded (an audit record's argv): unchanged up to [`ECHO_MAX`] bytes;
+/// longer, its first bytes, its length and its SHA-256, so the record stays small and still
+/// identifies what was sent.
+pub fn cut(raw: &str) -> std::borrow::Cow<'_, str> {
+    if raw.len() <= ECHO_MAX {
+        return std::borrow::Cow::Borrowed(raw);
+    }
+    use sha2::Digest;
+    let sum: String = sha2::Sha256::digest(raw.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    std::borrow::Cow::Owned(format!(
+        "{}… ({} bytes in all, sha256 {sum})",
+        &raw[..floor_char_boundary(raw, ECHO_MAX)],
+        raw.len()
+    ))
+}
+
+/// The largest char boundary of `s` at or below `at`.
+fn floor_char_boundary(s: &str, at: usize) -> usize {
+    let mut i = at.min(s.len());
+    while !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
 }
 
 #[cfg(test)]
@@ -690,5 +734,30 @@ mod tests {
         assert_eq!(k.parse("type", "ct").unwrap(), "vm");
         assert!(k.parse("type", "lxc").is_err());
         assert_eq!(k.regex(), "(vm|node)");
+    }
+
+    #[test]
+    fn echoed_values_are_escaped_and_at_most_a_kibibyte() {
+        assert_eq!(printable("a\nb"), "a\\nb");
+        assert_eq!(printable("short"), "short");
+        let big = "x".repeat(5_000_000);
+        let p = printable(&big);
+        assert!(p.len() < ECHO_MAX + 64, "{}", p.len());
+        assert!(
+            p.ends_with("… (5000000 bytes in all)"),
+            "{}",
+            &p[p.len() - 40..]
+        );
+        // Escapes count against the limit, and multi-byte characters are never split.
+        let ctl = "\u{1}".repeat(2000);
+        assert!(printable(&ctl).len() < ECHO_MAX + 64);
+        let wide = "é".repeat(2000);
+        assert!(printable(&wide).starts_with("éé"));
+        assert_eq!(cut("short"), "short");
+        let c = cut(&big);
+        assert!(c.len() < ECHO_MAX + 128 && c.contains("sha256 "), "{c}");
+        // A parse error of a huge value echoes at most the limit.
+        let e = Kind::Vmid.parse("VMID", &big).unwrap_err().to_string();
+        assert!(e.len() < ECHO_MAX + 200, "{}", e.len());
     }
 }

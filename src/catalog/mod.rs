@@ -141,6 +141,25 @@ impl Area {
             Area::Backup => "BACKUP",
         }
     }
+
+    /// The `/cluster/resources` types of the guests this area's ops act on: a VM op takes
+    /// only VMs, a container op only containers, and the rest (backups, tasks) either kind,
+    /// as Proxmox does (issue 13).
+    pub fn guest_types(self) -> &'static [&'static str] {
+        match self {
+            Area::Vm => &["qemu"],
+            Area::Ct => &["lxc"],
+            _ => &["qemu", "lxc"],
+        }
+    }
+}
+
+/// What a guest of a `/cluster/resources` type is called in messages (`VM`, `container`).
+pub fn guest_noun(kind: &str) -> &'static str {
+    match kind {
+        "lxc" => "container",
+        _ => "VM",
+    }
 }
 
 /// Where the node in a `/nodes/{node}/…` path comes from when the user does not pin it
@@ -192,6 +211,17 @@ pub struct Param {
     pub help: &'static str,
 }
 
+impl Param {
+    /// Whether the value may be given as a guest's name (issue 13): a `vmid` that names an
+    /// existing guest (an op's guest, or a `--vmid` filter), never the id of a guest still
+    /// to be made (a restore's or create's `--vmid`, a clone's `newid`).
+    pub fn takes_name(&self) -> bool {
+        self.name == "vmid"
+            && self.kind == Kind::Vmid
+            && matches!(self.how, How::Positional | How::Option)
+    }
+}
+
 /// One element of an op's remote command template (after the tool path).
 #[derive(Debug, Clone, Copy)]
 pub enum Arg {
@@ -229,6 +259,35 @@ pub enum View {
     Task,
     /// An action that runs no Proxmox task: its exit status is the result.
     Done,
+    /// A bare number (`/cluster/nextid`, which pvesh prints as `148` or `"148"`): a JSON
+    /// number, and only its digits for people, so a script can use it as it is.
+    Number,
+}
+
+/// The guest state in which an action has nothing to do (issue 13): the engine reads the
+/// guest's status first and, when `field` is `is`, answers `changed: false` and sends
+/// nothing else (no phrase needed, no rate limit counted; the policy still decides first).
+#[derive(Debug, Clone, Copy)]
+pub struct Already {
+    /// The read that tells the state: the guest's `status/current` (`vm status`, `ct status`).
+    pub read: &'static Op,
+    /// The field of its answer that tells: `status`, or `qmpstatus`, which alone tells a
+    /// paused VM (`status: running`) from a running one (FORMATS.md §2.8).
+    pub field: &'static str,
+    /// The value that means the guest is already where the action would take it.
+    pub is: &'static str,
+}
+
+/// A value an action's task log names that its result carries, so a script needs no second
+/// read (issue 13).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Yield {
+    /// The archive vzdump wrote, as a volume id on the storage named by this parameter:
+    /// `INFO: creating vzdump archive '/var/lib/vz/dump/vzdump-qemu-101-….vma.zst'` gives
+    /// `local:backup/vzdump-qemu-101-….vma.zst`, and `creating Proxmox Backup Server archive
+    /// 'vm/101/2026-…Z'` gives `pbs:backup/vm/101/2026-…Z` (FORMATS.md §3.10). Shown as
+    /// `archive`.
+    Archive(&'static str),
 }
 
 /// A check made on the host before an action is sent, so that an obviously doomed or
@@ -302,6 +361,14 @@ pub struct Op {
     /// a row so that sudoers, dry-run and the preflight know its command line, but neither
     /// the CLI nor the MCP server offers it.
     pub step: bool,
+    /// The ops this one is a variant of: it shares their CLI path and is chosen by its values
+    /// (`vm.snapshot-vmstate` is `vm snapshot --vmstate`). A policy entry for a base op
+    /// covers its variants unless a variant has an entry of its own (issue 12).
+    pub variant_of: &'static [&'static Op],
+    /// For guest actions: the state in which the action has nothing to do.
+    pub already: Option<Already>,
+    /// A value the action's task log names that the result carries.
+    pub yields: Option<Yield>,
 }
 
 /// Two ops are the same op when their ids are (ids are unique: the catalog tests check).
@@ -317,6 +384,27 @@ impl Op {
     /// The op's MCP tool name: `vm.start` → `vm_start`.
     pub fn tool_name(&self) -> String {
         self.id.replace(['.', '-'], "_")
+    }
+
+    /// This op's id at distance 0, then the ids of the ops it is a variant of with their
+    /// distance (1 for a direct base), nearest first, each once: what a policy entry may name
+    /// to cover it.
+    pub fn lineage(&self) -> Vec<(&'static str, usize)> {
+        let mut out = vec![(self.id, 0)];
+        let mut level: Vec<&'static Op> = self.variant_of.to_vec();
+        let mut depth = 1;
+        while !level.is_empty() {
+            let mut next = Vec::new();
+            for op in level {
+                if !out.iter().any(|(id, _)| *id == op.id) {
+                    out.push((op.id, depth));
+                    next.extend_from_slice(op.variant_of);
+                }
+            }
+            level = next;
+            depth += 1;
+        }
+        out
     }
 
     /// Whether this op is a step of another op's flow (see [`Op::step`]).

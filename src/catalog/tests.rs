@@ -53,6 +53,44 @@ fn the_values_select_exactly_the_op_they_were_made_for() {
 }
 
 #[test]
+fn variants_name_their_base_and_bases_share_the_path() {
+    // At a CLI path shared by several ops, the op named after the path is the base and
+    // every other op there is a variant reaching it, so that a policy entry for the base
+    // covers them all (issue 12).
+    for op in OPS {
+        let shared = ops_at(op.cli).len() > 1;
+        let is_base = op.id == op.cli.join(".");
+        assert_eq!(!op.variant_of.is_empty(), shared && !is_base, "{}", op.id);
+        for base in op.variant_of {
+            assert_eq!(base.cli, op.cli, "{} / {}", op.id, base.id);
+        }
+        if shared {
+            let path_id = op.cli.join(".");
+            assert!(
+                op.lineage().iter().any(|(id, _)| *id == path_id),
+                "{} does not reach {path_id}",
+                op.id
+            );
+        }
+    }
+    let ids = |op: &Op| op.lineage();
+    assert_eq!(
+        ids(&ops::VM_SNAPSHOT_VMSTATE),
+        [("vm.snapshot-vmstate", 0), ("vm.snapshot", 1)]
+    );
+    assert_eq!(
+        ids(&ops::BACKUP_RESTORE_CT_OVERWRITE),
+        [
+            ("backup.restore-ct-overwrite", 0),
+            ("backup.restore-ct", 1),
+            ("backup.restore-overwrite", 1),
+            ("backup.restore", 2)
+        ]
+    );
+    assert_eq!(ids(&ops::VM_START), [("vm.start", 0)]);
+}
+
+#[test]
 fn confirm_data_exactly_on_confirm_ops() {
     for op in OPS {
         assert_eq!(op.confirm.is_some(), op.risk == Risk::Confirm, "{}", op.id);
@@ -251,6 +289,61 @@ fn every_row_fills_its_required_fields() {
             );
         }
     }
+}
+
+#[test]
+fn no_op_states_and_yields_are_well_formed() {
+    // Issue 13: an `already` row is a guest action whose read takes the same guest and node,
+    // of the same kind; a `yields` row is a task whose value names one of its parameters.
+    for op in OPS.iter().copied() {
+        if let Some(a) = op.already {
+            assert!(op.runs_task() && op.risk != Risk::Read, "{}", op.id);
+            assert_eq!(a.read.risk, Risk::Read, "{}", op.id);
+            assert_eq!(a.read.area, op.area, "{}: read of the same kind", op.id);
+            assert_eq!(
+                op.area.guest_types().len(),
+                1,
+                "{}: one kind of guest",
+                op.id
+            );
+            for p in ["vmid", "node"] {
+                assert!(
+                    op.param(p).is_some() && a.read.param(p).is_some(),
+                    "{}",
+                    op.id
+                );
+            }
+            assert!(
+                op.params
+                    .iter()
+                    .any(|p| p.how == How::Node(NodeFrom::Guest)),
+                "{}",
+                op.id
+            );
+        }
+        if let Some(Yield::Archive(p)) = op.yields {
+            assert!(op.runs_task() && op.param(p).is_some(), "{}", op.id);
+        }
+    }
+    let noop: Vec<&str> = OPS
+        .iter()
+        .filter(|o| o.already.is_some())
+        .map(|o| o.id)
+        .collect();
+    assert_eq!(
+        noop,
+        [
+            "vm.start",
+            "vm.shutdown",
+            "vm.suspend",
+            "vm.resume",
+            "vm.stop",
+            "ct.start",
+            "ct.shutdown",
+            "ct.stop"
+        ]
+    );
+    assert_eq!(ops::BACKUP_CREATE.area.guest_types(), ["qemu", "lxc"]);
 }
 
 #[test]

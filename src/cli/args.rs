@@ -120,7 +120,11 @@ fn global_args() -> Vec<Arg> {
 fn param_arg(p: &Param) -> Arg {
     let flag = p.name.replace('_', "-");
     let value_name = flag.to_ascii_uppercase();
-    let help = format!("{} — {}", p.help, p.kind.describe());
+    let help = if p.takes_name() {
+        format!("{} — {}, or its unique name", p.help, p.kind.describe())
+    } else {
+        format!("{} — {}", p.help, p.kind.describe())
+    };
     match p.how {
         How::Positional => Arg::new(p.name)
             .required(true)
@@ -161,12 +165,12 @@ fn exec_args() -> Vec<Arg> {
         Arg::new("stdin")
             .long("stdin")
             .value_name("FILE|-")
-            .help("Feed this file (or pxagent's stdin: -) to the command's stdin (VMs: text, at most 64 KiB)"),
+            .help("Feed this file (or pxagent's stdin: -) to the command's stdin (VMs: text, at most 64 KiB). Not a secret channel: for a VM it travels as a command argument on the host (its process list, sudo's logs); for a container through sudo's I/O log"),
         Arg::new("push")
             .long("push")
             .value_name("LOCAL:GUEST")
             .action(ArgAction::Append)
-            .help("Copy a local file to an absolute guest path before the command (repeatable; VMs: at most 46080 bytes)"),
+            .help("Copy a local file to an absolute guest path before the command (repeatable; VMs: at most 46080 bytes). Not a secret channel: for a VM the content travels as a command argument on the host (its process list, sudo's logs); for a container through sudo's I/O log"),
         Arg::new("pull")
             .long("pull")
             .value_name("GUEST:LOCAL")
@@ -176,7 +180,17 @@ fn exec_args() -> Vec<Arg> {
             .long("force")
             .action(ArgAction::SetTrue)
             .help("Overwrite existing local files when pulling"),
+        Arg::new("exit_code")
+            .long("exit-code")
+            .action(ArgAction::SetTrue)
+            .help("Exit with the guest command's own exit code once it ran (128+N when a signal killed it); pxagent's own failures keep their codes"),
     ]
+}
+
+/// The clap id of a list filter (`--node` → `filter_node`): apart from the ops' own
+/// parameters, so a filter never becomes an op value.
+pub fn filter_id(flag: &str) -> String {
+    format!("filter_{flag}")
 }
 
 fn op_command(name: &str, ops: &[&'static Op]) -> Command {
@@ -231,9 +245,20 @@ fn op_command(name: &str, ops: &[&'static Op]) -> Command {
     }
     if base.runs_guest_command() {
         cmd = cmd.args(exec_args()).after_help(
-            "Exits 0 when the command ran in the guest, whatever its exit code (JSON: data.exitcode); \
-             rate-limited (default 10 per minute) and checked against the policy's command allowlist.",
+            "Exits 0 when the command ran in the guest, whatever its exit code (JSON: data.exitcode), \
+             unless --exit-code is given; rate-limited (default 10 per minute) and checked against the \
+             policy's command allowlist.",
         );
+    }
+    if crate::views::Filter::applies_to(base.view) {
+        for (name, value, help) in crate::views::Filter::FLAGS {
+            cmd = cmd.arg(
+                Arg::new(filter_id(name))
+                    .long(name)
+                    .value_name(value)
+                    .help(help),
+            );
+        }
     }
     if base.risk == Risk::Confirm {
         cmd = cmd.after_help(
@@ -295,7 +320,11 @@ by the keys in --approvers), counts host rate limits, logs each decision to sysl
                             .help("Only records from then on: RFC 3339, a date, or an age like 30m, 2h, 1d"),
                     ),
                 )
-                .subcommand(Command::new("verify").about("Check the hash chain; exit 1 naming the first broken line")),
+                .subcommand(Command::new("verify").about("Check the hash chain; exit 1 naming the first broken line"))
+                .subcommand(
+                    Command::new("new-chain")
+                        .about("Move the log aside and start a new chain linked to its head (when a broken line blocks changes, or to archive it)"),
+                ),
         )
         .subcommand(
             Command::new("approve")
@@ -530,5 +559,69 @@ mod tests {
             .try_get_matches_from(["pxagent", "vm", "destroy", "100", "--dry-run", "-o", "json"])
             .unwrap();
         assert!(m.get_flag("dry_run"));
+    }
+
+    /// The typed command of these words (program name first).
+    fn typed(words: &[&str]) -> crate::error::Result<crate::cli::settings::Cmd> {
+        use crate::cli::settings::{Settings, command as typed};
+        let m = command().try_get_matches_from(words).unwrap();
+        let argv = words.iter().map(std::ffi::OsString::from).collect();
+        typed(&m, &Settings::from_matches(&m, argv)?)
+    }
+
+    #[test]
+    fn names_filters_and_exit_code_reach_their_commands() {
+        use crate::cli::settings::Cmd;
+        // Issue 13: a guest's name where a VMID goes, filters on lists, --exit-code on exec.
+        match typed(&["pxagent", "vm", "status", "web"]).unwrap() {
+            Cmd::Named(n, f) => {
+                assert_eq!(n.op.id, "vm.status");
+                assert_eq!(n.name, "web");
+                assert!(f.is_empty());
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            typed(&["pxagent", "vm", "status", "100"]).unwrap(),
+            Cmd::Op(..)
+        ));
+        assert_eq!(
+            typed(&["pxagent", "vm", "status", "9"])
+                .unwrap_err()
+                .exit_code(),
+            2,
+            "digits are a VMID, and 9 is not one"
+        );
+        match typed(&[
+            "pxagent", "vm", "list", "--status", "running", "--name", "web*", "--node", "pve1",
+            "--tag", "prod",
+        ])
+        .unwrap()
+        {
+            Cmd::Op(inv, f) => {
+                assert!(inv.values.is_empty(), "filters are no op values");
+                assert_eq!(f.status.as_deref(), Some("running"));
+                assert_eq!(f.name.as_deref(), Some("web*"));
+                assert_eq!(f.node.as_deref(), Some("pve1"));
+                assert_eq!(f.tag.as_deref(), Some("prod"));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(
+            command()
+                .try_get_matches_from(["pxagent", "vm", "status", "100", "--status", "x"])
+                .is_err(),
+            "only lists take filters"
+        );
+        let e = typed(&["pxagent", "ct", "list", "--name", "a b"]).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        match typed(&["pxagent", "vm", "exec", "100", "--exit-code", "--", "true"]).unwrap() {
+            Cmd::Exec { exit_code, .. } => assert!(exit_code),
+            other => panic!("{other:?}"),
+        }
+        match typed(&["pxagent", "ct", "exec", "200", "--", "true"]).unwrap() {
+            Cmd::Exec { exit_code, .. } => assert!(!exit_code),
+            other => panic!("{other:?}"),
+        }
     }
 }

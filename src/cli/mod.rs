@@ -49,12 +49,15 @@ pub fn run(args: Vec<OsString>) -> u8 {
         audited: is_op,
         ..Trail::default()
     };
-    let parsed = Settings::from_matches(&matches, args)
-        .and_then(|s| settings::command(&matches, &s).map(|c| (s, c)));
-    let result = match parsed {
-        Ok((s, cmd)) => commands::execute(&s, &cmd, &mut out, &mut trail),
-        Err(e) => Err((e, None)),
-    };
+    // A panic is a bug, but it still ends as exit 10 with the op's audit record (issue 12).
+    let result = guarded(|| {
+        let parsed = Settings::from_matches(&matches, args)
+            .and_then(|s| settings::command(&matches, &s).map(|c| (s, c)));
+        match parsed {
+            Ok((s, cmd)) => commands::execute(&s, &cmd, &mut out, &mut trail),
+            Err(e) => Err((e, None)),
+        }
+    });
     let code = match &result {
         Ok(code) => *code,
         Err((err, _)) => err.exit_code(),
@@ -98,6 +101,29 @@ pub fn run(args: Vec<OsString>) -> u8 {
             10
         }
         None => code,
+    }
+}
+
+/// Run `f`, turning a panic into [`Error::Internal`] (exit 10) instead of an abort, so the
+/// caller still records and reports the run. The panic's own message and location went to
+/// stderr through the default hook.
+fn guarded(f: impl FnOnce() -> Result<u8, Failure>) -> Result<u8, Failure> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(r) => r,
+        Err(payload) => {
+            let what = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "no message".into());
+            Err((
+                Error::Internal(format!(
+                    "pxagent panicked ({}); this is a bug: please report it",
+                    crate::catalog::kind::printable(&what)
+                )),
+                None,
+            ))
+        }
     }
 }
 
@@ -166,5 +192,45 @@ fn clap_error(e: clap::Error, format: Format) -> u8 {
             }
             err.exit_code()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panic_after_sending_began_is_exit_10_and_completes_the_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("audit.jsonl");
+        let mut trail = Trail {
+            audited: true,
+            log: Some(log.clone()),
+            ..Trail::default()
+        };
+        let r = guarded(|| {
+            trail
+                .begin(&crate::catalog::ops::VM_START)
+                .map_err(|e| (e, None))?;
+            panic!("boom");
+        });
+        let (err, _) = r.unwrap_err();
+        assert_eq!(err.exit_code(), 10);
+        assert!(err.to_string().contains("panicked (boom)"), "{err}");
+        trail.record(
+            "vm.start",
+            audit::Via::Cli,
+            Some(&err),
+            10,
+            std::time::Duration::ZERO,
+        );
+        drop(trail);
+        let recs = audit::read(&log, None).unwrap();
+        assert_eq!(recs.len(), 2, "{recs:?}");
+        assert_eq!(recs[0].phase, Some(audit::Phase::Started));
+        assert_eq!(recs[1].phase, Some(audit::Phase::Done));
+        assert_eq!((recs[1].started, recs[1].exit_code), (Some(1), 10));
+        assert!(recs[1].error.as_deref().unwrap().contains("panicked"));
+        assert_eq!(audit::verify(&log).unwrap().first_broken, None);
     }
 }

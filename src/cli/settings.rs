@@ -21,8 +21,9 @@ use crate::host::setup::{
 };
 use crate::host::sudoers::ranges::Ranges;
 use crate::host::sudoers::render::RenderOptions;
-use crate::invocation::Invocation;
+use crate::invocation::{Invocation, Named};
 use crate::output::Format;
+use crate::views::Filter;
 
 /// The global flags, typed.
 #[derive(Debug, Clone)]
@@ -62,6 +63,8 @@ pub enum Cmd {
     AuditShow(Option<String>),
     /// `pxagent audit verify`.
     AuditVerify,
+    /// `pxagent audit new-chain`.
+    AuditNewChain,
     /// `pxagent sudoers render …`.
     SudoersRender(RenderOptions),
     /// `pxagent sudoers lint FILE|-`.
@@ -88,10 +91,18 @@ pub enum Cmd {
     },
     /// `pxagent gate …` (host side).
     Gate(crate::host::gate::Options),
-    /// A catalog op (not a guest command).
-    Op(Invocation),
+    /// A catalog op (not a guest command), with the list filters of its command line.
+    Op(Invocation, Filter),
+    /// A catalog op whose guest was given by name (`vm status web`): looked up on the host
+    /// first, then run as [`Cmd::Op`].
+    Named(Box<Named>, Filter),
     /// A command inside a guest (`vm exec`, `ct exec`).
-    Exec(Box<Request>),
+    Exec {
+        /// The request (its `vmid` may still be a guest's name).
+        req: Box<Request>,
+        /// `--exit-code`: exit with the guest command's own exit code once it ran.
+        exit_code: bool,
+    },
 }
 
 impl Cmd {
@@ -104,6 +115,7 @@ impl Cmd {
             Cmd::Status => "status",
             Cmd::AuditShow(_) => "audit.show",
             Cmd::AuditVerify => "audit.verify",
+            Cmd::AuditNewChain => "audit.new-chain",
             Cmd::SudoersRender(_) => "sudoers.render",
             Cmd::SudoersLint(_) => "sudoers.lint",
             Cmd::Approve { .. } => "approve",
@@ -111,8 +123,9 @@ impl Cmd {
             Cmd::SetupRevoke(_) => "setup.revoke",
             Cmd::Mcp { .. } => "mcp",
             Cmd::Gate(_) => "gate",
-            Cmd::Op(inv) => inv.op.id,
-            Cmd::Exec(req) => req.op.id,
+            Cmd::Op(inv, _) => inv.op.id,
+            Cmd::Named(named, _) => named.op.id,
+            Cmd::Exec { req, .. } => req.op.id,
         }
     }
 }
@@ -135,9 +148,17 @@ impl Settings {
         let timeout = string(m, "timeout")
             .map(|s| context::parse_seconds("--timeout", &s))
             .transpose()?;
-        let port = string(m, "port")
-            .map(|p| context::parse_port(&p))
-            .transpose()?;
+        // clap folds `PXAGENT_*` into the flags; precedence (issue 12) needs them apart: a
+        // value typed on the command line, and one that came from the environment.
+        use clap::parser::ValueSource;
+        let from = |k: &str, src: ValueSource| {
+            (m.value_source(k) == Some(src))
+                .then(|| string(m, k))
+                .flatten()
+        };
+        let typed = |k: &str| from(k, ValueSource::CommandLine);
+        let env = |k: &str| from(k, ValueSource::EnvVariable);
+        let port = |v: Option<String>| v.map(|p| context::parse_port(&p)).transpose();
         Ok(Settings {
             argv,
             format: string(m, "output")
@@ -151,13 +172,20 @@ impl Settings {
             verbose: m.get_count("verbose"),
             no_wait: m.get_flag("no_wait"),
             connect: ConnectArgs {
-                host: string(m, "host"),
-                port,
-                user: string(m, "user"),
-                identity: string(m, "identity").map(PathBuf::from),
-                known_hosts: string(m, "known_hosts").map(PathBuf::from),
+                host: typed("host"),
+                port: port(typed("port"))?,
+                user: typed("user"),
+                identity: typed("identity").map(PathBuf::from),
+                known_hosts: typed("known_hosts").map(PathBuf::from),
                 accept_new: m.get_flag("accept_new"),
                 timeout,
+                env: context::EnvArgs {
+                    host: env("host"),
+                    port: port(env("port"))?,
+                    user: env("user"),
+                    identity: env("identity").map(PathBuf::from),
+                    known_hosts: env("known_hosts").map(PathBuf::from),
+                },
                 jump: string(m, "jump"),
             },
         })
@@ -182,7 +210,12 @@ pub fn command(m: &ArgMatches, s: &Settings) -> Result<Cmd> {
         ("gate", _) => Cmd::Gate(gate_options(m, sub)?),
         ("audit", Some(("show", a))) => Cmd::AuditShow(string(a, "since")),
         ("audit", Some(("verify", _))) => Cmd::AuditVerify,
-        ("audit", _) => return Err(Error::usage("expected `audit show` or `audit verify`")),
+        ("audit", Some(("new-chain", _))) => Cmd::AuditNewChain,
+        ("audit", _) => {
+            return Err(Error::usage(
+                "expected `audit show`, `audit verify` or `audit new-chain`",
+            ));
+        }
         ("approve", _) => Cmd::Approve {
             key: PathBuf::from(string(sub, "key").unwrap_or_default()),
             ttl: string(sub, "ttl").map(|t| approve_ttl(&t)).transpose()?,
@@ -206,8 +239,17 @@ pub fn command(m: &ArgMatches, s: &Settings) -> Result<Cmd> {
             };
             let ops = catalog::ops_at(&path);
             match ops.iter().find(|o| o.runs_guest_command()) {
-                Some(op) => Cmd::Exec(Box::new(exec_request(op, leaf, s)?)),
-                None => Cmd::Op(invocation(&path, leaf)?),
+                Some(op) => Cmd::Exec {
+                    req: Box::new(exec_request(op, leaf, s)?),
+                    exit_code: leaf.try_get_one::<bool>("exit_code").ok().flatten() == Some(&true),
+                },
+                None => {
+                    let filter = filter(leaf)?;
+                    match named(&path, leaf)? {
+                        Some(n) => Cmd::Named(Box::new(n), filter),
+                        None => Cmd::Op(invocation(&path, leaf)?, filter),
+                    }
+                }
             }
         }
     })
@@ -272,7 +314,7 @@ fn approve_ttl(text: &str) -> Result<Duration> {
 }
 
 fn render_options(s: &Settings, r: &ArgMatches) -> Result<RenderOptions> {
-    let user = s.connect.user.as_deref().unwrap_or(context::DEFAULT_USER);
+    let user = s.connect.named_user().unwrap_or(context::DEFAULT_USER);
     let mut opts = RenderOptions::new(user)?;
     if let Some(p) = string(r, "profile") {
         opts.profile = Profile::parse(&p)?;
@@ -342,15 +384,39 @@ fn setup_options(s: &Settings, r: &ArgMatches) -> Result<SetupOptions> {
 }
 
 fn revoke_options(s: &Settings, r: &ArgMatches) -> Result<RevokeOptions> {
-    let mut o = RevokeOptions::new(s.connect.user.as_deref().unwrap_or(context::DEFAULT_USER))?;
+    let mut o = RevokeOptions::new(s.connect.named_user().unwrap_or(context::DEFAULT_USER))?;
     o.sshd = sshd_options(r)?;
     Ok(o)
+}
+
+/// The list filters of an op's command line (`--node`, `--status`, `--tag`, `--name`; only
+/// list views have them).
+fn filter(m: &ArgMatches) -> Result<Filter> {
+    let get = |flag: &str| string(m, &crate::cli::args::filter_id(flag));
+    Filter::parse(get("node"), get("status"), get("tag"), get("name"))
+}
+
+/// The op at `path` when its guest was given by name instead of VMID (issue 13).
+fn named(path: &[&str], m: &ArgMatches) -> Result<Option<Named>> {
+    let raw = raw_values(path, m);
+    let op = catalog::select(path, &raw)?;
+    let mut raw = raw;
+    raw.retain(|k, _| op.param(k).is_some());
+    Named::from_raw(op, &raw)
 }
 
 /// An op's invocation from the matches of its subcommand (`path` is the CLI path). Every
 /// parameter any op at this path has is collected (the CLI merged them), then the values
 /// choose the op (e.g. `vm snapshot --vmstate`, a qemu or lxc archive).
 pub fn invocation(path: &[&str], m: &ArgMatches) -> Result<Invocation> {
+    let mut raw = raw_values(path, m);
+    let op = catalog::select(path, &raw)?;
+    raw.retain(|k, _| op.param(k).is_some());
+    Invocation::new(op, raw)
+}
+
+/// Every value given for a parameter of any op at `path`, unvalidated.
+fn raw_values(path: &[&str], m: &ArgMatches) -> BTreeMap<&'static str, String> {
     let mut raw: BTreeMap<&'static str, String> = BTreeMap::new();
     for op in catalog::ops_at(path) {
         for p in op.params {
@@ -368,9 +434,7 @@ pub fn invocation(path: &[&str], m: &ArgMatches) -> Result<Invocation> {
             }
         }
     }
-    let op = catalog::select(path, &raw)?;
-    raw.retain(|k, _| op.param(k).is_some());
-    Invocation::new(op, raw)
+    raw
 }
 
 /// A guest command's request: the argv after `--`, stdin (read now: a file or `-`), file

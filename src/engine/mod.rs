@@ -2,7 +2,10 @@
 //!
 //! Order matters and is fixed here: local policy (exit 3), then the confirmation phrase
 //! (exit 4) — neither sends anything — then what the host must tell (node, next VMID,
-//! prechecks; reads only), then the op itself, then its task. Front ends differ only in how
+//! prechecks; reads only), then the op itself, then its task. An action that may have
+//! nothing to do ([`catalog::Already`]: a start of a running guest) reads the guest's status
+//! between the policy and the phrase, and ends there with `changed: false` when it is so: a
+//! no-op needs no phrase and takes no rate-limit quota (issue 13). Front ends differ only in how
 //! they connect (one connection per CLI run, one kept open by the MCP server), whether a
 //! human can be asked at a terminal, and how they print.
 //!
@@ -19,8 +22,12 @@ use serde_json::{Value, json};
 use crate::catalog::{self, Risk, ops};
 use crate::error::{Error, Result};
 use crate::invocation::Invocation;
-use crate::policy::{Decision, Policy};
+use crate::policy::{Decision, GuestTags, Policy};
 use crate::remote::Remote;
+
+mod trail;
+
+pub use trail::{Begun, Trail};
 
 /// Gives the engine a connected host when it first needs one.
 pub trait Connector {
@@ -35,80 +42,6 @@ pub struct Done {
     pub data: Value,
     /// stderr lines of a successful command.
     pub warnings: Vec<String>,
-}
-
-/// What one invocation did, gathered while it runs, for its audit record.
-#[derive(Debug, Default)]
-pub struct Trail {
-    /// Whether this invocation is audited (it was meant for a host).
-    pub audited: bool,
-    /// `user@host:port`.
-    pub host: Option<String>,
-    /// The agent account.
-    pub account: Option<String>,
-    /// The remote argv of the op.
-    pub argv: Vec<String>,
-    /// The confirmation phrase that was accepted.
-    pub phrase: Option<String>,
-    /// The task the op ran.
-    pub upid: Option<String>,
-    /// Only reported (dry run).
-    pub dry_run: bool,
-    /// Files a guest command's flow moves (for the audit record).
-    pub transfers: Vec<String>,
-}
-
-impl Trail {
-    /// Append this invocation's record to the audit log. A failure to write is a warning on
-    /// stderr; it never changes the outcome of what already happened.
-    pub fn record(
-        &self,
-        op: &str,
-        via: crate::audit::Via,
-        err: Option<&Error>,
-        code: u8,
-        took: std::time::Duration,
-    ) {
-        use crate::audit::{NewRecord, Verdict};
-        let Some(path) = crate::audit::default_path() else {
-            crate::output::note(
-                "warning: no HOME or XDG_STATE_HOME, so this invocation was not audited",
-            );
-            return;
-        };
-        let decision = match err {
-            _ if self.dry_run => Verdict::DryRun,
-            Some(
-                Error::Policy(_)
-                | Error::ConfirmationRequired { .. }
-                | Error::RateLimited(_)
-                | Error::Host(_),
-            ) => Verdict::Refused,
-            Some(Error::Usage(_) | Error::ReadFile { .. } | Error::Internal(_)) => Verdict::Failed,
-            _ if self.phrase.is_some() => Verdict::Confirmed,
-            _ => Verdict::Allowed,
-        };
-        let mut rec = NewRecord::new(op, via, decision);
-        rec.host = self.host.clone();
-        rec.account = self.account.clone();
-        rec.argv = self.argv.clone();
-        rec.phrase = self.phrase.clone();
-        rec.exit_code = code;
-        rec.duration_ms = took.as_millis() as u64;
-        rec.upid = self.upid.clone();
-        rec.transfers = self.transfers.clone();
-        // A wrong phrase's message quotes what was typed: keep only the error's kind.
-        rec.error = err.map(|e| match e {
-            Error::ConfirmationRequired { .. } => e.kind().to_string(),
-            _ => e.to_string(),
-        });
-        if let Err(e) = crate::audit::append(&path, rec) {
-            crate::output::note(format_args!(
-                "warning: could not write the audit log {}: {e}",
-                path.display()
-            ));
-        }
-    }
 }
 
 /// How a front end runs ops.
@@ -131,18 +64,32 @@ impl<C: Connector> Engine<'_, C> {
         given: Option<&str>,
         trail: &mut Trail,
     ) -> Result<()> {
+        let policy_confirm = self.judge(inv, trail).await?;
+        self.confirm(inv, given, policy_confirm, trail)
+    }
+
+    /// The local policy's part of [`Engine::decide`] (exit 3); whether the policy asks for
+    /// a phrase.
+    async fn judge(&self, inv: &Invocation, trail: &mut Trail) -> Result<bool> {
         trail.argv = inv.remote_argv();
-        let tags = if self.policy.needs_guest_tags()
-            && inv.op.risk != Risk::Read
-            && inv.vmid().is_some()
-        {
-            Some(guest_tags(&self.connector.remote().await?, inv).await?)
+        let tags = if self.policy.wants_tags(inv) {
+            Some(guest_tags(&self.connector.remote().await?).await?)
         } else {
             None
         };
-        let decision = self.policy.check(inv, tags.as_deref())?;
+        let decision = self.policy.check(inv, tags.as_ref())?;
         self.policy.check_downloads(inv)?;
-        let policy_confirm = matches!(decision, Decision::Confirm(_));
+        Ok(matches!(decision, Decision::Confirm(_)))
+    }
+
+    /// The confirmation's part of [`Engine::decide`] (exit 4), then the rate limit (exit 8).
+    fn confirm(
+        &self,
+        inv: &Invocation,
+        given: Option<&str>,
+        policy_confirm: bool,
+        trail: &mut Trail,
+    ) -> Result<()> {
         trail.phrase = if self.interactive {
             crate::confirm::gate(inv, given, policy_confirm)?
         } else {
@@ -154,6 +101,71 @@ impl<C: Connector> Engine<'_, C> {
         // refused call never uses up a limit.
         crate::limits::admit(inv.op, self.policy)?;
         Ok(())
+    }
+
+    /// [`Engine::decide`] for an op that may have nothing to do ([`catalog::Already`],
+    /// issue 13): the policy first (a refusal stays a refusal), then the guest's status (one
+    /// read, after the node lookup), and only when the action is to run, the phrase and the
+    /// rate limit. A no-op needs no phrase and counts against no limit, since nothing
+    /// happens; a phrase that was given must still be the right one (checked before the
+    /// reads). Returns the invocation
+    /// with its node resolved, or the `changed: false` result.
+    async fn admit(
+        &self,
+        inv: &Invocation,
+        given: Option<&str>,
+        trail: &mut Trail,
+    ) -> Result<std::result::Result<Invocation, Value>> {
+        let Some(already) = inv.op.already else {
+            self.decide(inv, given, trail).await?;
+            return Ok(Ok(inv.clone()));
+        };
+        let policy_confirm = self.judge(inv, trail).await?;
+        // A wrong phrase is refused before anything is read (exit 4, nothing sent).
+        if given.is_some() {
+            crate::confirm::gate_with(inv, given, policy_confirm, false, |_| {
+                Err(Error::Internal("no terminal to ask".into()))
+            })?;
+        }
+        let remote = self.connector.remote().await?;
+        let mut inv = inv.clone();
+        if inv.needs_node() {
+            let node = remote.resolve_node(&inv).await?;
+            inv.values.insert("node", node);
+        }
+        let vmid = inv.values.get("vmid").cloned().unwrap_or_default();
+        let node = inv.values.get("node").cloned().unwrap_or_default();
+        let values = [("vmid", vmid.as_str()), ("node", node.as_str())];
+        let status = remote.read_op(already.read, &values).await?;
+        let now = status.get(already.field).and_then(Value::as_str);
+        if now != Some(already.is) {
+            self.confirm(&inv, given, policy_confirm, trail)?;
+            return Ok(Ok(inv));
+        }
+        // What ran was the status read: that is what the audit record shows.
+        trail.argv = Invocation::new(
+            already.read,
+            values.iter().map(|(k, v)| (*k, v.to_string())).collect(),
+        )?
+        .remote_argv();
+        let noun = catalog::guest_noun(inv.op.area.guest_types()[0]);
+        Ok(Err(json!({
+            "changed": false,
+            "vmid": inv.vmid(),
+            "node": node,
+            "status": already.is,
+            "message": format!("{noun} {vmid} is already {}", already.is),
+        })))
+    }
+
+    /// The invocation for an op whose guest was given by name (`vm status web`, issue 13):
+    /// one read of the cluster's guests, the same the node lookup makes, gives its VMID and
+    /// its node, so the op then needs no lookup of its own. The name is resolved before the
+    /// policy decides (the policy judges the VMID), so even a refused call makes this read.
+    pub async fn named(&self, named: &crate::invocation::Named) -> Result<Invocation> {
+        let remote = self.connector.remote().await?;
+        let guest = remote.guest_named(named.op, &named.name).await?;
+        named.resolve(&guest)
     }
 
     /// Run one op. `given` is a confirmation phrase passed along (`--confirm`, MCP
@@ -174,18 +186,43 @@ impl<C: Connector> Engine<'_, C> {
                 warnings: Vec::new(),
             });
         }
-        self.decide(inv, given, trail).await?;
+        let inv = match self.admit(inv, given, trail).await? {
+            Ok(inv) => inv,
+            Err(unchanged) => {
+                return Ok(Done {
+                    data: unchanged,
+                    warnings: Vec::new(),
+                });
+            }
+        };
+        let inv = &inv;
         let remote = self.connector.remote().await?;
         let mut prepared = remote.prepare(inv).await?;
         prepared.attach.confirmed = trail.phrase.clone().or_else(|| given.map(str::to_string));
         trail.argv = prepared.remote_argv();
-        let outcome = remote.send_with_progress(&prepared, progress).await?;
+        trail.begin(inv.op)?;
+        // The task's log lines, for a value the result carries (`backup create`'s archive).
+        let mut log = Vec::new();
+        let mut keep = |line: &str| {
+            trail.saw(line);
+            if inv.op.yields.is_some() {
+                log.push(line.to_string());
+            }
+            progress(line)
+        };
+        let outcome = remote.send_with_progress(&prepared, &mut keep).await?;
         trail.upid = outcome.upid.clone();
         let data = crate::views::normalize(inv.op.view, &outcome.data, inv.keep_type)?;
-        let data = match outcome.upid {
+        let mut data = match outcome.upid {
             Some(upid) => json!({"upid": upid, "node": outcome.node, "task": data}),
             None => data,
         };
+        if let Some(obj) = data.as_object_mut().filter(|_| inv.op.risk != Risk::Read) {
+            obj.insert("changed".into(), json!(true));
+            if let Some(y) = inv.op.yields {
+                obj.insert(yield_key(y).into(), json!(yielded(y, &prepared, &log)));
+            }
+        }
         Ok(Done {
             data,
             warnings: outcome.warnings,
@@ -218,7 +255,11 @@ impl<C: Connector> Engine<'_, C> {
         trail: &mut Trail,
         spawn: &mut dyn FnMut(Option<&str>) -> Result<std::process::Child>,
     ) -> Result<Value> {
-        self.decide(inv, given, trail).await?;
+        let inv = match self.admit(inv, given, trail).await? {
+            Ok(inv) => inv,
+            Err(unchanged) => return Ok(unchanged),
+        };
+        let inv = &inv;
         let remote = self.connector.remote().await?;
         let prepared = remote.prepare(inv).await?;
         let node = prepared.values.get("node").cloned().unwrap_or_default();
@@ -235,6 +276,8 @@ impl<C: Connector> Engine<'_, C> {
                 .collect()
         };
         let before = upids(&remote.read_op(&ops::TASK_LIST, &filter).await?);
+        trail.argv = prepared.remote_argv();
+        trail.begin(inv.op)?;
         let phrase = if given.is_none() {
             trail.phrase.clone()
         } else {
@@ -257,7 +300,7 @@ impl<C: Connector> Engine<'_, C> {
                     let upid = doc["data"]["upid"].as_str().map(String::from);
                     trail.upid = upid.clone();
                     return Ok(
-                        json!({"upid": upid, "node": node, "following": false, "task": doc["data"]["task"]}),
+                        json!({"upid": upid, "node": node, "following": false, "changed": true, "task": doc["data"]["task"]}),
                     );
                 }
                 let msg = doc["error"]["message"]
@@ -273,7 +316,7 @@ impl<C: Connector> Engine<'_, C> {
             if let Some(upid) = now.into_iter().find(|u| !before.contains(u)) {
                 trail.upid = Some(upid.clone());
                 return Ok(
-                    json!({"upid": upid, "node": node, "following": true, "follower_pid": child.id()}),
+                    json!({"upid": upid, "node": node, "following": true, "changed": true, "follower_pid": child.id()}),
                 );
             }
             if std::time::Instant::now() > deadline {
@@ -296,7 +339,7 @@ pub fn dry_run(policy: &Policy, inv: &Invocation, trail: &mut Trail) -> Result<V
     trail.dry_run = true;
     trail.argv = inv.remote_argv();
     policy.check_downloads(inv)?;
-    let verdict = match policy.check(inv, Some(&[]))? {
+    let verdict = match policy.check(inv, Some(&GuestTags::default()))? {
         Decision::Allow => "allowed".to_string(),
         Decision::Confirm(c) => format!("needs the phrase `{}` ({})", c.phrase, c.rule),
         Decision::Approve { rule, .. } => format!("needs a signed approval ({rule})"),
@@ -317,9 +360,9 @@ pub fn dry_run_exec(
 ) -> Result<Value> {
     trail.dry_run = true;
     let (inv, argv) = crate::exec::check_request(req)?;
-    trail.argv = inv.remote_argv();
+    trail.set_argv(&inv);
     // A refusal is a refusal in a dry run too (exit 3, the same message).
-    policy.check(&inv, Some(&[]))?;
+    policy.check(&inv, Some(&GuestTags::default()))?;
     policy.check_command(&inv, &argv)?;
     crate::exec::check_transfers(policy, req, inv.op)?;
     trail.transfers = req.transfers();
@@ -332,6 +375,23 @@ pub fn dry_run_exec(
 
 /// The human summary of a result.
 pub fn human(inv: &Invocation, data: &Value) -> String {
+    if data["changed"] == false {
+        return format!(
+            "{}: {}; nothing to do",
+            inv.display(),
+            data["message"].as_str().unwrap_or("nothing to do")
+        );
+    }
+    if let Some(y) = inv.op.yields
+        && let Some(v) = data[yield_key(y)].as_str()
+    {
+        return format!(
+            "{}: {} (task {})\n{v}",
+            inv.display(),
+            data["task"]["exitstatus"].as_str().unwrap_or("done"),
+            data["upid"].as_str().unwrap_or("")
+        );
+    }
     match inv.op.view {
         catalog::View::Task => format!(
             "{}: {} (task {})",
@@ -344,10 +404,52 @@ pub fn human(inv: &Invocation, data: &Value) -> String {
     }
 }
 
-/// The tags of the guest an invocation targets (empty when it has none or does not exist).
-pub(crate) async fn guest_tags(remote: &Remote, inv: &Invocation) -> Result<Vec<String>> {
+/// The key of a [`catalog::Yield`] in the result.
+fn yield_key(y: catalog::Yield) -> &'static str {
+    match y {
+        catalog::Yield::Archive(_) => "archive",
+    }
+}
+
+/// The value a [`catalog::Yield`] names, from the task's log lines (`None` when the log does
+/// not say). pvesh prints the log as it runs, or — proxied to another node — as one JSON
+/// string holding it (FORMATS.md §1.6); both are searched.
+fn yielded(y: catalog::Yield, inv: &Invocation, log: &[String]) -> Option<String> {
+    let lines = log.iter().flat_map(|l| {
+        let decoded = serde_json::from_str::<String>(l).unwrap_or_else(|_| l.clone());
+        decoded.lines().map(String::from).collect::<Vec<_>>()
+    });
+    match y {
+        catalog::Yield::Archive(storage) => {
+            let storage = inv.values.get(storage)?;
+            lines.into_iter().find_map(|l| archive_volid(&l, storage))
+        }
+    }
+}
+
+/// The volume id of the archive a vzdump log line names (FORMATS.md §3.10): a file vzdump
+/// writes into the storage's dump directory is `<storage>:backup/<file>`, a Proxmox Backup
+/// Server snapshot `<storage>:backup/<type>/<id>/<time>`.
+fn archive_volid(line: &str, storage: &str) -> Option<String> {
+    let quoted = |prefix: &str| -> Option<String> {
+        let rest = &line[line.find(prefix)? + prefix.len()..];
+        Some(rest[..rest.find('\'')?].to_string())
+    };
+    if let Some(path) = quoted("creating vzdump archive '") {
+        let file = path.rsplit('/').next()?;
+        return file
+            .starts_with("vzdump-")
+            .then(|| format!("{storage}:backup/{file}"));
+    }
+    quoted("creating Proxmox Backup Server archive '")
+        .map(|snap| format!("{storage}:backup/{snap}"))
+}
+
+/// The tags of the cluster's guests, for a policy that protects tags (one read of
+/// `/cluster/resources`).
+pub(crate) async fn guest_tags(remote: &Remote) -> Result<GuestTags> {
     let resources = remote.read_op(&ops::CLUSTER_RESOURCES, &[]).await?;
-    Ok(crate::policy::tags_in(&resources, inv.vmid().unwrap_or(0)))
+    Ok(GuestTags::from_resources(&resources))
 }
 
 /// A connector that opens one connection on first use and keeps it for the invocation.

@@ -142,6 +142,17 @@ async fn execute(policy: &Policy, host: Replay, inv: &Invocation, given: Option<
 const CLUSTER_RESOURCES_GUESTS: &str =
     "sudo -n /usr/bin/pvesh get /cluster/resources --type vm --output-format json";
 
+/// `vm status 100` on pve1, VM 100's node in the simulator's guest list.
+const VM100_STATUS: &str =
+    "sudo -n /usr/bin/pvesh get /nodes/pve1/qemu/100/status/current --output-format json";
+
+/// `/cluster/resources --type vm` as the simulator prints it for its fresh cluster
+/// (replay/pvesh_get_cluster_resources_vm_sim.json): VMs 100 `web` … and containers 200
+/// `dns` …, which the real capture lacks.
+fn sim_guests_answer() -> Answer {
+    Answer::ok(fixture("replay/pvesh_get_cluster_resources_vm_sim.json"))
+}
+
 /// `/cluster/resources --type vm` from the real capture
 /// (pve/https_api_cluster_resources_pve7.4-8.0_capture.json, taken without `type`): its guest
 /// entries, which is what `--type vm` keeps.
@@ -208,24 +219,114 @@ async fn protected_tag_reads_the_tags_and_sends_nothing_else() {
 }
 
 #[tokio::test]
+async fn exec_status_reads_the_guests_tags_like_the_other_exec_ops() {
+    // Issue 12: `vm exec-status` was judged as if its guest had no tags.
+    let protect = policy("protect: [go-proxmox+cloud-init]\n");
+    let all = api_data("pve/https_api_cluster_resources_pve7.4-8.0_capture.json");
+    let host = Replay::new("pve").expect(
+        &words("sudo -n /usr/bin/pvesh get /cluster/resources --output-format json"),
+        Answer::ok(one_line(&all)),
+    );
+    let run = execute(
+        &protect,
+        host,
+        &invocation("vm.exec-status", &[("vmid", "102"), ("pid", "4242")]),
+        None,
+    )
+    .await;
+    assert_eq!(run.code(), 3, "{}", run.err());
+    assert!(
+        run.err().to_string().contains("protected tag"),
+        "{}",
+        run.err()
+    );
+    assert_eq!(run.host.count(), 1, "only the read of the tags");
+}
+
+#[tokio::test]
+async fn a_change_whose_audit_record_cannot_be_written_is_not_sent() {
+    // Issue 12: the started record comes first; a torn audit log refuses the op (exit 10).
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("audit.jsonl");
+    std::fs::write(&log, b"{\"seq\":1,\"time\":").unwrap();
+    let host = Arc::new(Replay::new("pve"));
+    let connector = Fixed(Remote::over(host.clone(), "zen-agent@pve:22".into(), None));
+    let none = Policy::default();
+    let engine = Engine {
+        policy: &none,
+        connector: &connector,
+        interactive: false,
+    };
+    let mut trail = Trail {
+        audited: true,
+        log: Some(log),
+        ..Trail::default()
+    };
+    let snap = invocation(
+        "vm.snapshot",
+        &[("vmid", "100"), ("snapshot", "s1"), ("node", "pve1")],
+    );
+    let r = engine.execute(&snap, None, &mut trail, &mut |_| {}).await;
+    let e = r.expect_err("refused");
+    assert_eq!(e.exit_code(), 10, "{e}");
+    assert!(e.to_string().contains("audit new-chain"), "{e}");
+    assert_eq!(host.count(), 0, "nothing was sent");
+}
+
+#[tokio::test]
 async fn confirmation_missing_or_wrong_sends_nothing() {
     let none = Policy::default();
-    let stop = invocation("vm.stop", &[("vmid", "100")]);
-    for given in [None, Some("yes stop 101"), Some("yes stop 100 ")] {
-        let run = execute(&none, Replay::new("pve"), &stop, given).await;
+    let destroy = invocation("vm.destroy", &[("vmid", "100")]);
+    for given in [None, Some("yes destroy 101"), Some("yes destroy 100 ")] {
+        let run = execute(&none, Replay::new("pve"), &destroy, given).await;
         assert_eq!(run.code(), 4, "{given:?}");
         let Error::ConfirmationRequired { phrase, .. } = run.err() else {
             panic!("{}", run.err());
         };
-        assert_eq!(phrase, "yes stop 100");
+        assert_eq!(phrase, "yes destroy 100");
         assert_eq!(run.host.count(), 0, "{given:?}");
     }
+    // An op that may be a no-op (`vm stop`) refuses a wrong phrase before reading anything.
+    let stop = invocation("vm.stop", &[("vmid", "100")]);
+    for given in ["yes stop 101", "yes stop 100 "] {
+        let run = execute(&none, Replay::new("pve"), &stop, Some(given)).await;
+        assert_eq!(run.code(), 4, "{given:?}");
+        assert_eq!(run.host.count(), 0, "{given:?}");
+    }
+}
+
+#[tokio::test]
+async fn stop_of_a_running_vm_without_phrase_only_reads_its_status() {
+    // Issue 13: whether `vm stop` has anything to do is read first (the node lookup, then
+    // status/current); VM 100 runs, so the phrase is asked for and no action is sent.
+    let host = Replay::new("pve")
+        .expect(&words(CLUSTER_RESOURCES_GUESTS), sim_guests_answer())
+        .expect(
+            &words(VM100_STATUS),
+            Answer::ok(fixture(
+                "replay/pvesh_get_qemu_status_current_running_sim.json",
+            )),
+        );
+    let stop = invocation("vm.stop", &[("vmid", "100")]);
+    let run = execute(&Policy::default(), host, &stop, None).await;
+    assert_eq!(run.code(), 4, "{}", run.err());
+    assert!(
+        run.sent().iter().all(|argv| argv[3] == "get"),
+        "{:?}",
+        run.sent()
+    );
 }
 
 #[tokio::test]
 async fn confirmed_op_is_sent_and_its_task_followed() {
     let upid = "UPID:pve1:000F4271:0735BBD7:6B0EB3A6:qmstop:100:root@pam:";
     let host = Replay::new("pve")
+        .expect(
+            &words(VM100_STATUS),
+            Answer::ok(fixture(
+                "replay/pvesh_get_qemu_status_current_running_sim.json",
+            )),
+        )
         .expect(
             &words(
                 "sudo -n /usr/bin/pvesh create /nodes/pve1/qemu/100/status/stop --output-format json",
@@ -246,7 +347,8 @@ async fn confirmed_op_is_sent_and_its_task_followed() {
     assert_eq!(run.data()["task"]["exitstatus"], "OK");
     assert_eq!(run.trail.phrase.as_deref(), Some("yes stop 100"));
     assert_eq!(run.trail.upid.as_deref(), Some(upid));
-    assert_eq!(run.trail.argv, run.sent()[0]);
+    assert_eq!(run.trail.argv, run.sent()[1]);
+    assert_eq!(run.data()["changed"], true);
     assert_eq!(run.progress, [format!("\"{upid}\"")]);
 }
 
@@ -399,16 +501,26 @@ async fn proxmox_tool_without_root_is_exit_9() {
 
 #[tokio::test]
 async fn lost_connection_is_exit_7_and_nothing_follows() {
-    let host = Replay::new("pve").expect(
-        &words(
-            "sudo -n /usr/bin/pvesh create /nodes/pve1/qemu/100/status/start --output-format json",
-        ),
-        Answer::Lost,
-    );
+    // VM 102 is stopped on pve1: the start is sent, and the connection dies under it.
+    let host = Replay::new("pve")
+        .expect(
+            &words(
+                "sudo -n /usr/bin/pvesh get /nodes/pve1/qemu/102/status/current --output-format json",
+            ),
+            Answer::ok(fixture(
+                "replay/pvesh_get_qemu_status_current_stopped_sim.json",
+            )),
+        )
+        .expect(
+            &words(
+                "sudo -n /usr/bin/pvesh create /nodes/pve1/qemu/102/status/start --output-format json",
+            ),
+            Answer::Lost,
+        );
     let run = execute(
         &Policy::default(),
         host,
-        &invocation("vm.start", &[("vmid", "100"), ("node", "pve1")]),
+        &invocation("vm.start", &[("vmid", "102"), ("node", "pve1")]),
         None,
     )
     .await;
@@ -420,8 +532,8 @@ async fn lost_connection_is_exit_7_and_nothing_follows() {
     );
     assert_eq!(
         run.host.count(),
-        1,
-        "no task status after a lost connection"
+        2,
+        "the status read, the start, and no task status after a lost connection"
     );
 }
 
@@ -466,4 +578,5 @@ async fn reads_are_normalized_into_their_view() {
     assert_eq!(run.data()[0]["node"], "node2");
 }
 
+mod guests;
 mod pve;

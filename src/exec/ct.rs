@@ -64,9 +64,13 @@ pub(super) async fn ct_flow(
     t: &CtTarget,
     trail: &mut Trail,
 ) -> Result<Value> {
+    trail.argv = c.inv.remote_argv();
+    trail.begin(c.inv.op)?;
     let mut pushed = Vec::new();
     for (local, guest, data) in &c.push {
-        let out = pct(remote, &t.vmid, &[TEE, guest], Some(data)).await?;
+        let out = pct(remote, &t.vmid, &[TEE, guest], Some(data))
+            .await?
+            .output;
         if out.exit_status != 0 {
             return Err(Error::Remote(format!(
                 "pushing {} to {guest} in container {}: `{TEE}` exited {}: {}",
@@ -86,15 +90,16 @@ pub(super) async fn ct_flow(
     }
     trail.argv = c.inv.remote_argv();
     let words: Vec<&str> = c.argv.iter().map(String::as_str).collect();
-    let out = pct(remote, &t.vmid, &words, c.stdin.as_deref()).await?;
+    let ran = pct(remote, &t.vmid, &words, c.stdin.as_deref()).await?;
+    let out = &ran.output;
     let mut doc = json!({
         "exited": true,
         "exitcode": out.exit_status,
         "signal": Value::Null,
         "stdout": out.stdout_text(),
         "stderr": out.stderr_text(),
-        "out_truncated": false,
-        "err_truncated": false,
+        "out_truncated": ran.stdout_truncated,
+        "err_truncated": ran.stderr_truncated,
     });
     if std::str::from_utf8(&out.stdout).is_err() {
         doc["stdout_base64"] = json!(base64(&out.stdout));
@@ -106,6 +111,14 @@ pub(super) async fn ct_flow(
     if out.exit_status == 0 {
         for (guest, local) in &c.pull {
             let got = pct(remote, &t.vmid, &[CAT, guest], None).await?;
+            if got.stdout_truncated {
+                return Err(Error::Remote(format!(
+                    "{guest} in container {} is larger than {CT_STREAM_MAX} bytes, the most pxagent pulls: nothing was written to {}",
+                    t.vmid,
+                    local.display()
+                )));
+            }
+            let got = got.output;
             if got.exit_status != 0 {
                 return Err(Error::Remote(format!(
                     "pulling {guest} from container {}: `{CAT}` exited {}: {}",
@@ -133,12 +146,14 @@ pub(super) async fn ct_flow(
     Ok(doc)
 }
 
-/// Run `pct exec VMID -- WORDS…` (through the catalog's `ct.exec` row) with optional stdin.
-/// A non-zero exit status is the guest command's (pct passes it through) unless sudo
-/// refused, which is exit 9 with the way to enable container exec. A program missing in the
-/// container is the guest's 127 like any other code (lxc-attach's `… No such file or
-/// directory - Failed to exec "P"`, REAL `pct_exec_missing_program_lxc_attach.txt`;
-/// [`classify`] tells it from a missing sudo by the shell's own line, issue 12 item 20).
+/// Run `pct exec VMID -- WORDS…` (through the catalog's `ct.exec` row) with optional stdin,
+/// keeping at most [`CT_STREAM_MAX`] bytes of each of its streams (the rest is dropped as it
+/// arrives, and the flags say so). A non-zero exit status is the guest command's (pct passes
+/// it through) unless sudo refused, which is exit 9 with the way to enable container exec. A
+/// program missing in the container is the guest's 127 like any other code (lxc-attach's `…
+/// No such file or directory - Failed to exec "P"`, REAL
+/// `pct_exec_missing_program_lxc_attach.txt`; [`classify`] tells it from a missing sudo by the
+/// shell's own line, issue 12 item 20).
 ///
 /// [`classify`]: crate::remote::classify
 pub(super) async fn pct(
@@ -146,7 +161,7 @@ pub(super) async fn pct(
     vmid: &str,
     words: &[&str],
     stdin: Option<&[u8]>,
-) -> Result<crate::ssh::Output> {
+) -> Result<crate::ssh::Bounded> {
     let argv: Vec<String> = words.iter().map(|w| w.to_string()).collect();
     let inv = step_inv(
         &ops::CT_EXEC,
@@ -156,11 +171,15 @@ pub(super) async fn pct(
         ],
     )?;
     let remote_argv = inv.remote_argv();
-    let result = match stdin {
-        Some(data) => remote.session.exec_with_stdin(&remote_argv, data).await,
-        None => remote.session.exec(&remote_argv).await,
-    };
-    let out = result.map_err(|e| match e {
+    let result = remote
+        .session
+        .exec_bounded(&remote_argv, stdin, CT_STREAM_MAX)
+        .await;
+    let crate::ssh::Bounded {
+        output: out,
+        stdout_truncated,
+        stderr_truncated,
+    } = result.map_err(|e| match e {
         Error::Connection(m) if m.contains("timed out") => Error::Connection(format!(
             "{m}; the command inside container {vmid} may still be running"
         )),
@@ -178,11 +197,15 @@ pub(super) async fn pct(
             "{m}; container exec is in no sudoers profile: render the host's file with `pxagent sudoers render --ct-exec {vmid}` (or a range holding {vmid})"
         )));
     }
-    Ok(out)
+    Ok(crate::ssh::Bounded {
+        output: out,
+        stdout_truncated,
+        stderr_truncated,
+    })
 }
 
 pub(super) async fn ct_sha256(remote: &Remote, vmid: &str, path: &str) -> Result<String> {
-    let out = pct(remote, vmid, &[SHA256SUM, path], None).await?;
+    let out = pct(remote, vmid, &[SHA256SUM, path], None).await?.output;
     if out.exit_status != 0 {
         return Err(Error::Remote(format!(
             "cannot verify {path} in container {vmid}: `{SHA256SUM} {path}` exited {}: {}",

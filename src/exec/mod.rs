@@ -53,6 +53,10 @@ pub const VM_PULL_MAX: usize = 16 * 1024 * 1024;
 pub const VM_STDIN_MAX: usize = 64 * 1024;
 /// What pxagent sends to or takes from a container in one file or stdin.
 pub const CT_FILE_MAX: usize = 64 * 1024 * 1024;
+/// What pxagent keeps of each output stream of a container command (stdout, stderr, a
+/// pulled file): 16 MiB, as the guest agent's file-read limit for VMs; the rest is dropped as
+/// it arrives (`out_truncated`/`err_truncated`), and a pull that is larger is refused.
+pub const CT_STREAM_MAX: usize = 16 * 1024 * 1024;
 /// How long `vm exec` waits for the guest command when `--timeout` is not given.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -74,14 +78,14 @@ pub async fn run<C: Connector>(
     trail: &mut Trail,
 ) -> Result<Value> {
     let c = req.check()?;
-    trail.argv = c.inv.remote_argv();
+    trail.set_argv(&c.inv);
     let policy = engine.policy;
-    let tags = if policy.needs_guest_tags() {
-        Some(crate::engine::guest_tags(&engine.connector.remote().await?, &c.inv).await?)
+    let tags = if policy.wants_tags(&c.inv) {
+        Some(crate::engine::guest_tags(&engine.connector.remote().await?).await?)
     } else {
         None
     };
-    let decision = policy.check(&c.inv, tags.as_deref())?;
+    let decision = policy.check(&c.inv, tags.as_ref())?;
     policy.check_command(&c.inv, &c.argv)?;
     check_transfers(policy, req, c.inv.op)?;
     trail.transfers = req.transfers();
@@ -105,9 +109,15 @@ pub async fn run<C: Connector>(
     }
 }
 
-/// `vm exec-status VMID PID`: the state and output of a process the agent started.
+/// `vm exec-status VMID PID`: the state and output of a process the agent started. Judged
+/// like the other exec ops, the guest's tags included (issue 12).
 pub async fn exec_status<C: Connector>(engine: &Engine<'_, C>, inv: &Invocation) -> Result<Value> {
-    engine.policy.check(inv, Some(&[]))?;
+    let tags = if engine.policy.wants_tags(inv) {
+        Some(crate::engine::guest_tags(&engine.connector.remote().await?).await?)
+    } else {
+        None
+    };
+    engine.policy.check(inv, tags.as_ref())?;
     crate::limits::admit(inv.op, engine.policy)?;
     let remote = engine.connector.remote().await?;
     let inv = remote.prepare(inv).await?;

@@ -1,5 +1,6 @@
 //! What both flows share: step invocations, the guest's tags, checksums, base64, and writing
-//! pulled files locally (temporary file beside the target, moved into place).
+//! pulled files locally (an exclusive, unguessable temporary file beside the target, moved
+//! into place).
 
 use std::path::{Path, PathBuf};
 
@@ -79,24 +80,50 @@ pub(super) fn parent_dir(p: &Path) -> PathBuf {
     }
 }
 
-/// Write a pulled file atomically: a temporary file beside it, then a hard link (which
-/// fails when the target exists: no overwrite without `--force`, even if one appeared since
-/// the check) or, with `--force`, a rename.
+/// Write a pulled file safely (issue 12): a temporary file beside it with an unpredictable
+/// name, created exclusively (`O_EXCL`: never an existing file), never through a symlink
+/// (`O_NOFOLLOW`), mode 0600, synced; then a hard link to the target (which fails when the
+/// target exists — a file or a symlink — so nothing is overwritten without `--force`, even if
+/// it appeared since the check) or, with `--force`, a rename (which replaces a symlink
+/// itself, never what it points to).
 pub(super) fn write_local(dest: &Path, data: &[u8], force: bool) -> Result<()> {
     use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
     let dir = parent_dir(dest);
     let name = dest
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "pull".into());
-    let tmp = dir.join(format!(".{name}.pxagent-{}", std::process::id()));
     let fail = |what: &str, e: std::io::Error| {
         Error::Internal(format!("cannot write {}: {what}: {e}", dest.display()))
     };
-    let mut f = std::fs::File::create(&tmp).map_err(|e| fail("create a temporary file", e))?;
-    f.write_all(data).map_err(|e| fail("write", e))?;
-    f.sync_all().map_err(|e| fail("sync", e))?;
+    let mut attempt = 0;
+    let (tmp, mut f) = loop {
+        let tmp = dir.join(format!(".{name}.pxagent-{}.tmp", random_hex()?));
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&tmp)
+        {
+            Ok(f) => break (tmp, f),
+            // Someone holds that name already (chance, or a planted file): take another.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && attempt < 8 => {
+                attempt += 1;
+            }
+            Err(e) => return Err(fail("create a temporary file", e)),
+        }
+    };
+    let written = f
+        .write_all(data)
+        .and_then(|()| f.sync_all())
+        .map_err(|e| fail("write", e));
     drop(f);
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
     let r = if force {
         std::fs::rename(&tmp, dest)
     } else {
@@ -113,6 +140,16 @@ pub(super) fn write_local(dest: &Path, data: &[u8], force: bool) -> Result<()> {
         return Err(fail("move into place", e));
     }
     Ok(())
+}
+
+/// 128 random bits as hex, from the kernel (`/dev/urandom`), for names nobody can guess.
+fn random_hex() -> Result<String> {
+    use std::io::Read;
+    let mut b = [0u8; 16];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut b))
+        .map_err(|e| Error::Internal(format!("cannot read /dev/urandom: {e}")))?;
+    Ok(b.iter().map(|x| format!("{x:02x}")).collect())
 }
 
 /// Standard base64 with padding.
@@ -135,4 +172,63 @@ pub fn base64(data: &[u8]) -> String {
         }
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn a_pull_never_writes_through_a_symlink_or_over_a_file_without_force() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, b"precious").unwrap();
+        // A symlink planted at the target: refused without --force, and with it the link
+        // itself is replaced, never the file it points to.
+        let dest = dir.path().join("out.txt");
+        std::os::unix::fs::symlink(&victim, &dest).unwrap();
+        let e = write_local(&dest, b"pulled", false).unwrap_err();
+        assert_eq!(e.exit_code(), 2, "{e}");
+        assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+        write_local(&dest, b"pulled", true).unwrap();
+        assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+        let meta = std::fs::symlink_metadata(&dest).unwrap();
+        assert!(
+            meta.file_type().is_file(),
+            "the link was replaced by a file"
+        );
+        assert_eq!(std::fs::read(&dest).unwrap(), b"pulled");
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+        // Symlinks planted at the temporary names the old code used (`.NAME.pxagent-PID`)
+        // and at a guess of the new form lead nowhere.
+        let fresh = dir.path().join("fresh.txt");
+        for planted in [
+            format!(".fresh.txt.pxagent-{}", std::process::id()),
+            ".fresh.txt.pxagent-00000000000000000000000000000000.tmp".to_string(),
+        ] {
+            std::os::unix::fs::symlink(&victim, dir.path().join(planted)).unwrap();
+        }
+        write_local(&fresh, b"new", false).unwrap();
+        assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+        assert_eq!(std::fs::read(&fresh).unwrap(), b"new");
+        // An existing regular file needs --force too; no temporary file is left behind.
+        let e = write_local(&fresh, b"again", false).unwrap_err();
+        assert!(e.to_string().contains("--force"), "{e}");
+        let left: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".tmp") && !n.contains("0000000000"))
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
+    }
+
+    #[test]
+    fn temporary_names_are_unpredictable() {
+        let a = random_hex().unwrap();
+        let b = random_hex().unwrap();
+        assert_eq!(a.len(), 32);
+        assert_ne!(a, b);
+    }
 }

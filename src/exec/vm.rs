@@ -20,7 +20,8 @@ pub(super) async fn vm_flow(
     trail: &mut Trail,
 ) -> Result<Value> {
     let inv = remote.prepare(&c.inv).await?;
-    trail.argv = inv.remote_argv();
+    trail.set_argv(&inv);
+    trail.begin(inv.op)?;
     let node = inv.values.get("node").cloned().unwrap_or_default();
     let vmid = inv.values.get("vmid").cloned().unwrap_or_default();
     let mut pushed = Vec::new();

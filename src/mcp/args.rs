@@ -43,8 +43,13 @@ pub fn raw_values(
                 names.join(", ")
             )));
         };
-        let bad =
-            |what: &str| Error::usage(format!("{tool}: `{}` must be {what}, not {value}", p.name));
+        let bad = |what: &str| {
+            Error::usage(format!(
+                "{tool}: `{}` must be {what}, not {}",
+                p.name,
+                catalog::kind::printable(&value.to_string())
+            ))
+        };
         match (p.kind, value) {
             (_, Value::Null) => {}
             (Kind::Flag, Value::Bool(true)) => {

@@ -26,6 +26,10 @@
 //! them at 8), and dropped when a call fails with a connection error so that the next call
 //! opens a fresh one. A *read* that failed on a connection opened before it is retried once
 //! on a fresh connection; anything that may have changed state is never retried silently.
+//!
+//! On SIGTERM, SIGINT or SIGHUP the server takes no more calls, lets the calls in flight
+//! finish for a few seconds, and exits 0; every command it sent has an audit record, its
+//! result or `interrupted` (`shutdown`).
 
 use rmcp::ServiceExt;
 
@@ -36,6 +40,7 @@ mod args;
 mod link;
 mod schema;
 mod server;
+mod shutdown;
 
 pub use args::*;
 pub use link::*;
@@ -52,7 +57,7 @@ pub struct Options {
 }
 
 /// `pxagent mcp [--profile P] [--list-tools]`: serve MCP on stdin/stdout until the client
-/// closes stdin (exit 0), or print the tool list and exit.
+/// closes stdin or a signal ends it (exit 0), or print the tool list and exit.
 pub fn serve(ctx: crate::context::Context, opts: Options) -> Result<u8> {
     let Options {
         profile,
@@ -76,7 +81,7 @@ pub fn serve(ctx: crate::context::Context, opts: Options) -> Result<u8> {
     // Resolve the host before serving: a server without a host would only fail every call.
     let target = crate::context::target_of(&ctx.connect, &ctx.config)?;
     let runtime = crate::context::runtime()?;
-    runtime.block_on(async move {
+    let ended = runtime.block_on(async move {
         crate::output::write_stderr(&format!(
             "pxagent mcp: {} tools for {} (profile {}, policy: {}); speaking MCP on stdin/stdout\n",
             specs.len(),
@@ -86,20 +91,17 @@ pub fn serve(ctx: crate::context::Context, opts: Options) -> Result<u8> {
         ));
         let server = Server::new(policy, profile, target);
         let link = server.link.clone();
-        let service = server
+        // Signals end the session gracefully (issue 15): see `shutdown`.
+        let service = shutdown::Draining::new(server)
             .serve(rmcp::transport::stdio_pipes())
             .await
             .map_err(|e| Error::Internal(format!("MCP initialization failed: {e}")))?;
-        let ended = service.waiting().await;
+        let ended = shutdown::serve(service).await;
         link.close().await;
-        match ended {
-            Ok(reason) => {
-                tracing::info!(target: "pxagent::mcp", "session ended ({reason:?})");
-                Ok(0)
-            }
-            Err(e) => Err(Error::Internal(format!("MCP session failed: {e}"))),
-        }
-    })
+        ended
+    });
+    shutdown::shut_down(runtime);
+    ended
 }
 
 #[cfg(test)]

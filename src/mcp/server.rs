@@ -163,6 +163,7 @@ impl Server {
             audited: true,
             host: Some(self.host.clone()),
             account: Some(self.account.clone()),
+            via: Via::Mcp,
             ..Trail::default()
         };
         let args = request.arguments.unwrap_or_default();

@@ -19,7 +19,10 @@
 //! `yes destroy N`. It exists to carve exceptions out of a glob (`"*": deny` + `vm.status:
 //! allow`). Specificity: an exact id beats any glob; among globs the one with more literal
 //! (non-`*`) characters wins; between equally specific globs the stricter action wins
-//! (deny > confirm > allow), so the outcome never depends on key order. A rule's `limits` and
+//! (deny > confirm > allow), so the outcome never depends on key order. An entry for an op
+//! covers its variants ([`Op::variant_of`]: `backup.restore` covers the overwrite and the
+//! container restores, `vm.snapshot` the RAM snapshot) unless a variant has an exact entry of
+//! its own; an exact entry for a base beats a glob that matches the variant. A rule's `limits` and
 //! `commands` are taken from the most specific rule too; ops that run a guest command and
 //! name no limits get 10 per minute ([`Limit::exec_default`]).
 
@@ -130,7 +133,7 @@ impl Policy {
     /// The rate limits of an op: the most specific rule's `limits`, else 10 per minute for
     /// ops that run a command in a guest, else none.
     fn limits_for_one(&self, op: &Op) -> Vec<Limit> {
-        match self.compiled_for(op.id).and_then(|c| c.rule.limits.clone()) {
+        match self.compiled_for(op).and_then(|c| c.rule.limits.clone()) {
             Some(l) => l,
             None if op.runs_guest_command() => vec![Limit::exec_default(op)],
             None => Vec::new(),
@@ -139,7 +142,7 @@ impl Policy {
 
     /// Where an op's limits were written (`None`: pxagent's default).
     fn limits_source_one(&self, op: &Op) -> Option<String> {
-        let c = self.compiled_for(op.id)?;
+        let c = self.compiled_for(op)?;
         c.rule
             .limits
             .as_ref()
@@ -149,7 +152,7 @@ impl Policy {
     /// Whether the most specific rule's allowlist admits this guest command (program first).
     /// `Err` is [`Error::Policy`] (exit 3) naming the allowed shapes.
     fn check_command_one(&self, inv: &Invocation, argv: &[String]) -> Result<()> {
-        let Some(c) = self.compiled_for(inv.op.id) else {
+        let Some(c) = self.compiled_for(inv.op) else {
             return Ok(());
         };
         let Some(list) = &c.commands else {
@@ -176,7 +179,7 @@ impl Policy {
     /// allowlist and no list for that direction allows none (fail closed); otherwise files move
     /// freely, as the commands do. `Err` is [`Error::Policy`] (exit 3).
     fn check_transfer_one(&self, exec_op: &Op, dir: Transfer, path: &str) -> Result<()> {
-        let Some(c) = self.compiled_for(exec_op.id) else {
+        let Some(c) = self.compiled_for(exec_op) else {
             return Ok(());
         };
         let (what, list) = match dir {
@@ -206,11 +209,37 @@ impl Policy {
         self.allow_privileged_ct_exec
     }
 
-    fn compiled_for(&self, op_id: &str) -> Option<&Compiled> {
+    /// The rule for an op: the most specific entry naming the op or one of the ops it is a
+    /// variant of ([`Op::lineage`]). An exact entry for the op itself beats an exact entry for
+    /// a base (nearer bases first), which beats any glob; among globs the one with more
+    /// literal characters wins; ties go to the stricter action.
+    fn compiled_for(&self, op: &Op) -> Option<&Compiled> {
+        self.compiled_for_lineage(&op.lineage())
+    }
+
+    fn compiled_for_lineage(&self, lineage: &[(&str, usize)]) -> Option<&Compiled> {
         self.rules
             .iter()
-            .filter(|c| glob_match(&c.key, op_id))
-            .max_by_key(|c| (!c.glob, c.literals, c.rule.action))
+            .filter_map(|c| {
+                let nearest = lineage
+                    .iter()
+                    .filter(|(id, _)| glob_match(&c.key, id))
+                    .map(|(_, depth)| *depth)
+                    .min()?;
+                // Exact entries rank by how near the op they name is; globs below all of them.
+                let tier = if c.glob { 0 } else { usize::MAX - nearest };
+                Some((tier, c))
+            })
+            .max_by_key(|(tier, c)| (*tier, c.literals, c.rule.action))
+            .map(|(_, c)| c)
+    }
+
+    /// [`Policy::compiled_for`] by id: a catalog op's lineage, else the id alone.
+    fn compiled_for_id(&self, op_id: &str) -> Option<&Compiled> {
+        match crate::catalog::find(op_id) {
+            Some(op) => self.compiled_for(op),
+            None => self.compiled_for_lineage(&[(op_id, 0)]),
+        }
     }
 
     /// Where this policy came from.
@@ -226,17 +255,20 @@ impl Policy {
     /// The rule that applies to an op id and the key it was written under (for dry-run
     /// output and, later, rate limits): the most specific match, as the module doc says.
     fn rule_for_one(&self, op_id: &str) -> Option<(&str, &Rule)> {
-        self.compiled_for(op_id).map(|c| (c.key.as_str(), &c.rule))
+        self.compiled_for_id(op_id)
+            .map(|c| (c.key.as_str(), &c.rule))
     }
 
-    /// Decide before anything is sent. `guest_tags` are the tags of the guest named by the
-    /// op's `vmid` as `/cluster/resources` reports them (see [`parse_tags`]): `Some(&[])` when
-    /// it has none or does not exist yet, `None` when they were not looked up. When tags are
-    /// protected and a state-changing op's guest has unknown tags, the op is refused — the
-    /// policy fails closed rather than guess.
+    /// Decide before anything is sent. `guest_tags` are the guests' tags as
+    /// `/cluster/resources` reports them ([`GuestTags`]; a guest missing there has none),
+    /// `None` when they were not looked up. When tags are protected and a state-changing op
+    /// names a guest whose tags are unknown, the op is refused — the policy fails closed
+    /// rather than guess. The guests an op names are its VMID parameters and the guest whose
+    /// backup an archive parameter is (restoring, removing or pruning a protected guest's
+    /// backups is a change to it).
     ///
     /// `Err` is always [`Error::Policy`] (exit 3) with a one-line reason.
-    fn check_one(&self, inv: &Invocation, guest_tags: Option<&[String]>) -> Result<Decision> {
+    fn check_one(&self, inv: &Invocation, guest_tags: Option<&GuestTags>) -> Result<Decision> {
         let op = inv.op;
         let target = match inv.vmid() {
             Some(id) => format!("{} on {id}", op.id),
@@ -248,7 +280,7 @@ impl Policy {
                 self.source
             )))
         };
-        let rule = self.rule_for_one(op.id);
+        let rule = self.compiled_for(op).map(|c| (c.key.as_str(), &c.rule));
         if let Some((key, r)) = rule
             && r.action == Action::Deny
         {
@@ -265,33 +297,30 @@ impl Policy {
             );
         }
         if op.risk != Risk::Read {
-            if let Some(id) = guest_ids(inv)
-                .into_iter()
-                .find(|id| self.protect_ids.contains(id))
-            {
-                return refuse(format!("guest {id} is protected"), "policy.protect");
+            let guests = guest_ids(inv);
+            if let Some(g) = guests.iter().find(|g| self.protect_ids.contains(&g.vmid)) {
+                return refuse(format!("{g} is protected"), "policy.protect");
             }
-            if let (false, Some(id)) = (self.protect_tags.is_empty(), inv.vmid()) {
-                match guest_tags {
-                    None => {
+            if !self.protect_tags.is_empty() {
+                for g in &guests {
+                    let Some(known) = guest_tags else {
                         return refuse(
                             format!(
-                                "cannot tell whether guest {id} carries a protected tag ({}): its tags are unknown",
+                                "cannot tell whether {g} carries a protected tag ({}): its tags are unknown",
                                 self.protect_tags.join(", ")
                             ),
                             "policy.protect",
                         );
-                    }
-                    Some(tags) => {
-                        if let Some(t) = tags
-                            .iter()
-                            .find(|t| self.protect_tags.iter().any(|p| p.eq_ignore_ascii_case(t)))
-                        {
-                            return refuse(
-                                format!("guest {id} carries the protected tag '{t}'"),
-                                "policy.protect",
-                            );
-                        }
+                    };
+                    if let Some(t) = known
+                        .of(g.vmid)
+                        .iter()
+                        .find(|t| self.protect_tags.iter().any(|p| p.eq_ignore_ascii_case(t)))
+                    {
+                        return refuse(
+                            format!("{g} carries the protected tag '{t}'"),
+                            "policy.protect",
+                        );
                     }
                 }
             }
@@ -324,8 +353,8 @@ impl Policy {
     /// it does not hide an op.
     fn allows_listing_one(&self, op: &Op) -> bool {
         let denied = self
-            .rule_for(op.id)
-            .is_some_and(|(_, r)| r.action == Action::Deny);
+            .compiled_for(op)
+            .is_some_and(|c| c.rule.action == Action::Deny);
         let read_only_blocks = self.read_only && op.risk != Risk::Read;
         !(denied || read_only_blocks)
     }
@@ -354,7 +383,7 @@ impl Policy {
         let mut all: Vec<Limit> = Vec::new();
         let stated = self
             .layers()
-            .filter_map(|p| p.compiled_for(op.id).and_then(|c| c.rule.limits.clone()));
+            .filter_map(|p| p.compiled_for(op).and_then(|c| c.rule.limits.clone()));
         for l in stated.flatten() {
             if !all.contains(&l) {
                 all.push(l);
@@ -406,7 +435,7 @@ impl Policy {
     /// Decide before anything is sent (see the layer rules above). `guest_tags` are the tags
     /// of the guest named by the op's `vmid` (`None`: not looked up; a layer that protects tags
     /// then refuses a change). `Err` is always [`Error::Policy`] (exit 3).
-    pub fn check(&self, inv: &Invocation, guest_tags: Option<&[String]>) -> Result<Decision> {
+    pub fn check(&self, inv: &Invocation, guest_tags: Option<&GuestTags>) -> Result<Decision> {
         let mut out = Decision::Allow;
         for p in self.layers() {
             let d = p.check_one(inv, guest_tags)?;
@@ -466,6 +495,13 @@ impl Policy {
     /// Whether [`Policy::check`] needs the guest's tags (some layer protects a tag).
     pub fn needs_guest_tags(&self) -> bool {
         self.layers().any(|p| p.needs_guest_tags_one())
+    }
+
+    /// Whether [`Policy::check`] of this invocation needs guests' tags: some layer protects a
+    /// tag, and the op changes state and names a guest (a VMID, or an archive's guest). The
+    /// front ends then read `/cluster/resources` once ([`GuestTags::from_resources`]).
+    pub fn wants_tags(&self, inv: &Invocation) -> bool {
+        self.needs_guest_tags() && inv.op.risk != Risk::Read && !guest_ids(inv).is_empty()
     }
 
     /// Whether an op should be offered at all (MCP tool listing): false when any layer's
@@ -546,19 +582,6 @@ fn path_glob(glob: &str, path: &str) -> bool {
     regex::Regex::new(&re).is_ok_and(|r| r.is_match(path))
 }
 
-/// The tags of guest `vmid` in a `/cluster/resources` answer (empty when it has none or is
-/// not there).
-pub fn tags_in(resources: &serde_json::Value, vmid: u64) -> Vec<String> {
-    resources
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|r| r.get("vmid").and_then(serde_json::Value::as_u64) == Some(vmid))
-        .and_then(|r| r.get("tags").and_then(serde_json::Value::as_str))
-        .map(parse_tags)
-        .unwrap_or_default()
-}
-
 /// Split a guest's `tags` field as Proxmox writes it (`;`-separated in `/cluster/resources`;
 /// `,` and spaces are accepted on input too) into tags, dropping empty pieces.
 pub fn parse_tags(s: &str) -> Vec<String> {
@@ -577,18 +600,95 @@ fn what_it_does(risk: Risk) -> &'static str {
     }
 }
 
-/// Every VMID the invocation names (every parameter of kind VMID: the guest, and a clone's
-/// or restore's target).
-fn guest_ids(inv: &Invocation) -> Vec<u64> {
-    inv.values
+/// A guest an invocation names, and how (for messages).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Named {
+    vmid: u64,
+    /// Named through a backup archive's name rather than a VMID parameter.
+    archive: bool,
+}
+
+impl std::fmt::Display for Named {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.archive {
+            write!(f, "guest {} (the archive is its backup)", self.vmid)
+        } else {
+            write!(f, "guest {}", self.vmid)
+        }
+    }
+}
+
+/// Every guest the invocation names: every parameter of kind VMID (the guest, and a clone's
+/// or restore's target), then the guest whose backup each archive parameter is.
+fn guest_ids(inv: &Invocation) -> Vec<Named> {
+    let kind_of = |name: &str| inv.op.param(name).map(|p| p.kind);
+    let ids = inv
+        .values
         .iter()
-        .filter(|(name, _)| {
-            inv.op
-                .param(name)
-                .is_some_and(|p| matches!(p.kind, Kind::Vmid))
-        })
+        .filter(|(name, _)| kind_of(name) == Some(Kind::Vmid))
         .filter_map(|(_, v)| v.parse().ok())
-        .collect()
+        .map(|vmid| Named {
+            vmid,
+            archive: false,
+        });
+    let archives = inv
+        .values
+        .iter()
+        .filter(|(name, _)| kind_of(name) == Some(Kind::Archive))
+        .filter_map(|(_, v)| archive_vmid(v))
+        .map(|vmid| Named {
+            vmid,
+            archive: true,
+        });
+    let mut out: Vec<Named> = Vec::new();
+    for g in ids.chain(archives) {
+        if !out.iter().any(|o| o.vmid == g.vmid) {
+            out.push(g);
+        }
+    }
+    out
+}
+
+/// The VMID in a backup archive's name ([`Kind::Archive`]:
+/// `STORAGE:backup/vzdump-qemu|lxc-VMID-DATE…`).
+fn archive_vmid(volid: &str) -> Option<u64> {
+    let (_, rest) = volid.split_once(":backup/vzdump-")?;
+    let rest = rest
+        .strip_prefix("qemu-")
+        .or_else(|| rest.strip_prefix("lxc-"))?;
+    rest.split('-').next()?.parse().ok()
+}
+
+/// The tags of the cluster's guests by VMID, as `/cluster/resources` reports them: what
+/// `protect` by tag judges. A guest that is not listed has no tags (or does not exist yet).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GuestTags(std::collections::BTreeMap<u64, Vec<String>>);
+
+impl GuestTags {
+    /// Every guest's tags in a `/cluster/resources` answer.
+    pub fn from_resources(resources: &serde_json::Value) -> GuestTags {
+        let mut map = std::collections::BTreeMap::new();
+        for r in resources.as_array().into_iter().flatten() {
+            if let (Some(vmid), Some(tags)) = (
+                r.get("vmid").and_then(serde_json::Value::as_u64),
+                r.get("tags").and_then(serde_json::Value::as_str),
+            ) {
+                map.insert(vmid, parse_tags(tags));
+            }
+        }
+        GuestTags(map)
+    }
+
+    /// These tags with guest `vmid` carrying `tags` (tests and callers that know one guest).
+    pub fn with(mut self, vmid: u64, tags: Vec<String>) -> GuestTags {
+        self.0.insert(vmid, tags);
+        self
+    }
+
+    /// The tags of guest `vmid` (empty when it has none).
+    pub fn of(&self, vmid: u64) -> &[String] {
+        self.0.get(&vmid).map(Vec::as_slice).unwrap_or(&[])
+    }
 }
 
 /// `*` matches any run of characters (dots included); everything else is literal.
@@ -635,7 +735,7 @@ mod tests {
         Invocation::new(op, kv.iter().map(|(k, v)| (*k, v.to_string())).collect()).unwrap()
     }
 
-    fn refusal(p: &Policy, i: &Invocation, tags: Option<&[String]>) -> String {
+    fn refusal(p: &Policy, i: &Invocation, tags: Option<&GuestTags>) -> String {
         let e = p.check(i, tags).unwrap_err();
         assert_eq!(e.exit_code(), 3, "{e}");
         let msg = e.to_string();
@@ -645,6 +745,11 @@ mod tests {
 
     fn tags(s: &str) -> Vec<String> {
         parse_tags(s)
+    }
+
+    /// Guest 100 carries these tags.
+    fn on100(s: &str) -> GuestTags {
+        GuestTags::default().with(100, parse_tags(s))
     }
 
     #[test]
@@ -754,6 +859,77 @@ mod tests {
     }
 
     #[test]
+    fn an_entry_covers_the_ops_variants_unless_they_have_their_own() {
+        let restore_force = inv(
+            "backup.restore-overwrite",
+            &[
+                (
+                    "archive",
+                    "local:backup/vzdump-qemu-100-2026_11_01-02_00_00.vma.zst",
+                ),
+                ("vmid", "150"),
+                ("force", "1"),
+            ],
+        );
+        let restore_ct = inv(
+            "backup.restore-ct",
+            &[
+                (
+                    "archive",
+                    "local:backup/vzdump-lxc-200-2026_11_01-02_00_00.tar.zst",
+                ),
+                ("vmid", "250"),
+            ],
+        );
+        let p = policy("ops:\n  backup.restore: deny\n").unwrap();
+        assert!(
+            refusal(&p, &restore_force, Some(&GuestTags::default()))
+                .contains("(policy.ops.backup.restore in")
+        );
+        assert!(p.check(&restore_ct, Some(&GuestTags::default())).is_err());
+        for id in [
+            "backup.restore",
+            "backup.restore-ct",
+            "backup.restore-overwrite",
+            "backup.restore-ct-overwrite",
+        ] {
+            assert!(!p.allows_listing(catalog::find(id).unwrap()), "{id}");
+        }
+        assert!(p.allows_listing(catalog::find("backup.list").unwrap()));
+        // A variant's own entry decides for it; a glob does not outrank the base's entry.
+        let p =
+            policy("ops:\n  \"*\": allow\n  backup.restore: deny\n  backup.restore-ct: allow\n")
+                .unwrap();
+        assert!(p.check(&restore_ct, Some(&GuestTags::default())).is_ok());
+        assert!(
+            p.check(&restore_force, Some(&GuestTags::default()))
+                .is_err()
+        );
+        assert_eq!(
+            p.rule_for("backup.restore-overwrite").unwrap().0,
+            "backup.restore"
+        );
+        // Through two bases: the nearest exact entry wins, ties go to the stricter action.
+        let p =
+            policy("ops:\n  backup.restore-ct: allow\n  backup.restore-overwrite: deny\n").unwrap();
+        assert_eq!(
+            p.rule_for("backup.restore-ct-overwrite").unwrap().1.action,
+            Action::Deny
+        );
+        let p = policy("ops:\n  vm.snapshot: {action: confirm, reason: change window}\n").unwrap();
+        let ram = inv(
+            "vm.snapshot-vmstate",
+            &[("vmid", "100"), ("snapshot", "s1"), ("vmstate", "1")],
+        );
+        let Decision::Confirm(c) = p.check(&ram, Some(&GuestTags::default())).unwrap() else {
+            panic!("the RAM snapshot is covered by vm.snapshot")
+        };
+        assert_eq!(c.phrase, "yes vmstate 100 s1");
+        let p = policy("ops:\n  vm.snapshot: deny\n").unwrap();
+        assert!(!p.allows_listing(&crate::catalog::ops::VM_SNAPSHOT_VMSTATE));
+    }
+
+    #[test]
     fn equally_specific_globs_pick_the_stricter_action_whatever_the_order() {
         // `vm.*` and `*.stop` both have three literal characters.
         for yaml in [
@@ -831,10 +1007,20 @@ mod tests {
                 values.insert(name, if i == 0 { "101" } else { "105" }.to_string());
             }
             let i = Invocation::new(op, values).unwrap();
-            assert!(p.check(&i, Some(&[])).is_err(), "{}", op.id);
+            assert!(
+                p.check(&i, Some(&GuestTags::default())).is_err(),
+                "{}",
+                op.id
+            );
         }
         let i = inv("vm.start", &[("vmid", "105")]);
-        assert_eq!(guest_ids(&i), vec![105]);
+        assert_eq!(
+            guest_ids(&i),
+            vec![Named {
+                vmid: 105,
+                archive: false
+            }]
+        );
     }
 
     #[test]
@@ -843,17 +1029,20 @@ mod tests {
         assert!(p.needs_guest_tags());
         let start = inv("vm.start", &[("vmid", "100")]);
         assert_eq!(
-            refusal(&p, &start, Some(&tags("web;KEEP"))),
+            refusal(&p, &start, Some(&on100("web;KEEP"))),
             format!(
                 "policy refuses vm.start on 100: guest 100 carries the protected tag 'KEEP' (policy.protect in {SRC})"
             )
         );
-        assert!(refusal(&p, &start, Some(&tags("a,prod-db b"))).contains("'prod-db'"));
+        assert!(refusal(&p, &start, Some(&on100("a,prod-db b"))).contains("'prod-db'"));
         assert_eq!(
-            p.check(&start, Some(&tags("web;keeper"))).unwrap(),
+            p.check(&start, Some(&on100("web;keeper"))).unwrap(),
             Decision::Allow
         );
-        assert_eq!(p.check(&start, Some(&[])).unwrap(), Decision::Allow);
+        assert_eq!(
+            p.check(&start, Some(&GuestTags::default())).unwrap(),
+            Decision::Allow
+        );
         let msg = refusal(&p, &start, None);
         assert!(msg.contains("its tags are unknown"), "{msg}");
         // Reads and guest-less ops need no tags.
@@ -866,6 +1055,68 @@ mod tests {
             p.check(&inv("vm.list", &[]), None).unwrap(),
             Decision::Allow
         );
+    }
+
+    #[test]
+    fn protect_covers_a_guests_backups_by_id_and_by_tag() {
+        const A250: &str = "local:backup/vzdump-qemu-250-2026_11_01-02_00_00.vma.zst";
+        let restore = inv("backup.restore", &[("archive", A250), ("vmid", "177")]);
+        let remove = inv("backup.remove", &[("archive", A250)]);
+        let prune = inv(
+            "backup.prune",
+            &[("vmid", "250"), ("keep_last", "1"), ("storage", "local")],
+        );
+        let other = inv(
+            "backup.restore",
+            &[
+                (
+                    "archive",
+                    "local:backup/vzdump-qemu-300-2026_11_01-02_00_00.vma.zst",
+                ),
+                ("vmid", "177"),
+            ],
+        );
+        let none = GuestTags::default();
+        let p = policy("protect: [250]\n").unwrap();
+        for i in [&restore, &remove, &prune] {
+            let msg = refusal(&p, i, Some(&none));
+            assert!(msg.contains("guest 250"), "{msg}");
+        }
+        assert!(refusal(&p, &remove, Some(&none)).contains("the archive is its backup"));
+        assert!(p.check(&other, Some(&none)).is_ok());
+        // Reading the backups stays allowed.
+        assert!(
+            p.check(&inv("backup.list", &[("vmid", "250")]), None)
+                .is_ok()
+        );
+        // By tag: the archive's guest's tags count, and unknown tags fail closed.
+        let p = policy("protect: [keep]\n").unwrap();
+        let tagged = GuestTags::default().with(250, tags("keep"));
+        assert!(p.wants_tags(&remove) && p.wants_tags(&restore));
+        for i in [&restore, &remove, &prune] {
+            let msg = refusal(&p, i, Some(&tagged));
+            assert!(msg.contains("guest 250") && msg.contains("'keep'"), "{msg}");
+            assert!(refusal(&p, i, None).contains("unknown"));
+        }
+        assert!(p.check(&other, Some(&tagged)).is_ok());
+        assert_eq!(archive_vmid(A250), Some(250));
+        assert_eq!(
+            archive_vmid("local:backup/vzdump-lxc-200-2026_11_01-02_00_00.tar.zst"),
+            Some(200)
+        );
+        assert_eq!(archive_vmid("local:iso/x.iso"), None);
+    }
+
+    #[test]
+    fn guest_tags_come_from_cluster_resources() {
+        let r: serde_json::Value = serde_json::json!([
+            {"vmid": 100, "tags": "web;keep", "type": "qemu"},
+            {"vmid": 200, "type": "lxc"},
+            {"type": "storage", "storage": "local"}
+        ]);
+        let t = GuestTags::from_resources(&r);
+        assert_eq!(t.of(100), ["web", "keep"]);
+        assert!(t.of(200).is_empty() && t.of(999).is_empty());
     }
 
     #[test]
@@ -955,12 +1206,15 @@ mod layer_tests {
         let p = config.clone().narrowed_by(wide);
         assert!(p.read_only());
         assert_eq!(
-            p.check(&inv(&ops::VM_DESTROY, "100"), Some(&[]))
+            p.check(&inv(&ops::VM_DESTROY, "100"), Some(&GuestTags::default()))
                 .unwrap_err()
                 .exit_code(),
             3
         );
-        assert!(p.check(&inv(&ops::VM_STATUS, "100"), Some(&[])).is_ok());
+        assert!(
+            p.check(&inv(&ops::VM_STATUS, "100"), Some(&GuestTags::default()))
+                .is_ok()
+        );
         assert!(p.source().contains("config") && p.source().contains("flag"));
         // The narrower layer's confirm and protect count; limits add up; allowlists both apply.
         let base = policy("ops:\n  vm.exec: {commands: [[uname, ...]]}\n", "a");
@@ -970,10 +1224,14 @@ mod layer_tests {
         );
         let p = base.narrowed_by(more);
         assert!(matches!(
-            p.check(&inv(&ops::VM_START, "100"), Some(&[])).unwrap(),
+            p.check(&inv(&ops::VM_START, "100"), Some(&GuestTags::default()))
+                .unwrap(),
             Decision::Confirm(_)
         ));
-        assert!(p.check(&inv(&ops::VM_START, "101"), Some(&[])).is_err());
+        assert!(
+            p.check(&inv(&ops::VM_START, "101"), Some(&GuestTags::default()))
+                .is_err()
+        );
         let exec = Invocation::new(
             &ops::VM_EXEC,
             [

@@ -122,12 +122,18 @@ mod tests {
         let cfg = parse(REGISTRY, "gw.json").unwrap();
         let p = Policy::from_config(cfg, "gw.json").unwrap();
         let exec = inv("vm.exec", &[("vmid", "100"), ("command", r#"["uname"]"#)]);
-        assert!(p.check(&exec, Some(&[])).is_ok());
+        assert!(
+            p.check(&exec, Some(&crate::policy::GuestTags::default()))
+                .is_ok()
+        );
         let l = p.limits_for(exec.op);
         assert_eq!(l.len(), 1);
         assert_eq!((l[0].counter.as_str(), l[0].max), ("vm_exec_rate", 10));
         let e = p
-            .check(&inv("vm.start", &[("vmid", "100")]), Some(&[]))
+            .check(
+                &inv("vm.start", &[("vmid", "100")]),
+                Some(&crate::policy::GuestTags::default()),
+            )
             .unwrap_err();
         assert_eq!(e.exit_code(), 3);
         assert!(e.to_string().contains("policy.ops.*"), "{e}");
@@ -182,8 +188,11 @@ mod tests {
         .unwrap();
         let p = Policy::from_config(cfg, "g").unwrap();
         assert!(
-            p.check(&inv("vm.start", &[("vmid", "100")]), Some(&[]))
-                .is_ok()
+            p.check(
+                &inv("vm.start", &[("vmid", "100")]),
+                Some(&crate::policy::GuestTags::default())
+            )
+            .is_ok()
         );
         let ct = crate::catalog::find("ct.exec").unwrap();
         assert_eq!(p.limits_for(ct)[0].max, 3);

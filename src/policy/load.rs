@@ -404,7 +404,10 @@ protect: [100, 105, keep]
         assert!(!p.read_only());
         assert!(p.needs_guest_tags());
         assert!(matches!(
-            p.check(&inv("ct.start", &[("vmid", "200")]), Some(&[])),
+            p.check(
+                &inv("ct.start", &[("vmid", "200")]),
+                Some(&crate::policy::GuestTags::default())
+            ),
             Ok(Decision::Confirm(_))
         ));
         // An empty section is the default.

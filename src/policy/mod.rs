@@ -33,5 +33,5 @@ pub mod gateway;
 pub mod load;
 pub mod schema;
 
-pub use eval::{Confirmation, Decision, Policy, Transfer, parse_tags, tags_in};
+pub use eval::{Confirmation, Decision, GuestTags, Policy, Transfer, parse_tags};
 pub use schema::{Action, Limit, PolicyConfig, PolicySource, Protect, Rule, Scope, Window};

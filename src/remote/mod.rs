@@ -44,6 +44,33 @@ pub struct Outcome {
     pub node: Option<String>,
 }
 
+/// A guest as `/cluster/resources` lists it: what a name stands for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GuestRef {
+    /// Its VMID.
+    pub vmid: u64,
+    /// The node it is on.
+    pub node: String,
+    /// `qemu` or `lxc`.
+    pub kind: String,
+    /// Its name (a container's host name), when it has one.
+    pub name: Option<String>,
+}
+
+/// The message for a guest of a kind `op` does not take (`200 is a container: use
+/// `pxagent ct status 200``); `what` is how the user named it.
+fn wrong_kind(op: &Op, what: &str, kind: &str) -> String {
+    let (noun, other) = match kind {
+        "lxc" => ("a container", "ct"),
+        _ => ("a VM", "vm"),
+    };
+    let rest: Vec<&str> = op.cli[1..].to_vec();
+    format!(
+        "{what} is {noun}: use `pxagent {other} {} {what}`",
+        rest.join(" ")
+    )
+}
+
 /// A connected host.
 #[derive(Debug, Clone)]
 pub struct Remote {
@@ -367,10 +394,7 @@ impl Remote {
                 let vmid = inv
                     .vmid()
                     .ok_or_else(|| Error::Internal("guest op without vmid".into()))?;
-                let want = match inv.op.area {
-                    catalog::Area::Ct => "lxc",
-                    _ => "qemu",
-                };
+                let want = inv.op.area.guest_types();
                 let resources = self.read_op(&ops::VM_LIST, &[]).await?;
                 let entry = resources
                     .as_array()
@@ -384,16 +408,8 @@ impl Remote {
                         ))
                     })?;
                 let kind = entry.get("type").and_then(Value::as_str).unwrap_or("");
-                if kind != want {
-                    let (noun, other) = if kind == "lxc" {
-                        ("a container", "ct")
-                    } else {
-                        ("a VM", "vm")
-                    };
-                    return Err(Error::usage(format!(
-                        "{vmid} is {noun}: use `pxagent {other} {}`",
-                        inv.op.cli[1..].join(" ")
-                    )));
+                if !want.contains(&kind) {
+                    return Err(Error::usage(wrong_kind(inv.op, &vmid.to_string(), kind)));
                 }
                 let node = entry
                     .get("node")
@@ -407,6 +423,77 @@ impl Remote {
             }
             Some(NodeFrom::Local) => self.local_node().await,
             Some(NodeFrom::Upid) | None => Err(Error::Internal("node cannot be resolved".into())),
+        }
+    }
+
+    /// The guest a front end named instead of giving its VMID (`vm status web`, issue 13),
+    /// from the same `/cluster/resources` read the node lookup makes: the one guest of a
+    /// kind `op` takes whose name is exactly `name`. Unknown and ambiguous names are usage
+    /// errors (exit 2) listing the candidates; a guest of the other kind names the command
+    /// that takes it.
+    pub async fn guest_named(&self, op: &Op, name: &str) -> Result<GuestRef> {
+        let resources = self.read_op(&ops::VM_LIST, &[]).await?;
+        let guests: Vec<GuestRef> = resources
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|r| {
+                Some(GuestRef {
+                    vmid: r.get("vmid").and_then(as_u64)?,
+                    node: r.get("node").and_then(Value::as_str)?.to_string(),
+                    kind: r.get("type").and_then(Value::as_str)?.to_string(),
+                    name: r.get("name").and_then(Value::as_str).map(String::from),
+                })
+            })
+            .collect();
+        let want = op.area.guest_types();
+        let noun = match want {
+            [one] => catalog::guest_noun(one),
+            _ => "guest",
+        };
+        let named: Vec<&GuestRef> = guests
+            .iter()
+            .filter(|g| g.name.as_deref() == Some(name))
+            .collect();
+        let (fits, other): (Vec<&GuestRef>, Vec<&GuestRef>) =
+            named.iter().partition(|g| want.contains(&g.kind.as_str()));
+        let list = |gs: &[&GuestRef]| {
+            gs.iter()
+                .map(|g| format!("{} on {}", g.vmid, g.node))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        match (fits.as_slice(), other.as_slice()) {
+            ([one], _) => {
+                tracing::debug!(target: "pxagent::remote", name, vmid = one.vmid, node = %one.node, "guest named in /cluster/resources");
+                Ok((*one).clone())
+            }
+            ([], [one, ..]) => Err(Error::usage(wrong_kind(op, name, &one.kind))),
+            ([], []) => {
+                let mut known: Vec<String> = guests
+                    .iter()
+                    .filter(|g| want.contains(&g.kind.as_str()))
+                    .filter_map(|g| Some(format!("{} ({})", g.name.as_deref()?, g.vmid)))
+                    .collect();
+                let more = known.len().saturating_sub(20);
+                known.truncate(20);
+                let known = if known.is_empty() {
+                    String::new()
+                } else if more > 0 {
+                    format!("; named ones: {} and {more} more", known.join(", "))
+                } else {
+                    format!("; named ones: {}", known.join(", "))
+                };
+                Err(Error::usage(format!(
+                    "no {noun} is named '{name}'{known} (see `pxagent {} list`)",
+                    op.cli[0]
+                )))
+            }
+            (many, _) => Err(Error::usage(format!(
+                "{} {noun}s are named '{name}': {}; give the VMID instead",
+                many.len(),
+                list(many)
+            ))),
         }
     }
 

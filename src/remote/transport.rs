@@ -11,7 +11,7 @@ use std::future::Future;
 use std::pin::Pin;
 
 use crate::error::Result;
-use crate::ssh::{Output, Session};
+use crate::ssh::{Bounded, Output, Session};
 
 /// A boxed `Send` future, as the transport's methods return.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -59,6 +59,24 @@ pub trait Transport: Send + Sync + std::fmt::Debug {
     fn exec<'a>(&'a self, argv: &'a [String]) -> BoxFuture<'a, Result<Output>> {
         Box::pin(async move { self.exec_streaming(argv, &mut |_| {}).await })
     }
+
+    /// Run `argv` (with `input` on stdin when given) keeping at most `max` bytes of each
+    /// stream. This default collects everything first (fine for recorded answers); the SSH
+    /// session drops what is over `max` as it arrives.
+    fn exec_bounded<'a>(
+        &'a self,
+        argv: &'a [String],
+        input: Option<&'a [u8]>,
+        max: usize,
+    ) -> BoxFuture<'a, Result<Bounded>> {
+        Box::pin(async move {
+            let out = match input {
+                Some(data) => self.exec_with_stdin(argv, data).await?,
+                None => self.exec(argv).await?,
+            };
+            Ok(Bounded::cut(out, max))
+        })
+    }
 }
 
 impl Transport for Session {
@@ -93,6 +111,19 @@ impl Transport for Session {
                 .into_iter()
                 .map(|r| r.map(without_sudo_notes))
                 .collect()
+        })
+    }
+
+    fn exec_bounded<'a>(
+        &'a self,
+        argv: &'a [String],
+        input: Option<&'a [u8]>,
+        max: usize,
+    ) -> BoxFuture<'a, Result<Bounded>> {
+        Box::pin(async move {
+            let mut b = Session::exec_bounded(self, argv, input, max).await?;
+            b.output = without_sudo_notes(b.output);
+            Ok(b)
         })
     }
 

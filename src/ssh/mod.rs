@@ -183,6 +183,34 @@ impl Output {
     }
 }
 
+/// A command's output with each stream kept to a maximum ([`Session::exec_bounded`]): what
+/// was kept, and whether more arrived (read and dropped, so memory stays bounded).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Bounded {
+    /// The first bytes of each stream and the exit status.
+    pub output: Output,
+    /// stdout was longer than the maximum.
+    pub stdout_truncated: bool,
+    /// stderr was longer than the maximum.
+    pub stderr_truncated: bool,
+}
+
+impl Bounded {
+    /// Keep at most `max` bytes of each stream of a complete output (for transports that
+    /// collected everything).
+    pub fn cut(mut output: Output, max: usize) -> Bounded {
+        let stdout_truncated = output.stdout.len() > max;
+        let stderr_truncated = output.stderr.len() > max;
+        output.stdout.truncate(max);
+        output.stderr.truncate(max);
+        Bounded {
+            output,
+            stdout_truncated,
+            stderr_truncated,
+        }
+    }
+}
+
 /// The exact string sent in the SSH `exec` request for `argv`: each argument POSIX-quoted and
 /// joined with spaces, so the remote shell's word splitting gives back `argv` unchanged.
 /// Also what a dry run should show. Empty argv or a NUL byte is [`Error::Usage`] (no shell can

@@ -21,7 +21,7 @@ use tokio::time::Instant;
 
 use super::auth::{KeyFile, authenticate, load_identities};
 use super::hostkey::{Ended, HandlerError, HostKeyOutcome, Verifier};
-use super::{Output, Target, command_line, known_hosts};
+use super::{Bounded, Output, Target, command_line, known_hosts};
 use crate::error::{Error, Result};
 
 /// At most this many channels run at once on one connection. OpenSSH's sshd allows
@@ -169,7 +169,30 @@ impl Session {
             .map_err(|_| Error::Internal("channel semaphore closed".into()))?;
         // Name the command in messages by its first words (`sudo -n /usr/bin/pvesh get …`).
         let label: String = argv.iter().take(5).cloned().collect::<Vec<_>>().join(" ");
-        self.run(&command, &label, on_stdout, None).await
+        self.run(&command, &label, on_stdout, None, None)
+            .await
+            .map(|b| b.output)
+    }
+
+    /// Like [`Session::exec`] (with `input` on stdin when given), keeping at most `max` bytes
+    /// of each of stdout and stderr: the rest is read and dropped, and [`Bounded`] says so.
+    /// For commands whose output pxagent does not control (a command in a container).
+    pub async fn exec_bounded(
+        &self,
+        argv: &[String],
+        input: Option<&[u8]>,
+        max: usize,
+    ) -> Result<Bounded> {
+        let command = command_line(argv)?;
+        let _slot = self
+            .inner
+            .slots
+            .acquire()
+            .await
+            .map_err(|_| Error::Internal("channel semaphore closed".into()))?;
+        let label: String = argv.iter().take(5).cloned().collect::<Vec<_>>().join(" ");
+        self.run(&command, &label, &mut |_| {}, input, Some(max))
+            .await
     }
 
     /// Like [`Session::exec`], and writes `input` to the command's stdin, then EOF. The
@@ -185,7 +208,9 @@ impl Session {
             .await
             .map_err(|_| Error::Internal("channel semaphore closed".into()))?;
         let label: String = argv.iter().take(5).cloned().collect::<Vec<_>>().join(" ");
-        self.run(&command, &label, &mut |_| {}, Some(input)).await
+        self.run(&command, &label, &mut |_| {}, Some(input), None)
+            .await
+            .map(|b| b.output)
     }
 
     /// Runs several commands concurrently over this one connection, at most
@@ -254,16 +279,19 @@ impl Session {
         argv0: &str,
         on_stdout: &mut (dyn FnMut(&[u8]) + Send),
         input: Option<&[u8]>,
-    ) -> Result<Output> {
+        max: Option<usize>,
+    ) -> Result<Bounded> {
         let started = Instant::now();
-        let result = self.run_channel(command, argv0, on_stdout, input).await;
+        let result = self
+            .run_channel(command, argv0, on_stdout, input, max)
+            .await;
         let duration_ms = started.elapsed().as_millis() as u64;
         let stdin_bytes = input.map(<[u8]>::len);
         match &result {
             Ok(out) => tracing::debug!(
                 target: "pxagent::ssh",
                 command,
-                exit_status = out.exit_status,
+                exit_status = out.output.exit_status,
                 duration_ms,
                 stdin_bytes,
                 "remote command"
@@ -286,8 +314,18 @@ impl Session {
         argv0: &str,
         on_stdout: &mut (dyn FnMut(&[u8]) + Send),
         input: Option<&[u8]>,
-    ) -> Result<Output> {
+        max: Option<usize>,
+    ) -> Result<Bounded> {
         let deadline = self.inner.command_timeout.map(|t| Instant::now() + t);
+        // Append a chunk to a stream, keeping at most `max` bytes of it.
+        let keep = |buf: &mut Vec<u8>, data: &[u8], cut: &mut bool| {
+            let room = max.map_or(data.len(), |m| m.saturating_sub(buf.len()));
+            if room < data.len() {
+                *cut = true;
+            }
+            buf.extend_from_slice(&data[..room.min(data.len())]);
+        };
+        let (mut out_cut, mut err_cut) = (false, false);
         let timed_out = || {
             Error::Connection(format!(
                 "`{argv0} …` on {} timed out after {}s; the remote command was signalled and \
@@ -337,10 +375,12 @@ impl Session {
             match msg {
                 ChannelMsg::Data { data } => {
                     on_stdout(&data);
-                    out.stdout.extend_from_slice(&data);
+                    keep(&mut out.stdout, &data, &mut out_cut);
                 }
                 // Extended data type 1 is SSH_EXTENDED_DATA_STDERR (RFC 4254 §5.2).
-                ChannelMsg::ExtendedData { data, ext: 1 } => out.stderr.extend_from_slice(&data),
+                ChannelMsg::ExtendedData { data, ext: 1 } => {
+                    keep(&mut out.stderr, &data, &mut err_cut)
+                }
                 ChannelMsg::ExitStatus { exit_status } => status = Some(exit_status),
                 ChannelMsg::ExitSignal {
                     signal_name,
@@ -361,7 +401,11 @@ impl Session {
         }
         if let Some(exit_status) = status {
             out.exit_status = exit_status;
-            return Ok(out);
+            return Ok(Bounded {
+                output: out,
+                stdout_truncated: out_cut,
+                stderr_truncated: err_cut,
+            });
         }
         if let Some((sig, core, message)) = signal {
             let stderr = out.stderr_text();

@@ -230,6 +230,11 @@ pub struct Running {
 }
 
 impl Running {
+    /// The process id (to signal it).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Wait for it to exit and collect what came back.
     pub fn wait(self) -> Run {
         let out = self.child.wait_with_output().unwrap();

@@ -1,8 +1,12 @@
 //! Backups of VMs and containers: create (vzdump), list, restore (to a new VMID, or over an
 //! existing guest with confirmation), prune and remove.
 //!
+//! `backup create` takes either kind of guest (its area is [`Area::Backup`]) and its result
+//! names the archive it wrote ([`Yield::Archive`]).
+//!
 //! `backup restore` is one CLI path with four rows: the archive's name picks the VM or the
-//! container restore, `--force` picks the overwriting variant (see `select`).
+//! container restore, `--force` picks the overwriting variant (see `select`). Each is a
+//! variant of `backup.restore` (`variant_of`), so a policy entry for it covers all four.
 
 use super::*;
 
@@ -31,6 +35,7 @@ pub static BACKUP_CREATE: Op = Op {
         Arg::Opt("compress", &["--compress", "{compress}"])
     ),
     view: View::Task,
+    yields: Some(Yield::Archive("storage")),
     ..ROW
 };
 
@@ -112,6 +117,7 @@ pub static BACKUP_RESTORE_CT: Op = Op {
         Precheck::NewVmid("vmid"),
         Precheck::SpaceForArchive("archive", "storage"),
     ],
+    variant_of: &[&BACKUP_RESTORE],
     ..ROW
 };
 
@@ -145,6 +151,7 @@ pub static BACKUP_RESTORE_OVERWRITE: Op = Op {
         Select::Flag("force"),
     ],
     prechecks: &[Precheck::SpaceForArchive("archive", "storage")],
+    variant_of: &[&BACKUP_RESTORE],
     ..ROW
 };
 
@@ -180,6 +187,7 @@ pub static BACKUP_RESTORE_CT_OVERWRITE: Op = Op {
         Select::Flag("force"),
     ],
     prechecks: &[Precheck::SpaceForArchive("archive", "storage")],
+    variant_of: &[&BACKUP_RESTORE_CT, &BACKUP_RESTORE_OVERWRITE],
     ..ROW
 };
 

@@ -55,7 +55,7 @@ pub static CLUSTER_NEXTID: Op = Op {
     area: Area::Cluster,
     params: &[],
     args: pvesh!("get", "/cluster/nextid"),
-    view: View::Object,
+    view: View::Number,
     ..ROW
 };
 

@@ -2,7 +2,9 @@
 //! are in exec.rs.
 //!
 //! Lifecycle actions that leave the container in a known state say so in `settles`:
-//! HA-managed guests only *request* a state, so pxagent polls until it is reached.
+//! HA-managed guests only *request* a state, so pxagent polls until it is reached. Those
+//! that have nothing to do in some state say so in `already` (a start of a running
+//! container): pxagent reads the status first and then sends nothing else.
 
 use super::*;
 
@@ -78,6 +80,11 @@ pub static CT_START: Op = Op {
     args: pvesh!("create", "/nodes/{node}/lxc/{vmid}/status/start"),
     view: View::Task,
     settles: Some("running"),
+    already: Some(Already {
+        read: &CT_STATUS,
+        field: "status",
+        is: "running",
+    }),
     ..ROW
 };
 
@@ -96,6 +103,11 @@ pub static CT_SHUTDOWN: Op = Op {
     ),
     view: View::Task,
     settles: Some("stopped"),
+    already: Some(Already {
+        read: &CT_STATUS,
+        field: "status",
+        is: "stopped",
+    }),
     ..ROW
 };
 
@@ -128,6 +140,11 @@ pub static CT_STOP: Op = Op {
         hint: Some("try `pxagent ct shutdown {vmid}` first: it asks the container to stop cleanly"),
     }),
     settles: Some("stopped"),
+    already: Some(Already {
+        read: &CT_STATUS,
+        field: "status",
+        is: "stopped",
+    }),
     ..ROW
 };
 

@@ -2,12 +2,12 @@
 //!
 //! Every row is a `pub static` [`Op`] written the same way: a struct literal that names
 //! `id`, `cli`, `about`, `risk`, `area`, `params`, `args` and `view`, then whatever else
-//! differs from [`ROW`] (`tool`, `confirm`, `select`, `settles`, `prechecks`, `step`), then
-//! `..ROW`. The static is the op's handle: code outside the catalog names an op by it
-//! (`ops::CLUSTER_RESOURCES`), never by its id string. A handle is the id upper-cased with
-//! `.` and `-` as `_`, and lives in the file named by the id's prefix (`vm.status` →
-//! `vm.rs`), except `pve.version` (cluster.rs) and the commands run inside guests
-//! (exec.rs).
+//! differs from [`ROW`] (`tool`, `confirm`, `select`, `settles`, `prechecks`, `step`,
+//! `already`, `yields`, `variant_of`), then `..ROW`. The static is the op's handle: code outside the
+//! catalog names an op by it (`ops::CLUSTER_RESOURCES`), never by its id string. A handle is
+//! the id upper-cased with `.` and `-` as `_`, and lives in the file named by the id's prefix
+//! (`vm.status` → `vm.rs`), except `pve.version` (cluster.rs) and the commands run inside
+//! guests (exec.rs).
 //!
 //! To add an operation: write its row in its area's file and put its handle in [`OPS`].
 //!
@@ -21,7 +21,8 @@
 //! Parameters used by one area live in its file; the shared ones are below.
 
 use super::{
-    Area, Arg, Choice, Confirm, How, Kind, NodeFrom, Op, Param, Precheck, Risk, Select, View,
+    Already, Area, Arg, Choice, Confirm, How, Kind, NodeFrom, Op, Param, Precheck, Risk, Select,
+    View, Yield,
 };
 use crate::catalog::pve::Tool;
 
@@ -137,7 +138,7 @@ pub static OPS: &[&Op] = &[
 ];
 
 /// What a row leaves out: a pvesh command, no confirmation, no variant selection, nothing
-/// to settle, no prechecks, not a step. The rest of these values are placeholders: every row sets
+/// to settle, no prechecks, not a step, never a no-op, no value from its log. The rest of these values are placeholders: every row sets
 /// `id`, `cli`, `about`, `risk`, `area`, `params`, `args` and `view` itself.
 const ROW: Op = Op {
     id: "",
@@ -154,6 +155,9 @@ const ROW: Op = Op {
     view: View::Object,
     prechecks: &[],
     step: false,
+    variant_of: &[],
+    already: None,
+    yields: None,
 };
 
 // --- parameters shared by several areas ---------------------------------------------------

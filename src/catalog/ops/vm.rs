@@ -2,7 +2,9 @@
 //! inside a VM are in exec.rs.
 //!
 //! Lifecycle actions that leave the VM in a known state say so in `settles`: HA-managed
-//! guests only *request* a state, so pxagent polls until the VM reaches it.
+//! guests only *request* a state, so pxagent polls until the VM reaches it. Those that
+//! have nothing to do in some state say so in `already` (a start of a running VM, a stop of
+//! a stopped one): pxagent reads the status first and then sends nothing else.
 
 use super::*;
 
@@ -78,6 +80,11 @@ pub static VM_START: Op = Op {
     args: pvesh!("create", "/nodes/{node}/qemu/{vmid}/status/start"),
     view: View::Task,
     settles: Some("running"),
+    already: Some(Already {
+        read: &VM_STATUS,
+        field: "qmpstatus",
+        is: "running",
+    }),
     ..ROW
 };
 
@@ -96,6 +103,11 @@ pub static VM_SHUTDOWN: Op = Op {
     ),
     view: View::Task,
     settles: Some("stopped"),
+    already: Some(Already {
+        read: &VM_STATUS,
+        field: "status",
+        is: "stopped",
+    }),
     ..ROW
 };
 
@@ -122,6 +134,11 @@ pub static VM_SUSPEND: Op = Op {
     params: &[VMID, GUEST_NODE],
     args: pvesh!("create", "/nodes/{node}/qemu/{vmid}/status/suspend"),
     view: View::Task,
+    already: Some(Already {
+        read: &VM_STATUS,
+        field: "qmpstatus",
+        is: "paused",
+    }),
     ..ROW
 };
 
@@ -135,6 +152,11 @@ pub static VM_RESUME: Op = Op {
     params: &[VMID, GUEST_NODE],
     args: pvesh!("create", "/nodes/{node}/qemu/{vmid}/status/resume"),
     view: View::Task,
+    already: Some(Already {
+        read: &VM_STATUS,
+        field: "qmpstatus",
+        is: "running",
+    }),
     ..ROW
 };
 
@@ -156,6 +178,11 @@ pub static VM_STOP: Op = Op {
         ),
     }),
     settles: Some("stopped"),
+    already: Some(Already {
+        read: &VM_STATUS,
+        field: "status",
+        is: "stopped",
+    }),
     ..ROW
 };
 
@@ -226,6 +253,7 @@ pub static VM_SNAPSHOT_VMSTATE: Op = Op {
         hint: Some("leave out --vmstate for a disk-only snapshot"),
     }),
     select: &[Select::Flag("vmstate")],
+    variant_of: &[&VM_SNAPSHOT],
     ..ROW
 };
 

@@ -45,6 +45,7 @@ pub fn execute(
         Cmd::SetupRevoke(opts) => plain(setup::setup_revoke(opts, out)),
         Cmd::AuditShow(since) => plain(audit::audit_show(since.as_deref(), out)),
         Cmd::AuditVerify => audit::audit_verify(out),
+        Cmd::AuditNewChain => plain(audit::audit_new_chain(out)),
         Cmd::Mcp {
             profile,
             list_tools,
@@ -62,8 +63,15 @@ pub fn execute(
             preflight::preflight(&ctx, *profile, out, trail)
         }
         Cmd::Status => plain(context(s).and_then(|ctx| status::status(&ctx, out, trail))),
-        Cmd::Op(inv) => plain(context(s).and_then(|ctx| op::run_op(s, &ctx, inv, out, trail))),
-        Cmd::Exec(req) => plain(context(s).and_then(|ctx| exec::exec(s, &ctx, req, out, trail))),
+        Cmd::Op(inv, filter) => {
+            plain(context(s).and_then(|ctx| op::run_op(s, &ctx, inv, filter, out, trail)))
+        }
+        Cmd::Named(named, filter) => {
+            plain(context(s).and_then(|ctx| op::run_named(s, &ctx, named, filter, out, trail)))
+        }
+        Cmd::Exec { req, exit_code } => {
+            plain(context(s).and_then(|ctx| exec::exec(s, &ctx, req, *exit_code, out, trail)))
+        }
     }
 }
 

@@ -1,5 +1,5 @@
 //! A catalog op from the command line: dry run, a run through the engine (with a spinner at
-//! a terminal), or `--no-wait`.
+//! a terminal), or `--no-wait`; its guest given by VMID or by name, its list filtered.
 
 use serde_json::Value;
 
@@ -7,88 +7,160 @@ use crate::cli::settings::Settings;
 use crate::context::{Context, runtime};
 use crate::engine::{Engine, OnceConnector, Trail};
 use crate::error::{Error, Result};
-use crate::invocation::Invocation;
+use crate::invocation::{Invocation, Named};
 use crate::output::Output;
+use crate::views::Filter;
 
-/// Run one catalog op: a dry run, `--no-wait`, or to its end through the engine.
+/// Run one catalog op: a dry run, `--no-wait`, or to its end through the engine; `filter`
+/// keeps the entries of a list that match.
 pub fn run_op(
     s: &Settings,
     ctx: &Context,
     inv: &Invocation,
+    filter: &Filter,
     out: &mut Output,
     trail: &mut Trail,
 ) -> Result<u8> {
     if s.dry_run {
-        let data = crate::engine::dry_run(&ctx.policy, inv, trail)?;
-        out.success(inv.op.id, data, |d| {
-            let mut s = format!("{} (risk: {})\n", inv.op.id, inv.op.risk.name());
-            s.push_str(&format!(
-                "  remote:   {}\n",
-                d["command"].as_str().unwrap_or("")
-            ));
-            s.push_str(&format!(
-                "  sudoers:  {}\n",
-                d["sudoers_rule"].as_str().unwrap_or("")
-            ));
-            let profiles: Vec<&str> = d["profiles"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_str)
-                .collect();
-            s.push_str(&format!(
-                "  profiles: {}\n",
-                if profiles.is_empty() {
-                    "none (opt-in)".into()
-                } else {
-                    profiles.join(", ")
-                }
-            ));
-            if let Some(p) = d["phrase"].as_str() {
-                s.push_str(&format!("  confirm:  needs the phrase `{p}`\n"));
-            }
-            if let Some(n) = d["node"].as_str() {
-                s.push_str(&format!("  node:     {n}\n"));
-            }
-            if let Some(n) = d["vmid"].as_str() {
-                s.push_str(&format!("  vmid:     {n}\n"));
-            }
-            if let Some(p) = d["policy"].as_str() {
-                s.push_str(&format!("  policy:   {p}\n"));
-            }
-            s.push_str("  dry run: nothing was sent\n");
-            s
-        });
-        return Ok(0);
+        return dry_run(ctx, inv, out, trail);
     }
+    let target = super::resolve(ctx, out, trail)?;
+    let connector = OnceConnector::new(target);
+    run_connected(&runtime()?, s, ctx, inv, filter, &connector, out, trail)
+}
+
+/// [`run_op`] for an op whose guest was given by name: one read of the cluster's guests
+/// (the one the node lookup makes) finds the VMID and the node, then the op runs on that
+/// connection. A dry run connects for that read too: what it reports (the command line,
+/// the phrase) names the real VMID.
+pub fn run_named(
+    s: &Settings,
+    ctx: &Context,
+    named: &Named,
+    filter: &Filter,
+    out: &mut Output,
+    trail: &mut Trail,
+) -> Result<u8> {
+    let target = super::resolve(ctx, out, trail)?;
+    let connector = OnceConnector::new(target);
+    // One runtime for the lookup and the op: the connection lives in it.
+    let rt = runtime()?;
+    let inv = rt.block_on(async {
+        let r = ctx.engine(&connector, true).named(named).await;
+        if r.is_err() || s.dry_run {
+            connector.close().await;
+        }
+        r
+    })?;
+    if s.dry_run {
+        return dry_run(ctx, &inv, out, trail);
+    }
+    run_connected(&rt, s, ctx, &inv, filter, &connector, out, trail)
+}
+
+/// A dry run of one op: what would be sent, nothing is.
+fn dry_run(ctx: &Context, inv: &Invocation, out: &mut Output, trail: &mut Trail) -> Result<u8> {
+    let data = crate::engine::dry_run(&ctx.policy, inv, trail)?;
+    out.success(inv.op.id, data, |d| {
+        let mut s = format!("{} (risk: {})\n", inv.op.id, inv.op.risk.name());
+        s.push_str(&format!(
+            "  remote:   {}\n",
+            d["command"].as_str().unwrap_or("")
+        ));
+        s.push_str(&format!(
+            "  sudoers:  {}\n",
+            d["sudoers_rule"].as_str().unwrap_or("")
+        ));
+        let profiles: Vec<&str> = d["profiles"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        s.push_str(&format!(
+            "  profiles: {}\n",
+            if profiles.is_empty() {
+                "none (opt-in)".into()
+            } else {
+                profiles.join(", ")
+            }
+        ));
+        if let Some(p) = d["phrase"].as_str() {
+            s.push_str(&format!("  confirm:  needs the phrase `{p}`\n"));
+        }
+        if let Some(n) = d["node"].as_str() {
+            s.push_str(&format!("  node:     {n}\n"));
+        }
+        if let Some(n) = d["vmid"].as_str() {
+            s.push_str(&format!("  vmid:     {n}\n"));
+        }
+        if let Some(n) = d["unless"].as_str() {
+            s.push_str(&format!("  unless:   {n}\n"));
+        }
+        if let Some(p) = d["policy"].as_str() {
+            s.push_str(&format!("  policy:   {p}\n"));
+        }
+        s.push_str("  dry run: nothing was sent\n");
+        s
+    });
+    Ok(0)
+}
+
+/// Run one op to its end (or, with `--no-wait`, until its task shows) over `connector`,
+/// whose connection lives in `rt`.
+#[allow(clippy::too_many_arguments)]
+fn run_connected(
+    rt: &tokio::runtime::Runtime,
+    s: &Settings,
+    ctx: &Context,
+    inv: &Invocation,
+    filter: &Filter,
+    connector: &OnceConnector,
+    out: &mut Output,
+    trail: &mut Trail,
+) -> Result<u8> {
     let mut inv = inv.clone();
     if let Some(path) = &s.approval {
         inv.attach.approval = Some(read_approval(path)?);
     }
     let inv = &inv;
-    let target = super::resolve(ctx, out, trail)?;
     let given = s.confirm.as_deref();
-    let connector = OnceConnector::new(target);
-    let engine = ctx.engine(&connector, true);
+    let engine = ctx.engine(connector, true);
     if s.no_wait && inv.op.runs_task() {
-        return no_wait(s, &engine, &connector, inv, given, out, trail);
+        return no_wait(rt, s, &engine, connector, inv, given, out, trail);
     }
-    let spinner = spinner(inv);
+    // The spinner starts once the op is sent (after any confirmation prompt, issue 12), and
+    // so does the watch for signals: one then still leaves the op's audit record.
+    let spinner: std::sync::OnceLock<indicatif::ProgressBar> = std::sync::OnceLock::new();
     let mut show = |line: &str| {
-        if let Some(pb) = &spinner {
+        if let Some(pb) = spinner.get() {
             pb.set_message(format!("{}: {line}", inv.display()));
         }
     };
-    let done = runtime()?.block_on(async {
-        let r = engine.execute(inv, given, trail, &mut show).await;
+    let armed = trail.sending();
+    let done = rt.block_on(async {
+        let r = crate::signals::interruptible(
+            engine.execute(inv, given, trail, &mut show),
+            &armed,
+            || {
+                if let Some(pb) = self::spinner(inv) {
+                    let _ = spinner.set(pb);
+                }
+            },
+        )
+        .await;
         connector.close().await;
         r
     });
-    if let Some(s) = &spinner {
+    if let Some(s) = spinner.get() {
         s.finish_and_clear();
     }
-    let done = done?;
-    out.success_with_warnings(inv.op.id, done.data, &done.warnings, |d| {
+    let done = match done {
+        Ok(r) => r?,
+        Err(sig) => return Err(trail.interrupt(sig.name(), &inv.display())),
+    };
+    let data = filter.apply(done.data);
+    out.success_with_warnings(inv.op.id, data, &done.warnings, |d| {
         crate::engine::human(inv, d)
     });
     Ok(0)
@@ -115,7 +187,9 @@ fn spinner(inv: &Invocation) -> Option<indicatif::ProgressBar> {
 /// line without `--no-wait`, with the accepted phrase, answering in JSON — a detached pxagent
 /// (its own process group, no terminal) that runs the op to its end and writes its own audit
 /// record.
+#[allow(clippy::too_many_arguments)]
 fn no_wait(
+    rt: &tokio::runtime::Runtime,
     s: &Settings,
     engine: &Engine<'_, OnceConnector>,
     connector: &OnceConnector,
@@ -141,22 +215,40 @@ fn no_wait(
             .spawn()
             .map_err(|e| Error::Internal(format!("cannot start the follower: {e}")))
     };
-    let data = runtime()?.block_on(async {
-        let r = engine.start(inv, given, trail, &mut spawn).await;
+    let armed = trail.sending();
+    let data = rt.block_on(async {
+        let r = crate::signals::interruptible(
+            engine.start(inv, given, trail, &mut spawn),
+            &armed,
+            || {},
+        )
+        .await;
         connector.close().await;
         r
-    })?;
+    });
+    let data = match data {
+        Ok(r) => r?,
+        Err(sig) => return Err(trail.interrupt(sig.name(), &inv.display())),
+    };
+    // A bare value (issue 13): only the UPID on stdout, so `UPID=$(pxagent --no-wait …)`
+    // works; the sentence goes to stderr. A no-op has no task: nothing on stdout.
     out.success(inv.op.id, data, |d| {
-        format!(
-            "{}: started task {}{}",
-            inv.display(),
-            d["upid"].as_str().unwrap_or("?"),
-            if d["following"] == true {
-                " (not waiting; `pxagent task status UPID` follows it)"
-            } else {
-                ""
-            }
-        )
+        let sentence = if d["changed"] == false {
+            crate::engine::human(inv, d)
+        } else {
+            format!(
+                "{}: started task {}{}",
+                inv.display(),
+                d["upid"].as_str().unwrap_or("?"),
+                if d["following"] == true {
+                    " (not waiting; `pxagent task status UPID` follows it)"
+                } else {
+                    ""
+                }
+            )
+        };
+        crate::output::note(sentence);
+        d["upid"].as_str().unwrap_or("").to_string()
     });
     Ok(0)
 }

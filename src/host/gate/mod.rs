@@ -38,7 +38,7 @@ use std::process::Command;
 use serde_json::{Value, json};
 
 use self::protocol::{Envelope, Hello, Kind, Refusal, Request};
-use crate::catalog::{self, Op, Risk, ops};
+use crate::catalog::{self, Op, ops};
 use crate::error::Error;
 use crate::invocation::Invocation;
 use crate::policy::{Decision, Policy, Transfer};
@@ -278,9 +278,8 @@ fn check(
 
     let policy =
         load_policy(opts, ctx).map_err(|m| with_op(refusal(Kind::PolicyUnavailable, m)))?;
-    let tags = if policy.needs_guest_tags() && first.vmid().is_some() && first.op.risk != Risk::Read
-    {
-        Some(guest_tags(opts, first.vmid().unwrap_or(0)).map_err(|m| {
+    let tags = if invs.iter().any(|i| policy.wants_tags(&sync_step(i).0)) {
+        Some(guest_tags(opts).map_err(|m| {
             with_op(refusal(
                 Kind::PolicyRefused,
                 format!("host policy protects tags, and the gate cannot read guest tags: {m}"),
@@ -302,7 +301,7 @@ fn check(
         let (judged, transfer) = sync_step(inv);
         policy.check_downloads(inv).map_err(policy_refused)?;
         let decision = policy
-            .check(&judged, tags.as_deref())
+            .check(&judged, tags.as_ref())
             .map_err(policy_refused)?;
         match transfer {
             Some((dirs, path)) => {
@@ -508,8 +507,8 @@ fn run_collect(program: &Path, args: &[String]) -> protocol::CommandResult {
     }
 }
 
-/// The tags of guest `vmid`, read with the catalog's own `/cluster/resources` line.
-fn guest_tags(opts: &Options, vmid: u64) -> Result<Vec<String>, String> {
+/// The guests' tags, read with the catalog's own `/cluster/resources` line.
+fn guest_tags(opts: &Options) -> Result<crate::policy::GuestTags, String> {
     let inv =
         Invocation::new(&ops::CLUSTER_RESOURCES, BTreeMap::new()).map_err(|e| e.to_string())?;
     let argv = inv.remote_argv();
@@ -523,7 +522,7 @@ fn guest_tags(opts: &Options, vmid: u64) -> Result<Vec<String>, String> {
     }
     let resources: Value = serde_json::from_str(&out.stdout)
         .map_err(|e| format!("/cluster/resources is not JSON: {e}"))?;
-    Ok(crate::policy::tags_in(&resources, vmid))
+    Ok(crate::policy::GuestTags::from_resources(&resources))
 }
 
 /// The answer to a `hello`: who the gate is and what the account can do (the preflight reads

@@ -1,0 +1,327 @@
+//! The audit trail on the bed (issue 12 items 10 and 11, issue 15 item 2): a change is two
+//! records (started before sending, its result after) shown as one operation; it fails closed
+//! when its record cannot be written (exit 10, nothing reaches the host) until `audit
+//! new-chain` starts a chain linked to the old head; reads go on with a warning; SIGTERM while
+//! the command runs — of the CLI and of `pxagent mcp` — still leaves the record.
+//!
+//! A command is held running with the simulator's `hang` fault (it sleeps before it acts).
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+/// A snapshot name no earlier run used.
+fn fresh(prefix: &str) -> String {
+    let n = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
+        % 1_000_000_000;
+    format!("{prefix}{n}")
+}
+
+fn log_of(home: &Home) -> PathBuf {
+    home.state_dir().join("pxagent/audit.jsonl")
+}
+
+/// The records of the home's audit log, as written.
+fn records(home: &Home) -> Vec<Value> {
+    std::fs::read_to_string(log_of(home))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// VM 100's snapshot names, from the simulator itself.
+fn snapshots_of_100() -> Vec<String> {
+    let node = guest(100).unwrap()["node"].as_str().unwrap().to_string();
+    sim_get(&format!("/nodes/{node}/qemu/100/snapshot"), &[])
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["name"].as_str().map(String::from))
+        .collect()
+}
+
+/// Wait up to `secs` for `f`.
+fn eventually(secs: u64, mut f: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < end {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    f()
+}
+
+/// A held command may still create its snapshot once the hang ends; remove it then.
+fn remove_late_snapshot(name: &str, within: u64) {
+    if eventually(within, || snapshots_of_100().iter().any(|s| s == name)) {
+        let r = on_bed(&[
+            "vm",
+            "delsnapshot",
+            "100",
+            name,
+            "--confirm",
+            &format!("yes delsnapshot 100 {name}"),
+        ]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+    }
+}
+
+fn sigterm(pid: u32) {
+    let ok = Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill -TERM {pid}");
+}
+
+#[test]
+fn a_snapshot_with_a_broken_audit_tail_is_exit_10_and_no_snapshot_appears() {
+    let _g = lock();
+    let home = Home::new();
+    // One good record, then a torn line (a write cut short).
+    assert_eq!(home.on_bed(&["vm", "status", "100"]).code, 0);
+    let log = log_of(&home);
+    let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+    f.write_all(b"{\"seq\":2,\"time\":\"2026-").unwrap();
+    drop(f);
+    let name = fresh("failclosed");
+    let before = sudo_log_len();
+    let r = home.on_bed(&["vm", "snapshot", "100", &name, "-o", "json"]);
+    assert_eq!(r.code, 10, "{}\n{}", r.stdout, r.stderr);
+    let msg = r.json()["error"]["message"].as_str().unwrap().to_string();
+    assert!(msg.contains("was not sent"), "{msg}");
+    assert!(msg.contains("pxagent audit new-chain"), "{msg}");
+    assert_not_sent(before, &[&name]);
+    assert!(!snapshots_of_100().contains(&name));
+    // Reads go on, with a warning.
+    let r = home.on_bed(&["vm", "status", "100"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("could not write the audit log"),
+        "{}",
+        r.stderr
+    );
+    // A new chain linked to the old head unblocks changes.
+    let head = home.on_bed(&["audit", "verify", "-o", "json"]);
+    assert_eq!(head.code, 1, "the torn line is named: {}", head.stdout);
+    let old_head = head.json()["data"]["head"].as_str().unwrap().to_string();
+    let r = home.on_bed(&["audit", "new-chain", "-o", "json"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let d = r.json()["data"].clone();
+    assert_eq!(d["record"]["continues"]["head"], old_head.as_str());
+    assert_eq!(d["record"]["continues"]["first_broken"], 2);
+    let r = home.on_bed(&["vm", "snapshot", "100", &name]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(snapshots_of_100().contains(&name));
+    let v = home.on_bed(&["audit", "verify", "-o", "json"]);
+    assert_eq!(v.code, 0, "{}", v.stdout);
+    assert_eq!(v.json()["data"]["continues"]["head"], old_head.as_str());
+    remove_late_snapshot(&name, 0);
+}
+
+#[test]
+fn a_change_is_two_records_and_audit_show_one_operation() {
+    let _g = lock();
+    let home = Home::new();
+    let name = fresh("twophase");
+    assert_eq!(home.on_bed(&["vm", "snapshot", "100", &name]).code, 0);
+    let recs = records(&home);
+    assert_eq!(recs.len(), 2, "{recs:#?}");
+    assert_eq!(recs[0]["phase"], "started");
+    assert_eq!(recs[0]["exit_code"], 0);
+    assert!(recs[0]["argv"].to_string().contains(&name));
+    assert_eq!(recs[1]["phase"], "done");
+    assert_eq!(recs[1]["started"], 1);
+    assert!(recs[1]["upid"].as_str().unwrap().contains("qmsnapshot"));
+    let shown = home.on_bed(&["audit", "show", "-o", "json"]).json()["data"].clone();
+    let shown = shown.as_array().unwrap();
+    assert_eq!(shown.len(), 1, "{shown:#?}");
+    assert_eq!(shown[0]["phase"], "done");
+    assert_eq!(home.on_bed(&["audit", "verify"]).code, 0);
+    remove_late_snapshot(&name, 0);
+}
+
+#[test]
+fn sigterm_during_a_snapshot_leaves_its_audit_record() {
+    let _g = lock();
+    let home = Home::new();
+    let name = fresh("sigterm");
+    clear_faults();
+    fault(&format!(
+        r#"{{"match":"--snapname {name}","action":"hang","seconds":6,"times":1}}"#
+    ));
+    let running = home
+        .px()
+        .bed()
+        .args(["vm", "snapshot", "100", &name, "-o", "json"])
+        .spawn();
+    // The started record is written right before the command is sent.
+    let started = eventually(20, || {
+        records(&home).iter().any(|r| r["phase"] == "started")
+    });
+    assert!(started, "no started record: {:?}", records(&home));
+    std::thread::sleep(Duration::from_millis(300));
+    sigterm(running.pid());
+    let r = running.wait();
+    clear_faults();
+    assert_eq!(r.code, 7, "{}\n{}", r.stdout, r.stderr);
+    let e = &r.json()["error"];
+    assert!(e["message"].as_str().unwrap().contains("SIGTERM"), "{e}");
+    let recs = records(&home);
+    assert_eq!(recs.len(), 2, "{recs:#?}");
+    assert_eq!(recs[1]["phase"], "interrupted");
+    assert_eq!(recs[1]["started"], recs[0]["seq"]);
+    assert_eq!(recs[1]["exit_code"], 7);
+    assert!(recs[1]["argv"].to_string().contains(&name), "{}", recs[1]);
+    assert!(recs[1]["error"].as_str().unwrap().contains("SIGTERM"));
+    let shown = home.on_bed(&["audit", "show"]);
+    assert!(shown.stdout.contains("(interrupted)"), "{}", shown.stdout);
+    assert_eq!(home.on_bed(&["audit", "verify"]).code, 0);
+    remove_late_snapshot(&name, 12);
+}
+
+/// `pxagent mcp` on the bed with stdin and stdout piped to this test.
+struct Mcp {
+    child: std::process::Child,
+    out: BufReader<std::process::ChildStdout>,
+}
+
+impl Mcp {
+    fn start(home: &Home) -> Mcp {
+        let mut cmd = Command::new(bin());
+        isolate(&mut cmd, home.path());
+        bed_env(&mut cmd);
+        let mut child = cmd
+            .arg("mcp")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let out = BufReader::new(child.stdout.take().unwrap());
+        let mut m = Mcp { child, out };
+        m.send(
+            json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
+            "protocolVersion":"2025-06-18","capabilities":{},
+            "clientInfo":{"name":"pxagent-test","version":"0"}}}),
+        );
+        let init = m.read();
+        assert!(init["result"]["serverInfo"].is_object(), "{init}");
+        m.send(json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
+        m
+    }
+
+    fn send(&mut self, v: Value) {
+        let stdin = self.child.stdin.as_mut().unwrap();
+        writeln!(stdin, "{v}").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    fn read(&mut self) -> Value {
+        let mut line = String::new();
+        self.out.read_line(&mut line).unwrap();
+        serde_json::from_str(&line).unwrap_or(Value::Null)
+    }
+
+    fn snapshot(&mut self, id: u64, name: &str) {
+        self.send(
+            json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{
+            "name":"vm_snapshot","arguments":{"vmid":100,"snapshot":name}}}),
+        );
+    }
+}
+
+#[test]
+fn sigterm_during_vm_snapshot_over_mcp_leaves_an_audit_record_naming_the_snapshot() {
+    let _g = lock();
+    let home = Home::new();
+    let name = fresh("mcpterm");
+    clear_faults();
+    // Longer than the server's grace period (5 s).
+    fault(&format!(
+        r#"{{"match":"--snapname {name}","action":"hang","seconds":9,"times":1}}"#
+    ));
+    let mut m = Mcp::start(&home);
+    m.snapshot(1, &name);
+    let started = eventually(20, || {
+        records(&home).iter().any(|r| r["phase"] == "started")
+    });
+    assert!(started, "no started record: {:?}", records(&home));
+    sigterm(m.child.id());
+    let t = Instant::now();
+    let status = m.child.wait().unwrap();
+    clear_faults();
+    assert_eq!(status.code(), Some(0));
+    assert!(t.elapsed() < Duration::from_secs(8), "{:?}", t.elapsed());
+    let recs = records(&home);
+    let end = recs
+        .iter()
+        .find(|r| r["phase"] == "interrupted")
+        .unwrap_or_else(|| panic!("no interrupted record: {recs:#?}"));
+    assert_eq!(end["op"], "vm.snapshot");
+    assert_eq!(end["via"], "mcp");
+    assert!(end["argv"].to_string().contains(&name), "{end}");
+    assert_eq!(home.on_bed(&["audit", "verify"]).code, 0);
+    remove_late_snapshot(&name, 12);
+}
+
+#[test]
+fn a_call_that_ends_within_the_grace_period_is_answered_and_audited() {
+    let _g = lock();
+    let home = Home::new();
+    let name = fresh("mcpgrace");
+    clear_faults();
+    fault(&format!(
+        r#"{{"match":"--snapname {name}","action":"hang","seconds":2,"times":1}}"#
+    ));
+    let mut m = Mcp::start(&home);
+    m.snapshot(1, &name);
+    assert!(eventually(20, || records(&home)
+        .iter()
+        .any(|r| r["phase"] == "started")));
+    sigterm(m.child.id());
+    // A call after the signal (once the server saw it) is refused; the one in flight still
+    // gets its result.
+    std::thread::sleep(Duration::from_millis(500));
+    let never = fresh("neverrun");
+    m.snapshot(2, &never);
+    let mut answers = Vec::new();
+    for _ in 0..2 {
+        answers.push(m.read());
+    }
+    let status = m.child.wait().unwrap();
+    clear_faults();
+    assert_eq!(status.code(), Some(0));
+    let by_id = |id: u64| answers.iter().find(|a| a["id"] == id).cloned();
+    let first = by_id(1).unwrap_or_else(|| panic!("{answers:#?}"));
+    assert!(first["result"].is_object(), "{first}");
+    assert_ne!(first["result"]["isError"], true, "{first}");
+    let second = by_id(2).unwrap_or_else(|| panic!("{answers:#?}"));
+    assert!(
+        second["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("shutting down")),
+        "{second}"
+    );
+    let recs = records(&home);
+    assert!(
+        recs.iter()
+            .any(|r| r["phase"] == "done" && r["exit_code"] == 0),
+        "{recs:#?}"
+    );
+    assert!(!recs.iter().any(|r| r["argv"].to_string().contains(&never)));
+    assert!(!snapshots_of_100().contains(&never));
+    assert!(snapshots_of_100().contains(&name));
+    remove_late_snapshot(&name, 0);
+}
