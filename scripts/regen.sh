@@ -8,6 +8,8 @@
 #
 # The generated files:
 #   templates/zen-agent-sudoers   = `pxagent sudoers render` (the default profile, no fences)
+#   tests/fixtures/sudoers/corpus/safe/render-*.sudoers = `pxagent sudoers render` of every
+#                                   profile and fence (the lint corpus's own renders, issue 12)
 #   README.md, between the lines `<!-- BEGIN generated: mcp-tools -->` and
 #   `<!-- END generated: mcp-tools -->`: the MCP tool table, from `pxagent mcp --list-tools`
 #   (one tool a line: name, risk, description, tab-separated; `|` is escaped for markdown)
@@ -58,6 +60,21 @@ px() {
 px sudoers render >"$WORK/sudoers" || die "'pxagent sudoers render' failed"
 [[ -s "$WORK/sudoers" ]] || die "'pxagent sudoers render' printed nothing"
 
+# The lint corpus's renders: name, then the arguments of `pxagent sudoers render`.
+readonly CORPUS=tests/fixtures/sudoers/corpus/safe
+readonly RENDERS='render-readonly --profile readonly
+render-operator --profile operator
+render-full --profile full
+render-full-vmids --profile full --vmids 100-199,250
+render-operator-vmids-ctids --profile operator --vmids 100-199 --ctids 200-299
+render-full-ct-exec-unfenced-ops --profile full --vmids 100-199 --ctids 200-299 --ct-exec 200-209 --unfenced-ops
+render-readonly-ct-exec --profile readonly --ct-exec 300'
+mkdir -p "$WORK/corpus"
+while read -r name args; do
+    # shellcheck disable=SC2086 # the arguments are words
+    px sudoers render $args >"$WORK/corpus/$name.sudoers" || die "'pxagent sudoers render $args' failed"
+done <<<"$RENDERS"
+
 # README's MCP tool table
 px mcp --list-tools >"$WORK/tools" || die "'pxagent mcp --list-tools' failed"
 {
@@ -100,4 +117,8 @@ update() { # update GENERATED COMMITTED WHAT
 update "$WORK/sudoers" "$SUDOERS_FILE" '`pxagent sudoers render`'
 # shellcheck disable=SC2016
 update "$WORK/readme" "$README" 'the MCP tool table of `pxagent mcp --list-tools` (between the mcp-tools markers)'
+while read -r name args; do
+    # shellcheck disable=SC2016
+    update "$WORK/corpus/$name.sudoers" "$CORPUS/$name.sudoers" "\`pxagent sudoers render $args\`"
+done <<<"$RENDERS"
 exit "$STALE"

@@ -14,6 +14,7 @@
 
 pub mod approval;
 pub mod audit;
+pub mod audit_query;
 pub mod catalog;
 pub mod cli;
 pub mod config;

@@ -3,8 +3,18 @@
 //! JSON mode: exactly one JSON document per command (design §4), success or failure, so an
 //! agent can always parse stdout. Table mode: tables and short messages on stdout, errors
 //! and hints on stderr. Never a pager, never a prompt here.
+//!
+//! The shared helpers of every human view live in this layer, so that each area's views
+//! (and those added later) look alike and stay safe: [`units`] (sizes, percentages,
+//! durations, local times), [`escape`] (host data cannot drive the terminal), [`style`]
+//! (colour). Human text is escaped once more as it is written ([`Output::success`]), so even
+//! a view that forgot to escape a host string cannot pass a control character through.
 
-use std::io::Write;
+pub mod escape;
+pub mod style;
+pub mod units;
+
+use std::io::{IsTerminal, Write};
 
 use serde_json::{Value, json};
 
@@ -64,14 +74,16 @@ impl Output {
                 write_stdout(&doc.to_string());
             }
             Format::Table => {
-                let mut stderr = std::io::stderr().lock();
                 for w in warnings {
-                    let _ = writeln!(stderr, "warning: {w}");
+                    let label = style::paint_stderr(style::Tone::Warn, "warning:");
+                    write_stderr(&format!("{label} {}\n", escape::text(w)));
                 }
-                drop(stderr);
                 let text = human(&data);
                 if !text.is_empty() {
-                    write_stdout(text.trim_end_matches('\n'));
+                    // The net under every view: controls that reached here unescaped are
+                    // escaped now; then pxagent's own colour markers become colour.
+                    let safe = escape::net(text.trim_end_matches('\n'));
+                    write_stdout(&style::render(&safe, style::stdout_colored()));
                 }
             }
         }
@@ -89,34 +101,89 @@ impl Output {
                 write_stdout(&doc.to_string());
             }
             Format::Table => {
-                let mut stderr = std::io::stderr().lock();
-                let _ = writeln!(stderr, "pxagent: {err}");
-                if let Error::ConfirmationRequired { hint: Some(h), .. } = err {
-                    let _ = writeln!(stderr, "hint: {h}");
+                let prefix = style::paint_stderr(style::Tone::Bad, "pxagent:");
+                let mut text = format!("{prefix} {}\n", escape::text(&err.to_string()));
+                for line in refusal_hints(err, std::io::stderr().is_terminal()) {
+                    text.push_str(&escape::text(&line));
+                    text.push('\n');
                 }
-                if let Error::Host(r) = err
-                    && let Some(a) = &r.approval_request
-                {
-                    let _ = writeln!(
-                        stderr,
-                        "statement to sign (expires {}):\n{}sign it with one of:\n  {}",
-                        a.expires,
-                        a.statement,
-                        a.sign_with.join("\n  ")
-                    );
-                }
+                write_stderr(&text);
             }
         }
     }
 }
 
-/// A note for the person at the terminal (never data): one `pxagent: …` line on stderr. The
-/// one place user-facing notes go through; logs go through `tracing` instead.
-pub fn note(text: impl std::fmt::Display) {
-    let _ = writeln!(std::io::stderr().lock(), "pxagent: {text}");
+/// The lines after an error's message on stderr: its hint, the statement to sign, and — for a
+/// person at a terminal (issue 13, item 11) — how to pass the phrase or the approval, which
+/// the message itself (written for agents to relay) leaves out.
+pub fn refusal_hints(err: &Error, at_terminal: bool) -> Vec<String> {
+    let mut lines = Vec::new();
+    let confirm = |phrase: &str| {
+        format!(
+            "hint: to proceed, run the same command again with --confirm {}",
+            crate::invocation::quote_word(phrase)
+        )
+    };
+    match err {
+        Error::ConfirmationRequired { hint, phrase, .. } => {
+            if let Some(h) = hint {
+                lines.push(format!("hint: {h}"));
+            }
+            if at_terminal && !phrase.is_empty() {
+                lines.push(confirm(phrase));
+            }
+        }
+        Error::Host(r) => {
+            if let Some(a) = &r.approval_request {
+                lines.push(format!(
+                    "statement to sign (expires {}):\n{}sign it with one of:\n  {}",
+                    a.expires,
+                    a.statement,
+                    a.sign_with.join("\n  ")
+                ));
+                if at_terminal {
+                    lines.push("hint: save the signature to a file, then run the same command again with --approval FILE (- reads it from stdin)".into());
+                }
+            } else if let (true, Some(p)) = (at_terminal, &r.phrase) {
+                lines.push(confirm(p));
+            }
+        }
+        _ => {}
+    }
+    lines
 }
 
-/// Relay text meant for stderr as it is (a guest command's own stderr).
+/// A note for the person at the terminal (never data): one `pxagent: …` line on stderr. The
+/// one place user-facing notes go through; logs go through `tracing` instead. Escaped: notes
+/// often quote the host.
+pub fn note(text: impl std::fmt::Display) {
+    let text = text.to_string();
+    write_stderr(&format!("pxagent: {}\n", escape::text(&text)));
+}
+
+/// A guest command's stdout or stderr, relayed (issue 12, item 18): at a terminal its control
+/// characters are escaped — it is the user's own command, but its bytes come from an untrusted
+/// guest and must not drive the terminal; into a pipe or a file it passes byte for byte (and
+/// `-o json` carries it raw in the document). `to_stderr` picks the stream.
+pub fn guest_output(text: &str, to_stderr: bool) {
+    let terminal = if to_stderr {
+        std::io::stderr().is_terminal()
+    } else {
+        std::io::stdout().is_terminal()
+    };
+    let shown = if terminal {
+        escape::text(text)
+    } else {
+        std::borrow::Cow::Borrowed(text)
+    };
+    if to_stderr {
+        write_stderr(&shown);
+    } else {
+        write_raw(&shown);
+    }
+}
+
+/// Relay text meant for stderr as it is (help text, pxagent's own messages).
 pub fn write_stderr(text: &str) {
     let mut err = std::io::stderr().lock();
     let _ = err.write_all(text.as_bytes());
@@ -130,6 +197,13 @@ pub fn write_stdout(text: &str) {
     let mut out = std::io::stdout().lock();
     let r = writeln!(out, "{text}").and_then(|_| out.flush());
     remember(r);
+}
+
+/// Write human text to stdout the way [`Output::success`] does: escaped by the last net,
+/// colour markers rendered (for a command that shows its report also when it fails).
+pub fn write_human(text: &str) {
+    let safe = escape::net(text.trim_end_matches('\n'));
+    write_stdout(&style::render(&safe, style::stdout_colored()));
 }
 
 /// Write raw text to stdout exactly as given (used for files such as a sudoers render).
@@ -156,37 +230,67 @@ pub fn take_write_error() -> Option<std::io::Error> {
     WRITE_ERROR.lock().unwrap_or_else(|p| p.into_inner()).take()
 }
 
-/// Render rows as an aligned text table with a header.
+/// Render rows as an aligned text table with a header. Cells are escaped here (host data:
+/// every control character, line breaks included, so a row stays one line); a cell may carry
+/// colour from [`style::paint`], which takes no width (a view paints only text it escaped
+/// first, e.g. through [`style::state`]).
 pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
+    let rows: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            r.iter()
+                .map(|c| escape::painted_cell(c).into_owned())
+                .collect::<Vec<_>>()
+        })
+        .collect();
     let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
-    for row in rows {
+    for row in &rows {
         for (i, cell) in row.iter().enumerate() {
             if i < widths.len() {
-                widths[i] = widths[i].max(cell.chars().count());
+                widths[i] = widths[i].max(style::visible_width(cell));
             }
         }
     }
     let line = |cells: Vec<&str>| -> String {
         let last = cells.len().saturating_sub(1);
-        cells
-            .iter()
-            .enumerate()
-            .map(|(i, c)| {
-                if i == last {
-                    c.to_string()
-                } else {
-                    format!("{c:<w$}", w = widths[i])
-                }
-            })
-            .collect::<Vec<_>>()
-            .join("  ")
+        let mut out = String::new();
+        for (i, c) in cells.iter().enumerate() {
+            out.push_str(c);
+            if i < last {
+                let pad = widths[i].saturating_sub(style::visible_width(c)) + 2;
+                out.extend(std::iter::repeat_n(' ', pad));
+            }
+        }
+        out
     };
     let mut out = line(headers.to_vec());
-    for row in rows {
+    for row in &rows {
         out.push('\n');
         out.push_str(&line(row.iter().map(String::as_str).collect()));
     }
     out
+}
+
+/// Aligned `label  value` lines (a status view's key fields). Values are escaped as text of
+/// one line; like [`table`], they may carry colour.
+pub fn pairs(lines: &[(String, String)]) -> String {
+    let width = lines
+        .iter()
+        .map(|(k, _)| k.chars().count())
+        .max()
+        .unwrap_or(0);
+    lines
+        .iter()
+        .map(|(k, v)| {
+            let v = escape::painted_cell(v);
+            if v.is_empty() {
+                k.clone()
+            } else {
+                format!("{k:<width$}  {v}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 #[cfg(test)]
@@ -203,5 +307,39 @@ mod tests {
             ],
         );
         assert_eq!(t, "ID        RISK\nvm.start  change\nx         read");
+    }
+
+    #[test]
+    fn table_cells_are_escaped_and_colour_takes_no_width() {
+        let painted = format!("{}running{}", '\u{e001}', '\u{e000}');
+        let t = table(
+            &["NAME", "STATUS", "X"],
+            &[
+                vec!["a\u{1b}[2Jb".into(), painted.clone(), "1".into()],
+                vec!["c".into(), "stopped".into(), "2".into()],
+            ],
+        );
+        let plain = style::render(&t, false);
+        assert_eq!(
+            plain,
+            "NAME         STATUS   X\na\\u{1b}[2Jb  running  1\nc            stopped  2"
+        );
+    }
+
+    #[test]
+    fn a_terminal_refusal_names_the_flag() {
+        let e = Error::ConfirmationRequired {
+            message: "I won't run `vm destroy 100` …".into(),
+            phrase: "yes destroy 100".into(),
+            hint: None,
+        };
+        assert!(
+            refusal_hints(&e, false).is_empty(),
+            "agents get the message only"
+        );
+        assert_eq!(
+            refusal_hints(&e, true),
+            ["hint: to proceed, run the same command again with --confirm 'yes destroy 100'"]
+        );
     }
 }

@@ -5,6 +5,13 @@
 //! optional keys are absent, unknown keys are kept. Each list endpoint gets a typed struct
 //! whose serialisation is the `-o json` data (normalised numbers, unknown keys kept under
 //! their own names), and a table for people.
+//!
+//! Human views never show a raw byte count, fraction or epoch (issue 13, item 1): units and
+//! times come from [`crate::output::units`], states are painted by
+//! [`crate::output::style::state`], and every cell is escaped by the output layer's
+//! [`table`]. Objects (statuses, configs) are laid out in [`status`].
+
+pub mod status;
 
 use std::collections::BTreeMap;
 
@@ -13,7 +20,7 @@ use serde_json::Value;
 
 use crate::catalog::View;
 use crate::error::{Error, Result};
-use crate::output::table;
+use crate::output::{style, table, units};
 
 /// A number that pvesh may print as an int, a float or a numeric string.
 fn lenient<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<f64>, D::Error> {
@@ -352,9 +359,16 @@ pub fn normalize(view: View, data: &Value, keep_type: Option<&str>) -> Result<Va
                 })?;
             Value::from(n)
         }
-        View::Object | View::ClusterStatus | View::Task | View::Done | View::Table(_) => {
-            data.clone()
-        }
+        View::Object
+        | View::GuestStatus
+        | View::NodeStatus
+        | View::TaskStatus
+        | View::Config
+        | View::Tasks
+        | View::ClusterStatus
+        | View::Task
+        | View::Done
+        | View::Table(_) => data.clone(),
     })
 }
 
@@ -389,7 +403,7 @@ pub fn human(view: View, data: &Value) -> String {
                                 s(r, "name"),
                                 s(r, "type"),
                                 s(r, "node"),
-                                s(r, "status"),
+                                style::state(&s(r, "status")),
                                 percent(r.get("cpu")),
                                 usage(r.get("mem"), r.get("maxmem")),
                                 duration(r.get("uptime")),
@@ -408,7 +422,13 @@ pub fn human(view: View, data: &Value) -> String {
                             } else {
                                 usage(r.get("mem"), r.get("maxmem"))
                             };
-                            vec![s(r, "id"), s(r, "type"), s(r, "node"), s(r, "status"), used]
+                            vec![
+                                s(r, "id"),
+                                s(r, "type"),
+                                s(r, "node"),
+                                style::state(&s(r, "status")),
+                                used,
+                            ]
                         })
                         .collect::<Vec<_>>(),
                 )
@@ -421,7 +441,7 @@ pub fn human(view: View, data: &Value) -> String {
                 .map(|n| {
                     vec![
                         s(n, "node"),
-                        s(n, "status"),
+                        style::state(&s(n, "status")),
                         percent(n.get("cpu")),
                         usage(n.get("mem"), n.get("maxmem")),
                         duration(n.get("uptime")),
@@ -457,8 +477,8 @@ pub fn human(view: View, data: &Value) -> String {
                         s(sn, "name"),
                         s(sn, "parent"),
                         sn.get("snaptime")
-                            .and_then(Value::as_u64)
-                            .map(utc)
+                            .and_then(Value::as_i64)
+                            .map(units::local_time)
                             .unwrap_or_default(),
                         if s(sn, "vmstate") == "1" {
                             "yes".into()
@@ -505,27 +525,46 @@ pub fn human(view: View, data: &Value) -> String {
                         s(c, "format"),
                         num(c.get("size")).map(bytes).unwrap_or_default(),
                         c.get("ctime")
-                            .and_then(Value::as_u64)
-                            .map(utc)
+                            .and_then(Value::as_i64)
+                            .map(units::local_time)
                             .unwrap_or_default(),
                         s(c, "vmid"),
                     ]
                 })
                 .collect::<Vec<_>>(),
         ),
+        // Columns are humanised by what their key means (a `starttime` column shows local
+        // times, a `size` column sizes), and a `status` column is painted.
         View::Table(columns) => table(
             &columns.iter().map(|(_, h)| *h).collect::<Vec<_>>(),
             &rows(data)
                 .iter()
-                .map(|r| columns.iter().map(|(k, _)| s(r, k)).collect())
+                .map(|r| {
+                    columns
+                        .iter()
+                        .map(|(k, _)| match (*k, r.get(*k)) {
+                            (_, None) => String::new(),
+                            ("status" | "state", Some(v)) => {
+                                style::state(&status::humane(k, v, status::Context::Runtime))
+                            }
+                            (_, Some(v)) => status::humane(k, v, status::Context::Runtime),
+                        })
+                        .collect()
+                })
                 .collect::<Vec<_>>(),
         ),
+        // Each line escaped on its own (a task log is host text).
         View::Log => rows(data)
             .iter()
-            .map(|l| s(l, "t"))
+            .map(|l| crate::output::escape::cell(&s(l, "t")).into_owned())
             .collect::<Vec<_>>()
             .join("\n"),
-        View::Object | View::Task | View::Done => fields(data, ""),
+        View::GuestStatus => status::layout(status::Layout::Guest, data),
+        View::NodeStatus => status::layout(status::Layout::Node, data),
+        View::TaskStatus => status::layout(status::Layout::Task, data),
+        View::Config => status::config(data),
+        View::Tasks => status::tasks(data),
+        View::Object | View::Task | View::Done => status::fields(data, status::Context::Runtime),
         View::Number => data.to_string(),
     }
 }
@@ -538,51 +577,15 @@ fn yes_no(v: &str) -> String {
     }
 }
 
-/// Key/value lines of an object, nested keys dotted, sorted.
+/// Key/value lines of an object, nested keys dotted, sorted, values humanised by what their
+/// key means (`prefix` is prepended to every key).
 pub fn fields(v: &Value, prefix: &str) -> String {
-    let mut lines = Vec::new();
-    collect_fields(v, prefix, &mut lines);
-    let width = lines.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
-    lines
-        .iter()
-        .map(|(k, v)| format!("{k:<width$}  {v}"))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-fn collect_fields(v: &Value, prefix: &str, out: &mut Vec<(String, String)>) {
-    match v {
-        Value::Object(map) => {
-            for (k, val) in map {
-                let key = if prefix.is_empty() {
-                    k.clone()
-                } else {
-                    format!("{prefix}.{k}")
-                };
-                collect_fields(val, &key, out);
-            }
-        }
-        Value::Array(items) if items.iter().all(|i| !i.is_object()) => {
-            let joined = items
-                .iter()
-                .map(|i| {
-                    i.as_str()
-                        .map(String::from)
-                        .unwrap_or_else(|| i.to_string())
-                })
-                .collect::<Vec<_>>()
-                .join(" ");
-            out.push((prefix.to_string(), joined));
-        }
-        Value::Array(items) => {
-            for (i, item) in items.iter().enumerate() {
-                collect_fields(item, &format!("{prefix}[{i}]"), out);
-            }
-        }
-        Value::String(s) => out.push((prefix.to_string(), s.replace('\n', "\\n"))),
-        Value::Null => out.push((prefix.to_string(), String::new())),
-        other => out.push((prefix.to_string(), other.to_string())),
+    if prefix.is_empty() {
+        return status::fields(v, status::Context::Runtime);
     }
+    let mut wrapped = serde_json::Map::new();
+    wrapped.insert(prefix.to_string(), v.clone());
+    status::fields(&Value::Object(wrapped), status::Context::Runtime)
 }
 
 fn num(v: Option<&Value>) -> Option<f64> {
@@ -594,50 +597,27 @@ fn num(v: Option<&Value>) -> Option<f64> {
 
 /// CPU fraction as a percentage.
 pub fn percent(v: Option<&Value>) -> String {
-    num(v)
-        .map(|f| format!("{:.1}%", f * 100.0))
-        .unwrap_or_default()
+    num(v).map(units::percent).unwrap_or_default()
 }
 
 /// Bytes in binary units.
 pub fn bytes(n: f64) -> String {
-    let units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
-    let mut v = n;
-    let mut i = 0;
-    while v >= 1024.0 && i < units.len() - 1 {
-        v /= 1024.0;
-        i += 1;
-    }
-    if i == 0 {
-        format!("{v:.0} {}", units[i])
-    } else {
-        format!("{v:.1} {}", units[i])
-    }
+    units::bytes(n)
 }
 
 /// `used / total (pct)`.
 pub fn usage(used: Option<&Value>, total: Option<&Value>) -> String {
     match (num(used), num(total)) {
-        (Some(u), Some(t)) if t > 0.0 => {
-            format!("{} / {} ({:.0}%)", bytes(u), bytes(t), u / t * 100.0)
-        }
-        (_, Some(t)) => format!("- / {}", bytes(t)),
+        (u, Some(t)) => units::usage(u, Some(t)),
         _ => String::new(),
     }
 }
 
 /// Seconds as `3d 4h`, `5h 2m`, `42s`.
 pub fn duration(v: Option<&Value>) -> String {
-    let Some(s) = num(v).map(|f| f as u64) else {
-        return String::new();
-    };
-    match s {
-        0 => "-".into(),
-        s if s >= 86_400 => format!("{}d {}h", s / 86_400, s % 86_400 / 3600),
-        s if s >= 3600 => format!("{}h {}m", s / 3600, s % 3600 / 60),
-        s if s >= 60 => format!("{}m {}s", s / 60, s % 60),
-        s => format!("{s}s"),
-    }
+    num(v)
+        .map(|f| units::duration(f.max(0.0) as u64))
+        .unwrap_or_default()
 }
 
 /// A Unix time as `YYYY-MM-DD HH:MM:SS UTC` (civil-from-days, no time crate needed).
@@ -891,6 +871,12 @@ mod tests {
         assert_eq!(
             fields(&serde_json::json!({"a":{"b":1},"c":["x","y"]}), ""),
             "a.b  1\nc    x y"
+        );
+        assert_eq!(
+            fields(&serde_json::json!({"size":1536,"starttime":0}), "")
+                .lines()
+                .next(),
+            Some("size       1.5 KiB")
         );
     }
 

@@ -3,11 +3,11 @@
 //! in an isolated environment and for the sandbox host. One binary means one build and link,
 //! and one process-wide lock for the tests that change the host, whichever topic they are in.
 //!
-//! Filter by topic: `cargo test --test integration cli::` (and `approve::`, and `setup::`, which
-//! needs only this machine's sshd binary) runs what needs no host. The live topics (`live`,
-//! `actions`, `audit`, `exec`, `mcp`, `policy`, `pve`, `robust`, `scripting`, `sudo_rules`,
-//! `ssh_transport`, `gate`) need root and the beds that `scripts/test.sh` brings up; without
-//! them they fail with what to run.
+//! Filter by topic: `cargo test --test integration cli::` (and `approve::`, `sudoers_lint::`,
+//! and `setup::`, which needs only this machine's sshd binary) runs what needs no host. The live
+//! topics (`live`, `actions`, `audit`, `exec`, `mcp`, `policy`, `pve`, `robust`, `scripting`,
+//! `sudo_rules`, `sudo_fences`, `ct_restore`, `ssh_transport`, `gate`, `jump`, `ux`) need root
+//! and the beds that `scripts/test.sh` brings up; without them they fail with what to run.
 
 mod support;
 
@@ -15,6 +15,7 @@ mod actions;
 mod approve;
 mod audit;
 mod cli;
+mod ct_restore;
 mod exec;
 mod gate;
 mod jump;
@@ -26,4 +27,7 @@ mod robust;
 mod scripting;
 mod setup;
 mod ssh_transport;
+mod sudo_fences;
 mod sudo_rules;
+mod sudoers_lint;
+mod ux;

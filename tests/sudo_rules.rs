@@ -21,7 +21,7 @@ use crate::support::{lock, px};
 const ACCOUNT: &str = "pxa-sudo-test";
 const SUDOERS: &str = "/etc/sudoers.d/pxa-sudo-test";
 
-fn require_environment() {
+pub(crate) fn require_environment() {
     let uid = Command::new("id").arg("-u").output().expect("run id");
     assert_eq!(
         String::from_utf8_lossy(&uid.stdout).trim(),
@@ -53,17 +53,18 @@ fn pxagent(args: &[&str]) -> String {
     out.stdout
 }
 
-fn render(profile: &str, extra: &[&str]) -> String {
+pub(crate) fn render(profile: &str, extra: &[&str]) -> String {
     let mut args = vec!["sudoers", "render", "--user", ACCOUNT, "--profile", profile];
     args.extend_from_slice(extra);
     pxagent(&args)
 }
 
-/// Installs an account and a sudoers file the safe way; removes both on drop.
-struct Installed;
+/// Installs an account and a sudoers file the safe way; removes both on drop. (`sudo_fences`
+/// uses these helpers too.)
+pub(crate) struct Installed;
 
 impl Installed {
-    fn new(text: &str) -> Installed {
+    pub(crate) fn new(text: &str) -> Installed {
         require_environment();
         if Command::new("id")
             .arg(ACCOUNT)
@@ -113,7 +114,7 @@ impl Drop for Installed {
 }
 
 /// Root asks sudo whether ACCOUNT may run this exact command: exit 0 = allowed.
-fn allowed(argv: &[String]) -> bool {
+pub(crate) fn allowed(argv: &[String]) -> bool {
     let out = Command::new("sudo")
         .args(["-n", "-l", "-U", ACCOUNT])
         .args(argv)
@@ -131,14 +132,14 @@ fn allowed(argv: &[String]) -> bool {
 }
 
 /// The command line of every optional-parameter combination of an op.
-fn samples(op: &Op) -> Vec<Vec<String>> {
+pub(crate) fn samples(op: &Op) -> Vec<Vec<String>> {
     pxagent::catalog::samples(op)
         .iter()
         .map(|v| op.argv(v))
         .collect()
 }
 
-fn w(words: &[&str]) -> Vec<String> {
+pub(crate) fn w(words: &[&str]) -> Vec<String> {
     words.iter().map(|s| s.to_string()).collect()
 }
 
@@ -753,4 +754,119 @@ fn every_upid_the_client_accepts_is_admitted_by_sudo_and_no_other() {
     }
     // All but `:`, `/`, `=`, space and the four others pass in each of the three fields.
     assert_eq!((admitted, refused), (4 + 91 * 3, 8 * 3));
+}
+
+/// Snapshot descriptions (issue 13, item 20): every description the client accepts is admitted
+/// by real sudo, and none of the accepted characters lets a line break out of the rule — no
+/// extra option, no smuggled `--vmstate`, no second command — whatever the quoting.
+#[test]
+fn every_accepted_description_is_admitted_and_none_breaks_out() {
+    use pxagent::catalog::{Kind, find};
+    let _guard = lock();
+    let _installed = Installed::new(&render("operator", &[]));
+    let punct = "_.@/,'\"!%&();:<>?^`|}{~+";
+    let mut accepted: Vec<String> = vec![
+        "before upgrade to 9.1".into(),
+        "it's the \"good\" one, finally!".into(),
+        "pre-upgrade: kernel 6.8 (test) & apt; 50% done?".into(),
+        "a+b <x> {y} | ~z ^w `q` x-y /etc/x.conf".into(),
+        format!("{} end", "w".repeat(64)),
+        vec!["x"; 32].join(" "),
+    ];
+    // Each character alone, first in a word and inside one.
+    for c in punct.chars() {
+        accepted.push(format!("{c}"));
+        accepted.push(format!("a{c}b {c}{c}"));
+    }
+    accepted.push("x-y a-".into());
+    // Text that names a command is still only text: one argument to pvesh.
+    accepted.push("x, /usr/bin/id".into());
+    for (op_id, path) in [("vm.snapshot", "qemu/100"), ("ct.snapshot", "lxc/200")] {
+        let op = find(op_id).unwrap();
+        for d in &accepted {
+            Kind::Text
+                .parse("description", d)
+                .unwrap_or_else(|e| panic!("the client refuses {d:?}: {e}"));
+            let argv = w(&[
+                "/usr/bin/pvesh",
+                "create",
+                &format!("/nodes/pve1/{path}/snapshot"),
+                "--snapname",
+                "s1",
+                "--description",
+                d,
+                "--output-format",
+                "json",
+            ]);
+            let mut values = std::collections::BTreeMap::new();
+            values.insert("node", "pve1".to_string());
+            values.insert("vmid", path.rsplit('/').next().unwrap().to_string());
+            values.insert("snapshot", "s1".to_string());
+            values.insert("description", d.clone());
+            assert_eq!(op.argv(&values), argv, "the catalog builds this line");
+            assert!(
+                allowed(&argv),
+                "{op_id}: sudo refuses the accepted description {d:?}"
+            );
+        }
+    }
+    // Break-out attempts: what a hostile caller could hand sudo directly (plain ssh), built
+    // from the accepted characters. Each must be refused by sudo.
+    let line = |desc: &[&str], tail: &[&str]| {
+        let mut v = w(&[
+            "/usr/bin/pvesh",
+            "create",
+            "/nodes/pve1/qemu/100/snapshot",
+            "--snapname",
+            "s1",
+            "--description",
+        ]);
+        v.extend(w(desc));
+        v.extend(w(tail));
+        v
+    };
+    let json = ["--output-format", "json"];
+    let mut attempts: Vec<Vec<String>> = vec![
+        line(&["x --vmstate 1"], &json),
+        line(&["x"], &["--vmstate", "1", "--output-format", "json"]),
+        line(&["x", "--vmstate", "1"], &json),
+        line(&["x' --vmstate '1"], &json),
+        line(&["x\" --vmstate \"1"], &json),
+        line(&["x\t--vmstate\t1"], &json),
+        line(&["x\n--vmstate 1"], &json),
+        line(&["x,", "/usr/bin/id", "-x"], &json),
+        line(&["x;", "--vmstate", "1"], &json),
+        line(&["x", "-d"], &json),
+        line(&["$(id)"], &json),
+        line(&["x #"], &json),
+        line(&["x\\", "--vmstate"], &json),
+        line(&["[x]"], &json),
+        line(&["a=b"], &json),
+        line(&["*"], &json),
+        line(&["x"], &["--output-format", "json", "--vmstate", "1"]),
+        line(&["x --output-format json --vmstate 1"], &[]),
+        line(&["caf\u{e9}"], &json),
+    ];
+    for c in punct.chars() {
+        attempts.push(line(
+            &[&format!("x{c}"), &format!("--vmstate{c}"), "1"],
+            &json,
+        ));
+        // One argument that sudo's space-joined view reads as separate words, one of them an
+        // option. (`x _--vmstate 1` is no break-out: no word starts with `-`, and pvesh's
+        // option parser takes only `-`/`--` prefixes, PVE::JSONSchema::get_options.)
+        attempts.push(line(&[&format!("x{c} --vmstate 1")], &json));
+        attempts.push(line(&[&format!("x{c} -x")], &json));
+    }
+    for a in &attempts {
+        assert!(!allowed(a), "sudo admits a break-out: {a:?}");
+        // And the catalog builds no such line in this profile: its description is refused, or
+        // it is another op's line (`--vmstate 1` is the RAM snapshot, profile full only).
+        if let Ok(found) = pxagent::catalog::inverse::parse_argv(a) {
+            assert!(
+                found.iter().all(|(op, _)| !Profile::Operator.allows_op(op)),
+                "the catalog builds {a:?} in profile operator"
+            );
+        }
+    }
 }

@@ -1109,6 +1109,43 @@ mod provisioning {
         );
     }
 
+    /// Issue 12: pxagent restores every container with `--unprivileged 1`. Like pve-container's
+    /// `create_vm` [SRC src/PVE/API2/LXC.pm: `$conf->{unprivileged} = 1 if $unprivileged`, and
+    /// the backed-up value only `if !defined($unprivileged)`], the flag wins over a privileged
+    /// backup's config, and without it the backup's privilege comes back.
+    #[test]
+    fn container_restore_honours_unprivileged() {
+        let bed = Bed::new();
+        let legacy = bed.json("pvesh get /nodes/pve1/lxc/202/config --output-format json");
+        assert!(
+            legacy.get("unprivileged").is_none(),
+            "202 is the privileged one"
+        );
+        upid_of(&bed.run("pvesh create /nodes/pve1/vzdump --vmid 202 --storage local --mode stop --output-format json"));
+        let b = bed.json("pvesh get /nodes/pve1/storage/local/content --content backup --vmid 202 --output-format json");
+        let archive = volids(&b)[0].clone();
+        assert!(archive.contains(":backup/vzdump-lxc-202-"), "{archive}");
+        let restore = |vmid: u32, extra: &str| {
+            bed.run(&format!("pvesh create /nodes/pve1/lxc --vmid {vmid} --ostemplate {archive} --restore 1{extra} --storage local-lvm --output-format json"))
+        };
+        upid_of(&restore(260, " --unprivileged 1"));
+        let ct = bed.json("pvesh get /nodes/pve1/lxc/260/config --output-format json");
+        assert_eq!(ct["unprivileged"], 1, "{ct}");
+        assert_eq!(ct["hostname"], legacy["hostname"]);
+        upid_of(&restore(261, ""));
+        let ct = bed.json("pvesh get /nodes/pve1/lxc/261/config --output-format json");
+        assert!(
+            ct.get("unprivileged").is_none(),
+            "the backup's privilege: {ct}"
+        );
+        // And an unprivileged backup restored with --unprivileged 1 stays unprivileged.
+        let b = bed.json("pvesh get /nodes/pve1/storage/local/content --content backup --vmid 200 --output-format json");
+        let archive = volids(&b)[0].clone();
+        upid_of(&bed.run(&format!("pvesh create /nodes/pve1/lxc --vmid 262 --ostemplate {archive} --restore 1 --unprivileged 1 --storage local-lvm --output-format json")));
+        let ct = bed.json("pvesh get /nodes/pve1/lxc/262/config --output-format json");
+        assert_eq!(ct["unprivileged"], 1, "{ct}");
+    }
+
     #[test]
     fn create_vm_and_container() {
         let bed = Bed::new();

@@ -8,9 +8,14 @@
 //! anything dangerous.
 //!
 //! Regexes here use only the ERE subset on which Rust `regex` and POSIX `regcomp` agree:
-//! bracket classes without escapes, `{m,n}`, groups, `|`, `?`. They never contain `.`
-//! outside a bracket, `*`, `+`, `=`, `#`, `"`, `\`, or a `,` outside `{m,n}`, because sudoers'
-//! lexer gives those meaning (a test enforces this).
+//! bracket classes without escapes (and without `[`, `]`, `\`, or a leading `^`), `{m,n}`,
+//! groups, `|`, `?`. What sudoers' lexer allows inside a regex argument (sudo 1.9.10–1.9.16,
+//! `toke.l` state GOTREGEX: the argument runs from `^` to the first unescaped `$`, every other
+//! character is passed to `regcomp` as it is, `#` and a line break are errors): never `$`
+//! before the end, `#`, `\` or a line break. And what sudo's own pre-check of a pattern
+//! (`check_pattern` in `lib/util/regex.c`, which does not know brackets) refuses: `?`, `*` or
+//! `+` right after one of `?*+{`, a `{`…`}` that reads as a bound over 255, and a pattern over
+//! 1024 bytes. Tests check every kind and every rendered rule against these.
 
 use crate::error::{Error, Result};
 
@@ -19,9 +24,21 @@ pub const VMID_MAX: u64 = 999_999_999;
 /// Smallest VMID Proxmox accepts.
 pub const VMID_MIN: u64 = 100;
 
-/// One word of free text: it may not start with `-`, so free text can never inject an
-/// option when sudo joins argv with spaces before matching (issue 2, design §6).
-const FREE_WORD: &str = "[A-Za-z0-9_.@+/][A-Za-z0-9_.@+/-]{0,63}";
+/// One word of free text (issue 13, item 20: the characters people type in a snapshot
+/// description): letters, digits and the ASCII punctuation `_ . @ / , ' " ! % & ( ) ; : < >
+/// ? ^ ` | } { ~ + -`, but not `-` first. Left out: `#`, `$` and `\` (sudoers' regex lexer,
+/// see the module doc), `[` and `]` (bracket syntax that POSIX and Rust read differently), and
+/// `*` and `=` (literal inside brackets, but `sudoers lint` rightly distrusts a rule whose
+/// word can hold `*` or both `-` and `=`, so pxagent's own render stays lint-clean). sudo joins the argv with spaces before it
+/// matches, so a word that could start with `-` could inject an option (`… --description x
+/// --vmstate 1`); spaces are the only separator, so no other character can do that. On the
+/// host nothing is a shell: pxagent quotes every word for the SSH command line (the gate
+/// checks that quoting), and sudo executes pvesh with the argv as is. The order inside the
+/// brackets keeps sudo's `check_pattern` quiet: no `?*+` after `?*+{`, `{` not before a digit.
+const FREE_WORD: &str = concat!(
+    "[A-Za-z0-9_.@/,'\"!%&();:<>?^`|}{~+]",
+    "[A-Za-z0-9_.@/,'\"!%&();:<>?^`|}{~+-]{0,63}"
+);
 
 /// Checksum algorithms Proxmox's download-url accepts.
 const CHECKSUM_ALGOS: &str = "(md5|sha1|sha224|sha256|sha384|sha512)";
@@ -96,6 +113,18 @@ pub const GUEST_ARGV_MAX_BYTES: usize = 32 * 1024;
 /// Most bytes of [`Kind::GuestData`] (PVE's `input-data` maxLength, 64 KiB).
 pub const GUEST_DATA_MAX_BYTES: usize = 64 * 1024;
 
+/// The ERE of a backup archive volume id of these guest types (`(qemu|lxc)`, `qemu`, `lxc`)
+/// whose guest VMID (`vzdump-qemu-<VMID>-…`) matches `vmid`: [`Kind::Archive`]'s own regex,
+/// or, in a fenced sudoers rule, the fence (issue 12: restoring, removing or pruning the
+/// backups of a guest outside the fence is refused by sudo).
+pub fn archive_regex(types: &str, vmid: &str) -> String {
+    format!(
+        "[a-z][a-z0-9_.-]{{0,62}}[a-z0-9]:backup/vzdump-{types}-{vmid}\
+         -[0-9]{{4}}_[0-9]{{2}}_[0-9]{{2}}-[0-9]{{2}}_[0-9]{{2}}_[0-9]{{2}}\
+         [.](vma|tar)([.](zst|gz|lzo))?"
+    )
+}
+
 /// Parse a [`Kind::GuestArgv`] wire value back into its words.
 pub fn guest_argv(wire: &str) -> Vec<String> {
     serde_json::from_str(wire).unwrap_or_default()
@@ -147,12 +176,7 @@ impl Kind {
             Kind::Seconds => "[0-9]{1,4}".into(),
             Kind::Count => "[1-9][0-9]{0,4}".into(),
             Kind::Flag => "1".into(),
-            Kind::Archive => concat!(
-                "[a-z][a-z0-9_.-]{0,62}[a-z0-9]:backup/vzdump-(qemu|lxc)-[1-9][0-9]{2,8}",
-                "-[0-9]{4}_[0-9]{2}_[0-9]{2}-[0-9]{2}_[0-9]{2}_[0-9]{2}",
-                "[.](vma|tar)([.](zst|gz|lzo))?"
-            )
-            .into(),
+            Kind::Archive => archive_regex("(qemu|lxc)", "[1-9][0-9]{2,8}"),
             Kind::IsoVolume => "[a-z][a-z0-9_.-]{0,62}[a-z0-9]:iso/[A-Za-z0-9][A-Za-z0-9_.-]{0,250}[.]iso".into(),
             Kind::TemplateVolume => {
                 "[a-z][a-z0-9_.-]{0,62}[a-z0-9]:vztmpl/[A-Za-z0-9][A-Za-z0-9_.-]{0,250}[.]tar[.](gz|xz|zst)".into()
@@ -195,7 +219,7 @@ impl Kind {
             }
             Kind::StorageId => "a storage id (lower-case letters, digits, '-', '_', '.')".into(),
             Kind::Upid => "a task id (UPID:node:…:user:)".into(),
-            Kind::Text => "text of letters, digits and _.@+/- in words separated by single spaces, no word starting with '-', at most 200 characters".into(),
+            Kind::Text => "text of ASCII letters, digits and punctuation except # $ \\ [ ] * =, in words separated by single spaces, no word starting with '-', at most 200 characters".into(),
             Kind::Seconds => "whole seconds (0-9999)".into(),
             Kind::Count => "a count (1-99999)".into(),
             Kind::Flag => "a switch".into(),
@@ -467,7 +491,7 @@ fn floor_char_boundary(s: &str, at: usize) -> usize {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     const ALL: [Kind; 21] = [
@@ -501,21 +525,75 @@ mod tests {
         }
     }
 
+    /// sudo's `check_pattern` (lib/util/regex.c, 1.9.10–1.9.16), which runs before
+    /// `regcomp` and does not know bracket expressions: a pattern it refuses never matches.
+    pub(crate) fn sudo_check_pattern(pattern: &str) -> Result<(), String> {
+        if pattern.len() > 1024 {
+            return Err("regular expression too large".into());
+        }
+        let b = pattern.as_bytes();
+        let parse_num = |mut i: usize| -> (i64, usize) {
+            let mut n: i64 = 0;
+            while i < b.len() && b[i].is_ascii_digit() {
+                n = n * 10 + i64::from(b[i] - b'0');
+                i += 1;
+            }
+            (n, i)
+        };
+        let (mut i, mut prev) = (0, 0u8);
+        while i < b.len() {
+            let ch = b[i];
+            i += 1;
+            match ch {
+                b'\\' if i < b.len() => {
+                    i += 1;
+                    prev = 0;
+                    continue;
+                }
+                b'?' | b'*' | b'+' if matches!(prev, b'?' | b'*' | b'+' | b'{') => {
+                    return Err(format!("invalid repetition at byte {i}"));
+                }
+                b'{' => {
+                    let (b1, mut ep) = parse_num(i);
+                    let mut b2 = 0;
+                    if ep < b.len() && b[ep] == b',' {
+                        (b2, ep) = parse_num(ep + 1);
+                    }
+                    i = ep;
+                    if i < b.len() && b[i] == b'}' {
+                        if !(0..=255).contains(&b1) || !(0..=255).contains(&b2) {
+                            return Err(format!("invalid bound at byte {i}"));
+                        }
+                        if matches!(prev, b'?' | b'*' | b'+' | b'{') {
+                            return Err(format!("invalid repetition at byte {i}"));
+                        }
+                        i += 1;
+                        prev = b'{';
+                        continue;
+                    }
+                    prev = 0;
+                    continue;
+                }
+                _ => {}
+            }
+            prev = ch;
+        }
+        Ok(())
+    }
+
     #[test]
-    fn regexes_avoid_sudoers_special_characters() {
-        let counts = regex::Regex::new(r"\{[0-9]+,[0-9]+\}").unwrap();
+    fn regexes_pass_sudoers_lexer_and_sudos_pattern_check() {
         for k in ALL {
             let re = k.regex();
-            for bad in ['*', '+', '=', '#', '"', '\\', '\n'] {
-                // `+` is allowed only inside bracket expressions (free text allows a literal '+').
-                if bad == '+' && matches!(k, Kind::Text | Kind::Url) {
+            for bad in ['#', '$', '\\', '\n', '\r', '['] {
+                // A bracket expression opens with `[`; none may be nested or escaped.
+                if bad == '[' {
+                    assert!(!re.contains("[["), "{k:?}: {re}");
                     continue;
                 }
                 assert!(!re.contains(bad), "{k:?} regex has {bad:?}: {re}");
             }
-            // A comma only inside {m,n}.
-            let without_counts = counts.replace_all(&re, "");
-            assert!(!without_counts.contains(','), "{k:?}: {re}");
+            sudo_check_pattern(&format!("^{re}$")).unwrap_or_else(|e| panic!("{k:?}: {e}: {re}"));
         }
     }
 
@@ -548,24 +626,39 @@ mod tests {
         }
     }
 
+    /// The descriptions people type (issue 13, item 20), and what free text must never
+    /// carry: an option, a control character, or one of sudoers' regex terminators.
+    pub(crate) const DESCRIPTIONS_OK: &[&str] = &[
+        "before upgrade to 9.1",
+        "it's the \"good\" one, finally!",
+        "pre-upgrade: kernel 6.8 (test) & apt; 50% done?",
+        "a+b <x> {y} | ~z ^w `q` x-y /etc/x.conf",
+        "C:/Users/bob @ 10:30",
+    ];
+
     #[test]
-    fn free_text_cannot_carry_options_or_metacharacters() {
-        assert!(Kind::Text.parse("d", "before upgrade to 9.1").is_ok());
+    fn free_text_takes_what_people_type_but_no_options_or_metacharacters() {
+        for ok in DESCRIPTIONS_OK {
+            assert!(Kind::Text.parse("d", ok).is_ok(), "{ok:?}");
+        }
         for bad in [
             "x --vmstate 1",
             "-x",
+            "a -b",
             "a  b",
             " a",
             "a ",
             "a\nb",
+            "a\tb",
             "$(id)",
-            "`id`",
-            "a;b",
-            "it's",
-            "a\"b",
-            "a,b",
+            "a$",
+            "#comment",
+            "a\\b",
+            "[x]",
             "a=b",
-            "a*",
+            "*.conf",
+            "caf\u{e9}",
+            "\u{1b}[31m",
         ] {
             assert!(Kind::Text.parse("d", bad).is_err(), "{bad:?}");
         }

@@ -237,8 +237,18 @@ pub enum Arg {
 /// How an op's result is parsed into typed data and shown (see [`crate::views`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum View {
-    /// One free-form JSON object (config, status): key/value lines.
+    /// One free-form JSON object: key/value lines, humanised by what each key means.
     Object,
+    /// A guest's `status/current` (VMs and containers): state, uptime, CPU, memory … first.
+    GuestStatus,
+    /// A node's `/nodes/N/status`: version, kernel, CPU, load, memory … first.
+    NodeStatus,
+    /// A task's `/nodes/N/tasks/UPID/status`: how it ended, when it started.
+    TaskStatus,
+    /// A guest's configuration (sizes in MiB).
+    Config,
+    /// Task entries (`/nodes/N/tasks`): started, duration, type, status, UPID.
+    Tasks,
     /// `/cluster/status`: the cluster entry and its members.
     ClusterStatus,
     /// `/cluster/resources` entries; `Some(type)` keeps only entries of that type.
@@ -369,6 +379,10 @@ pub struct Op {
     pub already: Option<Already>,
     /// A value the action's task log names that the result carries.
     pub yields: Option<Yield>,
+    /// The guest fence of this op's VMIDs when it is not its area's: a backup restore is a
+    /// backup op whose target and archive are one kind of guest (`Some(Area::Vm)` for a VM
+    /// restore), so only that kind's fence admits it. `None`: see [`Op::fence_area`].
+    pub fence: Option<Area>,
 }
 
 /// Two ops are the same op when their ids are (ids are unique: the catalog tests check).
@@ -435,12 +449,32 @@ impl Op {
             .collect()
     }
 
-    /// Which guest fence applies to this op's VMIDs (backups take either kind of guest).
+    /// Which guest fence applies to this op's VMIDs and archives (backups and task filters
+    /// take either kind of guest, unless the row's `fence` names one).
     pub fn fence_area(&self) -> Option<Area> {
+        if self.fence.is_some() {
+            return self.fence;
+        }
         match self.area {
             Area::Vm | Area::Ct | Area::Backup | Area::Task => Some(self.area),
             _ => None,
         }
+    }
+
+    /// Whether a VMID fence restricts this op to the guests inside it: it has a fence area and
+    /// its command line always names a guest (a VMID, or a backup archive, whose name carries
+    /// its guest's VMID). Changes that are not per guest (`storage remove`, downloads) cannot
+    /// be fenced, so a fenced render leaves them out (issue 12).
+    pub fn per_guest(&self) -> bool {
+        let names_guest = |name: &str| {
+            self.param(split_part(name).0)
+                .is_some_and(|p| matches!(p.kind, Kind::Vmid | Kind::Archive))
+        };
+        self.fence_area().is_some()
+            && self.args.iter().any(|a| match a {
+                Arg::Word(w) => placeholders(w).any(names_guest),
+                _ => false,
+            })
     }
 
     /// Whether all of this op's selection conditions hold for these raw values.
@@ -494,6 +528,16 @@ impl Op {
             match (p.kind, vmid_regex, part) {
                 (kind, _, Some(i)) => kind.part_regex(i),
                 (Kind::Vmid, Some(fence), None) => format!("({fence})"),
+                // A restore takes one kind of guest's archives (its `fence`); the archive's
+                // own VMID is fenced like the target's.
+                (Kind::Archive, fence, None) => kind::archive_regex(
+                    match self.fence {
+                        Some(Area::Vm) => "qemu",
+                        Some(Area::Ct) => "lxc",
+                        _ => "(qemu|lxc)",
+                    },
+                    &fence.map_or_else(|| Kind::Vmid.regex(), |f| format!("({f})")),
+                ),
                 (kind, _, None) => wrap(&kind.regex()),
             }
         };
@@ -618,6 +662,14 @@ fn wrap(re: &str) -> String {
     } else {
         format!("({re})")
     }
+}
+
+/// The parameter names a template word mentions (`{disk_storage}:{disk_size}` → both).
+fn placeholders(template: &str) -> impl Iterator<Item = &str> {
+    template
+        .split('{')
+        .skip(1)
+        .filter_map(|rest| rest.split_once('}').map(|(name, _)| name))
 }
 
 /// A piece of a template word.

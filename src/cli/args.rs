@@ -3,6 +3,11 @@
 //!
 //! clap only shapes the words here; values are validated by the parameter kinds in
 //! [`crate::invocation`], so every bad value gets the same one-line error and exit 2.
+//!
+//! Flags come in two sets (issue 13, item 9): [`general_args`] (`-o`, `--color`, `-v`) on every
+//! command, and the host flags — [`connection_args`] and [`policy_args`], the one place to add
+//! such a flag — only on commands that reach a host (each under its own help heading), plus a
+//! copy on the root for `pxagent -H pve1 vm list`. Local commands have neither.
 
 use clap::{Arg, ArgAction, Command};
 
@@ -11,54 +16,9 @@ use crate::catalog::{How, Kind, OPS, Op, Param, Risk};
 /// Environment variable prefix for global flags.
 pub const ENV_PREFIX: &str = "PXAGENT_";
 
-fn global_args() -> Vec<Arg> {
+/// The flags every command takes, local or not: output format, colour, verbosity.
+fn general_args() -> Vec<Arg> {
     vec![
-        Arg::new("host")
-            .short('H')
-            .long("host")
-            .env("PXAGENT_HOST")
-            .global(true)
-            .value_name("HOST")
-            .help("Host: a name from the config, user@host[:port], or an ~/.ssh/config alias"),
-        Arg::new("port")
-            .short('p')
-            .long("port")
-            .env("PXAGENT_PORT")
-            .global(true)
-            .value_name("PORT")
-            .help("SSH port (default 22)"),
-        Arg::new("user")
-            .short('u')
-            .long("user")
-            .env("PXAGENT_USER")
-            .global(true)
-            .value_name("USER")
-            .help("The agent account (default zen-agent)"),
-        Arg::new("identity")
-            .short('i')
-            .long("identity")
-            .env("PXAGENT_IDENTITY")
-            .global(true)
-            .value_name("FILE")
-            .help("Private key file (default: ssh-agent, then ~/.ssh/id_*)"),
-        Arg::new("known_hosts")
-            .long("known-hosts")
-            .env("PXAGENT_KNOWN_HOSTS")
-            .global(true)
-            .value_name("FILE")
-            .help("known_hosts file (default ~/.ssh/known_hosts)"),
-        Arg::new("jump")
-            .short('J')
-            .long("jump")
-            .env("PXAGENT_JUMP")
-            .global(true)
-            .value_name("HOSTS")
-            .help("Jump hosts on the way, [user@]host[:port] separated by commas (as ssh -J; `none`: connect directly); each host key is checked like the target's"),
-        Arg::new("accept_new")
-            .long("accept-new")
-            .global(true)
-            .action(ArgAction::SetTrue)
-            .help("Trust and record an unknown host key (never a changed one)"),
         Arg::new("output")
             .short('o')
             .long("output")
@@ -67,57 +27,160 @@ fn global_args() -> Vec<Arg> {
             .value_name("FORMAT")
             .value_parser(["table", "json"])
             .help("Output format: table for people, json for programs"),
-        Arg::new("dry_run")
-            .long("dry-run")
+        Arg::new("color")
+            .long("color")
             .global(true)
-            .action(ArgAction::SetTrue)
-            .help("Show the remote command, its sudoers rule and risk; send nothing"),
-        // Deliberately no environment variable: a standing confirmation in the environment
-        // would confirm every destructive op of a session.
-        Arg::new("confirm")
-            .long("confirm")
-            .global(true)
-            .value_name("PHRASE")
-            .help("The exact confirmation phrase for a destructive op, e.g. 'yes destroy 100'"),
-        // No environment variable either: an approval is for one request.
-        Arg::new("approval")
-            .long("approval")
-            .global(true)
-            .value_name("FILE")
-            .help("A signed approval for an op the host policy marks `approve` (what `pxagent approve` or `ssh-keygen -Y sign` printed; - for stdin)"),
-        Arg::new("policy")
-            .long("policy")
-            .env("PXAGENT_POLICY")
-            .global(true)
-            .value_name("FILE")
-            .help("Policy file: pxagent's YAML policy or the MCP gateway's JSON form (narrows the config's policy: it can add refusals, never remove one)"),
-        Arg::new("config")
-            .long("config")
-            .env("PXAGENT_CONFIG")
-            .global(true)
-            .value_name("FILE")
-            .help("Config file (default $XDG_CONFIG_HOME/pxagent/config.yaml)"),
+            .value_name("WHEN")
+            .value_parser(crate::output::style::ColorChoice::NAMES)
+            .help("Colour states and errors: auto (a terminal, unless NO_COLOR, TERM=dumb; CLICOLOR_FORCE forces), always, never; never in JSON"),
         Arg::new("verbose")
             .short('v')
             .long("verbose")
             .global(true)
             .action(ArgAction::Count)
             .help("More log output on stderr (repeat for more)"),
-        Arg::new("no_wait")
-            .long("no-wait")
-            .global(true)
-            .action(ArgAction::SetTrue)
-            .help("Return the task's UPID as soon as it runs; a background pxagent follows it to the end"),
-        Arg::new("timeout")
-            .long("timeout")
-            .env("PXAGENT_TIMEOUT")
-            .global(true)
-            .value_name("SECS")
-            .help("Give up on a remote command after this many seconds"),
     ]
 }
 
-fn param_arg(p: &Param) -> Arg {
+/// Help heading of the connection flags.
+pub const CONNECTION_HEADING: &str = "Connection options";
+/// Help heading of the policy flags.
+pub const POLICY_HEADING: &str = "Policy options";
+
+/// THE HOST FLAGS, part 1: how to reach the host (design §4). This is the one place to add a
+/// connection flag (`--hosts`, `--persist`, `-J/--jump` …): every command that reaches a host
+/// gets it, under this heading, and local commands (`catalog`, `sudoers`, `audit`, `setup`,
+/// `approve`, `gate`, `completions`, `man`) neither list nor accept it; an environment
+/// variable set for it never makes a local command fail. [`crate::cli::settings`] reads the
+/// values with `host_string` / `host_flag`, which merge what was typed before the command
+/// (`pxagent -H h vm list`) and after it (`pxagent vm list -H h`).
+pub fn connection_args() -> Vec<Arg> {
+    vec![
+        Arg::new("host")
+            .short('H')
+            .long("host")
+            .env("PXAGENT_HOST")
+            .value_name("HOST")
+            .help("Host: a name from the config, user@host[:port], or an ~/.ssh/config alias"),
+        Arg::new("port")
+            .short('p')
+            .long("port")
+            .env("PXAGENT_PORT")
+            .value_name("PORT")
+            .help("SSH port (default 22)"),
+        Arg::new("user")
+            .short('u')
+            .long("user")
+            .env("PXAGENT_USER")
+            .value_name("USER")
+            .help("The agent account (default zen-agent)"),
+        Arg::new("identity")
+            .short('i')
+            .long("identity")
+            .env("PXAGENT_IDENTITY")
+            .value_name("FILE")
+            .help("Private key file (default: ssh-agent, then ~/.ssh/id_*)"),
+        Arg::new("known_hosts")
+            .long("known-hosts")
+            .env("PXAGENT_KNOWN_HOSTS")
+            .value_name("FILE")
+            .help("known_hosts file (default ~/.ssh/known_hosts)"),
+        Arg::new("jump")
+            .short('J')
+            .long("jump")
+            .env("PXAGENT_JUMP")
+            .value_name("HOSTS")
+            .help("Jump hosts on the way, [user@]host[:port] separated by commas (as ssh -J; `none`: connect directly); each host key is checked like the target's"),
+        Arg::new("accept_new")
+            .long("accept-new")
+            .action(ArgAction::SetTrue)
+            .help("Trust and record an unknown host key (never a changed one)"),
+        Arg::new("timeout")
+            .long("timeout")
+            .env("PXAGENT_TIMEOUT")
+            .value_name("SECS")
+            .help("Give up on a remote command after this many seconds"),
+        Arg::new("config")
+            .long("config")
+            .env("PXAGENT_CONFIG")
+            .value_name("FILE")
+            .help("Config file (default $XDG_CONFIG_HOME/pxagent/config.yaml)"),
+    ]
+    .into_iter()
+    .map(|a| a.help_heading(CONNECTION_HEADING))
+    .collect()
+}
+
+/// THE HOST FLAGS, part 2: what local policy and confirmation get (design §4); the one place to
+/// add such a flag. Catalog ops take them all; `pxagent mcp` takes `--policy`.
+pub fn policy_args() -> Vec<Arg> {
+    vec![
+        Arg::new("policy")
+            .long("policy")
+            .env("PXAGENT_POLICY")
+            .value_name("FILE")
+            .help("Policy file: pxagent's YAML policy or the MCP gateway's JSON form (narrows the config's policy: it can add refusals, never remove one)"),
+        Arg::new("dry_run")
+            .long("dry-run")
+            .action(ArgAction::SetTrue)
+            .help("Show the remote command, its sudoers rule and risk; send nothing"),
+        // Deliberately no environment variable: a standing confirmation in the environment
+        // would confirm every destructive op of a session.
+        Arg::new("confirm")
+            .long("confirm")
+            .value_name("PHRASE")
+            .help("The exact confirmation phrase for a destructive op, e.g. 'yes destroy 100'"),
+        // No environment variable either: an approval is for one request.
+        Arg::new("approval")
+            .long("approval")
+            .value_name("FILE")
+            .help("A signed approval for an op the host policy marks `approve` (what `pxagent approve` or `ssh-keygen -Y sign` printed; - for stdin)"),
+        Arg::new("no_wait")
+            .long("no-wait")
+            .action(ArgAction::SetTrue)
+            .help("Return the task's UPID as soon as it runs; a background pxagent follows it to the end"),
+    ]
+    .into_iter()
+    .map(|a| a.help_heading(POLICY_HEADING))
+    .collect()
+}
+
+/// Every host flag's id, for the check that a local command was given none.
+pub fn host_arg_ids() -> Vec<String> {
+    connection_args()
+        .into_iter()
+        .chain(policy_args())
+        .map(|a| a.get_id().to_string())
+        .collect()
+}
+
+/// Which host flags a command that reaches a host takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reach {
+    /// The connection flags (`status`, `preflight`).
+    Connection,
+    /// The connection flags and `--policy` (`mcp`).
+    ConnectionAndPolicyFile,
+    /// Every host flag (catalog ops).
+    All,
+}
+
+/// Give `cmd` (and, as global args, its subcommands) the host flags it takes.
+fn reaches_host(cmd: Command, reach: Reach) -> Command {
+    let policy = policy_args().into_iter().filter(|a| {
+        reach == Reach::All || (reach == Reach::ConnectionAndPolicyFile && a.get_id() == "policy")
+    });
+    cmd.args(
+        connection_args()
+            .into_iter()
+            .chain(policy)
+            .map(|a| a.global(true)),
+    )
+}
+
+/// One parameter's argument. `required`: every op at this CLI path needs it (a variant-only
+/// option is checked by the invocation instead, so it is not required for its siblings).
+fn param_arg(p: &Param, required: bool) -> Arg {
     let flag = p.name.replace('_', "-");
     let value_name = flag.to_ascii_uppercase();
     let help = if p.takes_name() {
@@ -130,9 +193,12 @@ fn param_arg(p: &Param) -> Arg {
             .required(true)
             .value_name(value_name)
             .help(help),
-        // Required options are checked by the invocation (one error path, exit 2), so that
-        // a variant-only option does not become required for its siblings.
-        How::Option | How::Required | How::NextId | How::BasenameOf(_) => Arg::new(p.name)
+        How::Required => Arg::new(p.name)
+            .long(flag)
+            .required(required)
+            .value_name(value_name)
+            .help(help),
+        How::Option | How::NextId | How::BasenameOf(_) => Arg::new(p.name)
             .long(flag)
             .value_name(value_name)
             .help(help),
@@ -239,7 +305,10 @@ fn op_command(name: &str, ops: &[&'static Op]) -> Command {
                 op.runs_guest_command() && matches!(p.kind, Kind::GuestArgv | Kind::GuestData);
             if !exec_input && !seen.contains(&p.name) {
                 seen.push(p.name);
-                cmd = cmd.arg(param_arg(p));
+                let required = ops
+                    .iter()
+                    .all(|o| o.param(p.name).is_some_and(|q| q.how == How::Required));
+                cmd = cmd.arg(param_arg(p, required));
             }
         }
     }
@@ -265,6 +334,16 @@ fn op_command(name: &str, ops: &[&'static Op]) -> Command {
             "Destructive: runs only with the exact phrase (typed at the prompt, or --confirm).",
         );
     }
+    if ops.contains(&&crate::catalog::ops::PVE_VERSION) {
+        cmd = cmd
+            .about("Show pxagent's version and the host's Proxmox VE version")
+            .arg(
+                Arg::new("client")
+                    .long("client")
+                    .action(ArgAction::SetTrue)
+                    .help("Only pxagent's own version: no connection, no host needed"),
+            );
+    }
     cmd
 }
 
@@ -275,15 +354,20 @@ pub fn command() -> Command {
         .about("Manage Proxmox VE through a key-only SSH account and a least-privilege sudoers whitelist")
         .subcommand_required(true)
         .arg_required_else_help(true)
-        .args(global_args())
+        .args(general_args())
+        // The host flags before the command (`pxagent -H pve1 vm list`); each command that
+        // reaches a host has them too (after the command), local ones do not.
+        .args(connection_args())
+        .args(policy_args())
         .subcommand(Command::new("catalog").about("List every operation with its risk, profiles, remote command and sudoers rule"))
-        .subcommand(
+        .subcommand(reaches_host(
             Command::new("preflight")
                 .about("Prove the host's setup: key-only SSH, sudo version, the rules a profile needs (and nothing dangerous), audit logging")
                 .arg(Arg::new("profile").long("profile").value_name("PROFILE").default_value("full")
                     .help("The profile whose rules must be present: readonly, operator or full")),
-        )
-        .subcommand(
+            Reach::Connection,
+        ))
+        .subcommand(reaches_host(
             Command::new("mcp")
                 .about("Serve the catalog as Model Context Protocol tools on stdin/stdout (for AI clients)")
                 .arg(Arg::new("profile").long("profile").value_name("PROFILE").default_value("full")
@@ -291,7 +375,8 @@ pub fn command() -> Command {
                     .help("Offer only the tools of this profile: readonly, operator or full"))
                 .arg(Arg::new("list_tools").long("list-tools").action(ArgAction::SetTrue)
                     .help("Print the tools this server would offer (name, risk, description; tab-separated) and exit")),
-        )
+            Reach::ConnectionAndPolicyFile,
+        ))
         .subcommand(
             Command::new("gate")
                 .about("Host side: the agent key's forced command; checks each request against the catalog and the host policy, then runs it through sudo")
@@ -300,6 +385,9 @@ Reads SSH_ORIGINAL_COMMAND, accepts exactly one catalog command line (or a pxage
 applies the host policy (--policy, default /etc/pxagent/policy.yaml; with `approve`, signed approvals \
 by the keys in --approvers), counts host rate limits, logs each decision to syslog, then runs \
 `sudo -n` with that argv. Never starts a shell. Options come from the command line only.")
+                // Only what the forced command line says counts: no environment variable.
+                .arg(Arg::new("policy").long("policy").value_name("FILE")
+                    .help("The host policy (default /etc/pxagent/policy.yaml)"))
                 .arg(Arg::new("approvers").long("approvers").value_name("FILE")
                     .help("The approvers' public keys (default /etc/pxagent/approvers)"))
                 .arg(Arg::new("state_dir").long("state-dir").value_name("DIR")
@@ -307,18 +395,18 @@ by the keys in --approvers), counts host rate limits, logs each decision to sysl
                 .arg(Arg::new("log_socket").long("log-socket").value_name("PATH")
                     .help("The syslog socket for the host audit (default /dev/log)")),
         )
-        .subcommand(Command::new("status").about("One summary of the host or cluster: version, nodes, storages, guests by state"))
+        .subcommand(reaches_host(
+            Command::new("status").about("One summary of the host or cluster: version, nodes, storages, guests by state"),
+            Reach::Connection,
+        ))
         .subcommand(
             Command::new("audit")
                 .about("The local audit trail: one hash-chained JSON line per invocation")
                 .subcommand_required(true)
                 .subcommand(
-                    Command::new("show").about("List audit records").arg(
-                        Arg::new("since")
-                            .long("since")
-                            .value_name("WHEN")
-                            .help("Only records from then on: RFC 3339, a date, or an age like 30m, 2h, 1d"),
-                    ),
+                    Command::new("show")
+                        .about("List audit records: what was asked for, of which target, and what pxagent decided")
+                        .args(audit_filter_args()),
                 )
                 .subcommand(Command::new("verify").about("Check the hash chain; exit 1 naming the first broken line"))
                 .subcommand(
@@ -350,6 +438,7 @@ by the keys in --approvers), counts host rate limits, logs each decision to sysl
                 .subcommand(
                     Command::new("render")
                         .about("Print the sudoers file for the agent account (use --user to name it)")
+                        .arg(account_arg())
                         .arg(Arg::new("profile").long("profile").value_name("PROFILE").default_value("full")
                             .help("readonly (reads), operator (+ reversible changes), full (+ confirm ops)"))
                         .arg(Arg::new("vmids").long("vmids").value_name("RANGES")
@@ -357,15 +446,42 @@ by the keys in --approvers), counts host rate limits, logs each decision to sysl
                         .arg(Arg::new("ctids").long("ctids").value_name("RANGES")
                             .help("Allow only these container ids in every container rule (default: --vmids)"))
                         .arg(Arg::new("ct_exec").long("ct-exec").value_name("RANGES")
-                            .help("Allow `pct exec` (ct exec: root in the container) in these containers only; without it no profile allows container exec")),
+                            .help("Allow `pct exec` (ct exec: root in the container) in these containers only; without it no profile allows container exec"))
+                        .arg(unfenced_ops_arg()),
                 )
                 .subcommand(
                     Command::new("lint")
                         .about("Report dangerous or broken rules in a sudoers file (exit 1 on errors)")
-                        .arg(Arg::new("file").required(true).value_name("FILE").help("A sudoers file, or - for stdin")),
+                        .long_about("Report dangerous or broken rules in a sudoers file (exit 1 on errors).\n\n\
+                                     Errors are rules that apply to the account --user (default zen-agent): by name, \
+                                     a User_Alias, ALL, or a group it is in (from this host's group database, and \
+                                     --groups); rules for other accounts and groups are reported as information.")
+                        .arg(Arg::new("file").required(true).value_name("FILE").help("A sudoers file, or - for stdin"))
+                        .arg(Arg::new("groups").long("groups").value_name("GROUPS")
+                            .help("Count the account as a member of these groups too (comma-separated), e.g. when linting a file for another host")),
                 ),
         )
-        .subcommand(setup_command());
+        .subcommand(setup_command())
+        .subcommand(
+            Command::new("completions")
+                .about("Print a shell completion script (generated from this command tree)")
+                .long_about("Print a shell completion script, generated from the same command tree as the help.\n\n\
+                    bash: pxagent completions bash > ~/.local/share/bash-completion/completions/pxagent\n\
+                    zsh:  pxagent completions zsh > ~/.zfunc/_pxagent   (with fpath+=~/.zfunc before compinit)\n\
+                    fish: pxagent completions fish > ~/.config/fish/completions/pxagent.fish")
+                .arg(Arg::new("shell").required(true).value_name("SHELL")
+                    .value_parser(clap::value_parser!(clap_complete::Shell))
+                    .help("bash, zsh, fish, elvish or powershell")),
+        )
+        .subcommand(
+            Command::new("man")
+                .about("Print the manual page (roff) on stdout: pxagent's, or a command's")
+                .long_about("Print the manual page (roff), generated from the same command tree as the help: \
+                    `pxagent man | man -l -` reads it, `pxagent man > pxagent.1` installs it. \
+                    With a command (`pxagent man vm start`), that command's own page.")
+                .arg(Arg::new("command").num_args(0..).value_name("COMMAND")
+                    .help("The command whose page to print (default: pxagent's)")),
+        );
 
     // Group ops by their first word, then by the rest of the path.
     // Steps of another op's flow (vm exec's file sync) are no commands of their own.
@@ -379,12 +495,12 @@ by the keys in --approvers), counts host rate limits, logs each decision to sysl
     for top in tops {
         let here: Vec<&'static Op> = ops.iter().copied().filter(|o| o.cli[0] == top).collect();
         if here.iter().all(|o| o.cli.len() == 1) {
-            root = root.subcommand(op_command(top, &here));
+            root = root.subcommand(reaches_host(op_command(top, &here), Reach::All));
             continue;
         }
         let mut group = Command::new(top)
             .subcommand_required(true)
-            .about(group_about(top));
+            .about(group_about(top).unwrap_or(top));
         let mut leaves: Vec<&str> = Vec::new();
         for op in &here {
             if !leaves.contains(&op.cli[1]) {
@@ -395,12 +511,62 @@ by the keys in --approvers), counts host rate limits, logs each decision to sysl
             let ops: Vec<&'static Op> = here.iter().copied().filter(|o| o.cli[1] == leaf).collect();
             group = group.subcommand(op_command(leaf, &ops));
         }
-        root = root.subcommand(group);
+        root = root.subcommand(reaches_host(group, Reach::All));
     }
     root
 }
 
+/// `--user` of the local commands that name the agent account (`sudoers render`, `setup`).
+/// It has `PXAGENT_USER` too, so the account one connects as is the one a render is for.
+fn account_arg() -> Arg {
+    Arg::new("user")
+        .short('u')
+        .long("user")
+        .env("PXAGENT_USER")
+        .value_name("USER")
+        .help("The agent account (default zen-agent)")
+}
+
+/// `audit show`'s filters (issue 13, item 19).
+fn audit_filter_args() -> Vec<Arg> {
+    vec![
+        Arg::new("since")
+            .long("since")
+            .value_name("WHEN")
+            .help("Only records from then on: RFC 3339, a date, or an age like 30m, 2h, 1d"),
+        Arg::new("until")
+            .long("until")
+            .value_name("WHEN")
+            .help("Only records before then (same forms as --since)"),
+        Arg::new("op")
+            .long("op")
+            .value_name("GLOB")
+            .help("Only these operations: an op id or a glob (vm.start, vm.*, *.snapshot)"),
+        Arg::new("host")
+            .long("host")
+            .value_name("GLOB")
+            .help("Only records for this host (as shown in the HOST column; a glob)"),
+        Arg::new("decision")
+            .long("decision")
+            .value_name("DECISION")
+            .value_parser(["allowed", "confirmed", "refused", "dry_run", "failed"])
+            .help("Only records with this decision"),
+        Arg::new("vmid")
+            .long("vmid")
+            .value_name("VMID")
+            .help("Only records whose target is this guest"),
+    ]
+}
+
 /// `setup render|revoke`: the root scripts for the host (local commands, nothing is sent).
+/// `--unfenced-ops` of `sudoers render` and `setup render` (issue 12).
+fn unfenced_ops_arg() -> Arg {
+    Arg::new("unfenced_ops")
+        .long("unfenced-ops")
+        .action(ArgAction::SetTrue)
+        .help("With --vmids/--ctids, also allow the changes no VMID fence can restrict (storage remove, ISO and template downloads); a fenced render leaves them out without it")
+}
+
 fn setup_command() -> Command {
     let sshd_args = || {
         [
@@ -416,6 +582,9 @@ fn setup_command() -> Command {
         .subcommand(
             Command::new("render")
                 .about("Print the root script that sets up the agent account (--user, default zen-agent): sudo, account, key, sshd, sudoers, host policy")
+                .arg(account_arg())
+                .arg(Arg::new("policy").long("policy").env("PXAGENT_POLICY").value_name("FILE")
+                    .help("Install this file as the host policy (replacing the installed one, kept as .bak)"))
                 .arg(Arg::new("pubkey").long("pubkey").value_name("FILE").required(true)
                     .help("The agent's OpenSSH public key (one line, no options): its only way in"))
                 .arg(Arg::new("from").long("from").value_name("CIDR")
@@ -428,6 +597,7 @@ fn setup_command() -> Command {
                     .help("Allow only these container ids in every container rule (default: --vmids)"))
                 .arg(Arg::new("ct_exec").long("ct-exec").value_name("RANGES")
                     .help("Allow `pct exec` in these containers only"))
+                .arg(unfenced_ops_arg())
                 .arg(Arg::new("approvers").long("approvers").value_name("FILE")
                     .help("Install these approvers' public keys (one per line; replaces the installed file)"))
                 .arg(Arg::new("gate_bin").long("gate-bin").value_name("PATH")
@@ -440,8 +610,7 @@ fn setup_command() -> Command {
                     .help("The syslog socket the gate writes its audit to (default /dev/log; for test beds without journald)"))
                 .args(sshd_args())
                 .after_help(
-                    "--policy FILE (or PXAGENT_POLICY) installs FILE as the host policy (replacing the installed one, kept as .bak); \
-                     without it an installed policy stays and a missing one becomes a default that allows every op.\n\
+                    "Without --policy an installed host policy stays and a missing one becomes a default that allows every op.\n\
                      Review the script, then run it as root on the host: \
                      pxagent setup render --user zen-agent --pubkey agent.pub > setup.sh; less setup.sh; bash setup.sh",
                 ),
@@ -449,20 +618,42 @@ fn setup_command() -> Command {
         .subcommand(
             Command::new("revoke")
                 .about("Print the root script that revokes the agent account (--user): expire, lock, remove keys, drop-in and sudoers, end its processes")
+                .arg(account_arg())
                 .args(sshd_args()),
         )
 }
 
-fn group_about(top: &str) -> &'static str {
-    match top {
-        "cluster" => "Cluster-wide status and resources",
-        "node" => "Cluster nodes",
-        "vm" => "QEMU/KVM virtual machines: status, lifecycle, snapshots",
-        "ct" => "LXC containers: status, lifecycle, snapshots",
-        "storage" => "Storages",
-        "task" => "Proxmox tasks (UPIDs)",
-        _ => "Operations",
-    }
+/// What each group of catalog ops is for (its `--help` line). A new group needs its line
+/// here: a test fails for a group without one.
+const GROUPS: &[(&str, &str)] = &[
+    (
+        "cluster",
+        "Cluster-wide status, resources and the next free VMID",
+    ),
+    ("node", "Cluster nodes: list, status, Proxmox version"),
+    (
+        "vm",
+        "QEMU/KVM virtual machines: status, lifecycle, snapshots, commands inside",
+    ),
+    (
+        "ct",
+        "LXC containers: status, lifecycle, snapshots, commands inside",
+    ),
+    ("storage", "Storages: usage, content, removal"),
+    ("task", "Proxmox tasks (UPIDs): status, log, list"),
+    (
+        "backup",
+        "Backups (vzdump) of VMs and containers: create, list, restore, prune, remove",
+    ),
+    ("iso", "ISO images on a storage: list, download"),
+    (
+        "template",
+        "Container templates: what Proxmox offers, download",
+    ),
+];
+
+fn group_about(top: &str) -> Option<&'static str> {
+    GROUPS.iter().find(|(g, _)| *g == top).map(|(_, a)| *a)
 }
 
 #[cfg(test)]
@@ -564,9 +755,10 @@ mod tests {
     /// The typed command of these words (program name first).
     fn typed(words: &[&str]) -> crate::error::Result<crate::cli::settings::Cmd> {
         use crate::cli::settings::{Settings, command as typed};
-        let m = command().try_get_matches_from(words).unwrap();
+        let mut tree = command();
+        let m = tree.try_get_matches_from_mut(words).unwrap();
         let argv = words.iter().map(std::ffi::OsString::from).collect();
-        typed(&m, &Settings::from_matches(&m, argv)?)
+        typed(&m, &Settings::from_matches(&m, &tree, argv)?)
     }
 
     #[test]

@@ -29,7 +29,8 @@ pub type Failure = (Error, Option<serde_json::Value>);
 /// Run pxagent with these arguments (program name first) and return the exit code.
 pub fn run(args: Vec<OsString>) -> u8 {
     let format = prescan_format(&args);
-    let matches = match command().try_get_matches_from(&args) {
+    let mut tree = command();
+    let matches = match tree.try_get_matches_from_mut(&args) {
         Ok(m) => m,
         Err(e) => return clap_error(e, format),
     };
@@ -49,14 +50,33 @@ pub fn run(args: Vec<OsString>) -> u8 {
         audited: is_op,
         ..Trail::default()
     };
+    let parsed = Settings::from_matches(&matches, &tree, args)
+        .and_then(|s| settings::command(&matches, &s).map(|c| (s, c)));
+    // Colour is decided once, before anything is written: never in JSON, never for the MCP
+    // server (its stdout is the protocol).
+    let color = match &parsed {
+        Ok((_, settings::Cmd::Mcp { .. })) => output::style::ColorChoice::Never,
+        Ok((s, _)) => s.color,
+        Err(_) => matches
+            .get_one::<String>("color")
+            .and_then(|c| output::style::ColorChoice::parse(c))
+            .unwrap_or_default(),
+    };
+    output::style::configure(color, out.format == Format::Json);
+    if let Ok((
+        _,
+        settings::Cmd::Version {
+            client_only: true, ..
+        },
+    )) = &parsed
+    {
+        // `version --client` reaches no host: nothing to audit.
+        trail.audited = false;
+    }
     // A panic is a bug, but it still ends as exit 10 with the op's audit record (issue 12).
-    let result = guarded(|| {
-        let parsed = Settings::from_matches(&matches, args)
-            .and_then(|s| settings::command(&matches, &s).map(|c| (s, c)));
-        match parsed {
-            Ok((s, cmd)) => commands::execute(&s, &cmd, &mut out, &mut trail),
-            Err(e) => Err((e, None)),
-        }
+    let result = guarded(|| match parsed {
+        Ok((s, cmd)) => commands::execute(&s, &cmd, &mut out, &mut trail),
+        Err(e) => Err((e, None)),
     });
     let code = match &result {
         Ok(code) => *code,
@@ -101,6 +121,28 @@ pub fn run(args: Vec<OsString>) -> u8 {
             10
         }
         None => code,
+    }
+}
+
+/// clap's error as one message: its first line, plus the arguments it lists (every missing
+/// required one is named at once), without the usage and "for more information" lines.
+fn clap_message(rendered: &str) -> String {
+    let mut lines = rendered.lines();
+    let first = lines
+        .next()
+        .unwrap_or("invalid usage")
+        .trim_start_matches("error: ")
+        .trim_end_matches(':')
+        .to_string();
+    let listed: Vec<&str> = lines
+        .take_while(|l| !l.is_empty() && !l.starts_with("Usage:"))
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    if listed.is_empty() {
+        first
+    } else {
+        format!("{first}: {}", listed.join(", "))
     }
 }
 
@@ -179,13 +221,7 @@ fn clap_error(e: clap::Error, format: Format) -> u8 {
         }
         _ => {
             let msg = e.render().to_string();
-            let first = msg
-                .lines()
-                .next()
-                .unwrap_or("invalid usage")
-                .trim_start_matches("error: ")
-                .to_string();
-            let err = Error::usage(first);
+            let err = Error::usage(clap_message(&msg));
             match format {
                 Format::Json => Output { format, host: None }.failure("pxagent", &err, None),
                 Format::Table => output::write_stderr(&msg),

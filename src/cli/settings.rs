@@ -44,6 +44,8 @@ pub struct Settings {
     pub config: Option<PathBuf>,
     /// `-v` count.
     pub verbose: u8,
+    /// `--color`.
+    pub color: crate::output::style::ColorChoice,
     /// `--no-wait`.
     pub no_wait: bool,
     /// How to reach the host.
@@ -59,16 +61,23 @@ pub enum Cmd {
     Preflight(Profile),
     /// `pxagent status`.
     Status,
-    /// `pxagent audit show [--since WHEN]`.
-    AuditShow(Option<String>),
+    /// `pxagent audit show [filters]`.
+    AuditShow(crate::audit_query::Filter),
     /// `pxagent audit verify`.
     AuditVerify,
     /// `pxagent audit new-chain`.
     AuditNewChain,
     /// `pxagent sudoers render …`.
     SudoersRender(RenderOptions),
-    /// `pxagent sudoers lint FILE|-`.
-    SudoersLint(String),
+    /// `pxagent sudoers lint FILE|- [--groups G,…]`, for the account `--user` (issue 12).
+    SudoersLint {
+        /// The file, or `-` for stdin.
+        file: String,
+        /// The account the findings are for.
+        user: String,
+        /// Groups to count as the account's besides the host's group database.
+        groups: Vec<String>,
+    },
     /// `pxagent approve --key FILE [--ttl DURATION] STATEMENT`.
     Approve {
         /// The signer's private key file.
@@ -91,6 +100,17 @@ pub enum Cmd {
     },
     /// `pxagent gate …` (host side).
     Gate(crate::host::gate::Options),
+    /// `pxagent version [--client]`: pxagent's version, and (without `--client`) the host's.
+    Version {
+        /// `--client`: nothing is sent, no host needed.
+        client_only: bool,
+        /// The read of the host's version.
+        inv: Invocation,
+    },
+    /// `pxagent completions SHELL`.
+    Completions(clap_complete::Shell),
+    /// `pxagent man [COMMAND…]`.
+    Man(Vec<String>),
     /// A catalog op (not a guest command), with the list filters of its command line.
     Op(Invocation, Filter),
     /// A catalog op whose guest was given by name (`vm status web`): looked up on the host
@@ -117,12 +137,18 @@ impl Cmd {
             Cmd::AuditVerify => "audit.verify",
             Cmd::AuditNewChain => "audit.new-chain",
             Cmd::SudoersRender(_) => "sudoers.render",
-            Cmd::SudoersLint(_) => "sudoers.lint",
+            Cmd::SudoersLint { .. } => "sudoers.lint",
             Cmd::Approve { .. } => "approve",
             Cmd::SetupRender(_) => "setup.render",
             Cmd::SetupRevoke(_) => "setup.revoke",
             Cmd::Mcp { .. } => "mcp",
             Cmd::Gate(_) => "gate",
+            Cmd::Version {
+                client_only: true, ..
+            } => "version",
+            Cmd::Version { inv, .. } => inv.op.id,
+            Cmd::Completions(_) => "completions",
+            Cmd::Man(_) => "man",
             Cmd::Op(inv, _) => inv.op.id,
             Cmd::Named(named, _) => named.op.id,
             Cmd::Exec { req, .. } => req.op.id,
@@ -142,42 +168,167 @@ fn strings(m: &ArgMatches, k: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The matches of the command that runs: the deepest subcommand.
+fn leaf(m: &ArgMatches) -> &ArgMatches {
+    let mut at = m;
+    while let Some((_, sub)) = at.subcommand() {
+        at = sub;
+    }
+    at
+}
+
+/// The command's words (`sudoers render`), for messages.
+fn path_words(m: &ArgMatches) -> String {
+    let mut words = Vec::new();
+    let mut at = m;
+    while let Some((name, sub)) = at.subcommand() {
+        words.push(name);
+        at = sub;
+    }
+    words.join(" ")
+}
+
+/// The command that runs, in the (built) command tree that parsed `m`.
+fn leaf_command<'a>(cmd: &'a clap::Command, m: &ArgMatches) -> &'a clap::Command {
+    let (mut c, mut at) = (cmd, m);
+    while let Some((name, sub)) = at.subcommand() {
+        match c.find_subcommand(name) {
+            Some(s) => c = s,
+            None => break,
+        }
+        at = sub;
+    }
+    c
+}
+
+/// Whether a command takes this argument. Asked of the command tree, not of the matches:
+/// clap checks argument ids against matches only in debug builds.
+fn defines(c: &clap::Command, id: &str) -> bool {
+    c.get_arguments().any(|a| a.get_id() == id)
+}
+
+/// A host flag's value (see [`super::args::connection_args`]): typed after the command beats
+/// typed before it, which beats the environment. A command that does not take the flag gets
+/// `None`, whatever the environment says.
+fn host_string(
+    root: &ArgMatches,
+    leaf: &ArgMatches,
+    cmd: &clap::Command,
+    id: &str,
+) -> Option<String> {
+    use clap::parser::ValueSource;
+    if !defines(cmd, id) {
+        return None;
+    }
+    let typed = |m: &ArgMatches| m.value_source(id) == Some(ValueSource::CommandLine);
+    if typed(leaf) || !typed(root) {
+        string(leaf, id).or_else(|| string(root, id))
+    } else {
+        string(root, id)
+    }
+}
+
+/// Where a host flag's value came from (as [`host_string`] picks it): typed on the command
+/// line (before or after the command), or from its environment variable.
+fn host_source(
+    root: &ArgMatches,
+    leaf: &ArgMatches,
+    cmd: &clap::Command,
+    id: &str,
+) -> Option<clap::parser::ValueSource> {
+    use clap::parser::ValueSource;
+    if !defines(cmd, id) {
+        return None;
+    }
+    let typed = |m: &ArgMatches| m.value_source(id) == Some(ValueSource::CommandLine);
+    if typed(leaf) || typed(root) {
+        return Some(ValueSource::CommandLine);
+    }
+    leaf.value_source(id).or_else(|| root.value_source(id))
+}
+
+/// A host switch: given before or after the command (only where the command takes it).
+fn host_flag(root: &ArgMatches, leaf: &ArgMatches, cmd: &clap::Command, id: &str) -> bool {
+    let on = |m: &ArgMatches| m.try_get_one::<bool>(id).ok().flatten() == Some(&true);
+    defines(cmd, id) && (on(leaf) || on(root))
+}
+
+/// A local command reaches no host: a host flag typed before it is a usage error naming it
+/// (its environment variable is simply not read).
+fn refuse_foreign_host_flags(root: &ArgMatches, cmd: &clap::Command) -> Result<()> {
+    use clap::parser::ValueSource;
+    for id in super::args::host_arg_ids() {
+        if root.value_source(&id) == Some(ValueSource::CommandLine) && !defines(cmd, &id) {
+            let flag = format!("--{}", id.replace('_', "-"));
+            return Err(Error::usage(format!(
+                "`pxagent {}` does not take {flag}: it {}",
+                path_words(root),
+                if super::args::connection_args()
+                    .iter()
+                    .any(|a| a.get_id() == id.as_str())
+                {
+                    "reaches no host (connection flags belong to commands that do)"
+                } else {
+                    "sends no operation (policy and confirmation flags belong to catalog operations)"
+                }
+            )));
+        }
+    }
+    Ok(())
+}
+
 impl Settings {
-    /// Type the global flags (they are global, so the root's matches hold them).
-    pub fn from_matches(m: &ArgMatches, argv: Vec<OsString>) -> Result<Settings> {
-        let timeout = string(m, "timeout")
+    /// Type the global flags: the general ones from the root, the host flags merged from
+    /// before and after the command (only those the command takes). `tree` is the command
+    /// tree that parsed `m`.
+    pub fn from_matches(
+        m: &ArgMatches,
+        tree: &clap::Command,
+        argv: Vec<OsString>,
+    ) -> Result<Settings> {
+        let l = leaf(m);
+        let c = leaf_command(tree, m);
+        refuse_foreign_host_flags(m, c)?;
+        // `version --client` reaches no host: its host settings (from the environment, say)
+        // are not read, so none of them can fail it.
+        let local = l.try_get_one::<bool>("client").ok().flatten() == Some(&true);
+        let get = |id: &str| (!local).then(|| host_string(m, l, c, id)).flatten();
+        let timeout = get("timeout")
             .map(|s| context::parse_seconds("--timeout", &s))
             .transpose()?;
         // clap folds `PXAGENT_*` into the flags; precedence (issue 12) needs them apart: a
         // value typed on the command line, and one that came from the environment.
         use clap::parser::ValueSource;
-        let from = |k: &str, src: ValueSource| {
-            (m.value_source(k) == Some(src))
-                .then(|| string(m, k))
+        let from = |id: &str, src: ValueSource| {
+            (!local && host_source(m, l, c, id) == Some(src))
+                .then(|| host_string(m, l, c, id))
                 .flatten()
         };
-        let typed = |k: &str| from(k, ValueSource::CommandLine);
-        let env = |k: &str| from(k, ValueSource::EnvVariable);
+        let typed = |id: &str| from(id, ValueSource::CommandLine);
+        let env = |id: &str| from(id, ValueSource::EnvVariable);
         let port = |v: Option<String>| v.map(|p| context::parse_port(&p)).transpose();
         Ok(Settings {
             argv,
             format: string(m, "output")
                 .and_then(|s| Format::parse(&s))
                 .unwrap_or(Format::Table),
-            dry_run: m.get_flag("dry_run"),
-            confirm: string(m, "confirm"),
-            approval: string(m, "approval").map(PathBuf::from),
-            policy: string(m, "policy"),
-            config: string(m, "config").map(PathBuf::from),
+            dry_run: host_flag(m, l, c, "dry_run"),
+            confirm: get("confirm"),
+            approval: get("approval").map(PathBuf::from),
+            policy: get("policy"),
+            config: get("config").map(PathBuf::from),
             verbose: m.get_count("verbose"),
-            no_wait: m.get_flag("no_wait"),
+            color: string(m, "color")
+                .and_then(|c| crate::output::style::ColorChoice::parse(&c))
+                .unwrap_or_default(),
+            no_wait: host_flag(m, l, c, "no_wait"),
             connect: ConnectArgs {
                 host: typed("host"),
                 port: port(typed("port"))?,
                 user: typed("user"),
                 identity: typed("identity").map(PathBuf::from),
                 known_hosts: typed("known_hosts").map(PathBuf::from),
-                accept_new: m.get_flag("accept_new"),
+                accept_new: host_flag(m, l, c, "accept_new"),
                 timeout,
                 env: context::EnvArgs {
                     host: env("host"),
@@ -186,7 +337,7 @@ impl Settings {
                     identity: env("identity").map(PathBuf::from),
                     known_hosts: env("known_hosts").map(PathBuf::from),
                 },
-                jump: string(m, "jump"),
+                jump: get("jump"),
             },
         })
     }
@@ -208,7 +359,25 @@ pub fn command(m: &ArgMatches, s: &Settings) -> Result<Cmd> {
             list_tools: sub.get_flag("list_tools"),
         },
         ("gate", _) => Cmd::Gate(gate_options(m, sub)?),
-        ("audit", Some(("show", a))) => Cmd::AuditShow(string(a, "since")),
+        ("completions", _) => Cmd::Completions(
+            sub.get_one::<clap_complete::Shell>("shell")
+                .copied()
+                .ok_or_else(|| {
+                    Error::usage("completions needs a shell: bash, zsh, fish, elvish or powershell")
+                })?,
+        ),
+        ("man", _) => Cmd::Man(strings(sub, "command")),
+        ("audit", Some(("show", a))) => Cmd::AuditShow(crate::audit_query::Filter::parse(
+            crate::audit_query::FilterArgs {
+                since: string(a, "since"),
+                until: string(a, "until"),
+                op: string(a, "op"),
+                host: string(a, "host"),
+                decision: string(a, "decision"),
+                vmid: string(a, "vmid"),
+            },
+            std::time::SystemTime::now(),
+        )?),
         ("audit", Some(("verify", _))) => Cmd::AuditVerify,
         ("audit", Some(("new-chain", _))) => Cmd::AuditNewChain,
         ("audit", _) => {
@@ -222,9 +391,22 @@ pub fn command(m: &ArgMatches, s: &Settings) -> Result<Cmd> {
             statement: string(sub, "statement").unwrap_or_else(|| "-".into()),
         },
         ("sudoers", Some(("render", r))) => Cmd::SudoersRender(render_options(s, r)?),
-        ("sudoers", Some(("lint", l))) => {
-            Cmd::SudoersLint(string(l, "file").unwrap_or_else(|| "-".into()))
-        }
+        ("sudoers", Some(("lint", l))) => Cmd::SudoersLint {
+            file: string(l, "file").unwrap_or_else(|| "-".into()),
+            user: s
+                .connect
+                .user
+                .clone()
+                .unwrap_or_else(|| context::DEFAULT_USER.to_string()),
+            groups: string(l, "groups")
+                .map(|g| {
+                    g.split(',')
+                        .map(|x| x.trim().to_string())
+                        .filter(|x| !x.is_empty())
+                        .collect()
+                })
+                .unwrap_or_default(),
+        },
         ("sudoers", _) => {
             return Err(Error::usage("expected `sudoers render` or `sudoers lint`"));
         }
@@ -242,6 +424,10 @@ pub fn command(m: &ArgMatches, s: &Settings) -> Result<Cmd> {
                 Some(op) => Cmd::Exec {
                     req: Box::new(exec_request(op, leaf, s)?),
                     exit_code: leaf.try_get_one::<bool>("exit_code").ok().flatten() == Some(&true),
+                },
+                None if ops.contains(&&catalog::ops::PVE_VERSION) => Cmd::Version {
+                    client_only: leaf.get_flag("client"),
+                    inv: invocation(&path, leaf)?,
                 },
                 None => {
                     let filter = filter(leaf)?;
@@ -265,7 +451,7 @@ fn gate_options(root: &ArgMatches, g: &ArgMatches) -> Result<crate::host::gate::
             .flatten()
     };
     let mut o = crate::host::gate::Options::default();
-    if let Some(p) = typed(root, "policy") {
+    if let Some(p) = typed(g, "policy").or_else(|| typed(root, "policy")) {
         o.policy = p;
     }
     if let Some(p) = typed(g, "approvers") {
@@ -328,6 +514,7 @@ fn render_options(s: &Settings, r: &ArgMatches) -> Result<RenderOptions> {
     if let Some(v) = string(r, "ct_exec") {
         opts.ct_exec = Some(Ranges::parse("--ct-exec", &v)?);
     }
+    opts.unfenced_ops = r.get_flag("unfenced_ops");
     Ok(opts)
 }
 

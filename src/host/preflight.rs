@@ -540,9 +540,17 @@ pub fn sudo_rules(out: Option<&Output>, profile: Profile, user: &str) -> Vec<Che
         .map(|op| (op, rule_matcher(op)))
         .collect();
     let all: Vec<Regex> = OPS.iter().copied().map(rule_matcher).collect();
+    // A fenced render (some guest rule lists a fence, not the plain VMID regex) leaves out the
+    // changes no fence can restrict (issue 12): their absence is not a missing rule.
+    let fenced = listing.commands.iter().any(|(_, _, c)| {
+        OPS.iter()
+            .zip(&all)
+            .any(|(op, re)| op.per_guest() && re.is_match(c) && *c != op.sudoers_rule(None))
+    });
 
     let missing: Vec<&str> = expected
         .iter()
+        .filter(|(op, _)| !(fenced && crate::host::sudoers::render::unfenceable(op)))
         .filter(|(_, re)| {
             !listing.commands.iter().any(|(runas, tags, c)| {
                 re.is_match(c) && runas_root(runas) && tags.iter().any(|t| t == "NOPASSWD")
@@ -555,9 +563,15 @@ pub fn sudo_rules(out: Option<&Output>, profile: Profile, user: &str) -> Vec<Che
             "sudo-rules",
             Status::Pass,
             format!(
-                "every rule of profile {} is present ({} ops)",
+                "every rule of profile {} is present ({} ops){}",
                 profile.name(),
-                expected.len()
+                expected.len(),
+                if fenced {
+                    "; the rules are VMID-fenced: sudo refuses guests (and backups of guests) outside \
+                     the fence, and changes no fence restricts unless rendered with --unfenced-ops"
+                } else {
+                    ""
+                }
             ),
             "",
         )
@@ -721,16 +735,34 @@ mod tests {
     fn fenced_rules_count_as_present() {
         let mut o = crate::host::sudoers::render::RenderOptions::new("zen-agent").unwrap();
         o.vmids = Some(crate::host::sudoers::ranges::Ranges::parse("--vmids", "100-199").unwrap());
-        let cmds: Vec<String> = OPS
-            .iter()
+        // What the render holds: a fenced file leaves out what no fence restricts.
+        let cmds: Vec<String> = o
+            .ops()
             .map(|op| op.sudoers_rule(o.fence_for(op).as_deref()))
             .collect();
+        assert!(!o.ops().any(|op| op == &crate::catalog::ops::STORAGE_REMOVE));
         let listing = format!(
             "Matching Defaults entries for u on h:\n    log_input, log_output\n\nUser u may run the following commands on h:\n    (root) NOPASSWD: {}\n",
             cmds.join(", ")
         );
         let checks = sudo_rules(Some(&ok(&listing)), Profile::Full, "u");
         assert!(!failed(&checks), "{checks:#?}");
+        assert!(format!("{checks:?}").contains("VMID-fenced"), "{checks:#?}");
+        // Unfenced, the same absence is a missing rule.
+        let o = crate::host::sudoers::render::RenderOptions::new("u").unwrap();
+        let cmds: Vec<String> = o
+            .ops()
+            .filter(|op| op != &&crate::catalog::ops::STORAGE_REMOVE)
+            .map(|op| op.sudoers_rule(None))
+            .collect();
+        let listing = format!(
+            "Matching Defaults entries for u on h:\n    log_input, log_output\n\nUser u may run the following commands on h:\n    (root) NOPASSWD: {}\n",
+            cmds.join(", ")
+        );
+        let checks = sudo_rules(Some(&ok(&listing)), Profile::Full, "u");
+        let rules = checks.iter().find(|c| c.name == "sudo-rules").unwrap();
+        assert_eq!(rules.status, Status::Fail, "{rules:?}");
+        assert!(format!("{rules:?}").contains("storage.remove"), "{rules:?}");
     }
 
     #[test]

@@ -7,6 +7,14 @@
 //! `backup restore` is one CLI path with four rows: the archive's name picks the VM or the
 //! container restore, `--force` picks the overwriting variant (see `select`). Each is a
 //! variant of `backup.restore` (`variant_of`), so a policy entry for it covers all four.
+//!
+//! Fences (issue 12): a VMID fence covers the archive's own VMID (`vzdump-qemu-<VMID>-…`) as
+//! well as the target's, so a fenced agent can neither restore another guest's backup nor
+//! remove or prune it. A VM restore is fenced by the VM fence, a container restore by the
+//! container fence (`fence`); remove and prune take either kind of guest. A container is
+//! always restored unprivileged (`--unprivileged 1`, which the rule requires, as for
+//! `ct create`): Proxmox maps a privileged backup's files into the new container's user
+//! namespace, so its root is never the host's.
 
 use super::*;
 
@@ -85,6 +93,7 @@ pub static BACKUP_RESTORE: Op = Op {
         Precheck::NewVmid("vmid"),
         Precheck::SpaceForArchive("archive", "storage"),
     ],
+    fence: Some(Area::Vm),
     ..ROW
 };
 
@@ -92,7 +101,7 @@ pub static BACKUP_RESTORE: Op = Op {
 pub static BACKUP_RESTORE_CT: Op = Op {
     id: "backup.restore-ct",
     cli: &["backup", "restore"],
-    about: "Restore a container backup to a new VMID",
+    about: "Restore a container backup to a new VMID (always unprivileged)",
     risk: Risk::Change,
     area: Area::Backup,
     params: &[ARCHIVE, RESTORE_VMID, RESTORE_STORAGE, LOCAL_NODE],
@@ -104,6 +113,8 @@ pub static BACKUP_RESTORE_CT: Op = Op {
         Arg::Word("--ostemplate"),
         Arg::Word("{archive}"),
         Arg::Word("--restore"),
+        Arg::Word("1"),
+        Arg::Word("--unprivileged"),
         Arg::Word("1"),
         Arg::Opt("storage", &["--storage", "{storage}"])
     ),
@@ -118,6 +129,7 @@ pub static BACKUP_RESTORE_CT: Op = Op {
         Precheck::SpaceForArchive("archive", "storage"),
     ],
     variant_of: &[&BACKUP_RESTORE],
+    fence: Some(Area::Ct),
     ..ROW
 };
 
@@ -152,6 +164,7 @@ pub static BACKUP_RESTORE_OVERWRITE: Op = Op {
     ],
     prechecks: &[Precheck::SpaceForArchive("archive", "storage")],
     variant_of: &[&BACKUP_RESTORE],
+    fence: Some(Area::Vm),
     ..ROW
 };
 
@@ -159,7 +172,7 @@ pub static BACKUP_RESTORE_OVERWRITE: Op = Op {
 pub static BACKUP_RESTORE_CT_OVERWRITE: Op = Op {
     id: "backup.restore-ct-overwrite",
     cli: &["backup", "restore"],
-    about: "Restore a container backup over an existing container",
+    about: "Restore a container backup over an existing container (always unprivileged)",
     risk: Risk::Confirm,
     area: Area::Backup,
     params: &[ARCHIVE, RESTORE_VMID, RESTORE_STORAGE, FORCE, LOCAL_NODE],
@@ -171,6 +184,8 @@ pub static BACKUP_RESTORE_CT_OVERWRITE: Op = Op {
         Arg::Word("--ostemplate"),
         Arg::Word("{archive}"),
         Arg::Word("--restore"),
+        Arg::Word("1"),
+        Arg::Word("--unprivileged"),
         Arg::Word("1"),
         Arg::Word("--force"),
         Arg::Word("1"),
@@ -188,6 +203,7 @@ pub static BACKUP_RESTORE_CT_OVERWRITE: Op = Op {
     ],
     prechecks: &[Precheck::SpaceForArchive("archive", "storage")],
     variant_of: &[&BACKUP_RESTORE_CT, &BACKUP_RESTORE_OVERWRITE],
+    fence: Some(Area::Ct),
     ..ROW
 };
 

@@ -37,7 +37,7 @@ pub static CT_STATUS: Op = Op {
     area: Area::Ct,
     params: &[CTID, GUEST_NODE],
     args: pvesh!("get", "/nodes/{node}/lxc/{vmid}/status/current"),
-    view: View::Object,
+    view: View::GuestStatus,
     ..ROW
 };
 
@@ -50,7 +50,7 @@ pub static CT_CONFIG: Op = Op {
     area: Area::Ct,
     params: &[CTID, GUEST_NODE],
     args: pvesh!("get", "/nodes/{node}/lxc/{vmid}/config"),
-    view: View::Object,
+    view: View::Config,
     ..ROW
 };
 

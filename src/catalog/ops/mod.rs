@@ -3,7 +3,7 @@
 //! Every row is a `pub static` [`Op`] written the same way: a struct literal that names
 //! `id`, `cli`, `about`, `risk`, `area`, `params`, `args` and `view`, then whatever else
 //! differs from [`ROW`] (`tool`, `confirm`, `select`, `settles`, `prechecks`, `step`,
-//! `already`, `yields`, `variant_of`), then `..ROW`. The static is the op's handle: code outside the
+//! `already`, `yields`, `variant_of`, `fence`), then `..ROW`. The static is the op's handle: code outside the
 //! catalog names an op by it (`ops::CLUSTER_RESOURCES`), never by its id string. A handle is
 //! the id upper-cased with `.` and `-` as `_`, and lives in the file named by the id's prefix
 //! (`vm.status` → `vm.rs`), except `pve.version` (cluster.rs) and the commands run inside
@@ -158,6 +158,7 @@ const ROW: Op = Op {
     variant_of: &[],
     already: None,
     yields: None,
+    fence: None,
 };
 
 // --- parameters shared by several areas ---------------------------------------------------

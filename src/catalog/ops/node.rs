@@ -24,7 +24,7 @@ pub static NODE_STATUS: Op = Op {
     area: Area::Node,
     params: &[NODE_POS],
     args: pvesh!("get", "/nodes/{node}/status"),
-    view: View::Object,
+    view: View::NodeStatus,
     ..ROW
 };
 

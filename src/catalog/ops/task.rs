@@ -12,7 +12,7 @@ pub static TASK_STATUS: Op = Op {
     area: Area::Task,
     params: &[UPID, UPID_NODE],
     args: pvesh!("get", "/nodes/{node}/tasks/{upid}/status"),
-    view: View::Object,
+    view: View::TaskStatus,
     ..ROW
 };
 
@@ -31,13 +31,7 @@ pub static TASK_LIST: Op = Op {
         Arg::Word("all"),
         Arg::Opt("vmid", &["--vmid", "{vmid}"])
     ),
-    view: View::Table(&[
-        ("upid", "UPID"),
-        ("type", "TYPE"),
-        ("id", "ID"),
-        ("status", "STATUS"),
-        ("starttime", "STARTED"),
-    ]),
+    view: View::Tasks,
     ..ROW
 };
 

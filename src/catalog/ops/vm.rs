@@ -37,7 +37,7 @@ pub static VM_STATUS: Op = Op {
     area: Area::Vm,
     params: &[VMID, GUEST_NODE],
     args: pvesh!("get", "/nodes/{node}/qemu/{vmid}/status/current"),
-    view: View::Object,
+    view: View::GuestStatus,
     ..ROW
 };
 
@@ -50,7 +50,7 @@ pub static VM_CONFIG: Op = Op {
     area: Area::Vm,
     params: &[VMID, GUEST_NODE],
     args: pvesh!("get", "/nodes/{node}/qemu/{vmid}/config"),
-    view: View::Object,
+    view: View::Config,
     ..ROW
 };
 

@@ -6,16 +6,13 @@ use super::Failure;
 use crate::error::{Error, Result};
 use crate::output::{self, Output};
 
-/// `pxagent audit show [--since WHEN]`.
-pub fn audit_show(since: Option<&str>, out: &Output) -> Result<u8> {
+/// `pxagent audit show [--op GLOB] [--host GLOB] [--decision D] [--vmid N] [--since WHEN]
+/// [--until WHEN]`: the records that pass every filter, each with its target.
+pub fn audit_show(filter: &crate::audit_query::Filter, out: &Output) -> Result<u8> {
     let path = crate::audit::default_path()
         .ok_or_else(|| Error::usage("no HOME or XDG_STATE_HOME: there is no audit log"))?;
-    let since = match since {
-        Some(s) => Some(crate::audit::parse_since(s, std::time::SystemTime::now())?),
-        None => None,
-    };
     // One line per operation: a two-phase op's started record and its completion as one.
-    let records = crate::audit::operations(crate::audit::read(&path, since)?);
+    let records = crate::audit_query::read(&path, filter)?;
     out.success("audit.show", json!(records), |d| {
         let rows: Vec<Vec<String>> = d
             .as_array()
@@ -27,16 +24,21 @@ pub fn audit_show(since: Option<&str>, out: &Output) -> Result<u8> {
                     Value::Null => String::new(),
                     v => v.to_string(),
                 };
+                let target = r["target"]
+                    .as_object()
+                    .map(crate::audit_query::describe)
+                    .unwrap_or_else(|| s("target"));
                 vec![
                     s("seq"),
-                    s("time"),
+                    output::units::local_rfc3339(&s("time")),
                     s("via"),
                     s("op"),
+                    target,
                     // A started op without its result, or one cut short, says so.
                     match r["phase"].as_str() {
                         Some("started") => format!("{} (no result)", s("decision")),
                         Some("interrupted") => format!("{} (interrupted)", s("decision")),
-                        _ => s("decision"),
+                        _ => output::style::state(&s("decision")),
                     },
                     s("exit_code"),
                     s("host"),
@@ -44,9 +46,12 @@ pub fn audit_show(since: Option<&str>, out: &Output) -> Result<u8> {
                 ]
             })
             .collect();
+        if rows.is_empty() {
+            return "no audit records match".into();
+        }
         output::table(
             &[
-                "SEQ", "TIME", "VIA", "OP", "DECISION", "EXIT", "HOST", "ERROR",
+                "SEQ", "TIME", "VIA", "OP", "TARGET", "DECISION", "EXIT", "HOST", "ERROR",
             ],
             &rows,
         )

@@ -1,6 +1,6 @@
 //! `pxagent vm exec|ct exec … -- PROGRAM ARGS…` from the command line: a dry run, or a run
 //! through the engine over one connection; the guest's stdout on stdout and its stderr on
-//! stderr at a terminal, one JSON document otherwise.
+//! stderr at a terminal (control characters escaped there), one JSON document otherwise.
 
 use serde_json::{Value, json};
 
@@ -77,8 +77,10 @@ pub fn exec(
     match out.format {
         Format::Json => out.success(op.id, data.clone(), |_| String::new()),
         Format::Table => {
-            output::write_raw(data["stdout"].as_str().unwrap_or(""));
-            output::write_stderr(data["stderr"].as_str().unwrap_or(""));
+            // At a terminal the guest's bytes are escaped (they come from an untrusted guest);
+            // into a pipe or file they pass as they are (issue 12, item 18).
+            output::guest_output(data["stdout"].as_str().unwrap_or(""), false);
+            output::guest_output(data["stderr"].as_str().unwrap_or(""), true);
             for (k, what) in [("out_truncated", "stdout"), ("err_truncated", "stderr")] {
                 if data[k] == json!(true) {
                     output::note(format!("the guest agent truncated the command's {what}"));

@@ -5,12 +5,14 @@
 mod approve;
 mod audit;
 mod catalog;
+mod docs;
 mod exec;
 mod op;
 mod preflight;
 mod setup;
 mod status;
 mod sudoers;
+mod version;
 
 use crate::cli::settings::{Cmd, Settings};
 use crate::context::Context;
@@ -35,7 +37,7 @@ pub fn execute(
         Cmd::Catalog => plain(catalog::catalog(out)),
         Cmd::Gate(opts) => Ok(crate::host::gate::run(opts)),
         Cmd::SudoersRender(opts) => plain(sudoers::sudoers_render(opts, out)),
-        Cmd::SudoersLint(file) => sudoers::sudoers_lint(file, out),
+        Cmd::SudoersLint { file, user, groups } => sudoers::sudoers_lint(file, user, groups, out),
         Cmd::Approve {
             key,
             ttl,
@@ -43,7 +45,16 @@ pub fn execute(
         } => plain(approve::approve(key, *ttl, statement, out)),
         Cmd::SetupRender(opts) => plain(setup::setup_render(opts, out)),
         Cmd::SetupRevoke(opts) => plain(setup::setup_revoke(opts, out)),
-        Cmd::AuditShow(since) => plain(audit::audit_show(since.as_deref(), out)),
+        Cmd::AuditShow(filter) => plain(audit::audit_show(filter, out)),
+        Cmd::Completions(shell) => plain(docs::completions(*shell)),
+        Cmd::Man(path) => plain(docs::man(path)),
+        Cmd::Version {
+            client_only: true, ..
+        } => plain(version::client_only(out)),
+        Cmd::Version { inv, .. } => {
+            let ctx = context(s).map_err(|e| (e, None))?;
+            version::both(s, &ctx, inv, out, trail)
+        }
         Cmd::AuditVerify => audit::audit_verify(out),
         Cmd::AuditNewChain => plain(audit::audit_new_chain(out)),
         Cmd::Mcp {

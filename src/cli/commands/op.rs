@@ -134,7 +134,12 @@ fn run_connected(
     let spinner: std::sync::OnceLock<indicatif::ProgressBar> = std::sync::OnceLock::new();
     let mut show = |line: &str| {
         if let Some(pb) = spinner.get() {
-            pb.set_message(format!("{}: {line}", inv.display()));
+            // A task log line is host text: escaped before it reaches the terminal.
+            pb.set_message(format!(
+                "{}: {}",
+                inv.display(),
+                crate::output::escape::cell(line)
+            ));
         }
     };
     let armed = trail.sending();

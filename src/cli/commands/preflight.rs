@@ -56,7 +56,7 @@ pub fn preflight(
     if preflight::failed(&checks) {
         let n = checks.iter().filter(|c| c.status == Status::Fail).count();
         if out.format == Format::Table {
-            output::write_raw(&human(&checks));
+            output::write_human(&human(&checks));
         }
         return Err((
             Error::Preflight(format!("preflight: {n} check(s) failed")),

@@ -22,8 +22,18 @@ pub fn sudoers_render(opts: &RenderOptions, out: &Output) -> Result<u8> {
     Ok(0)
 }
 
-/// Lint a sudoers file (or stdin): exit 1 on error-severity findings.
-pub fn sudoers_lint(file: &str, out: &Output) -> std::result::Result<u8, Failure> {
+/// Lint a sudoers file (or stdin) for the account `user`: exit 1 on error-severity findings.
+/// The account's uid and groups come from this host's passwd and group files when it is in
+/// them, plus `groups`.
+pub fn sudoers_lint(
+    file: &str,
+    user: &str,
+    groups: &[String],
+    out: &Output,
+) -> std::result::Result<u8, Failure> {
+    let db = |path: &str| std::fs::read_to_string(path).unwrap_or_default();
+    let who = lint::Principal::from_databases(user, &db("/etc/passwd"), &db("/etc/group"))
+        .with_groups(groups.iter().cloned());
     let text = if file == "-" {
         let mut s = String::new();
         std::io::Read::read_to_string(&mut std::io::stdin(), &mut s).map_err(|e| {
@@ -47,12 +57,12 @@ pub fn sudoers_lint(file: &str, out: &Output) -> std::result::Result<u8, Failure
             )
         })?
     };
-    let findings = lint::lint(&text);
+    let findings = lint::lint_for(&text, &who);
     let errors = findings
         .iter()
         .filter(|f| matches!(f.severity, Severity::Error))
         .count();
-    let data = json!({"file": file, "errors": errors, "findings": findings});
+    let data = json!({"file": file, "user": who.name, "errors": errors, "findings": findings});
     let human = |findings: &[lint::Finding]| {
         let mut s = String::new();
         for f in findings {
@@ -78,7 +88,7 @@ pub fn sudoers_lint(file: &str, out: &Output) -> std::result::Result<u8, Failure
     };
     if errors > 0 {
         if out.format == Format::Table {
-            output::write_raw(&human(&findings));
+            output::write_human(&human(&findings));
         }
         return Err((
             Error::Findings(format!("{errors} error-severity finding(s) in {file}")),

@@ -133,6 +133,7 @@ fn header(o: &SetupOptions) -> String {
         s.ct_exec
             .as_ref()
             .map(|r| format!("ct-exec {}", r.display())),
+        (s.fenced() && s.unfenced_ops).then(|| "unfenced ops".to_string()),
     ]
     .into_iter()
     .flatten()

@@ -27,6 +27,10 @@ pub struct RenderOptions {
     pub ctids: Option<Ranges>,
     /// Containers `pct exec` may enter (`--ct-exec`); without it no profile has `ct.exec`.
     pub ct_exec: Option<Ranges>,
+    /// With a fence, also allow the changes a fence cannot restrict (`--unfenced-ops`):
+    /// `storage remove`, downloads … (see [`Op::per_guest`]). Without a fence it changes
+    /// nothing: every op of the profile is there anyway.
+    pub unfenced_ops: bool,
 }
 
 impl RenderOptions {
@@ -38,7 +42,19 @@ impl RenderOptions {
             vmids: None,
             ctids: None,
             ct_exec: None,
+            unfenced_ops: false,
         })
+    }
+
+    /// Whether a VMID fence (`--vmids`/`--ctids`) is set.
+    pub fn fenced(&self) -> bool {
+        self.vmids.is_some() || self.ctids.is_some()
+    }
+
+    /// Whether a fenced render leaves this op out: a change that is not per guest, unless
+    /// `--unfenced-ops` asks for it (issue 12). Reads stay: they change nothing.
+    pub fn left_out(&self, op: &Op) -> bool {
+        self.fenced() && !self.unfenced_ops && unfenceable(op)
     }
 
     /// The fence regex that applies to an op, if any.
@@ -65,7 +81,14 @@ impl RenderOptions {
         OPS.iter()
             .copied()
             .filter(|op| self.profile.allows_op(op) || (is_ct_exec(op) && self.ct_exec.is_some()))
+            .filter(|op| !self.left_out(op))
     }
+}
+
+/// A change no VMID fence can restrict (not per guest): fenced renders leave it out unless
+/// `--unfenced-ops` is given, and the preflight does not miss it on a fenced host.
+pub fn unfenceable(op: &Op) -> bool {
+    op.risk != Risk::Read && !op.per_guest()
 }
 
 /// `pct exec`: root in the container, near-host-root in a privileged one (issue 6).
@@ -112,7 +135,7 @@ pub fn render(opts: &RenderOptions) -> String {
     let w = &mut s;
     let _ = writeln!(
         w,
-        "# /etc/sudoers.d/{user}: rendered by pxagent {} (profile {}{}{}{})",
+        "# /etc/sudoers.d/{user}: rendered by pxagent {} (profile {}{}{}{}{})",
         env!("CARGO_PKG_VERSION"),
         opts.profile.name(),
         opts.ct_exec
@@ -127,6 +150,11 @@ pub fn render(opts: &RenderOptions) -> String {
             .as_ref()
             .map(|r| format!(", ctids {}", r.display()))
             .unwrap_or_default(),
+        if opts.fenced() && opts.unfenced_ops {
+            ", unfenced ops"
+        } else {
+            ""
+        },
     );
     let _ = writeln!(w, "#");
     let _ = writeln!(
@@ -164,6 +192,25 @@ pub fn render(opts: &RenderOptions) -> String {
     let _ = writeln!(w, "#   chmod 0440 /etc/sudoers.d/{user}.new");
     let _ = writeln!(w, "#   mv /etc/sudoers.d/{user}.new /etc/sudoers.d/{user}");
     let _ = writeln!(w, "# Then check from the client: pxagent preflight");
+    if opts.fenced() {
+        let out: Vec<&str> = OPS
+            .iter()
+            .filter(|op| opts.profile.allows_op(op) && opts.left_out(op))
+            .map(|op| op.id)
+            .collect();
+        let _ = writeln!(w, "#");
+        let _ = writeln!(
+            w,
+            "# VMID fences cover every guest id in a rule, a backup archive's own id included."
+        );
+        if !out.is_empty() {
+            let _ = writeln!(
+                w,
+                "# Left out because no fence can restrict them (add --unfenced-ops to allow them):"
+            );
+            let _ = writeln!(w, "#   {}", out.join(", "));
+        }
+    }
     let _ = writeln!(
         w,
         "# To revoke at once (SSH and sudo): usermod --expiredate 1 {user}"
@@ -288,6 +335,130 @@ mod tests {
             !s.contains("--vmid [1-9][0-9]{2,8}"),
             "an unfenced VMID is left"
         );
+    }
+
+    /// The rule of `op` in a render, as a Rust regex over the joined arguments.
+    fn rule_re(o: &RenderOptions, op: &Op) -> regex::Regex {
+        regex::Regex::new(&op.args_regex(o.fence_for(op).as_deref())).unwrap()
+    }
+
+    #[test]
+    fn fences_cover_the_archives_own_vmid() {
+        use crate::catalog::ops;
+        let mut o = RenderOptions::new("zen-agent").unwrap();
+        o.vmids = Some(Ranges::parse("--vmids", "100-199").unwrap());
+        o.ctids = Some(Ranges::parse("--ctids", "300-399").unwrap());
+        let archive =
+            |t: &str, id: u32| format!("local:backup/vzdump-{t}-{id}-2026_11_01-02_00_00.vma.zst");
+        let vm = rule_re(&o, &ops::BACKUP_RESTORE);
+        let line = |id: u32, a: &str| {
+            format!("create /nodes/pve1/qemu --vmid {id} --archive {a} --output-format json")
+        };
+        for (target, from, ok) in [
+            (177, 150, true),
+            (177, 250, false),
+            (177, 99, false),
+            (177, 100, true),
+            (177, 199, true),
+            (177, 200, false),
+            (250, 150, false),
+            // A VM restore is fenced by the VM fence only, the archive's id as well.
+            (350, 150, false),
+            (177, 350, false),
+        ] {
+            assert_eq!(
+                vm.is_match(&line(target, &archive("qemu", from))),
+                ok,
+                "{target} {from}"
+            );
+        }
+        // A container's archive never passes the VM restore rule.
+        assert!(!vm.is_match(&line(177, &archive("lxc", 150))));
+        let remove = rule_re(&o, &ops::BACKUP_REMOVE);
+        for (t, id, ok) in [
+            ("qemu", 150, true),
+            ("lxc", 350, true),
+            ("qemu", 250, false),
+            ("lxc", 299, false),
+        ] {
+            assert_eq!(
+                remove.is_match(&format!("free {}", archive(t, id))),
+                ok,
+                "{t} {id}"
+            );
+        }
+        let prune = rule_re(&o, &ops::BACKUP_PRUNE);
+        let prune_line = |id: u32| {
+            format!(
+                "delete /nodes/pve1/storage/local/prunebackups --vmid {id} --prune-backups keep-last=1 --output-format json"
+            )
+        };
+        assert!(prune.is_match(&prune_line(150)) && prune.is_match(&prune_line(350)));
+        assert!(!prune.is_match(&prune_line(250)));
+    }
+
+    #[test]
+    fn fenced_renders_leave_out_what_no_fence_restricts() {
+        use crate::catalog::ops;
+        let mut o = RenderOptions::new("zen-agent").unwrap();
+        assert!(
+            o.ops().any(|op| op == &ops::STORAGE_REMOVE),
+            "unfenced: everything"
+        );
+        o.vmids = Some(Ranges::parse("--vmids", "100-199").unwrap());
+        let ids: Vec<&str> = o.ops().map(|op| op.id).collect();
+        for gone in ["storage.remove", "iso.download", "template.download"] {
+            assert!(!ids.contains(&gone), "{gone} in a fenced render");
+        }
+        // Reads and per-guest changes stay.
+        for kept in [
+            "storage.list",
+            "vm.start",
+            "backup.remove",
+            "backup.prune",
+            "vm.create",
+        ] {
+            assert!(ids.contains(&kept), "{kept}");
+        }
+        let s = render(&o);
+        assert!(!s.contains("^delete /storage/"), "{s}");
+        assert!(
+            s.contains("#   storage.remove, iso.download, template.download"),
+            "{s}"
+        );
+        o.unfenced_ops = true;
+        let s = render(&o);
+        assert!(s.contains("^delete /storage/"), "{s}");
+        assert!(s.contains("vmids 100-199, unfenced ops)"), "{s}");
+        // --ct-exec alone is no VMID fence.
+        let mut o = RenderOptions::new("zen-agent").unwrap();
+        o.ct_exec = Some(Ranges::parse("--ct-exec", "200").unwrap());
+        assert!(o.ops().any(|op| op == &ops::STORAGE_REMOVE));
+    }
+
+    #[test]
+    fn container_restores_require_unprivileged() {
+        use crate::catalog::ops;
+        let o = RenderOptions::new("zen-agent").unwrap();
+        let a = "local:backup/vzdump-lxc-200-2026_11_01-02_00_00.tar.zst";
+        let re = rule_re(&o, &ops::BACKUP_RESTORE_CT);
+        let with = format!(
+            "create /nodes/pve1/lxc --vmid 210 --ostemplate {a} --restore 1 --unprivileged 1 --output-format json"
+        );
+        assert!(re.is_match(&with));
+        for bad in [
+            format!(
+                "create /nodes/pve1/lxc --vmid 210 --ostemplate {a} --restore 1 --output-format json"
+            ),
+            format!(
+                "create /nodes/pve1/lxc --vmid 210 --ostemplate {a} --restore 1 --unprivileged 0 --output-format json"
+            ),
+        ] {
+            assert!(!re.is_match(&bad), "{bad}");
+        }
+        let over = rule_re(&o, &ops::BACKUP_RESTORE_CT_OVERWRITE);
+        assert!(over.is_match(&format!("create /nodes/pve1/lxc --vmid 200 --ostemplate {a} --restore 1 --unprivileged 1 --force 1 --output-format json")));
+        assert!(!over.is_match(&format!("create /nodes/pve1/lxc --vmid 200 --ostemplate {a} --restore 1 --force 1 --output-format json")));
     }
 
     #[test]

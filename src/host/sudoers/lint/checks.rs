@@ -4,6 +4,45 @@
 use super::*;
 
 pub(super) fn check_item(item: &Item) -> Vec<Finding> {
+    let mut out = chroot_findings(item);
+    out.extend(check_cmnd(item));
+    out
+}
+
+/// `CHROOT=DIR` before a command: sudo runs it inside that tree, so whoever can write there
+/// chooses what `/usr/sbin/qm` is; `CHROOT=*` lets the caller pick the tree (`sudo -R DIR`).
+fn chroot_findings(item: &Item) -> Vec<Finding> {
+    item.options
+        .iter()
+        .filter(|(name, _)| *name == "CHROOT")
+        .map(|(_, dir)| chroot_finding(&format!("CHROOT={dir} on `{}`", item.cmnd.display()), dir))
+        .collect()
+}
+
+/// The finding for a chroot, from a rule's `CHROOT=` or `Defaults runchroot=`.
+pub(super) fn chroot_finding(what: &str, dir: &str) -> Finding {
+    finding(
+        Severity::Error,
+        "chroot",
+        format!(
+            "{what}: sudo changes root to {} before running the command, so the programs, libraries and \
+             Perl modules it loads come from that tree{}",
+            if dir == "*" {
+                "a directory the caller names (`sudo -R DIR`, `--chroot=DIR`)"
+            } else {
+                "that directory"
+            },
+            if dir == "*" {
+                ": the caller's own copy of the tool runs as root"
+            } else {
+                ": anyone who can write under it runs code as root, and PVE's tools do not work there anyway"
+            }
+        ),
+        "Remove the chroot (`CHROOT=`, `runchroot=`); pxagent's rules need none.",
+    )
+}
+
+fn check_cmnd(item: &Item) -> Vec<Finding> {
     let display = item.cmnd.display();
     if item.negated {
         return vec![finding(
@@ -28,12 +67,13 @@ pub(super) fn check_item(item: &Item) -> Vec<Finding> {
         // Expanded where the alias is defined.
         Cmnd::Alias(_) => Vec::new(),
         Cmnd::Sudoedit(args) => vec![finding(
-            Severity::Warning,
+            Severity::Error,
             "sudoedit",
             format!(
-                "`{display}` lets the agent edit {} as root: harmless for a file nothing trusts, root for anything \
-                 sudo, cron, systemd or PVE reads",
-                if matches!(args, Args::Glob(_) | Args::Regex(_)) {
+                "`{display}` lets the agent write {} as root: whatever reads the file trusts what the agent put \
+                 there (sudo, cron, systemd, PAM, PVE and every shell read files under /etc), a glob or regex of \
+                 paths reaches more files than it seems, and the agent needs to edit nothing",
+                if matches!(args, Args::Glob(_) | Args::Regex(_) | Args::Empty) {
                     "these files"
                 } else {
                     "any file"
@@ -121,10 +161,11 @@ pub(super) fn check_path(path: &str, args: &Args, display: &str) -> Vec<Finding>
         "systemctl" => check_systemctl(args, display),
         "journalctl" => check_journalctl(args, display),
         "dmesg" => check_dmesg(args, display),
+        b if SYSTEMD_PAGERS.contains(&b) => check_systemd_pager(b, args, display),
         _ => match lookup_risky(base) {
-            Some(r) => check_risky(r, args, display),
-            None => match OTHER_PVE.iter().find(|(n, _)| *n == base) {
-                Some((_, how)) => check_generic(args, display, Severity::Error, how),
+            Some(r) => check_risky(base, r, args, display),
+            None => match OTHER_PVE.iter().find(|o| o.name == base) {
+                Some(o) => check_other_pve(o, args, display),
                 None => {
                     let hint = GENERIC_NOTES
                         .iter()
@@ -176,9 +217,10 @@ pub(super) fn known_paths() -> &'static [String] {
     static PATHS: LazyLock<Vec<String>> = LazyLock::new(|| {
         let mut names: BTreeSet<&str> = BTreeSet::new();
         names.extend(RISKY.iter().flat_map(|r| r.names.iter().copied()));
-        names.extend(OTHER_PVE.iter().map(|(n, _)| *n));
+        names.extend(OTHER_PVE.iter().map(|o| o.name));
         names.extend(GENERIC_NOTES.iter().map(|(n, _)| *n));
         names.extend(["systemctl", "journalctl", "dmesg"]);
+        names.extend(SYSTEMD_PAGERS.iter().copied());
         let mut out: Vec<String> = Tool::ALL.iter().map(|t| t.path().to_string()).collect();
         for n in names {
             out.extend(STD_DIRS.iter().map(|d| format!("{d}/{n}")));
@@ -445,12 +487,51 @@ pub(super) fn check_pve_tool(tool: Tool, path: &str, args: &Args, display: &str)
                 })
                 .collect();
             let hits = admitted(args, &probes);
-            if !hits.is_empty() {
-                let shown: Vec<String> = hits.iter().take(3).map(|h| format!("`{name} {h}`")).collect();
+            let (found, decided) = match admitted_dangers(tool, args) {
+                Some(found) => (found, true),
+                None => (Vec::new(), false),
+            };
+            let (errors, warnings): (Vec<_>, Vec<_>) =
+                found.iter().partition(|(d, _)| d.severity == Severity::Error);
+            let line = |w: &str| format!("`{name} {}`", crate::catalog::kind::printable(w));
+            if !hits.is_empty() || !errors.is_empty() {
+                let mut shown: Vec<String> = hits.iter().take(3).map(|h| line(h)).collect();
+                for (_, w) in &errors {
+                    if shown.len() >= 3 {
+                        break;
+                    }
+                    shown.push(line(w));
+                }
+                let mut whats: Vec<&str> = Vec::new();
+                for (d, _) in &errors {
+                    if !whats.contains(&d.what) {
+                        whats.push(d.what);
+                    }
+                }
+                // The specific reasons when the danger tables found them, else the tool's.
+                let why = if whats.is_empty() {
+                    format!("`{display}` still admits {}. {}", shown.join(", "), risk.why)
+                } else {
+                    format!("`{display}` still admits {}: {}", shown.join(", "), whats.join("; "))
+                };
+                out.push(finding(Severity::Error, "pve-dangerous-args", why, FIX_RENDER));
+            }
+            for (d, w) in warnings {
                 out.push(finding(
-                    Severity::Error,
-                    "pve-dangerous-args",
-                    format!("`{display}` still admits {}. {}", shown.join(", "), risk.why),
+                    Severity::Warning,
+                    "pve-disruptive",
+                    format!("`{display}` admits {}: it {}", line(w), d.what),
+                    "Leave node power, mass guest actions and PVE's services to people; pxagent has no op for them.",
+                ));
+            }
+            if !decided {
+                out.push(finding(
+                    Severity::Warning,
+                    "regex-unchecked",
+                    format!(
+                        "`{display}`: the linter could not decide which {name} command lines this rule admits \
+                         (the automata outgrew their budget); review it by hand"
+                    ),
                     FIX_RENDER,
                 ));
             }
@@ -473,150 +554,4 @@ pub(super) fn own_exec_op(tool: Tool, regex: &str) -> Option<&'static crate::cat
             );
             Regex::new(&format!("^{escaped}$")).is_ok_and(|re| re.is_match(regex))
         })
-}
-
-// --- systemd and other pager tools ------------------------------------------------------
-
-/// Why a systemd tool that can start its pager is root.
-pub(super) fn pager_why(tool: &str) -> String {
-    format!(
-        "on a terminal (any `ssh -t`) {tool} pages its output through less, and `!sh` in less is a root shell; \
-         systemd ≥ 247 switches less to secure mode under sudo, but only when it detects sudo and the pager is \
-         less, while a pinned `--no-pager` depends on neither"
-    )
-}
-
-pub(super) const FIX_NO_PAGER: &str = "Pin `--no-pager` in an anchored regex with exactly the arguments needed, e.g. \
-     `/usr/bin/journalctl ^-u pvedaemon -n [0-9]{1,4} --no-pager -o json$`, or drop the rule.";
-
-pub(super) const SYSTEMCTL_ROOT_PROBES: &[&str] = &[
-    "start debug-shell.service",
-    "restart debug-shell.service",
-    "reload-or-restart debug-shell.service",
-    "enable --now debug-shell.service",
-    "isolate rescue.target",
-    "edit ssh.service",
-    "link /tmp/x.service",
-    "enable /tmp/x.service",
-    "set-environment LD_PRELOAD=/tmp/x.so",
-    "set-property ssh.service ExecStart=/bin/sh",
-];
-
-pub(super) const SYSTEMCTL_PAGER_VERBS: &[&str] = &[
-    "status",
-    "show",
-    "cat",
-    "help",
-    "list-units",
-    "list-unit-files",
-    "list-timers",
-    "list-sockets",
-    "list-jobs",
-    "list-dependencies",
-    "list-machines",
-];
-
-pub(super) fn check_systemctl(args: &Args, display: &str) -> Vec<Finding> {
-    let unit_control = |extra: &str| {
-        finding(
-            Severity::Error,
-            "systemctl-unit-control",
-            format!(
-                "`{display}`{extra} lets the agent control any unit as root: `systemctl start debug-shell.service` \
-                 is a root shell on tty9, `systemctl edit` opens an editor as root, `link`/`enable` install unit \
-                 files from any path, `set-environment` reaches every service started later"
-            ),
-            "Allow fixed verbs and units only, e.g. `/usr/bin/systemctl ^is-active (pvedaemon|pveproxy)$`, \
-             and `--no-pager` for anything that prints.",
-        )
-    };
-    if matches!(args, Args::Any) {
-        return vec![unit_control(" (no argument list: any arguments)")];
-    }
-    let mut out = args_findings(args, display, true);
-    let root_probes: Vec<String> = SYSTEMCTL_ROOT_PROBES
-        .iter()
-        .map(|p| p.to_string())
-        .collect();
-    if !admitted(args, &root_probes).is_empty() {
-        out.push(unit_control(""));
-        return out;
-    }
-    let pager_probes: Vec<String> = SYSTEMCTL_PAGER_VERBS
-        .iter()
-        .flat_map(|v| [v.to_string(), format!("{v} pvedaemon")])
-        .collect();
-    if !args.text().contains("--no-pager") && !admitted(args, &pager_probes).is_empty() {
-        out.push(finding(
-            Severity::Error,
-            "pager-escape",
-            format!("`{display}`: {}", pager_why("systemctl")),
-            "Pin `--no-pager` in an anchored regex with exactly the verb and units needed, e.g. \
-             `/usr/bin/systemctl ^--no-pager status (pvedaemon|pveproxy)$`, or drop the rule.",
-        ));
-    } else if matches!(args, Args::Glob(g) if has_star(g)) {
-        out.push(finding(
-            Severity::Warning,
-            "wildcard-args",
-            format!("`{display}`: `*` also passes options (`-H host`, `--root=DIR` …); over-broad"),
-            FIX_PIN,
-        ));
-    }
-    out
-}
-
-pub(super) fn check_journalctl(args: &Args, display: &str) -> Vec<Finding> {
-    let tamper = "; `--vacuum-time=1s`, `--rotate` and `--flush` delete or rotate the journal — the audit trail";
-    let unbounded = matches!(args, Args::Any) || matches!(args, Args::Glob(g) if has_star(g));
-    if unbounded || !args.text().contains("--no-pager") {
-        let mut out = args_findings(args, display, true);
-        out.push(finding(
-            Severity::Error,
-            "pager-escape",
-            format!(
-                "`{display}`: {}{}",
-                pager_why("journalctl"),
-                if unbounded { tamper } else { "" }
-            ),
-            FIX_NO_PAGER,
-        ));
-        return out;
-    }
-    let mut out = args_findings(args, display, true);
-    let probes: Vec<String> = [
-        "--no-pager --vacuum-time=1s",
-        "--vacuum-time=1s --no-pager",
-        "--no-pager --vacuum-size=1",
-        "--no-pager --rotate",
-        "--no-pager --flush",
-        "--no-pager --relinquish-var",
-    ]
-    .iter()
-    .map(|p| p.to_string())
-    .collect();
-    if !admitted(args, &probes).is_empty() {
-        out.push(finding(
-            Severity::Error,
-            "journal-tamper",
-            format!("`{display}` admits `--vacuum-*`/`--rotate`/`--flush`: the agent can delete the journal it is audited by"),
-            FIX_NO_PAGER,
-        ));
-    }
-    out
-}
-
-pub(super) fn check_dmesg(args: &Args, display: &str) -> Vec<Finding> {
-    let mut out = args_findings(args, display, false);
-    if matches!(args, Args::Any) || matches!(args, Args::Glob(g) if has_star(g)) {
-        out.push(finding(
-            Severity::Error,
-            "pager-escape",
-            format!(
-                "`{display}`: `dmesg -H` pages through less (`!sh` is a root shell; util-linux does not make less \
-                 secure) and `dmesg -C` clears the kernel log"
-            ),
-            "Pin the arguments, e.g. `/usr/bin/dmesg ^--ctime --nopager$`, or drop the rule.",
-        ));
-    }
-    out
 }

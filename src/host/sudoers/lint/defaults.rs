@@ -56,6 +56,87 @@ pub(super) const DANGEROUS_ENV: &[(&str, &str)] = &[
     ("LESSOPEN", "runs the caller's input preprocessor in less"),
     ("EDITOR", "chooses the editor root commands start"),
     ("VISUAL", "chooses the editor root commands start"),
+    ("SUDO_EDITOR", "chooses the editor root commands start"),
+    (
+        "SYSTEMD_EDITOR",
+        "chooses the editor `systemctl edit` starts",
+    ),
+    ("MANPAGER", "chooses the pager man starts"),
+    ("GIT_PAGER", "chooses the pager git starts"),
+    (
+        "LESS",
+        "passes options (and `+` commands) to every less root starts",
+    ),
+    ("LESSCLOSE", "runs the caller's postprocessor in less"),
+    (
+        "PERLDB_OPTS",
+        "configures the Perl debugger (with PERL5OPT=-d)",
+    ),
+    (
+        "PERL_UNICODE",
+        "changes how qm, pct and pvesh read their input",
+    ),
+    (
+        "PYTHONWARNINGS",
+        "imports the caller's module (`action:message:category` names one)",
+    ),
+    (
+        "PYTHONUSERBASE",
+        "loads the caller's site-packages (usercustomize)",
+    ),
+    ("GEM_PATH", "loads the caller's Ruby gems"),
+    ("GEM_HOME", "loads the caller's Ruby gems"),
+    ("NODE_PATH", "loads the caller's JavaScript modules"),
+    ("LUA_INIT", "runs the caller's Lua code"),
+    ("LUA_PATH", "loads the caller's Lua modules"),
+    ("LUA_CPATH", "loads the caller's Lua C modules"),
+    ("TCLLIBPATH", "loads the caller's Tcl packages"),
+    ("PHPRC", "loads the caller's php.ini (`auto_prepend_file`)"),
+    ("PHP_INI_SCAN_DIR", "loads the caller's php.ini files"),
+    (
+        "JAVA_TOOL_OPTIONS",
+        "passes `-javaagent:` and any option to every JVM",
+    ),
+    (
+        "_JAVA_OPTIONS",
+        "passes `-javaagent:` and any option to every JVM",
+    ),
+    (
+        "JDK_JAVA_OPTIONS",
+        "passes `-javaagent:` and any option to every JVM",
+    ),
+    (
+        "OPENSSL_CONF",
+        "loads the caller's OpenSSL config (engines and providers are code)",
+    ),
+    ("OPENSSL_ENGINES", "loads the caller's OpenSSL engines"),
+    ("GIT_SSH", "runs the caller's program for git's SSH"),
+    ("GIT_SSH_COMMAND", "runs the caller's command for git's SSH"),
+    ("GIT_EXEC_PATH", "runs the caller's git subcommands"),
+    (
+        "GIT_CONFIG_GLOBAL",
+        "loads the caller's git config (`core.pager`, hooks)",
+    ),
+    (
+        "GIT_DIR",
+        "points git at the caller's repository and its hooks",
+    ),
+    (
+        "LD_DEBUG_OUTPUT",
+        "writes the dynamic loader's debug output to a file the caller names",
+    ),
+    (
+        "MALLOC_TRACE",
+        "writes glibc's malloc trace to a file the caller names",
+    ),
+    (
+        "HOME",
+        "makes root commands read the caller's dotfiles (git's core.pager, Python's user site)",
+    ),
+    (
+        "XDG_CONFIG_HOME",
+        "makes root commands read the caller's configuration files",
+    ),
 ];
 
 /// What each rule tag is called as a Defaults option.
@@ -160,8 +241,12 @@ pub(super) fn check_defaults(d: &DefaultsEntry, aliases: &Aliases) -> Vec<Findin
                 ),
                 "Remove `!env_reset` (env_reset is sudo's default).",
             )),
-            ("env_keep", false) => {
+            // env_check keeps a variable whose value has no `/` or `%`: `PERL5OPT=-Mstrict;system…`
+            // passes that test, so a dangerous name there is as bad as in env_keep.
+            ("env_keep" | "env_check", false) if !o.removes => {
                 for var in o.value.split([' ', '\t', ',']).map(|v| v.trim_matches('"')).filter(|v| !v.is_empty()) {
+                    // `VAR=value` in env_keep keeps VAR only with that value: still the variable.
+                    let var = var.split('=').next().unwrap_or(var);
                     let hit = DANGEROUS_ENV.iter().find(|(name, _)| match var.strip_suffix('*') {
                         Some(prefix) => name.starts_with(prefix),
                         None => *name == var || (var.starts_with("LD_") && name.starts_with("LD_")),
@@ -170,11 +255,100 @@ pub(super) fn check_defaults(d: &DefaultsEntry, aliases: &Aliases) -> Vec<Findin
                         out.push(finding(
                             Severity::Error,
                             "env-keep-dangerous",
-                            format!("`{}` keeps `{var}` for root commands: {name} {effect}", o.text),
-                            format!("Remove `{var}` from env_keep."),
+                            format!(
+                                "`{}` lets `{var}` through to root commands: {name} {effect}",
+                                o.text
+                            ),
+                            format!("Remove `{var}` from {}.", o.name),
                         ));
                     }
                 }
+            }
+            ("env_file" | "restricted_env_file", false) if o.has_value => out.push(finding(
+                Severity::Error,
+                "env-file",
+                format!(
+                    "`{head} {}`: sudo sets the variables of {} in every root command's environment{}: whoever can \
+                     write that file (or a directory above it) runs code in qm, pct and pvesh (`PERL5OPT`, \
+                     `PERL5LIB`), and the linter cannot see what it holds",
+                    o.text,
+                    o.value,
+                    if o.name == "env_file" {
+                        ", past env_reset"
+                    } else {
+                        " that env_check and env_keep let through"
+                    }
+                ),
+                format!("Remove `{}`; pxagent's commands need no environment.", o.name),
+            )),
+            ("secure_path", false) if o.has_value => {
+                let bad: Vec<&str> = o.value.split(':').filter(|d| writable_place(d)).collect();
+                if !bad.is_empty() {
+                    out.push(finding(
+                        Severity::Error,
+                        "secure-path",
+                        format!(
+                            "`{head} {}` puts {} on the PATH of root commands: programs they start by name (a \
+                             pager, an editor, a helper) are looked up there first, and the agent can write there",
+                            o.text,
+                            bad.iter().map(|d| format!("`{d}`")).collect::<Vec<_>>().join(", ")
+                        ),
+                        "Use `secure_path=\"/usr/sbin:/usr/bin:/sbin:/bin\"` (what pxagent renders).",
+                    ));
+                }
+            }
+            ("iolog_dir" | "iolog_file" | "logfile", false) if o.has_value && writable_place(&o.value) => {
+                out.push(finding(
+                    Severity::Error,
+                    "log-location",
+                    format!(
+                        "`{head} {}`: sudo's {} would live where the agent can write, so the agent could \
+                         rewrite or delete the record of what it ran as root",
+                        o.text,
+                        if o.name == "logfile" { "event log" } else { "I/O logs" }
+                    ),
+                    "Keep sudo's logs root-only: `iolog_dir=/var/log/sudo-io/%{user}`, `logfile=/var/log/sudo-USER.log`.",
+                ));
+            }
+            ("group_plugin", false) if o.has_value => {
+                let path = o.value.split_whitespace().next().unwrap_or_default();
+                out.push(finding(
+                    if writable_place(path) { Severity::Error } else { Severity::Info },
+                    "log-location",
+                    format!(
+                        "`{head} {}`: sudo itself, as root, loads {path} to look up groups{}",
+                        o.text,
+                        if writable_place(path) {
+                            ", from a place the agent can write: its code runs as root"
+                        } else {
+                            "; keep it root-owned"
+                        }
+                    ),
+                    "Load group plugins only from root-owned paths, or drop the option.",
+                ));
+            }
+            ("iolog_mode", false) if o.has_value => {
+                let mode = u32::from_str_radix(o.value.trim_start_matches('0'), 8).unwrap_or(0);
+                if mode & 0o022 != 0 {
+                    out.push(finding(
+                        Severity::Error,
+                        "log-location",
+                        format!("`{head} {}`: I/O logs writable by their group or everyone can be rewritten", o.text),
+                        "Leave iolog_mode at 0600.",
+                    ));
+                }
+            }
+            ("iolog_user" | "iolog_group", false) if o.has_value && o.value != "root" => out.push(finding(
+                Severity::Warning,
+                "log-location",
+                format!(
+                    "`{head} {}`: the I/O logs belong to `{}`, who can then rewrite the record of what ran as root",
+                    o.text, o.value
+                ),
+                "Leave the I/O logs root's.",
+            )),
+            ("runchroot", false) if o.has_value => {
+                out.push(chroot_finding(&format!("`{head} {}`", o.text), &o.value))
             }
             ("setenv", false) => out.push(finding(
                 Severity::Error,
@@ -209,6 +383,24 @@ pub(super) fn check_defaults(d: &DefaultsEntry, aliases: &Aliases) -> Vec<Findin
         }
     }
     out
+}
+
+/// Whether a directory (or file) is one an unprivileged account can usually write or make:
+/// relative, empty, under a home, a temp directory or the account's runtime directory.
+fn writable_place(path: &str) -> bool {
+    let p = path.trim().trim_matches('"');
+    p.is_empty()
+        || !p.starts_with('/')
+        || [
+            "/home/",
+            "/tmp",
+            "/var/tmp",
+            "/dev/shm",
+            "/run/user",
+            "/var/lib/pxagent/",
+        ]
+        .iter()
+        .any(|w| p == w.trim_end_matches('/') || p.starts_with(w))
 }
 
 /// `logfile` without `log_format=json` loses argv boundaries (design §6).

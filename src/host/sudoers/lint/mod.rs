@@ -17,11 +17,18 @@
 //!   spaces, options and `--`; no arguments at all allow any arguments; `""` allows none;
 //! - unescaped `,` `:` `=` end glob arguments (`\,` is a literal comma).
 //!
-//! It does not follow includes, resolve host lists or group membership, or decide whether
-//! visudo accepts the file (`visudo -cf` does that); it judges what each rule lets through.
-//! Whether a regex admits a known root-equivalent command line is decided by running it
-//! (translated to the `regex` crate) against sample lines ("probes"), so the verdict is
-//! about behaviour, not spelling.
+//! It does not follow includes or resolve host lists, or decide whether visudo accepts the
+//! file (`visudo -cf` does that); it judges what each rule lets through, and for whom: errors
+//! are for the account judged ([`Principal`], `--user`), other principals' rules are
+//! information. Whether a rule admits a root-equivalent command line is decided exactly, by
+//! walking the rule's automaton against each danger's ([`automata`], [`dangers`] for the PVE
+//! tools, the argument languages of `tables.rs` for other binaries), so the verdict is about
+//! behaviour, not spelling; the older sample lines ("probes") still name typical abuse.
+//!
+//! Parts: `lexer` and `parser` (entries, items, aliases, Defaults lookup), `principal` (whom a
+//! rule applies to), `rules` (a user spec in context), `checks` (a command: path, PVE tools),
+//! `binaries` and `system` (other programs, systemd and pagers), `defaults` (Defaults entries),
+//! `regex` (globs, EREs, shapes), `automata` and `dangers` (what a rule admits), `tables`.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fmt;
@@ -32,24 +39,36 @@ use serde::Serialize;
 
 use crate::catalog::pve::Tool;
 
+mod automata;
+mod binaries;
 mod checks;
+#[cfg(test)]
+mod corpus;
+mod dangers;
 mod defaults;
 mod lexer;
 mod parser;
+mod principal;
 mod regex;
 mod rules;
+mod system;
 mod tables;
 #[cfg(test)]
 mod tests;
 
 // The parts see each other, and this file, through these globs: the module was one file
 // and its sections still share private types freely.
+use self::automata::*;
+use self::binaries::*;
 use self::checks::*;
+use self::dangers::*;
 use self::defaults::*;
 use self::lexer::*;
 use self::parser::*;
+pub use self::principal::Principal;
 use self::regex::*;
 use self::rules::*;
+use self::system::*;
 use self::tables::*;
 
 // ---------------------------------------------------------------------------------------
@@ -113,6 +132,7 @@ pub const CODES: &[&str] = &[
     "unconstrained-args",
     "wildcard-args",
     "pve-dangerous-args",
+    "pve-disruptive",
     "wrong-path",
     "noncanonical-path",
     "relative-path",
@@ -121,6 +141,7 @@ pub const CODES: &[&str] = &[
     "nonstandard-path",
     "regex-unanchored",
     "regex-unterminated",
+    "regex-early-dollar",
     "regex-not-anchored",
     "regex-too-broad",
     "regex-unchecked",
@@ -139,7 +160,12 @@ pub const CODES: &[&str] = &[
     "disk-destroy",
     "package-manager",
     "account-admin",
+    "storage-admin",
+    "kernel-admin",
+    "process-kill",
+    "emulator",
     "sudoedit",
+    "chroot",
     "negated-command",
     // rules in context
     "runas-all",
@@ -155,6 +181,9 @@ pub const CODES: &[&str] = &[
     "defaults-invalid-option",
     "env-not-reset",
     "env-keep-dangerous",
+    "env-file",
+    "secure-path",
+    "log-location",
     "requiretty",
     "log-disabled",
     "no-log-input",
@@ -171,6 +200,12 @@ pub const CODES: &[&str] = &[
 /// is written (a `Cmnd_Alias` member at the alias), findings that depend on the rule using
 /// it (tags, runas, logging) at the user spec.
 pub fn lint(text: &str) -> Vec<Finding> {
+    lint_for(text, &Principal::new(crate::context::DEFAULT_USER))
+}
+
+/// [`lint`] for the account `who` (`sudoers lint --user`): errors only where a rule or
+/// Defaults entry applies to it; other principals' rules come back as information.
+pub fn lint_for(text: &str, who: &Principal) -> Vec<Finding> {
     let entries: Vec<(Logical, Result<Entry, String>)> = logical_lines(text)
         .into_iter()
         .map(|l| {
@@ -193,7 +228,9 @@ pub fn lint(text: &str) -> Vec<Finding> {
     let env = Env {
         aliases: &aliases,
         defaults: &defaults,
+        who,
     };
+    let uses = AliasUses::collect(&entries, &env);
 
     let mut out = Vec::new();
     let mut usage = LogUsage::default();
@@ -202,10 +239,35 @@ pub fn lint(text: &str) -> Vec<Finding> {
         let found = match entry {
             Ok(Entry::Include) => vec![include_finding(&logical.text)],
             Err(reason) => vec![parse_error(reason)],
-            Ok(Entry::Defaults(d)) => check_defaults(d, &aliases),
+            Ok(Entry::Defaults(d)) => {
+                let found = check_defaults(d, &aliases);
+                if env.defaults_apply(d) {
+                    found
+                } else {
+                    let whom = d.targets.join(", ");
+                    found
+                        .into_iter()
+                        .map(|f| for_others(f, &whom, &who.name))
+                        .collect()
+                }
+            }
             Ok(Entry::CmndAlias(defs)) => defs
                 .iter()
-                .flat_map(|(_, items)| items.iter().flat_map(check_item))
+                .flat_map(|(name, items)| {
+                    items.iter().enumerate().flat_map(|(i, item)| {
+                        let found = check_item(item);
+                        if uses.only_elsewhere(name, i) {
+                            found
+                                .into_iter()
+                                .map(|f| {
+                                    for_others(f, "other accounts (or only subtracted)", &who.name)
+                                })
+                                .collect()
+                        } else {
+                            found
+                        }
+                    })
+                })
                 .collect(),
             Ok(Entry::NameAlias { .. }) => Vec::new(),
             Ok(Entry::Spec(spec)) => {

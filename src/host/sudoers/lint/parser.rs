@@ -55,6 +55,8 @@ pub(super) struct DefOpt {
     pub(super) negated: bool,
     /// `=`, `+=` or `-=` given.
     pub(super) has_value: bool,
+    /// `-=`: the value is taken out of a list.
+    pub(super) removes: bool,
     pub(super) value: String,
 }
 
@@ -149,6 +151,7 @@ pub(super) fn parse_def_opt(text: &str) -> DefOpt {
         name,
         negated,
         has_value: value.is_some(),
+        removes: after.starts_with("-="),
         value: value
             .map(|v| v.trim().trim_matches('"').to_string())
             .unwrap_or_default(),
@@ -286,11 +289,13 @@ pub(super) struct Runas {
     pub(super) groups: Vec<String>,
 }
 
-/// One entry of a command list: `(runas) TAGS: !command args`.
+/// One entry of a command list: `(runas) OPTIONS TAGS: !command args`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Item {
     pub(super) runas: Option<Runas>,
     pub(super) tags: Vec<&'static str>,
+    /// Per-command options written before it (`CHROOT=/srv`, `CWD=*`), name and value.
+    pub(super) options: Vec<(&'static str, String)>,
     pub(super) negated: bool,
     pub(super) cmnd: Cmnd,
 }
@@ -316,6 +321,9 @@ pub(super) enum Args {
     Regex(String),
     /// `^…` without its closing `$`: sudo rejects the line.
     Unterminated(String),
+    /// `^…$` followed by more text before the next command (`^a$|^b$`, `^(x$|y)$`): sudo's
+    /// regex ends at the first `$`, so the rest is a syntax error (visudo rejects the file).
+    EarlyDollar(String, String),
 }
 
 impl Args {
@@ -323,7 +331,7 @@ impl Args {
         match self {
             Args::Any => "",
             Args::Empty => "\"\"",
-            Args::Glob(s) | Args::Regex(s) | Args::Unterminated(s) => s,
+            Args::Glob(s) | Args::Regex(s) | Args::Unterminated(s) | Args::EarlyDollar(s, _) => s,
         }
     }
 }
@@ -382,6 +390,7 @@ pub(super) fn parse_item(c: &mut Cursor, whole: bool) -> Result<Item, String> {
         c.pos = close + 1;
     }
     let mut tags = Vec::new();
+    let mut options = Vec::new();
     'prefix: loop {
         c.skip_blanks();
         for opt in COMMAND_OPTIONS {
@@ -390,6 +399,7 @@ pub(super) fn parse_item(c: &mut Cursor, whole: bool) -> Result<Item, String> {
                 c.skip_blanks();
                 c.bump(); // '='
                 c.skip_blanks();
+                let start = c.pos;
                 if c.peek() == Some(b'"') {
                     c.bump();
                     c.take_until(|b| b == b'"');
@@ -397,6 +407,7 @@ pub(super) fn parse_item(c: &mut Cursor, whole: bool) -> Result<Item, String> {
                 } else {
                     c.take_until(|b| matches!(b, b' ' | b'\t' | b','));
                 }
+                options.push((opt, c.s[start..c.pos].trim_matches('"').to_string()));
                 continue 'prefix;
             }
         }
@@ -471,6 +482,7 @@ pub(super) fn parse_item(c: &mut Cursor, whole: bool) -> Result<Item, String> {
     Ok(Item {
         runas,
         tags,
+        options,
         negated,
         cmnd,
     })
@@ -491,11 +503,23 @@ pub(super) fn parse_args(c: &mut Cursor, whole: bool) -> Args {
         Some(b'^') => {
             let start = c.pos;
             let re = read_regex(c);
-            return if re.len() > 1 && re.ends_with('$') && c.pos > start {
-                Args::Regex(re.to_string())
-            } else {
-                Args::Unterminated(re.to_string())
-            };
+            if !(re.len() > 1 && re.ends_with('$') && c.pos > start) {
+                return Args::Unterminated(re.to_string());
+            }
+            // sudo's regex token ends at the first unescaped `$`: whatever follows before the
+            // next command is not part of it.
+            let rest_start = c.pos;
+            let stop = |b: u8| !whole && matches!(b, b',' | b':');
+            let mut end = rest_start;
+            while end < c.s.len() && !stop(c.s.as_bytes()[end]) {
+                end += 1;
+            }
+            if !c.s[rest_start..end].trim().is_empty() {
+                let after = c.s[rest_start..end].trim().to_string();
+                c.pos = end;
+                return Args::EarlyDollar(re.to_string(), after);
+            }
+            return Args::Regex(re.to_string());
         }
         _ => {}
     }
@@ -599,28 +623,42 @@ impl Aliases {
         a
     }
 
-    /// The leaf commands of a Cmnd_Alias (nested aliases expanded, cycles cut), or None
-    /// when it is not defined.
-    pub(super) fn expand_cmnd(&self, name: &str) -> Option<Vec<Item>> {
-        fn walk(a: &Aliases, name: &str, seen: &mut HashSet<String>, out: &mut Vec<Item>) -> bool {
+    /// The leaf commands a use of `name` reaches, each with where it is written (alias and
+    /// index) and whether it is granted after all the `!`s on the way (`negated` starts with
+    /// the use's own): `!ALIAS` of a member `!cmd` grants `cmd`. Nested aliases are followed,
+    /// cycles cut; `None` when `name` is not defined.
+    pub(super) fn expand_signed(
+        &self,
+        name: &str,
+        negated: bool,
+    ) -> Option<Vec<(String, usize, Item, bool)>> {
+        fn walk(
+            a: &Aliases,
+            name: &str,
+            negated: bool,
+            seen: &mut HashSet<String>,
+            out: &mut Vec<(String, usize, Item, bool)>,
+        ) -> bool {
             let Some(items) = a.cmnd.get(name) else {
                 return false;
             };
             if !seen.insert(name.to_string()) {
                 return true;
             }
-            for it in items {
+            for (i, it) in items.iter().enumerate() {
+                let net = negated != it.negated;
                 match &it.cmnd {
                     Cmnd::Alias(inner) => {
-                        walk(a, inner, seen, out);
+                        walk(a, inner, net, seen, out);
                     }
-                    _ => out.push(it.clone()),
+                    _ => out.push((name.to_string(), i, it.clone(), !net)),
                 }
             }
+            seen.remove(name);
             true
         }
         let mut out = Vec::new();
-        walk(self, name, &mut HashSet::new(), &mut out).then_some(out)
+        walk(self, name, negated, &mut HashSet::new(), &mut out).then_some(out)
     }
 
     /// Whether a name list (users or runas) contains `who`, through aliases.
@@ -662,10 +700,12 @@ impl Aliases {
     }
 }
 
-/// What a rule's Defaults look like for one user.
+/// What a rule's Defaults look like for the account judged.
 pub(super) struct Env<'a> {
     pub(super) aliases: &'a Aliases,
     pub(super) defaults: &'a [&'a DefaultsEntry],
+    /// The account the findings are for (`--user`).
+    pub(super) who: &'a Principal,
 }
 
 impl Env<'_> {
@@ -673,13 +713,13 @@ impl Env<'_> {
     /// resolves it: generic, then `@host`, then `:user`, then `>runas` Defaults, later ones
     /// of a class overriding earlier ones. Command-bound Defaults are left out (they apply
     /// to some commands only and are reported on their own line).
-    pub(super) fn flag(&self, user: &str, name: &str, default: bool) -> bool {
+    pub(super) fn flag(&self, name: &str, default: bool) -> bool {
         let mut best: Option<(u8, bool)> = None;
         for d in self.defaults {
             let tier = match d.binding {
                 Binding::Global => 0,
                 Binding::Host => 1,
-                Binding::User if Aliases::names_contain(&self.aliases.user, &d.targets, user) => 2,
+                Binding::User if self.aliases.users_apply(&d.targets, self.who) => 2,
                 Binding::Runas
                     if Aliases::names_contain(&self.aliases.runas, &d.targets, "root") =>
                 {
@@ -694,5 +734,15 @@ impl Env<'_> {
             }
         }
         best.map_or(default, |(_, v)| v)
+    }
+
+    /// Whether a Defaults entry can change anything for the account judged: not when it is
+    /// bound to other users, or to running as users other than root.
+    pub(super) fn defaults_apply(&self, d: &DefaultsEntry) -> bool {
+        match d.binding {
+            Binding::User => self.aliases.users_apply(&d.targets, self.who),
+            Binding::Runas => Aliases::names_contain(&self.aliases.runas, &d.targets, "root"),
+            _ => true,
+        }
     }
 }

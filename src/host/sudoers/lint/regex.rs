@@ -21,7 +21,7 @@ pub(super) fn has_star(glob: &str) -> bool {
 pub(super) fn admitted(args: &Args, probes: &[String]) -> Vec<String> {
     let re = match args {
         Args::Any => return probes.to_vec(),
-        Args::Unterminated(_) => return Vec::new(),
+        Args::Unterminated(_) | Args::EarlyDollar(..) => return Vec::new(),
         Args::Empty => return Vec::new(),
         Args::Glob(g) => Regex::new(&glob_to_regex(g)),
         Args::Regex(r) => Regex::new(&ere_to_regex(r)),

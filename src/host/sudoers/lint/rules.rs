@@ -115,13 +115,11 @@ pub(super) fn check_spec(
 ) -> Vec<Finding> {
     let users = env.aliases.expand_users(&spec.users);
     // root's own rules (the stock `root ALL=(ALL:ALL) ALL`) give root nothing new.
-    let users: Vec<String> = users
-        .into_iter()
-        .filter(|u| u != "root" && u != "#0")
-        .collect();
-    if users.is_empty() {
+    if users.iter().all(|u| u == "root" || u == "#0") {
         return Vec::new();
     }
+    let applies = env.aliases.users_apply(&spec.users, env.who);
+    let u = env.who.name.as_str();
     let mut out = Vec::new();
     if users.iter().any(|u| u == "ALL") {
         out.push(finding(
@@ -142,9 +140,30 @@ pub(super) fn check_spec(
             for t in &item.tags {
                 tags.apply(t);
             }
-            let leaves = match &item.cmnd {
-                Cmnd::Alias(name) => match env.aliases.expand_cmnd(name) {
-                    Some(l) => l,
+            // The leaf commands this entry grants (`granted`) or subtracts.
+            let leaves: Vec<(Item, bool)> = match &item.cmnd {
+                Cmnd::Alias(name) => match env.aliases.expand_signed(name, item.negated) {
+                    Some(l) => l
+                        .into_iter()
+                        .map(|(_, _, leaf, granted)| {
+                            // `!ALIAS` over a `!cmd` member grants `cmd`: nothing checked it
+                            // where it is written (a subtraction there), so check it here.
+                            if granted && leaf.negated {
+                                let plain = Item {
+                                    negated: false,
+                                    ..leaf.clone()
+                                };
+                                out.extend(check_item(&plain).into_iter().map(|f| Finding {
+                                    why: format!(
+                                        "through a double negation (`!{name}` of a `!` member): {}",
+                                        f.why
+                                    ),
+                                    ..f
+                                }));
+                            }
+                            (leaf, granted)
+                        })
+                        .collect(),
                     None => {
                         out.push(finding(
                             Severity::Warning,
@@ -160,7 +179,7 @@ pub(super) fn check_spec(
                 },
                 _ => {
                     out.extend(check_item(item));
-                    vec![item.clone()]
+                    vec![(item.clone(), !item.negated)]
                 }
             };
             let display = item.cmnd.display();
@@ -193,7 +212,7 @@ pub(super) fn check_spec(
                     "Remove the SETENV tag; keep sudo's env_reset.",
                 ));
             }
-            for leaf in leaves.iter().filter(|l| !l.negated) {
+            for (leaf, _) in leaves.iter().filter(|(_, granted)| *granted) {
                 let leaf_display = leaf.cmnd.display();
                 let is_pve = leaf_tool(&leaf.cmnd).is_some();
                 if tags.noexec == Some(true) || tags.intercept == Some(true) {
@@ -218,33 +237,55 @@ pub(super) fn check_spec(
                 }
             }
             // A rule made only of `!` exceptions grants nothing by itself.
-            let only_negated = leaves.iter().all(|l| l.negated);
-            for u in &users {
-                let nopasswd = tags.nopasswd.unwrap_or(!env.flag(u, "authenticate", true));
-                if !nopasswd && !only_negated {
-                    out.push(finding(
-                        Severity::Warning,
-                        "password-rule",
-                        format!(
-                            "`{display}` needs {u}'s password (no NOPASSWD), but pxagent runs `sudo -n` over a key-only \
-                             account: the rule never applies to it and the agent gets 'sudo: a password is required'"
-                        ),
-                        "Add `NOPASSWD:` if the agent should run it, or drop the rule.",
-                    ));
-                }
-                if !leaves.is_empty() && !only_negated {
-                    let input = tags
-                        .log_input
-                        .unwrap_or_else(|| env.flag(u, "log_input", false));
-                    let output = tags
-                        .log_output
-                        .unwrap_or_else(|| env.flag(u, "log_output", false));
-                    usage.record(u, line, input, output);
-                }
+            let grants = leaves.iter().any(|(_, granted)| *granted);
+            if !grants {
+                continue;
+            }
+            let nopasswd = tags.nopasswd.unwrap_or(!env.flag("authenticate", true));
+            if !nopasswd {
+                out.push(finding(
+                    Severity::Warning,
+                    "password-rule",
+                    format!(
+                        "`{display}` needs {u}'s password (no NOPASSWD), but pxagent runs `sudo -n` over a key-only \
+                         account: the rule never applies to it and the agent gets 'sudo: a password is required'"
+                    ),
+                    "Add `NOPASSWD:` if the agent should run it, or drop the rule.",
+                ));
+            }
+            if applies {
+                let input = tags
+                    .log_input
+                    .unwrap_or_else(|| env.flag("log_input", false));
+                let output = tags
+                    .log_output
+                    .unwrap_or_else(|| env.flag("log_output", false));
+                usage.record(u, line, input, output);
             }
         }
     }
-    out
+    if applies {
+        out
+    } else {
+        let whom = spec.users.join(", ");
+        out.into_iter().map(|f| for_others(f, &whom, u)).collect()
+    }
+}
+
+/// A finding about a rule that does not apply to the account judged: information only, and
+/// the text says whose rule it is.
+pub(super) fn for_others(f: Finding, whom: &str, who: &str) -> Finding {
+    if f.severity == Severity::Info {
+        return f;
+    }
+    Finding {
+        severity: Severity::Info,
+        why: format!(
+            "(a rule for {whom}, not {who}; it would be {}) {}",
+            f.severity, f.why
+        ),
+        ..f
+    }
 }
 
 pub(super) fn runas_text(r: &Runas) -> String {
@@ -272,4 +313,52 @@ pub(super) fn noexec_pve(what: &str) -> Finding {
         ),
         "Remove NOEXEC/INTERCEPT from PVE tool rules; constrain their arguments instead.",
     )
+}
+
+/// Which `Cmnd_Alias` members the file's rules grant, to the account judged or to anyone: a
+/// member is judged where it is written, at the severity of its use.
+#[derive(Debug, Default)]
+pub(super) struct AliasUses {
+    /// (alias, member index) granted by a rule that applies to the account.
+    live: HashSet<(String, usize)>,
+    /// (alias, member index) reached by any rule.
+    used: HashSet<(String, usize)>,
+}
+
+impl AliasUses {
+    pub(super) fn collect(entries: &[(Logical, Result<Entry, String>)], env: &Env) -> AliasUses {
+        let mut uses = AliasUses::default();
+        for (_, e) in entries {
+            let Ok(Entry::Spec(spec)) = e else { continue };
+            let users = env.aliases.expand_users(&spec.users);
+            if users.iter().all(|u| u == "root" || u == "#0") {
+                continue;
+            }
+            let applies = env.aliases.users_apply(&spec.users, env.who);
+            for item in spec.privileges.iter().flatten() {
+                let Cmnd::Alias(name) = &item.cmnd else {
+                    continue;
+                };
+                for (alias, i, _, granted) in env
+                    .aliases
+                    .expand_signed(name, item.negated)
+                    .unwrap_or_default()
+                {
+                    if granted && applies {
+                        uses.live.insert((alias.clone(), i));
+                    }
+                    uses.used.insert((alias, i));
+                }
+            }
+        }
+        uses
+    }
+
+    /// Whether rules use this member, but none grants it to the account judged (it is only
+    /// other principals' or only subtracted). An unused member keeps its severity: another
+    /// file may use the alias.
+    pub(super) fn only_elsewhere(&self, alias: &str, index: usize) -> bool {
+        let key = (alias.to_string(), index);
+        self.used.contains(&key) && !self.live.contains(&key)
+    }
 }

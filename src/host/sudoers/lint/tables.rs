@@ -1,7 +1,6 @@
-//! The risky-binaries tables (what each root-equivalent tool is and why) and the checks
-//! that read them.
-
-use super::*;
+//! The risky-binaries tables: what each root-equivalent tool is and why, the PVE programs
+//! outside the catalog, low-impact tools, and the argument languages that make a fixed rule
+//! dangerous (an exec option, a write under /etc, a secret read). `binaries.rs` reads them.
 
 // --- Risky binaries ---------------------------------------------------------------------
 
@@ -26,6 +25,14 @@ pub(super) enum Class {
     Disk,
     Package,
     Account,
+    /// Storage administration: ZFS, LVM, device mapper, loop devices, RAID, iSCSI.
+    Storage,
+    /// Kernel modules and parameters.
+    Kernel,
+    /// Sends signals to any process.
+    Kill,
+    /// A machine emulator run directly (QEMU as root).
+    Emulator,
 }
 
 impl Class {
@@ -43,6 +50,10 @@ impl Class {
             Class::Disk => "disk-destroy",
             Class::Package => "package-manager",
             Class::Account => "account-admin",
+            Class::Storage => "storage-admin",
+            Class::Kernel => "kernel-admin",
+            Class::Kill => "process-kill",
+            Class::Emulator => "emulator",
         }
     }
 
@@ -50,7 +61,12 @@ impl Class {
     pub(super) fn always_error(self) -> bool {
         matches!(
             self,
-            Class::Shell | Class::Interpreter | Class::PagerEditor | Class::Disk | Class::Account
+            Class::Shell
+                | Class::Interpreter
+                | Class::PagerEditor
+                | Class::Disk
+                | Class::Account
+                | Class::Emulator
         )
     }
 }
@@ -241,47 +257,192 @@ pub(super) const RISKY: &[Risky] = &[
         how: "it changes accounts or sudoers: a new uid-0 user, root's password, the agent in the sudo group, \
               `visudo` itself, or (pveum) an Administrator ACL",
     },
+    Risky {
+        names: &["run0", "sudoreplay"],
+        class: Class::Shell,
+        how: "`run0` is systemd's sudo (a root shell), and `sudoreplay` replays every account's I/O logs, \
+              passwords typed into them included, and drops into their sessions' output",
+    },
+    Risky {
+        names: &["nmap", "bpftrace", "perf", "tshark"],
+        class: Class::Interpreter,
+        how: "it runs scripts or programs as root: `nmap --script` (Lua), `bpftrace -e 'BEGIN { system(…) }'`, \
+              `perf record -- sh`, `tshark -X lua_script:…`",
+    },
+    Risky {
+        names: &["zless", "zmore", "bzless", "bzmore", "xzless", "xzmore", "lessfile", "lesspipe"],
+        class: Class::PagerEditor,
+        how: "pagers run `!sh`",
+    },
+    Risky {
+        names: &[
+            "tcpdump", "dumpcap", "logrotate", "ifup", "ifdown", "ifreload", "ifquery", "systemd-nspawn", "dbus-send",
+            "gdbus", "aria2c", "parallel", "rlwrap", "vncterm", "spiceterm", "termproxy", "dtach", "update-grub",
+            "update-initramfs", "ansible", "ansible-playbook", "puppet", "salt-call", "chef-client", "hg", "svn",
+        ],
+        class: Class::ExecEscape,
+        how: "it runs commands it is given: `tcpdump -z CMD` after each capture file, `logrotate FILE` and \
+              `ifup -i FILE` the scripts in the file, `systemd-nspawn -D /` a root shell, `dbus-send` calls into \
+              systemd, `termproxy`/`vncterm -c` a terminal program, configuration management anything",
+    },
+    Risky {
+        names: &[
+            "iptables", "ip6tables", "iptables-legacy", "ip6tables-legacy", "iptables-nft", "ip6tables-nft",
+            "iptables-restore", "ip6tables-restore", "ebtables", "arptables", "nft", "service", "invoke-rc.d",
+            "update-rc.d",
+        ],
+        class: Class::ExecEscape,
+        how: "`iptables --modprobe=PROG` runs a program as root and the firewall tools take the host's and every \
+              guest's network down; `service ../../bin/sh` (a path for a service name) is a root shell",
+    },
+    Risky {
+        names: &["setcap", "update-alternatives", "vma", "bsdtar", "7z", "7za", "gpg", "tar-split", "ar"],
+        class: Class::FileWrite,
+        how: "it writes files as root or gives them powers: `setcap cap_setuid+ep` on a copy of a shell, \
+              `update-alternatives --install` over a system binary, `vma extract` and archive tools writing \
+              anywhere",
+    },
+    Risky {
+        names: &["pv", "exiftool", "nl", "look", "rev", "comm", "join", "csplit", "split", "iconv"],
+        class: Class::FileRead,
+        how: "it reads files as root: /etc/shadow, or /etc/pve/priv/authkey.key, which signs cluster logins as \
+              root@pam",
+    },
+    Risky {
+        names: &["exportfs", "mount.nfs", "mount.cifs", "fusermount", "fusermount3", "sshfs", "bindfs"],
+        class: Class::Mount,
+        how: "`exportfs -o rw,no_root_squash '*:/'` exports the host's root filesystem, and the mount helpers \
+              mount anything anywhere",
+    },
+    Risky {
+        names: &["efibootmgr", "grub-install", "grub-editenv", "hdparm", "nvme", "dmraid", "zerofree"],
+        class: Class::Disk,
+        how: "it rewrites boot entries, boot loaders or disks (`nvme format`, `hdparm --security-erase`)",
+    },
+    Risky {
+        names: &["dpkg-reconfigure", "debconf-set-selections", "add-apt-repository", "apt-key", "unattended-upgrade",
+                 "apt-mark"],
+        class: Class::Package,
+        how: "it runs maintainer scripts as root or adds package sources the next upgrade installs from",
+    },
+    Risky {
+        names: &[
+            "zfs", "zpool", "zdb", "lvm", "lvcreate", "lvremove", "lvchange", "lvextend", "lvreduce", "lvresize",
+            "lvrename", "lvconvert", "vgcreate", "vgremove", "vgchange", "vgextend", "vgreduce", "vgrename",
+            "vgimport", "vgexport", "vgcfgrestore", "vgmerge", "vgsplit", "pvcreate", "pvremove", "pvchange",
+            "pvmove", "pvresize", "dmsetup", "losetup", "mdadm", "cryptsetup", "multipath", "iscsiadm", "kpartx",
+            "partprobe", "blockdev",
+        ],
+        class: Class::Storage,
+        how: "it administers the host's storage, every guest's disks on it: `zfs set mountpoint=/etc`, `zfs send` \
+              of any guest, `lvremove`/`zfs destroy` of guest volumes, `lvcreate -s` or `losetup` and a mount of \
+              another guest's disk",
+    },
+    Risky {
+        names: &["modprobe", "insmod", "rmmod", "depmod", "kmod", "sysctl", "kexec", "bpftool"],
+        class: Class::Kernel,
+        how: "it changes the running kernel: `modprobe -C FILE` runs the file's `install` commands, `insmod` \
+              loads any module, `sysctl kernel.core_pattern='|/tmp/x'` runs a program at the next crash, \
+              `kexec` boots another kernel",
+    },
+    Risky {
+        names: &["kill", "pkill", "killall", "killall5", "skill", "snice", "fuser"],
+        class: Class::Kill,
+        how: "it signals any process as root: every guest's kvm, pmxcfs (/etc/pve), corosync, sshd",
+    },
+    Risky {
+        names: &["kvm", "qemu-kvm", "qemu-nbd", "qemu-io", "qemu-storage-daemon", "swtpm"],
+        class: Class::Emulator,
+        how: "QEMU run directly as root takes `-monitor stdio` (`migrate \"exec:…\"` runs any command), \
+              `-drive file=/dev/sda` and host devices; qemu-nbd, qemu-io and qemu-storage-daemon read and write \
+              any file or disk",
+    },
 ];
 
-/// PVE programs outside the catalog's tools: over-broad rules on them are errors, fixed
-/// arguments are left alone.
-pub(super) const OTHER_PVE: &[(&str, &str)] = &[
-    (
-        "pve-firewall",
-        "`pve-firewall stop` switches off the firewall of the host and every guest — a protection the agent has \
-         no business removing",
-    ),
-    (
-        "pvenode",
-        "`pvenode cert set` replaces the node's TLS certificate and `pvenode config set` its ACME setup",
-    ),
-    (
-        "pveceph",
-        "`pveceph pool destroy`/`purge` destroy Ceph storage cluster-wide",
-    ),
-    (
-        "pvesr",
-        "`pvesr create-local-job`/`delete` move guest disks between nodes and drop replicas",
-    ),
-    ("pveupdate", "it runs apt as root"),
-    (
-        "pvesubscription",
-        "it sets or deletes the subscription key and reaches out to the network",
-    ),
-    (
-        "proxmox-boot-tool",
-        "`proxmox-boot-tool format|init` rewrites boot partitions: it can brick the node",
-    ),
-    (
-        "proxmox-backup-client",
-        "`restore` writes any file as root and `backup` reads any file and sends it off-host",
-    ),
-    ("pvedaemon", "it stops and restarts the PVE API daemon"),
-    ("pveproxy", "it stops and restarts the PVE web/API proxy"),
-    (
-        "pvereport",
-        "it collects the whole host configuration, secrets included",
-    ),
+/// Name prefixes of binary families, with a member whose [`RISKY`] entry they share.
+pub(super) const FAMILIES: &[(&str, &str)] = &[
+    ("qemu-system-", "kvm"),
+    ("qemu-", "kvm"),
+    ("lxc-", "lxc-attach"),
+];
+
+/// A PVE program outside the catalog's tools.
+pub(super) struct OtherPve {
+    pub(super) name: &'static str,
+    /// Why an over-broad rule on it is an error.
+    pub(super) how: &'static str,
+    /// The command lines (whole argument line, `regex` syntax) that are dangerous even when
+    /// written out in full; `""` when fixed arguments are fine.
+    pub(super) danger: &'static str,
+}
+
+/// PVE programs outside the catalog's tools: over-broad rules on them are errors, and so are
+/// rules admitting their dangerous subcommands; other fixed arguments are left alone.
+#[rustfmt::skip] // a data table: one entry per program
+pub(super) const OTHER_PVE: &[OtherPve] = &[
+    OtherPve {
+        name: "pve-firewall",
+        how: "`pve-firewall stop` switches off the firewall of the host and every guest — a protection the agent \
+              has no business removing",
+        danger: "(?:stop|localnet)(?: .*)?",
+    },
+    OtherPve {
+        name: "pvenode",
+        how: "`pvenode cert set` replaces the node's TLS certificate, `pvenode acme` runs ACME plugins (scripts) \
+              and `pvenode config set` rewires the node; `startall`/`stopall`/`migrateall` act on every guest",
+        danger: "(?:cert|acme|config|startall|stopall|migrateall|wakeonlan)(?: .*)?",
+    },
+    OtherPve {
+        name: "pveceph",
+        how: "`pveceph pool destroy`/`purge` destroy Ceph storage cluster-wide",
+        danger: "(?:(?:pool|osd|mon|mds|mgr|fs) (?:destroy|create|set)|purge|install|init|createosd|destroyosd)(?: .*)?",
+    },
+    OtherPve {
+        name: "pvesr",
+        how: "`pvesr create-local-job`/`delete` move guest disks between nodes and drop replicas",
+        danger: "(?:create-local-job|delete|update|enable|disable|set-state|finalize-local-job|prepare-local-job|run|schedule-now)(?: .*)?",
+    },
+    OtherPve { name: "pveupdate", how: "it runs apt as root", danger: "" },
+    OtherPve {
+        name: "pvesubscription",
+        how: "it sets or deletes the subscription key and reaches out to the network",
+        danger: "(?:set|delete|update)(?: .*)?",
+    },
+    OtherPve {
+        name: "proxmox-boot-tool",
+        how: "`proxmox-boot-tool format|init` rewrites boot partitions: it can brick the node",
+        danger: "(?:format|init|clean|reinit|refresh|kernel)(?: .*)?",
+    },
+    OtherPve {
+        name: "pve-efiboot-tool",
+        how: "`pve-efiboot-tool format|init` rewrites boot partitions: it can brick the node",
+        danger: "(?:format|init|clean|reinit|refresh|kernel)(?: .*)?",
+    },
+    OtherPve {
+        name: "proxmox-backup-client",
+        how: "`restore` writes any file as root and `backup` reads any file and sends it off-host",
+        danger: "(?:restore|backup|mount|map|catalog)(?: .*)?",
+    },
+    OtherPve { name: "pvedaemon", how: "it stops and restarts the PVE API daemon", danger: "(?:stop|restart|start)(?: .*)?" },
+    OtherPve { name: "pveproxy", how: "it stops and restarts the PVE web/API proxy", danger: "(?:stop|restart|start)(?: .*)?" },
+    OtherPve { name: "spiceproxy", how: "it stops and restarts the SPICE proxy", danger: "(?:stop|restart|start)(?: .*)?" },
+    OtherPve { name: "pvestatd", how: "it stops and restarts PVE's status daemon", danger: "(?:stop|restart|start)(?: .*)?" },
+    OtherPve { name: "pvescheduler", how: "it stops and restarts the backup and replication scheduler", danger: "(?:stop|restart|start)(?: .*)?" },
+    OtherPve { name: "pve-ha-crm", how: "it stops the HA cluster manager (HA guests are no longer recovered)", danger: "(?:stop|restart|start)(?: .*)?" },
+    OtherPve { name: "pve-ha-lrm", how: "it stops the HA resource manager (the watchdog can fence the node)", danger: "(?:stop|restart|start)(?: .*)?" },
+    OtherPve { name: "pvereport", how: "it collects the whole host configuration, secrets included", danger: ".*" },
+    OtherPve { name: "pmxcfs", how: "a second pmxcfs (`-l`, local mode) takes /etc/pve out of the cluster", danger: ".*" },
+    OtherPve { name: "corosync-keygen", how: "it replaces the cluster's corosync key: the node drops out", danger: ".*" },
+    OtherPve {
+        name: "corosync-cfgtool",
+        how: "it reloads, kills or reconfigures corosync: the cluster's membership",
+        danger: ".*",
+    },
+    OtherPve {
+        name: "corosync-quorumtool",
+        how: "it changes votes and expected votes: forced quorum, split brain",
+        danger: "(?:.* )?-[A-Za-z]*[evomfx](?: .*)?",
+    },
 ];
 
 /// Low-impact tools, with what `*` still lets through.
@@ -313,9 +474,6 @@ pub(super) const GENERIC_NOTES: &[(&str, &str)] = &[
         "`timedatectl set-time` moves the clock (breaks tickets, TLS and corosync)",
     ),
     ("networkctl", "`networkctl down` takes links down"),
-    ("kill", "it kills any process, the guests' kvm included"),
-    ("pkill", "it kills any process, the guests' kvm included"),
-    ("killall", "it kills any process, the guests' kvm included"),
     ("reboot", "it takes the whole node down"),
     ("shutdown", "it takes the whole node down"),
     ("poweroff", "it takes the whole node down"),
@@ -332,6 +490,12 @@ pub(super) fn lookup_risky(base: &str) -> Option<&'static Risky> {
     find(base)
         .or_else(|| find(stem))
         .or_else(|| find(stem.trim_end_matches(|c: char| c.is_ascii_digit())))
+        .or_else(|| {
+            FAMILIES
+                .iter()
+                .find(|(prefix, _)| base.starts_with(prefix) && base.len() > prefix.len())
+                .and_then(|(_, member)| find(member))
+        })
 }
 
 /// Paths whose writing is root (or bricks the host).
@@ -357,195 +521,39 @@ pub(super) const EXEC_WORDS: &[&str] = &[
     "--rsh", "ProxyCommand", "LocalCommand", "--compress-program",
 ];
 
-/// How wide a rule's arguments are.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Scope {
-    /// No argument list, `*`, or a regex that swallows words / is not anchored.
-    Open,
-    /// `""`, literal arguments or a tight regex.
-    Fixed,
-}
+/// Argument lines (whole line, `regex` syntax) that make a binary with fixed-looking
+/// arguments run something, by binary name: a rule admitting one is an error however its
+/// arguments are written (`^/var/log -name [a-z]+( -[a-z]+)?$` admits `-delete`).
+#[rustfmt::skip] // a data table: one line per binary family
+pub(super) const ARG_DANGERS: &[(&[&str], &str)] = &[
+    (&["find"], r"(?:.* )?-(?:exec|execdir|ok|okdir|fprint|fprint0|fprintf|fls|delete)(?: .*)?"),
+    (&["rsync"], r"(?:.* )?(?:-[A-Za-z]*e|--rsh|--rsync-path)(?:=| ).*"),
+    (&["tar", "bsdtar"], r"(?:.* )?(?:--to-command|--checkpoint-action|--use-compress-program|--info-script|--new-volume-script|-I|-F)(?:=| ).*"),
+    (&["git", "hg"], r"(?:.* )?(?:-c|--config|--config-env|--exec-path|-p|--paginate)(?:=| |$).*|(?:(?:-C|--git-dir|--work-tree|-R|--cwd) [^ ]+ )*(?:log|show|diff|help|blame|grep|branch|tag|config|shortlog|reflog|whatchanged|stash|annotate|cat)(?: .*)?"),
+    (&["tcpdump", "dumpcap", "tshark"], r"(?:.* )?-[A-Za-y]*z.*|(?:.* )?-[A-Za-z]*w ?(?:/etc/|/root/|/usr/|/bin/|/sbin/|/lib/|/boot/|/var/spool/cron|/dev/|/var/lib/vz/snippets)[^ ]*(?: .*)?"),
+    (&["sort"], r"(?:.* )?--compress-program(?:=| ).*"),
+    (&["zip"], r"(?:.* )?(?:-TT|--unzip-command)(?:=| ).*"),
+    (&["ssh", "scp", "sftp"], r"(?:.* )?(?:-o|-F|-S)(?: |[^ ]).*"),
+    (&["ifup", "ifdown", "ifreload", "ifquery"], r"(?:.* )?(?:-i|--interfaces)(?:=| ).*"),
+    (&["crontab", "at", "batch"], r".+"),
+    (&["systemd-nspawn", "dbus-send", "gdbus", "vncterm", "spiceterm", "termproxy", "dtach", "ansible",
+       "ansible-playbook", "puppet", "salt-call", "chef-client", "parallel", "rlwrap", "aria2c", "setcap"], r".*"),
+    (&["update-alternatives"], r"(?:.* )?--(?:install|set|config|remove|all)(?: .*)?"),
+    (&["iptables", "ip6tables", "iptables-legacy", "ip6tables-legacy", "iptables-nft", "ip6tables-nft",
+       "iptables-restore", "ip6tables-restore", "ebtables", "arptables"], r"(?:.* )?(?:--modprobe|-M)(?:=| |[^ ]).*|(?:.* )?(?:-F|--flush|-X|-P [A-Z]+ ACCEPT)(?: .*)?"),
+    (&["nft"], r"(?:.* )?(?:-f|--file|flush|delete)(?: .*)?"),
+    (&["service", "invoke-rc.d", "update-rc.d"], r"(?:-[^ ]+ )*(?:[^ ]*/[^ ]*|debug-shell|emergency|rescue)(?: .*)?"),
+    (&["lxc-attach", "lxc-execute", "lxc-console", "lxc-unshare", "lxc-usernsexec", "lxc-device", "lxc-start"], r".*"),
+    (&["logrotate"], r"(?:-[^ ]+ )*(?:/(?:tmp|var/tmp|dev/shm|home|run|root)/|[^/ -])[^ ]*(?: .*)?"),
+    (&["env"], r"(?:.* )?(?:PERL5OPT|PERL5LIB|PERLLIB|PERL5DB|LD_PRELOAD|LD_LIBRARY_PATH|LD_AUDIT|PYTHONPATH|PYTHONSTARTUP|PYTHONHOME|RUBYOPT|RUBYLIB|NODE_OPTIONS|BASH_ENV|ENV|SHELLOPTS|PS4|GCONV_PATH|PAGER|EDITOR|VISUAL|LESSOPEN)=.*|(?:.* )?(?:-S|--split-string|-C|--chdir)(?:=| ).*"),
+    (&["vma"], r"(?:.* )?extract(?: .*)?"),
+    (&["apt", "apt-get", "aptitude", "dpkg"], r"(?:.* )?(?:-o|--option|-c|--config-file|-i|--install|--unpack|changelog|edit-sources)(?:=| |$).*|(?:.* )?(?:install|reinstall) (?:.* )?[^ ]*(?:/|\.deb)[^ ]*(?: .*)?"),
+    (&["pip", "pip3", "npm", "gem"], r"(?:.* )?(?:install|download|-r|--requirement|-e|--editable)(?: .*)?"),
+    (&["modprobe", "kmod"], r"(?:.* )?(?:-C|--config|-d|--dirname)(?:=| ).*"),
+    (&["sysctl"], r"(?:.* )?(?:[^ -][^ ]*=[^ ]*|-w|--write|-p|--load|-f|--system)(?: .*)?"),
+    (&["zfs", "zpool"], r"(?:-[^ ]+ )*(?:destroy|set|mount|unmount|umount|send|receive|recv|allow|unallow|rename|rollback|promote|create|import|export|remove|detach|replace|attach|labelclear|split|upgrade|inherit|clone|snapshot|load-key|change-key|online|offline|reguid|trim|initialize|add|bookmark|redact|diff|program|jail)(?: .*)?"),
+];
 
-pub(super) fn scope(args: &Args) -> Scope {
-    match args {
-        Args::Any | Args::Unterminated(_) => Scope::Open,
-        Args::Empty => Scope::Fixed,
-        Args::Glob(g) if has_star(g) => Scope::Open,
-        Args::Glob(_) => Scope::Fixed,
-        Args::Regex(r) => {
-            let s = ere_shape(r);
-            if s.top_alternation || !s.broad.is_empty() {
-                Scope::Open
-            } else {
-                Scope::Fixed
-            }
-        }
-    }
-}
-
-pub(super) fn check_risky(r: &Risky, args: &Args, display: &str) -> Vec<Finding> {
-    let open = scope(args) == Scope::Open;
-    let text = args.text();
-    let words: Vec<&str> = text.split([' ', '=']).filter(|w| !w.is_empty()).collect();
-    let runs_shell = words.iter().any(|w| {
-        EXEC_WORDS.contains(w)
-            || lookup_risky(basename(w))
-                .is_some_and(|x| matches!(x.class, Class::Shell | Class::Interpreter))
-    });
-    let write_target = WRITE_TARGETS.iter().find(|p| text.contains(**p));
-    let secret = SECRET_FILES.iter().find(|p| text.contains(**p));
-    let (severity, note) = if r.class.always_error() {
-        (Some(Severity::Error), String::new())
-    } else {
-        match r.class {
-            Class::ExecEscape if open || runs_shell => (Some(Severity::Error), String::new()),
-            Class::ExecEscape => (
-                Some(Severity::Warning),
-                "; these fixed arguments look harmless, but keep such binaries out of an agent's rules".into(),
-            ),
-            Class::FileWrite if open => (Some(Severity::Error), String::new()),
-            Class::FileWrite => match write_target {
-                Some(p) => (Some(Severity::Error), format!("; the arguments reach {p}")),
-                None => (Some(Severity::Warning), "; the fixed arguments limit what it touches".into()),
-            },
-            Class::FileRead if open => (Some(Severity::Error), String::new()),
-            Class::FileRead => match secret {
-                Some(p) => (Some(Severity::Error), format!("; the arguments reach {p}")),
-                None => (Some(Severity::Info), String::new()),
-            },
-            Class::Mount | Class::Package if open => (Some(Severity::Error), String::new()),
-            Class::Mount | Class::Package => (Some(Severity::Warning), String::new()),
-            Class::Umount | Class::Mkdir if open => (Some(Severity::Warning), String::new()),
-            _ => (None, String::new()),
-        }
-    };
-    let mut out = args_findings(args, display, false);
-    if let Some(severity) = severity {
-        let args_note = match args {
-            Args::Any => " (no argument list: any arguments)",
-            Args::Glob(g) if has_star(g) => " (`*` matches any arguments)",
-            _ => "",
-        };
-        let fix = match r.class {
-            Class::FileRead if severity == Severity::Info => {
-                "Nothing to do if the file is harmless; pxagent reads host state through `pvesh get … \
-                 --output-format json` instead."
-            }
-            Class::Umount | Class::Mkdir => FIX_PIN,
-            _ => FIX_DROP,
-        };
-        let why = if r.class == Class::FileRead && severity == Severity::Info {
-            format!(
-                "`{display}` reads `{text}` as root: fine if that file holds no secrets (with open arguments \
-                 the same rule would read /etc/shadow or /etc/pve/priv/authkey.key)"
-            )
-        } else {
-            format!("`{display}`{args_note}: {}{note}", r.how)
-        };
-        out.push(finding(severity, r.class.code(), why, fix));
-    }
-    out
-}
-
-/// Any other binary: only over-broad arguments are reported, at `severity`.
-pub(super) fn check_generic(
-    args: &Args,
-    display: &str,
-    severity: Severity,
-    hint: &str,
-) -> Vec<Finding> {
-    let hint = if hint.is_empty() {
-        "low impact, but more than the agent needs".to_string()
-    } else {
-        hint.to_string()
-    };
-    let mut out = args_findings(args, display, false);
-    match args {
-        Args::Any => out.push(finding(
-            severity,
-            "unconstrained-args",
-            format!("`{display}` has no argument list, and sudo reads that as \"any arguments\": {hint}"),
-            FIX_PIN,
-        )),
-        Args::Glob(g) if has_star(g) => out.push(finding(
-            severity,
-            "wildcard-args",
-            format!("`{display}`: sudo's `*` matches spaces, options and `--`, so any arguments pass: {hint}"),
-            FIX_PIN,
-        )),
-        _ => {}
-    }
-    out
-}
-
-/// Findings about the argument list itself (regex quality, look-alike regexes).
-/// `critical`: the binary is a PVE or systemd tool, where loose arguments are root.
-pub(super) fn args_findings(args: &Args, display: &str, critical: bool) -> Vec<Finding> {
-    let mut out = Vec::new();
-    match args {
-        Args::Unterminated(r) => out.push(finding(
-            Severity::Error,
-            "regex-unterminated",
-            format!(
-                "`{display}`: arguments starting with `^` are a regex that must end with `$`; `{r}` has no `$`, \
-                 so sudo rejects the line ('unterminated regular expression')"
-            ),
-            "End the regex with `$`.",
-        )),
-        Args::Regex(r) => {
-            if Regex::new(&ere_to_regex(r)).is_err() {
-                out.push(finding(
-                    Severity::Info,
-                    "regex-unchecked",
-                    format!("`{display}`: the linter could not evaluate this regex; review it by hand"),
-                    "Keep argument regexes to plain POSIX ERE: literals, classes, groups, `|`, `?`, `{m,n}`.",
-                ));
-            }
-            let shape = ere_shape(r);
-            if shape.top_alternation {
-                out.push(finding(
-                    if critical { Severity::Error } else { Severity::Warning },
-                    "regex-unanchored",
-                    format!(
-                        "`{display}`: in POSIX ERE `^a|b$` means `(^a)|(b$)` — each alternative is anchored at one \
-                         end only, so the other end accepts anything, extra options included"
-                    ),
-                    "Group the alternatives: `^(a|b)$`.",
-                ));
-            }
-            for atom in &shape.broad {
-                out.push(finding(
-                    Severity::Warning,
-                    "regex-too-broad",
-                    format!(
-                        "`{display}`: `{atom}` {}",
-                        if atom.starts_with('(') {
-                            "repeats words that may start with `-`: extra options pass"
-                        } else if atom.contains(' ') || atom.starts_with('.') || atom.contains("\\s") {
-                            "can match spaces and dashes, so it takes in whole extra words, options included"
-                        } else {
-                            "can match both `-` and `=`, so one word can be a complete `--option=value`"
-                        }
-                    ),
-                    "Use classes without space, `-`-first words and `=`, and bound them: `[1-9][0-9]{2,8}` for a \
-                     VMID, `[a-z0-9][a-z0-9-]{0,62}` for a name.",
-                ));
-            }
-        }
-        Args::Glob(g) if looks_like_regex(g) => out.push(finding(
-            Severity::Warning,
-            "regex-not-anchored",
-            format!(
-                "`{display}`: sudo treats arguments as a regex only when they start with `^` (and end with `$`); \
-                 these are matched as a glob, literally, so the rule probably never matches"
-            ),
-            "Write the regex as `^…$`.",
-        )),
-        _ => {}
-    }
-    out
-}
-
-pub(super) fn looks_like_regex(g: &str) -> bool {
-    g.ends_with('$') || g.contains("]+") || g.contains("]{") || (g.contains('(') && g.contains('|'))
-}
+/// The shells and interpreters an exec-escape binary may be told to run (`nice /bin/sh`,
+/// `env perl -e …`), as an argument word: whole, or the last part of a path.
+pub(super) const SHELL_WORD: &str = r"(?:.* )?(?:[^ ]*/)?(?:sh|bash|dash|zsh|ksh|ksh93|mksh|csh|tcsh|fish|ash|busybox|su|sudo|python[0-9.]*|perl[0-9.]*|ruby|lua|node|nodejs|php|tclsh|expect|awk|gawk|sed|vi|vim|less|more)(?: .*)?";

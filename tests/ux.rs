@@ -1,0 +1,672 @@
+//! What a person at a terminal sees (issues 13 items 1–3, 9–11, 19, 20 and 12 item 18):
+//! focused help, completions and the manual, `version`, colour, refusal texts, `audit show`
+//! filters, and — on the bed — humane status views, snapshot descriptions people type, and
+//! host data that cannot drive the terminal. The first half needs no bed (`cargo test --test
+//! integration ux::local`), the second (`ux::live`) needs the bed like `live::`.
+
+mod local {
+    use crate::support::{Home, PATH, bin, isolate, local, px};
+
+    /// The host flags (connection and policy) as they appear in help.
+    const HOST_FLAGS: &[&str] = &[
+        "--host",
+        "--port",
+        "--identity",
+        "--known-hosts",
+        "--accept-new",
+        "--timeout",
+        "--config",
+        "--policy",
+        "--dry-run",
+        "--confirm",
+        "--approval",
+        "--no-wait",
+    ];
+
+    #[test]
+    fn local_commands_neither_list_nor_take_host_flags() {
+        for cmd in [
+            &["sudoers", "render"][..],
+            &["sudoers", "lint"],
+            &["catalog"],
+            &["audit", "show"],
+            &["audit", "verify"],
+            &["completions"],
+            &["man"],
+            &["approve"],
+            &["setup", "revoke"],
+        ] {
+            let mut args = cmd.to_vec();
+            args.push("--help");
+            let r = local(&args);
+            assert_eq!(r.code, 0, "{args:?}: {}", r.stderr);
+            for f in HOST_FLAGS {
+                // `audit show --host GLOB` is a filter of its own (which records), not a host.
+                if cmd == ["audit", "show"] && *f == "--host" {
+                    continue;
+                }
+                assert!(
+                    !r.stdout.contains(&format!("{f} ")),
+                    "{args:?} lists {f}:\n{}",
+                    r.stdout
+                );
+            }
+            assert!(!r.stdout.contains("Connection options"), "{args:?}");
+        }
+        // Typed anyway, before or after the command: a usage error naming the flag.
+        let r = local(&["-H", "pve1", "sudoers", "render"]);
+        assert_eq!(r.code, 2, "{}", r.stderr);
+        assert!(r.stderr.contains("does not take --host"), "{}", r.stderr);
+        assert_eq!(local(&["sudoers", "render", "--confirm", "x"]).code, 2);
+        assert_eq!(local(&["catalog", "--identity", "k"]).code, 2);
+    }
+
+    #[test]
+    fn host_commands_list_host_flags_under_their_own_headings() {
+        let r = local(&["vm", "start", "--help"]);
+        let conn = r.stdout.find("Connection options:").expect(&r.stdout);
+        let pol = r.stdout.find("Policy options:").expect(&r.stdout);
+        assert!(r.stdout[conn..pol].contains("--identity"), "{}", r.stdout);
+        assert!(r.stdout[pol..].contains("--confirm"), "{}", r.stdout);
+        let s = local(&["status", "--help"]).stdout;
+        assert!(s.contains("--host") && !s.contains("--confirm"), "{s}");
+        // Before or after the command, the value arrives.
+        for args in [
+            &[
+                "-H",
+                "zen-agent@127.0.0.1:1",
+                "vm",
+                "destroy",
+                "100",
+                "--dry-run",
+                "-o",
+                "json",
+            ][..],
+            &[
+                "vm",
+                "destroy",
+                "100",
+                "-H",
+                "zen-agent@127.0.0.1:1",
+                "--dry-run",
+                "-o",
+                "json",
+            ],
+        ] {
+            let r = local(args);
+            assert_eq!(r.code, 0, "{args:?}: {}", r.stderr);
+        }
+    }
+
+    #[test]
+    fn environment_variables_never_break_a_local_command() {
+        let home = Home::new();
+        for args in [
+            &["catalog"][..],
+            &["sudoers", "render"],
+            &["audit", "show"],
+            &["completions", "bash"],
+            &["man"],
+            &["version", "--client"],
+        ] {
+            let r = home
+                .px()
+                .env("PXAGENT_HOST", "nowhere")
+                .env("PXAGENT_PORT", "not-a-port")
+                .env("PXAGENT_TIMEOUT", "forever")
+                .env("PXAGENT_IDENTITY", "/nonexistent/key")
+                .env("PXAGENT_KNOWN_HOSTS", "/nonexistent/known_hosts")
+                .env("PXAGENT_CONFIG", "/nonexistent/config.yaml")
+                .env("PXAGENT_POLICY", "/nonexistent/policy.yaml")
+                .args(args)
+                .run();
+            assert_eq!(r.code, 0, "{args:?}: {}", r.stderr);
+        }
+    }
+
+    #[test]
+    fn every_group_says_what_it_is_for_and_missing_options_are_named_together() {
+        let top = local(&["--help"]).stdout;
+        assert!(!top.contains("Operations"), "{top}");
+        for g in ["backup", "iso", "template"] {
+            let line = top
+                .lines()
+                .find(|l| l.trim_start().starts_with(&format!("{g} ")))
+                .unwrap_or_else(|| panic!("no {g} in\n{top}"));
+            assert!(line.split_whitespace().count() > 3, "{line}");
+        }
+        let r = local(&["vm", "create", "-o", "json"]);
+        assert_eq!(r.code, 2);
+        let msg = r.json()["error"]["message"].as_str().unwrap().to_string();
+        assert!(msg.contains("--name") && msg.contains("--iso"), "{msg}");
+        let help = local(&["vm", "create", "--help"]).stdout;
+        assert!(
+            help.contains("Usage: pxagent vm create [OPTIONS] --name <NAME> --iso <ISO>"),
+            "{help}"
+        );
+    }
+
+    #[test]
+    fn completions_are_valid_shell_and_the_manual_is_roff() {
+        let home = Home::new();
+        let bash = home.px().args(["completions", "bash"]).run();
+        assert_eq!(bash.code, 0, "{}", bash.stderr);
+        assert!(bash.stdout.contains("_pxagent") && bash.stdout.contains("sudoers"));
+        let file = home.write("pxagent.bash", bash.stdout.as_bytes());
+        let check = std::process::Command::new("bash")
+            .args(["-n", &file])
+            .current_dir(home.path())
+            .output()
+            .unwrap();
+        assert!(
+            check.status.success(),
+            "bash -n: {}",
+            String::from_utf8_lossy(&check.stderr)
+        );
+        for shell in ["zsh", "fish", "elvish", "powershell"] {
+            let r = local(&["completions", shell]);
+            assert_eq!(r.code, 0, "{shell}");
+            assert!(
+                r.stdout.contains("pxagent") && r.stdout.len() > 1000,
+                "{shell}"
+            );
+        }
+        assert_eq!(local(&["completions", "tcsh"]).code, 2);
+
+        let man = local(&["man"]);
+        assert_eq!(man.code, 0, "{}", man.stderr);
+        for part in [
+            ".TH pxagent 1",
+            ".SH NAME",
+            ".SH SYNOPSIS",
+            ".SH SUBCOMMANDS",
+            ".SH \"ALL COMMANDS\"",
+        ] {
+            assert!(man.stdout.contains(part), "{part} missing");
+        }
+        assert!(man.stdout.contains("\\fBpxagent vm start\\fR"));
+        // groff reads it without a warning, and the text is there.
+        let page = home.write("pxagent.1", man.stdout.as_bytes());
+        let out = std::process::Command::new("groff")
+            .args(["-k", "-man", "-Tutf8", "-ww", &page])
+            .current_dir(home.path())
+            .env("PATH", PATH)
+            .output()
+            .expect("groff (groff-base; scripts/lib/deps.sh installs it)");
+        assert!(out.status.success());
+        let warnings = String::from_utf8_lossy(&out.stderr);
+        assert!(warnings.trim().is_empty(), "groff: {warnings}");
+        // grotty's bold is overstrike ("N\bN"): read the plain text.
+        let text = regex::Regex::new(".\u{8}")
+            .unwrap()
+            .replace_all(&String::from_utf8_lossy(&out.stdout), "")
+            .into_owned();
+        assert!(
+            text.contains("pxagent sudoers render") && text.contains("-H, --host"),
+            "{text}"
+        );
+        let sub = local(&["man", "vm", "start"]);
+        assert!(
+            sub.stdout.contains(".TH pxagent-vm-start 1"),
+            "{}",
+            &sub.stdout[..200.min(sub.stdout.len())]
+        );
+        assert_eq!(local(&["man", "vm", "fly"]).code, 2);
+    }
+
+    #[test]
+    fn version_client_needs_no_host() {
+        let r = local(&["version", "--client", "-o", "json"]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        assert_eq!(
+            r.json()["data"]["client"]["version"],
+            env!("CARGO_PKG_VERSION")
+        );
+        assert!(r.json()["data"].get("server").is_none());
+        let t = local(&["version", "--client"]);
+        assert!(t.stdout.starts_with("Client: pxagent "), "{}", t.stdout);
+        // Without --client it reaches the host: no host named is the usual error, and the
+        // client part is still shown.
+        let r = local(&["version"]);
+        assert_ne!(r.code, 0);
+        assert!(r.stdout.starts_with("Client: pxagent "), "{}", r.stdout);
+    }
+
+    /// An audit log with a refused destroy and an allowed start, written as pxagent writes it.
+    fn audit_home() -> Home {
+        let home = Home::new();
+        let dir = home.state_dir().join("pxagent");
+        std::fs::create_dir_all(&dir).unwrap();
+        let rec = |seq: u32, time: &str, op: &str, argv: &[&str], decision: &str, code: u8| {
+            serde_json::json!({"seq":seq,"time":time,"host":"zen-agent@192.0.2.10:22","account":"zen-agent","op":op,
+                "argv":argv,"decision":decision,"phrase":null,"exit_code":code,"duration_ms":5,"upid":null,"via":"cli",
+                "error":null,"prev":"0"})
+            .to_string()
+        };
+        let start = [
+            "sudo",
+            "-n",
+            "/usr/bin/pvesh",
+            "create",
+            "/nodes/pve1/qemu/100/status/start",
+            "--output-format",
+            "json",
+        ];
+        let snap = [
+            "sudo",
+            "-n",
+            "/usr/bin/pvesh",
+            "create",
+            "/nodes/pve1/qemu/101/snapshot",
+            "--snapname",
+            "pre-up",
+            "--output-format",
+            "json",
+        ];
+        let destroy = ["sudo", "-n", "/usr/sbin/qm", "destroy", "102"];
+        let lines = [
+            rec(
+                1,
+                "2026-11-30T06:00:00.000Z",
+                "vm.start",
+                &start,
+                "allowed",
+                0,
+            ),
+            rec(
+                2,
+                "2026-11-30T07:00:00.000Z",
+                "vm.snapshot",
+                &snap,
+                "allowed",
+                0,
+            ),
+            rec(
+                3,
+                "2026-11-30T08:00:00.000Z",
+                "vm.destroy",
+                &destroy,
+                "refused",
+                4,
+            ),
+        ];
+        std::fs::write(dir.join("audit.jsonl"), lines.join("\n") + "\n").unwrap();
+        home
+    }
+
+    #[test]
+    fn audit_show_filters_and_names_targets() {
+        let home = audit_home();
+        let show = |args: &[&str]| {
+            let mut a = vec!["audit", "show"];
+            a.extend_from_slice(args);
+            let r = home.px().env("TZ", "UTC").args(&a).run();
+            assert_eq!(r.code, 0, "{a:?}: {}", r.stderr);
+            r
+        };
+        let r = show(&["--op", "vm.start"]);
+        let lines: Vec<&str> = r.stdout.lines().collect();
+        assert_eq!(lines.len(), 2, "{}", r.stdout);
+        assert!(lines[0].contains("TARGET"), "{}", r.stdout);
+        assert!(
+            lines[1].contains("2026-11-30 06:00:00") && lines[1].contains("vm.start  100 "),
+            "{}",
+            r.stdout
+        );
+        let r = show(&["--op", "vm.s*", "-o", "json"]);
+        let data = r.json()["data"].clone();
+        assert_eq!(data.as_array().unwrap().len(), 2);
+        assert_eq!(
+            data[1]["target"],
+            serde_json::json!({"vmid": 101, "snapshot": "pre-up"})
+        );
+        assert!(
+            show(&["--vmid", "101"])
+                .stdout
+                .contains("101 snapshot pre-up")
+        );
+        let refused = show(&["--decision", "refused"]).stdout;
+        assert!(
+            refused.contains("vm.destroy") && !refused.contains("vm.start"),
+            "{refused}"
+        );
+        let window = show(&[
+            "--since",
+            "2026-11-30T06:30:00Z",
+            "--until",
+            "2026-11-30T07:30:00Z",
+        ])
+        .stdout;
+        assert!(
+            window.contains("vm.snapshot")
+                && !window.contains("vm.destroy")
+                && !window.contains("vm.start "),
+            "{window}"
+        );
+        assert!(
+            show(&["--host", "*@198.51.100.1:*"])
+                .stdout
+                .contains("no audit records match")
+        );
+        assert_eq!(
+            home.px()
+                .args(["audit", "show", "--decision", "maybe"])
+                .run()
+                .code,
+            2
+        );
+        assert_eq!(
+            home.px()
+                .args(["audit", "show", "--until", "soon"])
+                .run()
+                .code,
+            2
+        );
+    }
+
+    #[test]
+    fn colour_follows_the_flag_the_environment_and_the_terminal() {
+        let home = audit_home();
+        let red = "\u{1b}[31mrefused\u{1b}[0m";
+        let run = |env: &[(&str, &str)], args: &[&str]| {
+            let mut p = home.px();
+            for (k, v) in env {
+                p = p.env(k, v);
+            }
+            let mut a = vec!["audit", "show"];
+            a.extend_from_slice(args);
+            p.args(&a).run()
+        };
+        assert!(run(&[], &["--color", "always"]).stdout.contains(red));
+        assert!(
+            !run(&[], &[]).stdout.contains('\u{1b}'),
+            "a pipe gets no colour"
+        );
+        assert!(run(&[("CLICOLOR_FORCE", "1")], &[]).stdout.contains(red));
+        assert!(
+            !run(&[("CLICOLOR_FORCE", "1"), ("NO_COLOR", "1")], &[])
+                .stdout
+                .contains('\u{1b}')
+        );
+        assert!(
+            !run(&[("CLICOLOR_FORCE", "1")], &["--color", "never"])
+                .stdout
+                .contains('\u{1b}')
+        );
+        assert!(
+            !run(&[("CLICOLOR_FORCE", "1")], &["-o", "json"])
+                .stdout
+                .contains("\\u001b")
+        );
+        assert!(
+            !run(&[], &["--color", "always", "-o", "json"])
+                .stdout
+                .contains('\u{1b}')
+        );
+        // At a terminal (`script` gives pxagent a pseudo-terminal): colour, unless TERM=dumb
+        // or NO_COLOR.
+        let at_terminal = |term: &str, no_color: bool| {
+            let mut c = std::process::Command::new("script");
+            isolate(&mut c, home.path()).env("TERM", term);
+            if no_color {
+                c.env("NO_COLOR", "1");
+            }
+            let cmd = format!("{} audit show </dev/null", bin().display());
+            let out = c.args(["-qefc", &cmd, "/dev/null"]).output().unwrap();
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        };
+        assert!(at_terminal("xterm", false).contains(red));
+        assert!(!at_terminal("dumb", false).contains('\u{1b}'));
+        assert!(!at_terminal("xterm", true).contains('\u{1b}'));
+    }
+
+    #[test]
+    fn a_refusal_at_a_terminal_names_the_confirm_flag() {
+        let home = Home::new();
+        let cmd = format!(
+            "{} -H zen-agent@127.0.0.1:1 vm destroy 100 </dev/null",
+            bin().display()
+        );
+        let mut c = std::process::Command::new("script");
+        isolate(&mut c, home.path()).env("TERM", "dumb");
+        let out = c.args(["-qefc", &cmd, "/dev/null"]).output().unwrap();
+        let screen = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(4), "{screen}");
+        assert!(screen.contains("Reply `yes destroy 100`"), "{screen}");
+        assert!(
+            screen.contains("run the same command again with --confirm 'yes destroy 100'"),
+            "{screen}"
+        );
+        // Without a terminal (an agent), the reference text alone.
+        let r = px()
+            .args(["-H", "zen-agent@127.0.0.1:1", "vm", "destroy", "100"])
+            .run();
+        assert_eq!(r.code, 4);
+        assert!(!r.stderr.contains("--confirm"), "{}", r.stderr);
+    }
+}
+
+mod live {
+    use crate::support::{Home, assert_not_sent, lock, sim, sudo_log_len};
+
+    /// No 9+-digit number — a raw byte count or epoch — in a human view (issue 13's done-when).
+    fn no_raw_numbers(what: &str, text: &str) {
+        // A number standing alone (a hash such as a config's digest has digit runs inside it).
+        let re = regex::Regex::new(r"\b[0-9]{9,}\b").unwrap();
+        let raw: Vec<&str> = text
+            .lines()
+            .filter(|l| re.is_match(l) && !l.contains("UPID:"))
+            .collect();
+        assert!(raw.is_empty(), "{what}: raw numbers in {raw:?}\n{text}");
+    }
+
+    #[test]
+    fn status_views_are_humane() {
+        let _g = lock();
+        let home = Home::new();
+        let r = home.on_bed(&["vm", "status", "100"]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        assert!(r.stdout.starts_with("name "), "{}", r.stdout);
+        assert!(
+            r.stdout.contains("GiB") || r.stdout.contains("MiB"),
+            "{}",
+            r.stdout
+        );
+        no_raw_numbers("vm status", &r.stdout);
+        let j = home.on_bed(&["vm", "status", "100", "-o", "json"]).data();
+        assert!(
+            j["maxmem"].as_u64().unwrap() > 100_000_000,
+            "JSON keeps the raw value: {j}"
+        );
+        for args in [
+            &["ct", "status", "200"][..],
+            &["node", "status", "pve1"],
+            &["node", "list"],
+            &["vm", "list"],
+            &["vm", "config", "100"],
+            &["storage", "list"],
+            &["task", "list"],
+            &["status"],
+        ] {
+            let r = home.on_bed(args);
+            assert_eq!(r.code, 0, "{args:?}: {}", r.stderr);
+            no_raw_numbers(&args.join(" "), &r.stdout);
+        }
+        let tasks = home.on_bed(&["task", "list", "-o", "json"]).data();
+        if let Some(upid) = tasks[0]["upid"].as_str() {
+            let r = home.on_bed(&["task", "status", upid]);
+            assert!(r.stdout.starts_with("status "), "{}", r.stdout);
+            no_raw_numbers("task status", &r.stdout);
+        }
+    }
+
+    #[test]
+    fn version_shows_both_sides() {
+        let _g = lock();
+        let r = Home::new().on_bed(&["version"]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        let lines: Vec<&str> = r.stdout.lines().collect();
+        assert!(lines[0].starts_with("Client: pxagent "), "{}", r.stdout);
+        assert!(lines[1].starts_with("Server: Proxmox VE "), "{}", r.stdout);
+        let d = Home::new().on_bed(&["version", "-o", "json"]).data();
+        assert!(
+            d["server"]["version"].is_string() && d["client"]["version"].is_string(),
+            "{d}"
+        );
+    }
+
+    #[test]
+    fn a_description_people_type_round_trips() {
+        let _g = lock();
+        let home = Home::new();
+        let d = "it's the \"good\" one, finally! (v2; 50% done?)";
+        let r = home.on_bed(&["vm", "snapshot", "100", "uxdesc", "--description", d]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        let list = home
+            .on_bed(&["vm", "snapshots", "100", "-o", "json"])
+            .data();
+        let snap = list
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == "uxdesc")
+            .cloned();
+        assert_eq!(snap.unwrap()["description"], d);
+        assert!(home.on_bed(&["vm", "snapshots", "100"]).stdout.contains(d));
+        // The audit trail names the target.
+        let a = home
+            .px()
+            .args(["audit", "show", "--op", "vm.snapshot"])
+            .run();
+        assert!(a.stdout.contains("100 snapshot uxdesc"), "{}", a.stdout);
+        let r = home.on_bed(&[
+            "vm",
+            "delsnapshot",
+            "100",
+            "uxdesc",
+            "--confirm",
+            "yes delsnapshot 100 uxdesc",
+        ]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        // Refused before sending: a description with `$`.
+        let before = sudo_log_len();
+        assert_eq!(
+            home.on_bed(&[
+                "vm",
+                "snapshot",
+                "100",
+                "uxbad",
+                "--description",
+                "costs $5"
+            ])
+            .code,
+            2
+        );
+        assert_not_sent(before, &["uxbad"]);
+    }
+
+    #[test]
+    fn audit_show_op_names_the_targets() {
+        let _g = lock();
+        let home = Home::new();
+        for id in ["100", "101"] {
+            let _ = home.on_bed(&["vm", "start", id]);
+        }
+        let r = home.px().args(["audit", "show", "--op", "vm.start"]).run();
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        let rows: Vec<&str> = r.stdout.lines().skip(1).collect();
+        assert_eq!(rows.len(), 2, "{}", r.stdout);
+        assert!(
+            rows[0].contains("vm.start  100 ") && rows[1].contains("vm.start  101 "),
+            "{}",
+            r.stdout
+        );
+        let only = home
+            .px()
+            .args(["audit", "show", "--vmid", "101", "-o", "json"])
+            .run()
+            .json();
+        assert_eq!(only["data"].as_array().unwrap().len(), 1, "{only}");
+    }
+
+    #[test]
+    fn host_data_cannot_drive_the_terminal() {
+        let _g = lock();
+        let home = Home::new();
+        // A snapshot made on the host itself, with a terminal sequence in its description.
+        let evil = "evil\u{1b}]0;pwned\u{7}\u{1b}[2J\u{202e}";
+        sim(&[
+            "pvesh",
+            "create",
+            "/nodes/pve1/qemu/100/snapshot",
+            "--snapname",
+            "uxevil",
+            "--description",
+            evil,
+            "--output-format",
+            "json",
+        ]);
+        let r = home.on_bed(&["vm", "snapshots", "100"]);
+        sim(&[
+            "pvesh",
+            "delete",
+            "/nodes/pve1/qemu/100/snapshot/uxevil",
+            "--output-format",
+            "json",
+        ]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        assert!(
+            !r.stdout.contains('\u{1b}') && !r.stdout.contains('\u{202e}'),
+            "{:?}",
+            r.stdout
+        );
+        assert!(
+            r.stdout.contains("evil\\u{1b}]0;pwned\\u{7}"),
+            "{}",
+            r.stdout
+        );
+        let j = home.on_bed(&["vm", "snapshots", "100", "-o", "json"]);
+        assert_eq!(j.code, 0);
+        // An error text from the host, with the same sequence.
+        crate::support::fault(&format!(
+            r#"{{"match":"qemu/101/status/current","action":"fail","message":"{}"}}"#,
+            "boom\\u001b]0;pwned\\u0007"
+        ));
+        let r = home.on_bed(&["vm", "status", "101"]);
+        crate::support::clear_faults();
+        assert_ne!(r.code, 0);
+        assert!(!r.stderr.contains('\u{1b}'), "{:?}", r.stderr);
+        assert!(r.stderr.contains("boom\\u{1b}]0;pwned"), "{}", r.stderr);
+    }
+
+    #[test]
+    fn guest_output_is_escaped_at_a_terminal_and_raw_into_a_pipe() {
+        let _g = lock();
+        let home = Home::new();
+        if crate::support::status_of(100) != "running" {
+            assert_eq!(home.on_bed(&["vm", "start", "100"]).code, 0);
+        }
+        let script = r"printf 'a\033]0;pwned\007b\n'";
+        // Into a pipe: the user's bytes, as the guest wrote them; JSON: raw in the document.
+        let piped = home.on_bed(&["vm", "exec", "100", "--", "sh", "-c", script]);
+        assert_eq!(piped.code, 0, "{}", piped.stderr);
+        assert_eq!(piped.stdout, "a\u{1b}]0;pwned\u{7}b\n");
+        let j = home
+            .on_bed(&["-o", "json", "vm", "exec", "100", "--", "sh", "-c", script])
+            .data();
+        assert_eq!(j["stdout"], "a\u{1b}]0;pwned\u{7}b\n");
+        // At a terminal: escaped.
+        let mut c = std::process::Command::new("script");
+        crate::support::bed_env(crate::support::isolate(&mut c, home.path()).env("TERM", "dumb"));
+        let cmd = format!(
+            "{} vm exec 100 -- sh -c {} </dev/null",
+            crate::support::bin().display(),
+            pxagent::invocation::quote_word(script)
+        );
+        let out = c.args(["-qefc", &cmd, "/dev/null"]).output().unwrap();
+        let screen = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(0), "{screen}");
+        assert!(!screen.contains('\u{1b}'), "{screen:?}");
+        assert!(screen.contains("a\\u{1b}]0;pwned\\u{7}b"), "{screen:?}");
+    }
+}
