@@ -86,6 +86,18 @@ impl Invocation {
                 _ => {}
             }
         }
+        if !op.has_one_of(&values) {
+            let flags: Vec<String> = op
+                .needs_one_of
+                .iter()
+                .map(|n| format!("--{}", n.replace('_', "-")))
+                .collect();
+            return Err(Error::usage(format!(
+                "`{}` needs at least one of {}",
+                op.cli.join(" "),
+                flags.join(", ")
+            )));
+        }
         let mut inv = Invocation {
             op,
             values,

@@ -28,6 +28,7 @@ pub mod invocation;
 pub mod limits;
 pub mod logging;
 pub mod mcp;
+pub mod observe;
 pub mod output;
 pub mod policy;
 pub mod remote;

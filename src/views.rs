@@ -350,6 +350,8 @@ pub fn normalize(view: View, data: &Value, keep_type: Option<&str>) -> Result<Va
             let list: Vec<LogLine> = parse(data, "task log")?;
             value(&list)
         }
+        View::Interfaces => crate::observe::interfaces(data)?,
+        View::Rrd => crate::observe::rrd(data)?,
         View::Number => {
             let n = data
                 .as_u64()
@@ -564,6 +566,8 @@ pub fn human(view: View, data: &Value) -> String {
         View::TaskStatus => status::layout(status::Layout::Task, data),
         View::Config => status::config(data),
         View::Tasks => status::tasks(data),
+        View::Interfaces => crate::observe::interfaces_human(data),
+        View::Rrd => crate::observe::rrd_human(data),
         View::Object | View::Task | View::Done => status::fields(data, status::Context::Runtime),
         View::Number => data.to_string(),
     }

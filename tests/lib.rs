@@ -5,8 +5,9 @@
 //!
 //! Filter by topic: `cargo test --test integration cli::` (and `approve::`, `sudoers_lint::`,
 //! and `setup::`, which needs only this machine's sshd binary) runs what needs no host. The live
-//! topics (`live`, `actions`, `audit`, `exec`, `mcp`, `policy`, `pve`, `robust`, `scripting`,
-//! `sudo_rules`, `sudo_fences`, `ct_restore`, `ssh_transport`, `gate`, `jump`, `ux`) need root
+//! topics (`live`, `actions`, `audit`, `exec`, `mcp`, `newops`, `policy`, `pve`, `robust`,
+//! `scripting`, `sudo_rules`, `sudo_fences`, `ct_restore`, `ssh_transport`, `gate`, `jump`, `ux`)
+//! need root
 //! and the beds that `scripts/test.sh` brings up; without them they fail with what to run.
 
 mod support;
@@ -21,6 +22,7 @@ mod gate;
 mod jump;
 mod live;
 mod mcp;
+mod newops;
 mod policy;
 mod pve;
 mod robust;

@@ -61,7 +61,7 @@ fn sandbox_failure(e: impl std::fmt::Display) -> Failure {
 /// (even `agent: 0` passes, the check is `defined`), the VM must run here, and the agent must
 /// answer `guest-ping` — it does not when disabled (no device), when the VM is paused, or when
 /// the guest runs none ([`State::qga_down`]).
-fn available<'a>(st: &'a State, node: &str, vmid: u32) -> Result<&'a Guest, Failure> {
+pub(crate) fn available<'a>(st: &'a State, node: &str, vmid: u32) -> Result<&'a Guest, Failure> {
     let g = ops::load(st, node, Kind::Qemu, vmid)?;
     if !g.config.contains_key("agent") {
         return Err(Failure::die("No QEMU guest agent configured"));

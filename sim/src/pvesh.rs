@@ -12,14 +12,16 @@
 //! `pvesh delete /nodes/{node}/tasks/{upid}` stops a running task ([`crate::running::stop`]).
 //!
 //! The guest-agent endpoints (`…/qemu/{vmid}/agent/exec|exec-status|file-write|file-read`) are
-//! in [`crate::guest`]; their commands really run in [`crate::sandbox`].
+//! in [`crate::guest`]; their commands really run in [`crate::sandbox`]. Setting options and
+//! resizing are in [`crate::settings`], migrating in [`crate::migrate`]; the observation reads (agent
+//! interfaces, RRD history, cluster tasks, HA status, node network) in [`crate::observe`].
 
 use serde_json::Value;
 
 use crate::args::{self, Param, Parsed, Ty, p};
 use crate::ops::{self, Power, TaskRun};
 use crate::state::{Kind, State};
-use crate::{Ctx, Failure, Output, api, guest, provision, storage_ops};
+use crate::{Ctx, Failure, Output, api, guest, migrate, observe, provision, settings, storage_ops};
 
 const OUTPUT_OPTS: [Param; 5] = [
     p(
@@ -73,6 +75,16 @@ enum Route {
     AgentExecStatus(String, String),
     AgentFileWrite(String, String),
     AgentFileRead(String, String),
+    ConfigSet(String, Kind, String),
+    Resize(String, Kind, String),
+    Migrate(String, Kind, String),
+    AgentInterfaces(String, String),
+    GuestRrd(String, Kind, String),
+    NodeRrd(String),
+    NodeNetwork(String),
+    ClusterTasks,
+    HaStatus,
+    ContentDelete(String, String, String),
 }
 
 fn kind_of(s: &str) -> Option<Kind> {
@@ -102,6 +114,22 @@ fn route(verb: &str, segs: &[&str]) -> Option<Route> {
         ("get", ["nodes", _, "qemu", _, "agent", "exec-status"]) => R::AgentExecStatus(s(1), s(3)),
         ("create", ["nodes", _, "qemu", _, "agent", "file-write"]) => R::AgentFileWrite(s(1), s(3)),
         ("get", ["nodes", _, "qemu", _, "agent", "file-read"]) => R::AgentFileRead(s(1), s(3)),
+        ("set", ["nodes", _, k, _, "config"]) => R::ConfigSet(s(1), kind_of(k)?, s(3)),
+        ("set", ["nodes", _, k, _, "resize"]) => R::Resize(s(1), kind_of(k)?, s(3)),
+        ("create", ["nodes", _, k, _, "migrate"]) => R::Migrate(s(1), kind_of(k)?, s(3)),
+        ("get", ["nodes", _, "qemu", _, "agent", "network-get-interfaces"]) => {
+            R::AgentInterfaces(s(1), s(3))
+        }
+        ("get", ["nodes", _, k, _, "rrddata"]) => R::GuestRrd(s(1), kind_of(k)?, s(3)),
+        ("get", ["nodes", _, "rrddata"]) => R::NodeRrd(s(1)),
+        ("get", ["nodes", _, "network"]) => R::NodeNetwork(s(1)),
+        ("get", ["cluster", "tasks"]) => R::ClusterTasks,
+        ("get", ["cluster", "ha", "status", "current"]) => R::HaStatus,
+        // The volume may hold a '/' (`fragmentDelimiter => ''` on the content subclass,
+        // pve-storage API2/Storage/Status.pm [SRC]): the rest of the path is the volume.
+        ("delete", ["nodes", _, "storage", _, "content", rest @ ..]) if !rest.is_empty() => {
+            R::ContentDelete(s(1), s(3), rest.join("/"))
+        }
         ("get", ["nodes"]) => R::Nodes,
         ("get", ["nodes", _, "version"]) => R::NodeVersion(s(1)),
         ("get", ["nodes", _, "status"]) => R::NodeStatus(s(1)),
@@ -359,6 +387,95 @@ fn schema(r: &Route) -> Vec<Param> {
             p("offset", Ty::Int(Some(0), None)),
         ],
         R::SnapDelete(..) => vec![p("force", Ty::Bool)],
+        R::ConfigSet(_, kind, _) => {
+            let mut v = vec![
+                p("cores", Ty::Int(Some(1), Some(8192))),
+                p("description", Ty::MaxLen(8192)),
+                p("tags", Ty::Str),
+                p("onboot", Ty::Bool),
+                p("digest", Ty::MaxLen(40)),
+                p("delete", Ty::Str),
+                p("revert", Ty::Str),
+            ];
+            match kind {
+                Kind::Qemu => v.extend([
+                    p("memory", Ty::Str),
+                    p("balloon", Ty::Int(Some(0), None)),
+                    p("name", Ty::Str),
+                    p("skiplock", Ty::Bool),
+                ]),
+                Kind::Lxc => v.extend([
+                    p("memory", Ty::Int(Some(16), None)),
+                    p("swap", Ty::Int(Some(0), None)),
+                    p("hostname", Ty::MaxLen(255)),
+                ]),
+            }
+            v
+        }
+        R::Resize(..) => vec![
+            p("disk", Ty::Str),
+            p("size", Ty::Str),
+            p("digest", Ty::MaxLen(40)),
+            p("skiplock", Ty::Bool),
+        ],
+        R::Migrate(_, kind, _) => {
+            let mut v = vec![
+                p("target", Ty::Str),
+                p("online", Ty::Bool),
+                p("bwlimit", Ty::Int(Some(0), None)),
+            ];
+            match kind {
+                Kind::Qemu => v.extend([
+                    p("force", Ty::Bool),
+                    p("migration_type", Ty::Enum(&["secure", "insecure"])),
+                    p("migration_network", Ty::Str),
+                    p("with-local-disks", Ty::Bool),
+                    p("targetstorage", Ty::Str),
+                    p("with-conntrack-state", Ty::Bool),
+                ]),
+                Kind::Lxc => v.extend([
+                    p("restart", Ty::Bool),
+                    p("timeout", Ty::Int(None, None)),
+                    p("target-storage", Ty::Str),
+                ]),
+            }
+            v
+        }
+        // qemu-server / pve-container `rrddata`: five frames; the node's also `decade`.
+        R::GuestRrd(..) => vec![
+            p(
+                "timeframe",
+                Ty::Enum(&["hour", "day", "week", "month", "year"]),
+            ),
+            p("cf", Ty::Enum(&["AVERAGE", "MAX"])),
+        ],
+        R::NodeRrd(_) => vec![
+            p(
+                "timeframe",
+                Ty::Enum(&["hour", "day", "week", "month", "year", "decade"]),
+            ),
+            p("cf", Ty::Enum(&["AVERAGE", "MAX"])),
+        ],
+        R::NodeNetwork(_) => vec![p(
+            "type",
+            Ty::Enum(&[
+                "bridge",
+                "bond",
+                "eth",
+                "alias",
+                "vlan",
+                "fabric",
+                "OVSBridge",
+                "OVSBond",
+                "OVSPort",
+                "OVSIntPort",
+                "vnet",
+                "any_bridge",
+                "any_local_bridge",
+                "include_sdn",
+            ]),
+        )],
+        R::ContentDelete(..) => vec![p("delay", Ty::Int(Some(1), Some(30)))],
         R::Destroy(_, kind, _) => {
             let mut v = vec![
                 p("purge", Ty::Bool),
@@ -406,7 +523,15 @@ fn route_node(r: &Route) -> Option<&str> {
         | R::AgentExec(n, _)
         | R::AgentExecStatus(n, _)
         | R::AgentFileWrite(n, _)
-        | R::AgentFileRead(n, _) => Some(n),
+        | R::AgentFileRead(n, _)
+        | R::ConfigSet(n, ..)
+        | R::Resize(n, ..)
+        | R::Migrate(n, ..)
+        | R::AgentInterfaces(n, _)
+        | R::GuestRrd(n, ..)
+        | R::NodeRrd(n)
+        | R::NodeNetwork(n)
+        | R::ContentDelete(n, ..) => Some(n),
         _ => None,
     }
 }
@@ -418,7 +543,8 @@ fn route_storage(r: &Route) -> Option<&str> {
         | R::PruneList(_, s)
         | R::PruneDelete(_, s)
         | R::DownloadUrl(_, s)
-        | R::StorageDelete(s) => Some(s),
+        | R::StorageDelete(s)
+        | R::ContentDelete(_, s, _) => Some(s),
         _ => None,
     }
 }
@@ -438,6 +564,9 @@ fn required(r: &Route) -> &'static [&'static str] {
         R::AgentExecStatus(..) => &["pid"],
         R::AgentFileWrite(..) => &["file", "content"],
         R::AgentFileRead(..) => &["file"],
+        R::Resize(..) => &["disk", "size"],
+        R::Migrate(..) => &["target"],
+        R::GuestRrd(..) | R::NodeRrd(_) => &["timeframe"],
         _ => &[],
     }
 }
@@ -457,7 +586,12 @@ fn route_vmid(r: &Route) -> Option<&str> {
         | R::AgentExec(_, v)
         | R::AgentExecStatus(_, v)
         | R::AgentFileWrite(_, v)
-        | R::AgentFileRead(_, v) => Some(v),
+        | R::AgentFileRead(_, v)
+        | R::ConfigSet(_, _, v)
+        | R::Resize(_, _, v)
+        | R::Migrate(_, _, v)
+        | R::AgentInterfaces(_, v)
+        | R::GuestRrd(_, _, v) => Some(v),
         _ => None,
     }
 }
@@ -559,6 +693,35 @@ pub fn run(st: &mut State, ctx: &Ctx, argv: &[String]) -> Output {
             ));
         }
     }
+    if let Route::Resize(_, kind, _) = &route {
+        let names = match kind {
+            Kind::Qemu => settings::vm_disk_names(),
+            Kind::Lxc => settings::ct_disk_names(),
+        };
+        if let Some(d) = parsed.get("disk").filter(|d| !names.iter().any(|n| n == d)) {
+            path_errors.push((
+                "disk".into(),
+                format!(
+                    "value '{d}' does not have a value in the enumeration '{}'",
+                    names.join(", ")
+                ),
+            ));
+        }
+        if parsed.get("size").is_some_and(|sz| !settings::size_ok(sz)) {
+            path_errors.push((
+                "size".into(),
+                "value does not match the regex pattern".into(),
+            ));
+        }
+    }
+    if let Route::Migrate(..) = route
+        && let Some(t) = parsed.get("target").filter(|t| !node_name_ok(t))
+    {
+        path_errors.push((
+            "target".into(),
+            format!("invalid format - value does not look like a valid node name ({t})"),
+        ));
+    }
     if !path_errors.is_empty() {
         return args::param_error(&path_errors, &usage(verb));
     }
@@ -590,6 +753,24 @@ pub fn run(st: &mut State, ctx: &Ctx, argv: &[String]) -> Output {
         },
         // A `null` result prints nothing, in every format (FORMATS §1.6).
         Ok(Reply::Nothing) => Output::default(),
+        // What the handler printed, then its `null`. Proxied, the remote output is no JSON
+        // document, so pvesh hands it back as a string, its lines run together like a task's
+        // log (see [`task_output`]) [INFER].
+        Ok(Reply::Printed(text, warnings)) => Output {
+            stdout: if proxied && !text.is_empty() {
+                render(&Value::String(text.lines().collect()), &format)
+            } else {
+                text
+            },
+            stderr: warnings.iter().map(|w| format!("{w}\n")).collect(),
+            code: 0,
+        },
+        Ok(Reply::TaskWarn(t, warnings)) => {
+            let mut o = task_output(&t, &format, proxied);
+            let w: String = warnings.iter().map(|w| format!("{w}\n")).collect();
+            o.stderr.insert_str(0, &w);
+            o
+        }
         Ok(Reply::Task(t)) => task_output(&t, &format, proxied),
         Err(mut f) => {
             // A parameter exception from the handler gets pvesh's usage like a schema error
@@ -617,7 +798,11 @@ enum Reply {
     /// Data plus `warn` lines on stderr.
     DataWarn(Value, Vec<String>),
     Task(TaskRun),
+    /// A task, after `warn` lines of the checks before it.
+    TaskWarn(TaskRun, Vec<String>),
     Nothing,
+    /// A `null` result after lines the handler printed (`update VM …`), with warnings.
+    Printed(String, Vec<String>),
 }
 
 fn execute(
@@ -851,6 +1036,64 @@ fn execute(
                 o.get("encode") != Some("0"),
             )?;
             Ok(Reply::Nothing)
+        }
+        R::ConfigSet(n, k, _) => settings::config_set(st, ctx, n, *k, vmid, o)
+            .map(|text| Reply::Printed(text, Vec::new())),
+        R::Resize(n, k, _) => settings::resize(
+            st,
+            ctx,
+            n,
+            *k,
+            vmid,
+            o.get("disk").unwrap_or_default(),
+            o.get("size").unwrap_or_default(),
+        )
+        .map(Reply::Task),
+        R::Migrate(n, k, _) => migrate::migrate(
+            st,
+            ctx,
+            &migrate::Migrate {
+                node: n,
+                kind: *k,
+                vmid,
+                target: o.get("target").unwrap_or_default(),
+                online: o.flag("online"),
+                with_local_disks: o.flag("with-local-disks"),
+                restart: o.flag("restart"),
+            },
+        )
+        .map(|s| Reply::TaskWarn(s.task, s.warnings)),
+        R::AgentInterfaces(n, _) => data(observe::agent_interfaces(st, n, vmid, now)?),
+        R::GuestRrd(n, k, _) => {
+            let g = ops::load(st, n, *k, vmid)?;
+            data(observe::guest_rrd(
+                g,
+                now,
+                o.get("timeframe").unwrap_or("hour"),
+            ))
+        }
+        R::NodeRrd(n) => {
+            let node = st
+                .node(n)
+                .cloned()
+                .ok_or_else(|| Failure::die("no such node"))?;
+            data(observe::node_rrd(
+                &node,
+                now,
+                o.get("timeframe").unwrap_or("hour"),
+            ))
+        }
+        R::NodeNetwork(n) => {
+            let node = st
+                .node(n)
+                .cloned()
+                .ok_or_else(|| Failure::die("no such node"))?;
+            data(observe::node_network(&node))
+        }
+        R::ClusterTasks => data(observe::cluster_tasks(st)),
+        R::HaStatus => data(observe::ha_status(st, ctx)),
+        R::ContentDelete(n, sid, volume) => {
+            storage_ops::free_on(st, ctx, n, volume, Some(sid)).map(Reply::Task)
         }
         R::AgentFileRead(n, _) => {
             let (v, warnings) = guest::file_read(

@@ -312,6 +312,19 @@ pub fn free(
     volume: &str,
     storage: Option<&str>,
 ) -> Result<TaskRun, Failure> {
+    let local = st.local_node.clone();
+    free_on(st, ctx, &local, volume, storage)
+}
+
+/// [`free`] on `node`: `DELETE /nodes/{node}/storage/{storage}/content/{volume}` (pvesh
+/// reaches the node; `pvesm free` is the local node's).
+pub fn free_on(
+    st: &mut State,
+    ctx: &Ctx,
+    node: &str,
+    volume: &str,
+    storage: Option<&str>,
+) -> Result<TaskRun, Failure> {
     let volid = if volume.contains(':') {
         let sid = volume.split(':').next().unwrap_or_default();
         if let Some(s) = storage.filter(|s| *s != sid) {
@@ -334,7 +347,7 @@ pub fn free(
     let Some(scfg) = st.storage(sid).cloned() else {
         return Err(Failure::die(format!("storage '{sid}' does not exist")));
     };
-    let local = st.local_node.clone();
+    let local = node.to_string();
     let file = st
         .volumes
         .iter()

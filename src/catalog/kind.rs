@@ -44,6 +44,12 @@ const FREE_WORD: &str = concat!(
 const CHECKSUM_ALGOS: &str = "(md5|sha1|sha224|sha256|sha384|sha512)";
 /// A hex digest.
 const CHECKSUM_HEX: &str = "[0-9a-fA-F]{32,128}";
+/// The file name of an ISO volume.
+const ISO_FILE: &str = "[A-Za-z0-9][A-Za-z0-9_.-]{0,250}[.]iso";
+/// The file name of a container template volume.
+const TEMPLATE_FILE: &str = "[A-Za-z0-9][A-Za-z0-9_.-]{0,250}[.]tar[.](gz|xz|zst)";
+/// One PVE tag (`$PVE_TAG_RE`, pve-common JSONSchema.pm), lower case, at most 64 characters.
+const TAG: &str = "[a-z0-9_][a-z0-9_+.-]{0,63}";
 
 /// The kind of a parameter value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -104,6 +110,19 @@ pub enum Kind {
     GuestData,
     /// A process id inside a guest (as the guest agent reports it).
     Pid,
+    /// Memory in MiB that may also be 0 (off): a VM's balloon target, a container's swap.
+    MebibytesOrOff,
+    /// PVE tags (`pve-tag`, lower case here) joined by `;`: `web;prod`, at most 16.
+    Tags,
+    /// A VM disk that can be resized: `scsi0`…`scsi30`, `virtio0`…`virtio15`, `sata0`…`sata5`,
+    /// `ide0`…`ide3` (qemu-server `valid_drive_names` minus EFI, TPM and unused slots).
+    VmDisk,
+    /// A container volume: `rootfs`, `mp0`…`mp255` (pve-container `valid_volume_keys`).
+    CtDisk,
+    /// How much to add to a disk: `+` then a whole number and a unit `K`, `M`, `G` or `T`.
+    /// Proxmox takes a size without `+` as the new absolute size and cannot shrink a disk;
+    /// pxagent only ever grows one (issue 13).
+    GrowSize,
 }
 
 /// Most words a guest command may have.
@@ -148,6 +167,11 @@ impl Kind {
         match (self, idx) {
             (Kind::Checksum, 0) => CHECKSUM_ALGOS.into(),
             (Kind::Checksum, 1) => CHECKSUM_HEX.into(),
+            // `STORAGE:iso/NAME.iso`: the storage (for the `/storage/{id}` path segment), then
+            // the volume name.
+            (Kind::IsoVolume | Kind::TemplateVolume, 0) => Kind::StorageId.regex(),
+            (Kind::IsoVolume, 1) => format!("iso/{ISO_FILE}"),
+            (Kind::TemplateVolume, 1) => format!("vztmpl/{TEMPLATE_FILE}"),
             _ => panic!("{self:?} has no part {idx}"),
         }
     }
@@ -177,10 +201,8 @@ impl Kind {
             Kind::Count => "[1-9][0-9]{0,4}".into(),
             Kind::Flag => "1".into(),
             Kind::Archive => archive_regex("(qemu|lxc)", "[1-9][0-9]{2,8}"),
-            Kind::IsoVolume => "[a-z][a-z0-9_.-]{0,62}[a-z0-9]:iso/[A-Za-z0-9][A-Za-z0-9_.-]{0,250}[.]iso".into(),
-            Kind::TemplateVolume => {
-                "[a-z][a-z0-9_.-]{0,62}[a-z0-9]:vztmpl/[A-Za-z0-9][A-Za-z0-9_.-]{0,250}[.]tar[.](gz|xz|zst)".into()
-            }
+            Kind::IsoVolume => format!("{}:iso/{ISO_FILE}", Kind::StorageId.regex()),
+            Kind::TemplateVolume => format!("{}:vztmpl/{TEMPLATE_FILE}", Kind::StorageId.regex()),
             Kind::TemplateName => "[A-Za-z0-9][A-Za-z0-9_.-]{0,250}[.]tar[.](gz|xz|zst)".into(),
             Kind::FileName => "[A-Za-z0-9][A-Za-z0-9_.-]{0,250}".into(),
             Kind::Url => "https?://[A-Za-z0-9.-]{1,253}(:[0-9]{1,5})?(/[A-Za-z0-9._~%+-]{0,255}){0,32}".into(),
@@ -197,6 +219,15 @@ impl Kind {
             Kind::GuestArgv | Kind::GuestData => ".*".into(),
             Kind::GuestPath => "/.*".into(),
             Kind::Pid => "[1-9][0-9]{0,9}".into(),
+            Kind::MebibytesOrOff => "(0|[1-9][0-9]{1,6})".into(),
+            Kind::Tags => format!("{TAG}(;{TAG}){{0,15}}"),
+            Kind::VmDisk => {
+                "(scsi([0-9]|[12][0-9]|30)|virtio([0-9]|1[0-5])|sata[0-5]|ide[0-3])".into()
+            }
+            Kind::CtDisk => {
+                "(rootfs|mp([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5]))".into()
+            }
+            Kind::GrowSize => "[+][1-9][0-9]{0,5}[KMGT]".into(),
             Kind::Choice(choices) => {
                 let mut wires: Vec<&str> = Vec::new();
                 for c in choices {
@@ -245,6 +276,11 @@ impl Kind {
             }
             Kind::GuestData => "data without NUL bytes, at most 64 KiB".into(),
             Kind::Pid => "a process id".into(),
+            Kind::MebibytesOrOff => "MiB (0 = off, or 16-4194304)".into(),
+            Kind::Tags => "tags joined by ';' (each: lower-case letters, digits, '_', '+', '.', '-'; at most 16)".into(),
+            Kind::VmDisk => "a VM disk: scsi0-30, virtio0-15, sata0-5 or ide0-3".into(),
+            Kind::CtDisk => "a container volume: rootfs or mp0-255".into(),
+            Kind::GrowSize => "the size to add: '+', a whole number and K, M, G or T, e.g. +1G (disks only grow)".into(),
         }
     }
 
@@ -281,6 +317,11 @@ impl Kind {
             Kind::GuestPath => "/tmp/pxagent-example.txt",
             Kind::GuestData => "aGVsbG8K",
             Kind::Pid => "4242",
+            Kind::MebibytesOrOff => "1024",
+            Kind::Tags => "web;prod",
+            Kind::VmDisk => "scsi0",
+            Kind::CtDisk => "rootfs",
+            Kind::GrowSize => "+1G",
         }
     }
 
@@ -338,6 +379,11 @@ impl Kind {
             }
             _ => {}
         }
+        if self == Kind::GrowSize && !raw.starts_with('+') {
+            return Err(bad(
+                "pxagent only grows disks: give the size to add with a leading '+', e.g. +1G (without '+' Proxmox takes it as the new total size, and it cannot shrink a disk)".into(),
+            ));
+        }
         let re = regex::Regex::new(&format!("^(?:{})$", self.regex()))
             .map_err(|e| Error::Internal(format!("kind regex for {what}: {e}")))?;
         if !re.is_match(raw) {
@@ -367,6 +413,11 @@ impl Kind {
                 return Err(bad(format!("expected {}", self.describe())));
             }
             Kind::Gibibytes if !(1..=65_536).contains(&raw.parse::<u64>().unwrap_or(0)) => {
+                return Err(bad(format!("expected {}", self.describe())));
+            }
+            Kind::MebibytesOrOff
+                if raw != "0" && !(16..=4_194_304).contains(&raw.parse::<u64>().unwrap_or(0)) =>
+            {
                 return Err(bad(format!("expected {}", self.describe())));
             }
             Kind::GuestName if raw.len() > 253 => {
@@ -494,7 +545,7 @@ fn floor_char_boundary(s: &str, at: usize) -> usize {
 pub(crate) mod tests {
     use super::*;
 
-    const ALL: [Kind; 21] = [
+    const ALL: [Kind; 26] = [
         Kind::Vmid,
         Kind::Node,
         Kind::SnapName,
@@ -516,6 +567,11 @@ pub(crate) mod tests {
         Kind::Cores,
         Kind::Gibibytes,
         Kind::Bridge,
+        Kind::MebibytesOrOff,
+        Kind::Tags,
+        Kind::VmDisk,
+        Kind::CtDisk,
+        Kind::GrowSize,
     ];
 
     #[test]
@@ -803,6 +859,72 @@ pub(crate) mod tests {
         );
         assert!(Kind::Pid.parse("pid", "0").is_err());
         assert!(Kind::Pid.parse("pid", "--1").is_err());
+    }
+
+    #[test]
+    fn settings_disks_and_sizes() {
+        for ok in ["0", "16", "4194304"] {
+            assert!(Kind::MebibytesOrOff.parse("balloon", ok).is_ok(), "{ok}");
+        }
+        for bad in ["8", "4194305", "-1", "01", ""] {
+            assert!(Kind::MebibytesOrOff.parse("balloon", bad).is_err(), "{bad}");
+        }
+        for ok in ["web", "web;prod", "a_b+c.d-e", "0"] {
+            assert!(Kind::Tags.parse("tags", ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "",
+            "Web",
+            "a,b",
+            "a b",
+            "a;",
+            ";a",
+            "-a",
+            "a;;b",
+            "a=b",
+            &"t;".repeat(17),
+        ] {
+            assert!(Kind::Tags.parse("tags", bad).is_err(), "{bad}");
+        }
+        for ok in ["scsi0", "scsi30", "virtio15", "sata5", "ide3"] {
+            assert!(Kind::VmDisk.parse("disk", ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "scsi31",
+            "virtio16",
+            "efidisk0",
+            "tpmstate0",
+            "unused0",
+            "ide4",
+            "scsi00",
+        ] {
+            assert!(Kind::VmDisk.parse("disk", bad).is_err(), "{bad}");
+        }
+        for ok in ["rootfs", "mp0", "mp99", "mp255"] {
+            assert!(Kind::CtDisk.parse("disk", ok).is_ok(), "{ok}");
+        }
+        for bad in ["mp256", "mp01", "unused0", "scsi0"] {
+            assert!(Kind::CtDisk.parse("disk", bad).is_err(), "{bad}");
+        }
+        for ok in ["+1G", "+512M", "+100K", "+2T", "+999999G"] {
+            assert!(Kind::GrowSize.parse("size", ok).is_ok(), "{ok}");
+        }
+        // A size without '+' would be an absolute size (and could mean shrinking): exit 2
+        // with the reason.
+        let e = Kind::GrowSize.parse("size", "1G").unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        assert!(e.to_string().contains("only grows"), "{e}");
+        for bad in ["+0G", "+1", "+1.5G", "+1g", "-1G", "+1G ", "++1G", "+1P"] {
+            assert!(Kind::GrowSize.parse("size", bad).is_err(), "{bad}");
+        }
+        // The two parts of a volume id rebuild it, and each part is a closed regex.
+        for (k, part1) in [(Kind::IsoVolume, "iso/"), (Kind::TemplateVolume, "vztmpl/")] {
+            assert_eq!(k.part_regex(0), Kind::StorageId.regex());
+            assert!(k.part_regex(1).starts_with(part1));
+            let whole =
+                regex::Regex::new(&format!("^{}:{}$", k.part_regex(0), k.part_regex(1))).unwrap();
+            assert!(whole.is_match(k.example()), "{k:?}");
+        }
     }
 
     #[test]

@@ -265,6 +265,11 @@ pub enum View {
     Snapshots,
     /// A task's log lines.
     Log,
+    /// The QEMU guest agent's `network-get-interfaces` (`{"result":[…]}`): interfaces with
+    /// their MAC and addresses.
+    Interfaces,
+    /// RRD metrics history (`…/rrddata`): one row per time step.
+    Rrd,
     /// An action: the task it ran and how it ended.
     Task,
     /// An action that runs no Proxmox task: its exit status is the result.
@@ -367,6 +372,9 @@ pub struct Op {
     pub view: View,
     /// Checks made on the host before the action is sent.
     pub prechecks: &'static [Precheck],
+    /// Options of which at least one must be given (`vm set` with nothing to set is a usage
+    /// error, exit 2). Empty for most ops.
+    pub needs_one_of: &'static [&'static str],
     /// A step of another op's flow (the file sync of `vm exec`), not a command of its own:
     /// a row so that sudoers, dry-run and the preflight know its command line, but neither
     /// the CLI nor the MCP server offers it.
@@ -475,6 +483,12 @@ impl Op {
                 Arg::Word(w) => placeholders(w).any(names_guest),
                 _ => false,
             })
+    }
+
+    /// Whether these values give one of the options in [`Op::needs_one_of`] (always, when it
+    /// is empty).
+    pub fn has_one_of(&self, values: &BTreeMap<&'static str, String>) -> bool {
+        self.needs_one_of.is_empty() || self.needs_one_of.iter().any(|n| values.contains_key(n))
     }
 
     /// Whether all of this op's selection conditions hold for these raw values.
@@ -738,20 +752,39 @@ pub fn example_values(op: &Op) -> BTreeMap<&'static str, String> {
             }
         }
     }
+    if let Some(p) = op.needs_one_of.first().and_then(|n| op.param(n)) {
+        v.insert(p.name, p.kind.example().to_string());
+    }
     v
 }
 
+/// Most optional parameters whose every combination [`samples`] builds; beyond them it
+/// builds none, each one alone, each all-but-one and all (every option present and absent,
+/// next to every other one, in the one order the template fixes), so a `vm set` with seven
+/// options has 16 samples instead of 128.
+const ALL_COMBINATIONS_UP_TO: usize = 4;
+
 /// Example values for every combination of an op's optional parameters (present or
-/// absent), with its selecting values set. The catalog tests and the real-sudo proof build
-/// their command lines from these.
+/// absent; see [`ALL_COMBINATIONS_UP_TO`] for ops with many), with its selecting values
+/// set. The catalog tests and the real-sudo proof build their command lines from these.
 pub fn samples(op: &Op) -> Vec<BTreeMap<&'static str, String>> {
     let optional: Vec<&Param> = op
         .params
         .iter()
         .filter(|p| matches!(p.how, How::Option | How::Flag))
         .collect();
+    let n = optional.len();
+    let masks: Vec<u32> = if n <= ALL_COMBINATIONS_UP_TO {
+        (0..(1u32 << n)).collect()
+    } else {
+        let all = (1u32 << n) - 1;
+        let mut m = vec![0, all];
+        m.extend((0..n).map(|i| 1 << i));
+        m.extend((0..n).map(|i| all & !(1 << i)));
+        m
+    };
     let mut out = Vec::new();
-    for mask in 0..(1u32 << optional.len()) {
+    for mask in masks {
         let mut v = BTreeMap::new();
         for p in op.params {
             let example = match (p.kind, op.area) {
@@ -786,7 +819,7 @@ pub fn samples(op: &Op) -> Vec<BTreeMap<&'static str, String>> {
                 }
             }
         }
-        if !op.selected(&v) {
+        if !op.selected(&v) || !op.has_one_of(&v) {
             continue;
         }
         out.push(v);

@@ -399,3 +399,17 @@ fn zz_dump_ops_debug() {
         std::fs::write(p, format!("{OPS:#?}")).unwrap();
     }
 }
+
+#[test]
+fn samples_of_many_options_cover_each_option_present_and_absent() {
+    let s = samples(&ops::VM_SET);
+    // none (refused: needs one), all, 7 alone, 7 all-but-one
+    assert_eq!(s.len(), 15);
+    for name in ops::VM_SET.needs_one_of {
+        assert!(s.iter().any(|v| v.contains_key(name)), "{name}");
+        assert!(s.iter().any(|v| !v.contains_key(name)), "{name}");
+    }
+    assert!(s.iter().all(|v| ops::VM_SET.has_one_of(v)));
+    // Ops with few options keep every combination.
+    assert_eq!(samples(&ops::VM_SHUTDOWN).len(), 2);
+}

@@ -457,6 +457,7 @@ by the keys in --approvers), counts host rate limits, logs each decision to sysl
                                      a User_Alias, ALL, or a group it is in (from this host's group database, and \
                                      --groups); rules for other accounts and groups are reported as information.")
                         .arg(Arg::new("file").required(true).value_name("FILE").help("A sudoers file, or - for stdin"))
+                        .arg(account_arg())
                         .arg(Arg::new("groups").long("groups").value_name("GROUPS")
                             .help("Count the account as a member of these groups too (comma-separated), e.g. when linting a file for another host")),
                 ),
@@ -628,27 +629,37 @@ fn setup_command() -> Command {
 const GROUPS: &[(&str, &str)] = &[
     (
         "cluster",
-        "Cluster-wide status, resources and the next free VMID",
+        "Cluster-wide status, resources, tasks and the next free VMID",
     ),
-    ("node", "Cluster nodes: list, status, Proxmox version"),
+    (
+        "node",
+        "Cluster nodes: list, status, Proxmox version, metrics, network",
+    ),
     (
         "vm",
-        "QEMU/KVM virtual machines: status, lifecycle, snapshots, commands inside",
+        "QEMU/KVM virtual machines: status, lifecycle, settings, snapshots, migration, commands inside",
     ),
     (
         "ct",
-        "LXC containers: status, lifecycle, snapshots, commands inside",
+        "LXC containers: status, lifecycle, settings, snapshots, migration, commands inside",
     ),
     ("storage", "Storages: usage, content, removal"),
-    ("task", "Proxmox tasks (UPIDs): status, log, list"),
+    (
+        "task",
+        "Proxmox tasks (UPIDs): status, log, list, wait, stop",
+    ),
     (
         "backup",
         "Backups (vzdump) of VMs and containers: create, list, restore, prune, remove",
     ),
-    ("iso", "ISO images on a storage: list, download"),
+    ("iso", "ISO images on a storage: list, download, remove"),
     (
         "template",
-        "Container templates: what Proxmox offers, download",
+        "Container templates: what Proxmox offers, download, remove",
+    ),
+    (
+        "ha",
+        "High availability: the HA manager's view of the cluster",
     ),
 ];
 

@@ -395,9 +395,9 @@ pub fn command(m: &ArgMatches, s: &Settings) -> Result<Cmd> {
             file: string(l, "file").unwrap_or_else(|| "-".into()),
             user: s
                 .connect
-                .user
-                .clone()
-                .unwrap_or_else(|| context::DEFAULT_USER.to_string()),
+                .named_user()
+                .unwrap_or(context::DEFAULT_USER)
+                .to_string(),
             groups: string(l, "groups")
                 .map(|g| {
                     g.split(',')

@@ -579,4 +579,5 @@ async fn reads_are_normalized_into_their_view() {
 }
 
 mod guests;
+mod newops;
 mod pve;

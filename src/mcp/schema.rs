@@ -221,6 +221,12 @@ pub(super) fn description(op: &Op, confirm: bool) -> String {
     if !optional.is_empty() {
         s.push_str(&format!(" Optional: {}.", optional.join(", ")));
     }
+    if !op.needs_one_of.is_empty() {
+        s.push_str(&format!(
+            " Give at least one of: {}.",
+            op.needs_one_of.join(", ")
+        ));
+    }
     let siblings = catalog::ops_at(op.cli);
     if siblings.len() > 1 {
         let when: Vec<String> = op

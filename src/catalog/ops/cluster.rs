@@ -1,5 +1,6 @@
-//! Cluster-wide reads: the Proxmox version, membership and quorum, the resource list and
-//! the next free VMID. All read-only, all `pvesh get`.
+//! Cluster-wide reads: the Proxmox version, membership and quorum, the resource list, the
+//! next free VMID, every node's recent tasks and the HA manager's status. All read-only, all
+//! `pvesh get`.
 
 use super::*;
 
@@ -56,6 +57,40 @@ pub static CLUSTER_NEXTID: Op = Op {
     params: &[],
     args: pvesh!("get", "/cluster/nextid"),
     view: View::Number,
+    ..ROW
+};
+
+/// `pxagent cluster tasks`: the running and recent tasks of every node (each node shares
+/// its running tasks and its last finished ones through the cluster file system).
+pub static CLUSTER_TASKS: Op = Op {
+    id: "cluster.tasks",
+    cli: &["cluster", "tasks"],
+    about: "List the running and recent tasks of every node",
+    risk: Risk::Read,
+    area: Area::Cluster,
+    params: &[],
+    args: pvesh!("get", "/cluster/tasks"),
+    view: View::Table(&[
+        ("upid", "UPID"),
+        ("node", "NODE"),
+        ("type", "TYPE"),
+        ("id", "ID"),
+        ("status", "STATUS"),
+        ("starttime", "STARTED"),
+    ]),
+    ..ROW
+};
+
+/// `pxagent ha status`
+pub static HA_STATUS: Op = Op {
+    id: "ha.status",
+    cli: &["ha", "status"],
+    about: "Show the HA manager's status: quorum, master, node agents and HA resources",
+    risk: Risk::Read,
+    area: Area::Cluster,
+    params: &[],
+    args: pvesh!("get", "/cluster/ha/status/current"),
+    view: View::Table(&[("type", "TYPE"), ("status", "STATUS")]),
     ..ROW
 };
 

@@ -1,5 +1,5 @@
-//! LXC containers: reads, lifecycle, snapshots and create. Commands run inside a container
-//! are in exec.rs.
+//! LXC containers: reads, lifecycle, snapshots and create, the safe settings, volume growth
+//! and migration. Commands run inside a container are in exec.rs.
 //!
 //! Lifecycle actions that leave the container in a known state say so in `settles`:
 //! HA-managed guests only *request* a state, so pxagent polls until it is reached. Those
@@ -64,6 +64,25 @@ pub static CT_SNAPSHOTS: Op = Op {
     params: &[CTID, GUEST_NODE],
     args: pvesh!("get", "/nodes/{node}/lxc/{vmid}/snapshot"),
     view: View::Snapshots,
+    ..ROW
+};
+
+/// `pxagent ct rrd VMID`
+pub static CT_RRD: Op = Op {
+    id: "ct.rrd",
+    cli: &["ct", "rrd"],
+    about: "Show a container's metrics history (CPU, memory, disk and network I/O)",
+    risk: Risk::Read,
+    area: Area::Ct,
+    params: &[CTID, TIMEFRAME, RRD_CF, GUEST_NODE],
+    args: pvesh!(
+        "get",
+        "/nodes/{node}/lxc/{vmid}/rrddata",
+        Arg::Word("--timeframe"),
+        Arg::Word("{timeframe}"),
+        Arg::Opt("cf", &["--cf", "{cf}"])
+    ),
+    view: View::Rrd,
     ..ROW
 };
 
@@ -230,6 +249,92 @@ pub static CT_DELSNAPSHOT: Op = Op {
     ..ROW
 };
 
+// --- settings, volumes, migration ---------------------------------------------------------
+
+/// `pxagent ct set VMID --cores N …`: only options that cannot reach the host — never
+/// `lxc.*` keys, mount points, devices, features, networks or `--delete` (see `vm.set` for
+/// how the options share one rule). `PUT …/config` is synchronous and returns null.
+pub static CT_SET: Op = Op {
+    id: "ct.set",
+    cli: &["ct", "set"],
+    about: "Change a container's safe settings: cores, memory, swap, hostname, description, tags, onboot",
+    risk: Risk::Change,
+    area: Area::Ct,
+    params: &[
+        CTID,
+        CT_SET_CORES,
+        CT_SET_MEMORY,
+        SWAP,
+        SET_HOSTNAME,
+        SET_DESCRIPTION,
+        TAGS,
+        ONBOOT,
+        GUEST_NODE,
+    ],
+    args: pvesh!(
+        "set",
+        "/nodes/{node}/lxc/{vmid}/config",
+        Arg::Opt("cores", &["--cores", "{cores}"]),
+        Arg::Opt("memory", &["--memory", "{memory}"]),
+        Arg::Opt("swap", &["--swap", "{swap}"]),
+        Arg::Opt("hostname", &["--hostname", "{hostname}"]),
+        Arg::Opt("description", &["--description", "{description}"]),
+        Arg::Opt("tags", &["--tags", "{tags}"]),
+        Arg::Opt("onboot", &["--onboot", "{onboot}"])
+    ),
+    view: View::Done,
+    needs_one_of: &[
+        "cores",
+        "memory",
+        "swap",
+        "hostname",
+        "description",
+        "tags",
+        "onboot",
+    ],
+    ..ROW
+};
+
+/// `pxagent ct resize VMID DISK +SIZE`: grow a container volume.
+pub static CT_RESIZE: Op = Op {
+    id: "ct.resize",
+    cli: &["ct", "resize"],
+    about: "Grow a container volume by a size (+1G); volumes never shrink",
+    risk: Risk::Change,
+    area: Area::Ct,
+    params: &[CTID, CT_DISK, GROW, GUEST_NODE],
+    args: pvesh!(
+        "set",
+        "/nodes/{node}/lxc/{vmid}/resize",
+        Arg::Word("--disk"),
+        Arg::Word("{disk}"),
+        Arg::Word("--size"),
+        Arg::Word("{size}")
+    ),
+    view: View::Task,
+    ..ROW
+};
+
+/// `pxagent ct migrate VMID NODE [--restart]`: a running container moves only by restart
+/// (LXC has no live migration).
+pub static CT_MIGRATE: Op = Op {
+    id: "ct.migrate",
+    cli: &["ct", "migrate"],
+    about: "Move a container to another cluster node (a running one needs --restart)",
+    risk: Risk::Change,
+    area: Area::Ct,
+    params: &[CTID, TARGET, RESTART, GUEST_NODE],
+    args: pvesh!(
+        "create",
+        "/nodes/{node}/lxc/{vmid}/migrate",
+        Arg::Word("--target"),
+        Arg::Word("{target}"),
+        Arg::Opt("restart", &["--restart", "1"])
+    ),
+    view: View::Task,
+    ..ROW
+};
+
 // --- creating -----------------------------------------------------------------------------
 
 /// `pxagent ct create --hostname NAME --template VOLUME`
@@ -290,4 +395,40 @@ const CT_TEMPLATE: Param = Param {
     kind: Kind::TemplateVolume,
     how: How::Required,
     help: "the OS template (see `pxagent storage content local --content vztmpl`)",
+};
+const CT_SET_CORES: Param = Param {
+    name: "cores",
+    kind: Kind::Cores,
+    how: How::Option,
+    help: "CPU cores the container may use",
+};
+const CT_SET_MEMORY: Param = Param {
+    name: "memory",
+    kind: Kind::Mebibytes,
+    how: How::Option,
+    help: "memory in MiB",
+};
+const SWAP: Param = Param {
+    name: "swap",
+    kind: Kind::MebibytesOrOff,
+    how: How::Option,
+    help: "swap in MiB (0: none)",
+};
+const SET_HOSTNAME: Param = Param {
+    name: "hostname",
+    kind: Kind::GuestName,
+    how: How::Option,
+    help: "the container's host name",
+};
+const CT_DISK: Param = Param {
+    name: "disk",
+    kind: Kind::CtDisk,
+    how: How::Positional,
+    help: "the volume to grow: rootfs or a mount point (see `pxagent ct config`)",
+};
+const RESTART: Param = Param {
+    name: "restart",
+    kind: Kind::Flag,
+    how: How::Flag,
+    help: "move a running container by shutting it down, moving it and starting it there",
 };

@@ -1,4 +1,4 @@
-//! ISO images: list those on a storage, let the host download one from a URL.
+//! ISO images: list those on a storage, let the host download one from a URL, remove one.
 
 use super::*;
 
@@ -51,6 +51,34 @@ pub static ISO_LIST: Op = Op {
     ..ROW
 };
 
+/// `pxagent iso remove VOLUME`: `DELETE …/storage/{storage}/content/{volume}` (an `imgdel`
+/// task; the volume id carries its own storage, which the path names as well).
+pub static ISO_REMOVE: Op = Op {
+    id: "iso.remove",
+    cli: &["iso", "remove"],
+    about: "Delete an ISO image from a storage",
+    risk: Risk::Confirm,
+    area: Area::Storage,
+    params: &[ISO_VOLUME, LOCAL_NODE],
+    args: pvesh!(
+        "delete",
+        "/nodes/{node}/storage/{iso:0}/content/{iso:0}:{iso:1}"
+    ),
+    view: View::Task,
+    confirm: Some(Confirm {
+        phrase: "yes remove {iso}",
+        consequence: "this deletes the ISO image {iso} irrecoverably; VMs that still boot from it lose their CD",
+        hint: None,
+    }),
+    ..ROW
+};
+
+const ISO_VOLUME: Param = Param {
+    name: "iso",
+    kind: Kind::IsoVolume,
+    how: How::Positional,
+    help: "the ISO volume (see `pxagent iso list`)",
+};
 const URL: Param = Param {
     name: "url",
     kind: Kind::Url,

@@ -2,12 +2,12 @@
 //!
 //! Every row is a `pub static` [`Op`] written the same way: a struct literal that names
 //! `id`, `cli`, `about`, `risk`, `area`, `params`, `args` and `view`, then whatever else
-//! differs from [`ROW`] (`tool`, `confirm`, `select`, `settles`, `prechecks`, `step`,
-//! `already`, `yields`, `variant_of`, `fence`), then `..ROW`. The static is the op's handle: code outside the
-//! catalog names an op by it (`ops::CLUSTER_RESOURCES`), never by its id string. A handle is
-//! the id upper-cased with `.` and `-` as `_`, and lives in the file named by the id's prefix
-//! (`vm.status` → `vm.rs`), except `pve.version` (cluster.rs) and the commands run inside
-//! guests (exec.rs).
+//! differs from [`ROW`] (`tool`, `confirm`, `select`, `settles`, `prechecks`, `needs_one_of`,
+//! `step`, `already`, `yields`, `variant_of`, `fence`), then `..ROW`. The static is the op's
+//! handle: code outside the catalog names an op by it (`ops::CLUSTER_RESOURCES`), never by its
+//! id string. A handle is the id upper-cased with `.` and `-` as `_`, and lives in the file
+//! named by the id's prefix (`vm.status` → `vm.rs`), except `pve.version` and `ha.status`
+//! (cluster.rs) and the commands run inside guests (exec.rs).
 //!
 //! To add an operation: write its row in its area's file and put its handle in [`OPS`].
 //!
@@ -72,16 +72,23 @@ pub static OPS: &[&Op] = &[
     &NODE_LIST,
     &NODE_STATUS,
     &NODE_VERSION,
+    &NODE_RRD,
+    &NODE_NETWORK,
+    &CLUSTER_TASKS,
+    &HA_STATUS,
     // VMs: reads
     &VM_LIST,
     &VM_STATUS,
     &VM_CONFIG,
     &VM_SNAPSHOTS,
+    &VM_IPS,
+    &VM_RRD,
     // containers: reads
     &CT_LIST,
     &CT_STATUS,
     &CT_CONFIG,
     &CT_SNAPSHOTS,
+    &CT_RRD,
     // storage and tasks: reads
     &STORAGE_LIST,
     &TASK_STATUS,
@@ -99,7 +106,10 @@ pub static OPS: &[&Op] = &[
     &VM_SNAPSHOT_VMSTATE,
     &VM_ROLLBACK,
     &VM_DELSNAPSHOT,
-    // containers: lifecycle and snapshots
+    // VMs: settings, disks, migration
+    &VM_SET,
+    &VM_RESIZE,
+    &VM_MIGRATE,
     &CT_START,
     &CT_SHUTDOWN,
     &CT_REBOOT,
@@ -108,6 +118,10 @@ pub static OPS: &[&Op] = &[
     &CT_SNAPSHOT,
     &CT_ROLLBACK,
     &CT_DELSNAPSHOT,
+    // containers: settings, volumes, migration
+    &CT_SET,
+    &CT_RESIZE,
+    &CT_MIGRATE,
     // backups
     &BACKUP_CREATE,
     &BACKUP_LIST,
@@ -122,8 +136,10 @@ pub static OPS: &[&Op] = &[
     &STORAGE_REMOVE,
     &ISO_DOWNLOAD,
     &ISO_LIST,
+    &ISO_REMOVE,
     &TEMPLATE_LIST,
     &TEMPLATE_DOWNLOAD,
+    &TEMPLATE_REMOVE,
     &CLUSTER_NEXTID,
     // creating guests
     &VM_CREATE,
@@ -154,6 +170,7 @@ const ROW: Op = Op {
     settles: None,
     view: View::Object,
     prechecks: &[],
+    needs_one_of: &[],
     step: false,
     variant_of: &[],
     already: None,
@@ -264,6 +281,68 @@ const BRIDGE: Param = Param {
     kind: Kind::Bridge,
     how: How::Defaulted("vmbr0"),
     help: "the network bridge",
+};
+
+const SET_DESCRIPTION: Param = Param {
+    name: "description",
+    kind: Kind::Text,
+    how: How::Option,
+    help: "the guest's description (notes)",
+};
+const TAGS: Param = Param {
+    name: "tags",
+    kind: Kind::Tags,
+    how: How::Option,
+    help: "the guest's tags, all of them, joined by ';' (web;prod); replaces the current ones",
+};
+const ONBOOT: Param = Param {
+    name: "onboot",
+    kind: Kind::Choice(&[
+        Choice {
+            cli: "yes",
+            wire: "1",
+            keep_type: None,
+        },
+        Choice {
+            cli: "no",
+            wire: "0",
+            keep_type: None,
+        },
+        same("1"),
+        same("0"),
+    ]),
+    how: How::Option,
+    help: "start the guest when its node boots",
+};
+const GROW: Param = Param {
+    name: "size",
+    kind: Kind::GrowSize,
+    how: How::Positional,
+    help: "how much to add, e.g. +1G",
+};
+const TARGET: Param = Param {
+    name: "target",
+    kind: Kind::Node,
+    how: How::Positional,
+    help: "the node to move the guest to",
+};
+const TIMEFRAME: Param = Param {
+    name: "timeframe",
+    kind: Kind::Choice(&[
+        same("hour"),
+        same("day"),
+        same("week"),
+        same("month"),
+        same("year"),
+    ]),
+    how: How::Defaulted("hour"),
+    help: "how far back: hour (1-minute steps), day, week, month or year",
+};
+const RRD_CF: Param = Param {
+    name: "cf",
+    kind: Kind::Choice(&[same("AVERAGE"), same("MAX")]),
+    how: How::Option,
+    help: "how each step sums up its samples: AVERAGE (Proxmox's default) or MAX",
 };
 
 /// The choices of a [`Kind::Choice`] whose CLI and wire values are the same.

@@ -1,4 +1,5 @@
-//! Node reads: the cluster's nodes, one node's status and its Proxmox version.
+//! Node reads: the cluster's nodes, one node's status, its Proxmox version, its metrics
+//! history and its network interfaces.
 
 use super::*;
 
@@ -38,6 +39,46 @@ pub static NODE_VERSION: Op = Op {
     params: &[NODE_POS],
     args: pvesh!("get", "/nodes/{node}/version"),
     view: View::Object,
+    ..ROW
+};
+
+/// `pxagent node rrd NODE`
+pub static NODE_RRD: Op = Op {
+    id: "node.rrd",
+    cli: &["node", "rrd"],
+    about: "Show one node's metrics history (CPU, load, memory, network, I/O wait)",
+    risk: Risk::Read,
+    area: Area::Node,
+    params: &[NODE_POS, TIMEFRAME, RRD_CF],
+    args: pvesh!(
+        "get",
+        "/nodes/{node}/rrddata",
+        Arg::Word("--timeframe"),
+        Arg::Word("{timeframe}"),
+        Arg::Opt("cf", &["--cf", "{cf}"])
+    ),
+    view: View::Rrd,
+    ..ROW
+};
+
+/// `pxagent node network NODE`
+pub static NODE_NETWORK: Op = Op {
+    id: "node.network",
+    cli: &["node", "network"],
+    about: "List one node's network interfaces and bridges",
+    risk: Risk::Read,
+    area: Area::Node,
+    params: &[NODE_POS],
+    args: pvesh!("get", "/nodes/{node}/network"),
+    view: View::Table(&[
+        ("iface", "IFACE"),
+        ("type", "TYPE"),
+        ("active", "ACTIVE"),
+        ("method", "METHOD"),
+        ("cidr", "ADDRESS"),
+        ("gateway", "GATEWAY"),
+        ("bridge_ports", "PORTS"),
+    ]),
     ..ROW
 };
 

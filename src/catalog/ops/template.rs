@@ -1,5 +1,5 @@
-//! Container templates: the ones Proxmox offers (aplinfo), and downloading one into a
-//! storage.
+//! Container templates: the ones Proxmox offers (aplinfo), downloading one into a storage,
+//! and removing a downloaded one.
 
 use super::*;
 
@@ -40,6 +40,33 @@ pub static TEMPLATE_DOWNLOAD: Op = Op {
     ..ROW
 };
 
+/// `pxagent template remove VOLUME`: like `iso remove`, for a downloaded template.
+pub static TEMPLATE_REMOVE: Op = Op {
+    id: "template.remove",
+    cli: &["template", "remove"],
+    about: "Delete a downloaded container template from a storage",
+    risk: Risk::Confirm,
+    area: Area::Storage,
+    params: &[TEMPLATE_VOLUME, LOCAL_NODE],
+    args: pvesh!(
+        "delete",
+        "/nodes/{node}/storage/{template:0}/content/{template:0}:{template:1}"
+    ),
+    view: View::Task,
+    confirm: Some(Confirm {
+        phrase: "yes remove {template}",
+        consequence: "this deletes the container template {template} irrecoverably",
+        hint: None,
+    }),
+    ..ROW
+};
+
+const TEMPLATE_VOLUME: Param = Param {
+    name: "template",
+    kind: Kind::TemplateVolume,
+    how: How::Positional,
+    help: "the template volume (see `pxagent storage content local --content vztmpl`)",
+};
 const TEMPLATE_NAME: Param = Param {
     name: "template",
     kind: Kind::TemplateName,

@@ -1,5 +1,5 @@
-//! QEMU/KVM virtual machines: reads, lifecycle, snapshots, create and clone. Commands run
-//! inside a VM are in exec.rs.
+//! QEMU/KVM virtual machines: reads, lifecycle, snapshots, create and clone, the safe
+//! settings, disk growth and migration. Commands run inside a VM are in exec.rs.
 //!
 //! Lifecycle actions that leave the VM in a known state say so in `settles`: HA-managed
 //! guests only *request* a state, so pxagent polls until the VM reaches it. Those that
@@ -64,6 +64,41 @@ pub static VM_SNAPSHOTS: Op = Op {
     params: &[VMID, GUEST_NODE],
     args: pvesh!("get", "/nodes/{node}/qemu/{vmid}/snapshot"),
     view: View::Snapshots,
+    ..ROW
+};
+
+/// `pxagent vm ips VMID`
+pub static VM_IPS: Op = Op {
+    id: "vm.ips",
+    cli: &["vm", "ips"],
+    about: "Show a running VM's network interfaces and addresses (from its QEMU guest agent)",
+    risk: Risk::Read,
+    area: Area::Vm,
+    params: &[VMID, GUEST_NODE],
+    args: pvesh!(
+        "get",
+        "/nodes/{node}/qemu/{vmid}/agent/network-get-interfaces"
+    ),
+    view: View::Interfaces,
+    ..ROW
+};
+
+/// `pxagent vm rrd VMID`
+pub static VM_RRD: Op = Op {
+    id: "vm.rrd",
+    cli: &["vm", "rrd"],
+    about: "Show a VM's metrics history (CPU, memory, disk and network I/O)",
+    risk: Risk::Read,
+    area: Area::Vm,
+    params: &[VMID, TIMEFRAME, RRD_CF, GUEST_NODE],
+    args: pvesh!(
+        "get",
+        "/nodes/{node}/qemu/{vmid}/rrddata",
+        Arg::Word("--timeframe"),
+        Arg::Word("{timeframe}"),
+        Arg::Opt("cf", &["--cf", "{cf}"])
+    ),
+    view: View::Rrd,
     ..ROW
 };
 
@@ -296,6 +331,99 @@ pub static VM_DELSNAPSHOT: Op = Op {
     ..ROW
 };
 
+// --- settings, disks, migration ------------------------------------------------------------
+
+/// `pxagent vm set VMID --cores N …`: only options that cannot reach the host.
+///
+/// One op, one sudoers rule: each option is an optional group in a fixed order
+/// (`( --cores N)?( --memory N)?…`), so any set of options travels as one `pvesh set` (one
+/// host command, one config write) and the rule admits exactly the lines the catalog builds.
+/// Every value is a closed regex; hookscripts, `args`, passthrough devices, serial/usb/
+/// parallel ports, disks, networks and `--delete` are not options here and never match.
+/// `PUT …/config` is synchronous: it prints `update VM N: …` and returns null (no task).
+pub static VM_SET: Op = Op {
+    id: "vm.set",
+    cli: &["vm", "set"],
+    about: "Change a VM's safe settings: cores, memory, balloon, name, description, tags, onboot",
+    risk: Risk::Change,
+    area: Area::Vm,
+    params: &[
+        VMID,
+        SET_CORES,
+        SET_MEMORY,
+        BALLOON,
+        SET_VM_NAME,
+        SET_DESCRIPTION,
+        TAGS,
+        ONBOOT,
+        GUEST_NODE,
+    ],
+    args: pvesh!(
+        "set",
+        "/nodes/{node}/qemu/{vmid}/config",
+        Arg::Opt("cores", &["--cores", "{cores}"]),
+        Arg::Opt("memory", &["--memory", "{memory}"]),
+        Arg::Opt("balloon", &["--balloon", "{balloon}"]),
+        Arg::Opt("name", &["--name", "{name}"]),
+        Arg::Opt("description", &["--description", "{description}"]),
+        Arg::Opt("tags", &["--tags", "{tags}"]),
+        Arg::Opt("onboot", &["--onboot", "{onboot}"])
+    ),
+    view: View::Done,
+    needs_one_of: &[
+        "cores",
+        "memory",
+        "balloon",
+        "name",
+        "description",
+        "tags",
+        "onboot",
+    ],
+    ..ROW
+};
+
+/// `pxagent vm resize VMID DISK +SIZE`: grow a disk (never shrink, never an absolute size).
+pub static VM_RESIZE: Op = Op {
+    id: "vm.resize",
+    cli: &["vm", "resize"],
+    about: "Grow a VM disk by a size (+1G); disks never shrink",
+    risk: Risk::Change,
+    area: Area::Vm,
+    params: &[VMID, VM_DISK, GROW, GUEST_NODE],
+    args: pvesh!(
+        "set",
+        "/nodes/{node}/qemu/{vmid}/resize",
+        Arg::Word("--disk"),
+        Arg::Word("{disk}"),
+        Arg::Word("--size"),
+        Arg::Word("{size}")
+    ),
+    view: View::Task,
+    ..ROW
+};
+
+/// `pxagent vm migrate VMID NODE [--online]`. A live migration also copies local disks
+/// (`--with-local-disks 1`: without it Proxmox refuses a running VM whose disks are on
+/// local storage, QemuMigrate.pm `prepare`); no other migration option (`force`,
+/// `migration_network`, `targetstorage` …) is admitted.
+pub static VM_MIGRATE: Op = Op {
+    id: "vm.migrate",
+    cli: &["vm", "migrate"],
+    about: "Move a VM to another cluster node (a running VM needs --online)",
+    risk: Risk::Change,
+    area: Area::Vm,
+    params: &[VMID, TARGET, ONLINE, GUEST_NODE],
+    args: pvesh!(
+        "create",
+        "/nodes/{node}/qemu/{vmid}/migrate",
+        Arg::Word("--target"),
+        Arg::Word("{target}"),
+        Arg::Opt("online", &["--online", "1", "--with-local-disks", "1"])
+    ),
+    view: View::Task,
+    ..ROW
+};
+
 // --- creating -----------------------------------------------------------------------------
 
 /// `pxagent vm create --name NAME --iso ISO`
@@ -407,4 +535,40 @@ const FULL: Param = Param {
     kind: Kind::Flag,
     how: How::Flag,
     help: "a full copy instead of a linked clone (linked clones need a template)",
+};
+const SET_CORES: Param = Param {
+    name: "cores",
+    kind: Kind::Cores,
+    how: How::Option,
+    help: "CPU cores (per socket)",
+};
+const SET_MEMORY: Param = Param {
+    name: "memory",
+    kind: Kind::Mebibytes,
+    how: How::Option,
+    help: "memory in MiB",
+};
+const BALLOON: Param = Param {
+    name: "balloon",
+    kind: Kind::MebibytesOrOff,
+    how: How::Option,
+    help: "the balloon target in MiB, at most the memory (0 turns ballooning off)",
+};
+const SET_VM_NAME: Param = Param {
+    name: "name",
+    kind: Kind::GuestName,
+    how: How::Option,
+    help: "the VM's name",
+};
+const VM_DISK: Param = Param {
+    name: "disk",
+    kind: Kind::VmDisk,
+    how: How::Positional,
+    help: "the disk to grow (see `pxagent vm config`)",
+};
+const ONLINE: Param = Param {
+    name: "online",
+    kind: Kind::Flag,
+    how: How::Flag,
+    help: "live-migrate a running VM (its local disks are copied too)",
 };

@@ -140,15 +140,26 @@ async fn an_unknown_guest_is_not_found_after_one_read() {
 /// Shutting down a stopped VM is `wrong_state` (a pre-fork `die`: no task).
 #[tokio::test]
 async fn shutting_down_a_stopped_vm_is_wrong_state() {
-    let host = Replay::new("pve").expect(
-        &words(
-            "sudo -n /usr/bin/pvesh create /nodes/pve1/qemu/102/status/shutdown --output-format json",
-        ),
-        Answer::fail(
-            255,
-            fixture("replay/pvesh_create_shutdown_not_running_sim.stderr"),
-        ),
-    );
+    // The status read says running (the VM stops in between, say by its own shutdown); the
+    // action then meets PVE's `not running`.
+    let host = Replay::new("pve")
+        .expect(
+            &words(
+                "sudo -n /usr/bin/pvesh get /nodes/pve1/qemu/102/status/current --output-format json",
+            ),
+            Answer::ok(fixture(
+                "replay/pvesh_get_qemu_status_current_running_sim.json",
+            )),
+        )
+        .expect(
+            &words(
+                "sudo -n /usr/bin/pvesh create /nodes/pve1/qemu/102/status/shutdown --output-format json",
+            ),
+            Answer::fail(
+                255,
+                fixture("replay/pvesh_create_shutdown_not_running_sim.stderr"),
+            ),
+        );
     let run = execute(
         &Policy::default(),
         host,

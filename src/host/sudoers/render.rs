@@ -407,7 +407,13 @@ mod tests {
         );
         o.vmids = Some(Ranges::parse("--vmids", "100-199").unwrap());
         let ids: Vec<&str> = o.ops().map(|op| op.id).collect();
-        for gone in ["storage.remove", "iso.download", "template.download"] {
+        for gone in [
+            "storage.remove",
+            "iso.download",
+            "iso.remove",
+            "template.download",
+            "template.remove",
+        ] {
             assert!(!ids.contains(&gone), "{gone} in a fenced render");
         }
         // Reads and per-guest changes stay.
@@ -423,7 +429,9 @@ mod tests {
         let s = render(&o);
         assert!(!s.contains("^delete /storage/"), "{s}");
         assert!(
-            s.contains("#   storage.remove, iso.download, template.download"),
+            s.contains(
+                "#   storage.remove, iso.download, iso.remove, template.download, template.remove"
+            ),
             "{s}"
         );
         o.unfenced_ops = true;

@@ -244,7 +244,13 @@ pub(super) fn args_findings(args: &Args, display: &str, critical: bool) -> Vec<F
             "Write one `$`, at the very end, and group alternatives: `^(a|b)$`; a literal dollar is `\\$`.",
         )),
         Args::Regex(r) => {
-            if Regex::new(&ere_to_regex(r)).is_err() {
+            // Only whether it parses: a bounded repeat inside a bounded repeat (pxagent's own
+            // description rule) compiles past the regex crate's default 10 MiB budget.
+            let parsed = ::regex::RegexBuilder::new(&ere_to_regex(r))
+                .size_limit(256 << 20)
+                .build();
+            if let Err(e) = parsed {
+                tracing::debug!("regex-unchecked: {e}");
                 out.push(finding(
                     Severity::Info,
                     "regex-unchecked",

@@ -143,7 +143,9 @@ impl CharSet {
             if c.is_ascii_alphanumeric() || c == ' ' || !c.is_ascii() {
                 c.to_string()
             } else {
-                format!("\\{c}")
+                // A hex escape is a literal in any class: `\<` and `\>` are word-boundary
+                // assertions to the regex crate, which it refuses inside brackets.
+                format!("\\x{{{:X}}}", c as u32)
             }
         };
         let mut s = String::from("[");

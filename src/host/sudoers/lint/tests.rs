@@ -702,3 +702,28 @@ fn rendered_sudoers_lints_clean() {
     let loud: Vec<_> = f.iter().filter(|x| x.severity != Severity::Info).collect();
     assert!(loud.is_empty(), "{}\n{text}", dump(&f));
 }
+
+#[test]
+fn every_rendered_regex_is_checked() {
+    // The linter must read pxagent's own rules, free-text classes (`<`, `>`, quotes) and
+    // nested bounded repeats included; "review it by hand" for them would hide real findings.
+    use crate::catalog::Profile;
+    use crate::host::sudoers::render::{RenderOptions, render};
+    for profile in [Profile::Readonly, Profile::Operator, Profile::Full] {
+        let mut o = RenderOptions::new("zen-agent").unwrap();
+        o.profile = profile;
+        let text = render(&o);
+        let f = lint(&text);
+        let unchecked: Vec<_> = f.iter().filter(|x| x.code == "regex-unchecked").collect();
+        assert!(unchecked.is_empty(), "{profile:?}: {}", dump(&f));
+    }
+}
+
+#[test]
+fn bracket_punctuation_translates_to_literals() {
+    let re = ::regex::Regex::new(&ere_to_regex(r"^a[<>'`%@,;:]b$")).unwrap();
+    for c in "<>'`%@,;:".chars() {
+        assert!(re.is_match(&format!("a{c}b")), "{c}");
+    }
+    assert!(!re.is_match("a-b"));
+}
