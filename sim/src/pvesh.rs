@@ -754,10 +754,11 @@ pub fn run(st: &mut State, ctx: &Ctx, argv: &[String]) -> Output {
         // A `null` result prints nothing, in every format (FORMATS §1.6).
         Ok(Reply::Nothing) => Output::default(),
         // What the handler printed, then its `null`. Proxied, the remote output is no JSON
-        // document, so pvesh hands it back as a string, like a task's log [INFER].
+        // document, so pvesh hands it back as a string, its lines run together like a task's
+        // log (see [`task_output`]) [INFER].
         Ok(Reply::Printed(text, warnings)) => Output {
             stdout: if proxied && !text.is_empty() {
-                render(&Value::String(text), &format)
+                render(&Value::String(text.lines().collect()), &format)
             } else {
                 text
             },
@@ -1036,9 +1037,8 @@ fn execute(
             )?;
             Ok(Reply::Nothing)
         }
-        R::ConfigSet(n, k, _) => {
-            settings::config_set(st, n, *k, vmid, o).map(|text| Reply::Printed(text, Vec::new()))
-        }
+        R::ConfigSet(n, k, _) => settings::config_set(st, ctx, n, *k, vmid, o)
+            .map(|text| Reply::Printed(text, Vec::new())),
         R::Resize(n, k, _) => settings::resize(
             st,
             ctx,

@@ -51,15 +51,9 @@ pub(crate) fn param_exc(key: &str, msg: &str) -> Failure {
     ))
 }
 
-/// The guest's lock, as `check_lock` refuses it.
+/// The guest's lock, as `check_lock` refuses it ([`crate::locks::check_lock`]).
 pub(crate) fn check_lock(g: &Guest) -> Result<(), Failure> {
-    match g.config.get("lock").and_then(Value::as_str) {
-        Some(lock) => Err(Failure::die(format!(
-            "{} is locked ({lock})",
-            g.kind.noun()
-        ))),
-        None => Ok(()),
-    }
+    crate::locks::check_lock(g).map_err(Failure::die)
 }
 
 /// `pve-tag-list`: split on `;`, `,` or space, lower-cased, de-duplicated and sorted, joined
@@ -117,6 +111,7 @@ pub const LXC_SETTABLE: [&str; 7] = [
 /// `update VM <id>: …` line; nothing for a container).
 pub fn config_set(
     st: &mut State,
+    ctx: &Ctx,
     node: &str,
     kind: Kind,
     vmid: u32,
@@ -130,7 +125,7 @@ pub fn config_set(
         .iter()
         .filter_map(|k| o.get(k).map(|v| (*k, v)))
         .collect();
-    let g = ops::load(st, node, kind, vmid)?;
+    ops::load(st, node, kind, vmid)?;
     if given.is_empty() {
         return Err(Failure::die("no options specified"));
     }
@@ -163,6 +158,10 @@ pub fn config_set(
             _ => {}
         }
     }
+    // `update_vm` runs under `lock_config`: a running snapshot, clone or backup that holds the
+    // guest's flock makes it wait, then `got timeout` (qemu-server `API2/Qemu.pm`).
+    crate::locks::flock(st, ctx, kind, vmid, true).map_err(Failure::die)?;
+    let g = ops::load(st, node, kind, vmid)?;
     check_lock(g)?;
     if kind == Kind::Qemu && (o.get("memory").is_some() || o.get("balloon").is_some()) {
         let maxmem = o
@@ -412,6 +411,7 @@ mod tests {
         let mut st = initial(NOW);
         let out = config_set(
             &mut st,
+            &Ctx::new(NOW),
             "pve1",
             Kind::Qemu,
             100,
@@ -423,6 +423,7 @@ mod tests {
         assert_eq!(st.guests[&100].config["tags"], json!("prod;web"));
         let f = config_set(
             &mut st,
+            &Ctx::new(NOW),
             "pve1",
             Kind::Qemu,
             100,
@@ -433,19 +434,44 @@ mod tests {
             f.msg,
             "balloon value too large (must be smaller than assigned memory)"
         );
-        let f = config_set(&mut st, "pve2", Kind::Qemu, 100, &opts(&["--cores", "1"])).unwrap_err();
+        let f = config_set(
+            &mut st,
+            &Ctx::new(NOW),
+            "pve2",
+            Kind::Qemu,
+            100,
+            &opts(&["--cores", "1"]),
+        )
+        .unwrap_err();
         assert_eq!(f.code, 2);
-        let f = config_set(&mut st, "pve1", Kind::Qemu, 100, &opts(&[])).unwrap_err();
+        let f =
+            config_set(&mut st, &Ctx::new(NOW), "pve1", Kind::Qemu, 100, &opts(&[])).unwrap_err();
         assert_eq!(f.msg, "no options specified");
         st.guests
             .get_mut(&200)
             .unwrap()
             .config
             .insert("lock".into(), json!("backup"));
-        let f = config_set(&mut st, "pve1", Kind::Lxc, 200, &opts(&["--swap", "0"])).unwrap_err();
+        let f = config_set(
+            &mut st,
+            &Ctx::new(NOW),
+            "pve1",
+            Kind::Lxc,
+            200,
+            &opts(&["--swap", "0"]),
+        )
+        .unwrap_err();
         assert_eq!(f.msg, "CT is locked (backup)");
         st.guests.get_mut(&200).unwrap().config.remove("lock");
-        let out = config_set(&mut st, "pve1", Kind::Lxc, 200, &opts(&["--swap", "0"])).unwrap();
+        let out = config_set(
+            &mut st,
+            &Ctx::new(NOW),
+            "pve1",
+            Kind::Lxc,
+            200,
+            &opts(&["--swap", "0"]),
+        )
+        .unwrap();
         assert_eq!(out, "");
         assert_eq!(st.guests[&200].config["swap"], json!(0));
     }

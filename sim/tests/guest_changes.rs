@@ -30,7 +30,8 @@ fn issue13_endpoints_through_pvesh() {
         &mut st,
         "set /nodes/pve2/qemu/101/config --onboot 1 --output-format json",
     );
-    assert_eq!(o.stdout, "\"update VM 101: -onboot 1\\n\"\n");
+    // `proxy_handler` gathers the remote's lines without their newlines (pvesh.pm, Cmd.pm).
+    assert_eq!(o.stdout, "\"update VM 101: -onboot 1\"\n");
     let o = call(
         &mut st,
         "set /nodes/pve1/qemu/100/config --args -monitor --output-format json",
@@ -134,10 +135,9 @@ fn issue13_endpoints_through_pvesh() {
         "delete /nodes/pve2/storage/local/content/local:iso/debian-13.2.0-amd64-netinst.iso --output-format json",
     );
     assert_eq!(o.code, 0, "{}", o.stderr);
+    // Proxied: the remote's log and UPID line run together in one JSON string (pvesh.pm).
     let raw: String = serde_json::from_str(o.stdout.trim_end()).unwrap();
     assert!(
-        // Proxied to pve2: the remote's lines run together, newlines stripped (issue 12, item
-        // 24; pvesh.pm `proxy_handler`).
         raw.starts_with("Removed volume 'local:iso/debian-13.2.0-amd64-netinst.iso'\"UPID:"),
         "{raw}"
     );

@@ -331,3 +331,35 @@ fn the_pmxcfs_down_fault_answers_like_pve_as_root() {
     assert_eq!(r.stderr, fixture);
     assert_eq!(bed.run("pvesh get /version --output-format json").code, 0);
 }
+
+#[test]
+fn setting_options_waits_for_a_clone_flock_and_refuses_under_a_backup() {
+    let bed = Bed::new();
+    // `update_vm` runs under `lock_config`: a clone of stopped 102 holds its shared flock.
+    bed.fault(r#"{"match":"qemu/102/clone","action":"hold","seconds":2,"times":1}"#);
+    let clone =
+        bed.spawn("pvesh create /nodes/pve1/qemu/102/clone --newid 152 --output-format json");
+    bed.running_task("pve1", "qmclone");
+    let set = bed.run("pvesh set /nodes/pve1/qemu/102/config --cores 2");
+    assert_eq!(set.code, 0, "{}", set.stderr);
+    assert!(
+        set.stderr.starts_with("trying to acquire lock...\n OK\n"),
+        "{}",
+        set.stderr
+    );
+    assert_eq!(finish(clone).code, 0);
+    assert_eq!(
+        bed.json("pvesh get /nodes/pve1/qemu/102/config")["cores"],
+        2
+    );
+    // Under a backup the config's `lock: backup` refuses the change.
+    bed.fault(r#"{"match":"vzdump 100","action":"hold","seconds":2,"times":1}"#);
+    let backup = bed.spawn("vzdump 100 --storage local");
+    bed.running_task("pve1", "vzdump");
+    let set = bed.run("pvesh set /nodes/pve1/qemu/100/config --cores 2");
+    assert_eq!(
+        (set.code, set.stderr.as_str()),
+        (255, "VM is locked (backup)\n")
+    );
+    assert_eq!(finish(backup).code, 0);
+}

@@ -149,9 +149,9 @@ pub(super) async fn ct_flow(
 /// Run `pct exec VMID -- WORDS…` (through the catalog's `ct.exec` row) with optional stdin,
 /// keeping at most [`CT_STREAM_MAX`] bytes of each of its streams (the rest is dropped as it
 /// arrives, and the flags say so). A non-zero exit status is the guest command's (pct passes
-/// it through) unless sudo refused, which is exit 9 with the way to enable container exec.
-/// A program missing in the container is the guest's 127 like any other code (lxc-attach's
-/// `… No such file or directory - Failed to exec "P"`, REAL
+/// it through) unless sudo refused, which is exit 9 with the way to enable container exec. A
+/// program missing in the container is the guest's 127 like any other code (lxc-attach's `…
+/// No such file or directory - Failed to exec "P"`, REAL
 /// `pct_exec_missing_program_lxc_attach.txt`; [`classify`] tells it from a missing sudo by the
 /// shell's own line, issue 12 item 20).
 ///

@@ -194,6 +194,15 @@ pub fn failure_text(err: &Error, inv: &Invocation) -> String {
             "{m}. The host's sudoers does not allow this command; the admin should run `pxagent preflight`."
         ),
         Error::Remote(m) => format!("{m}\n\nThe operation ran on the host and failed."),
+        Error::NotFound(m) => format!(
+            "{m}\n\nThe operation ran on the host and failed: what it names does not exist there. Check the id or name with the list tools before calling {tool} again."
+        ),
+        Error::Locked(m) => format!(
+            "{m}\n\nThe operation ran on the host and failed: another task holds the guest. Wait for that task to end (task_list) and call {tool} again; do not unlock it yourself."
+        ),
+        Error::WrongState(m) => format!(
+            "{m}\n\nThe operation ran on the host and failed: the guest is not in the state it needs. Check its status and change it first if the user wants that."
+        ),
         Error::Usage(m) => format!("{m}. Nothing was changed."),
         e => e.to_string(),
     }

@@ -403,6 +403,24 @@ fn failures_tell_the_model_what_to_do() {
     assert!(!failure_text(&Error::Connection("lost".into()), &inv).contains("may or may not"));
 }
 
+/// The precise remote kinds (issue 12 item 24) tell the model what to do next: a locked guest
+/// is waited for, not unlocked.
+#[test]
+fn the_precise_remote_kinds_say_what_to_do() {
+    let op = catalog::find("vm.snapshot").unwrap();
+    let (inv, _) = invocation(op, &obj(json!({"vmid": 100, "snapshot": "s1"})), false).unwrap();
+    for (e, needle) in [
+        (Error::Locked("VM is locked (backup)".into()), "task_list"),
+        (Error::NotFound("no guest".into()), "list tools"),
+        (Error::WrongState("VM 100 not running".into()), "status"),
+    ] {
+        let text = failure_text(&e, &inv);
+        assert!(text.starts_with(&e.to_string()), "{text}");
+        assert!(text.contains("ran on the host and failed"), "{text}");
+        assert!(text.contains(needle), "{text}");
+    }
+}
+
 /// Send one JSON-RPC line and read lines until the answer with this id.
 async fn rpc(
     io: &mut tokio::io::BufReader<tokio::io::DuplexStream>,

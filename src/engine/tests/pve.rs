@@ -140,8 +140,8 @@ async fn an_unknown_guest_is_not_found_after_one_read() {
 /// Shutting down a stopped VM is `wrong_state` (a pre-fork `die`: no task).
 #[tokio::test]
 async fn shutting_down_a_stopped_vm_is_wrong_state() {
-    // The state read before the action (issue 13's idempotent actions) saw it running; it
-    // stopped before the shutdown arrived, and Proxmox's refusal keeps its class.
+    // The status read says running (the VM stops in between, say by its own shutdown); the
+    // action then meets PVE's `not running`.
     let host = Replay::new("pve")
         .expect(
             &words(
