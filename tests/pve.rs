@@ -104,7 +104,7 @@ fn a_change_during_a_backup_is_locked_and_a_stopped_backup_leaves_no_archive() {
 }
 
 /// The other new kinds, from the simulator's real texts: an unknown guest is `not_found`, a
-/// stopped VM's shutdown `wrong_state`.
+/// stopped VM's reboot `wrong_state` (its shutdown is a no-op, `changed: false`).
 #[test]
 fn unknown_guests_are_not_found_and_stopped_ones_wrong_state() {
     let _g = lock();
@@ -117,7 +117,7 @@ fn unknown_guests_are_not_found_and_stopped_ones_wrong_state() {
         r.stdout
     );
     assert_eq!(guest(102).unwrap()["status"], "stopped");
-    let r = e.on_bed(&["-o", "json", "vm", "shutdown", "102"]);
+    let r = e.on_bed(&["-o", "json", "vm", "reboot", "102"]);
     assert_eq!(
         (r.code, r.json()["error"]["kind"].clone()),
         (1, "wrong_state".into()),
