@@ -344,9 +344,7 @@ pub fn resize(
             let g = st
                 .guest_on_mut(&node_s, kind, vmid)
                 .ok_or_else(|| ops::conf_missing(&node_s, kind, vmid))?;
-            if let Some(lock) = g.config.get("lock").and_then(Value::as_str) {
-                return Err(format!("{} is locked ({lock})", kind.noun()));
-            }
+            crate::locks::check_lock(g)?;
             let value = g
                 .config
                 .get(&disk)
