@@ -8,9 +8,9 @@
 # 1. installs what is missing (scripts/lib/deps.sh says exactly what): Rust through rustup when
 #    cargo is missing or older than the MSRV (with rustfmt and clippy); the Debian packages
 #    gcc libc6-dev ca-certificates (build), openssh-server openssh-client sudo procps util-linux
-#    (sandbox host), python3 python3-venv, nodejs npm; the Python MCP SDK (`mcp>=1.0`) into the
-#    venv target/venv (env PXAGENT_VENV); the TypeScript MCP SDK (tests/mcp_ts/package-lock.json,
-#    `npm ci`) into tests/mcp_ts/node_modules; the crates of Cargo.lock (`cargo fetch --locked`);
+#    (sandbox host), python3 python3-venv, nodejs npm (unless node >= 18 and npm are on PATH);
+#    the Python MCP SDK (`mcp>=1.0`) into the venv target/venv (env PXAGENT_VENV); the TypeScript
+#    MCP SDK (tests/mcp_ts/package-lock.json, `npm ci`) into tests/mcp_ts/node_modules; the crates of Cargo.lock (`cargo fetch --locked`);
 # 2. checks formatting and lints (cargo fmt, clippy with -D warnings);
 # 3. builds pxagent and the PVE simulator, and checks that the generated files committed in the
 #    repository (templates/zen-agent-sudoers, README's MCP tool table) match the binary
@@ -45,7 +45,8 @@ DEPS_WHO=scripts/test.sh
 
 echo "== installing what is missing"
 deps_rust rustfmt clippy
-deps_require "${DEPS_BUILD[@]}" "${DEPS_BED[@]}" "${DEPS_PYTHON[@]}" "${DEPS_NODE[@]}"
+deps_require "${DEPS_BUILD[@]}" "${DEPS_BED[@]}" "${DEPS_PYTHON[@]}"
+deps_node
 deps_venv
 deps_node_sdk
 cargo fetch --locked --quiet

@@ -15,7 +15,9 @@
 #               PyPI; never into the system Python, which Debian refuses: PEP 668).
 #   DEPS_NODE   nodejs npm — Debian's Node 18 for the TypeScript MCP SDK, installed by `npm ci`
 #               from the committed tests/mcp_ts/package-lock.json into tests/mcp_ts/node_modules
-#               (never globally).
+#               (never globally). Only when `node` (18 or newer) or `npm` is not on PATH: a
+#               machine with another Node.js (NodeSource's `nodejs` bundles npm and conflicts
+#               with Debian's `npm` package) keeps it.
 # Rust: `cargo`/`rustc` at least the MSRV (Cargo.toml's rust-version). When missing or older,
 # rustup installs the stable toolchain (the `rustup` already on PATH, else the official
 # https://sh.rustup.rs installer with curl); when its download cannot be reached the script
@@ -26,6 +28,7 @@
 #   deps_require PKG...    deps_apt or exit 2
 #   deps_rust [COMPONENT...]  cargo >= MSRV on PATH (sources ~/.cargo/env), plus e.g. rustfmt clippy
 #   deps_venv              $DEPS_VENV (default target/venv, env PXAGENT_VENV) with `mcp>=1.0`
+#   deps_node              node >= 18 and npm on PATH, else Debian's nodejs npm
 #   deps_node_sdk          tests/mcp_ts/node_modules from its lock file (npm ci), once
 # DEPS_INSTALLED lists the packages this process installed (exported to child scripts as
 # PXAGENT_APT_UPDATED so that they do not run `apt-get update` again).
@@ -194,6 +197,19 @@ deps_venv() {
     "$DEPS_PYTHON_BIN" -c "$check" || { deps_say "the mcp package in $DEPS_VENV does not import"; exit 2; }
 }
 
+# node (18 or newer) and npm on PATH, whichever package brought them; Debian's otherwise.
+deps_node() {
+    local major
+    if command -v node >/dev/null && command -v npm >/dev/null; then
+        major="$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null)" || major=0
+        if [[ "$major" =~ ^[0-9]+$ ]] && ((major >= 18)); then
+            return 0
+        fi
+        deps_say "node $(node --version 2>/dev/null) is older than 18: installing Debian's nodejs npm"
+    fi
+    deps_require "${DEPS_NODE[@]}"
+}
+
 # The TypeScript MCP SDK for tests/mcp.rs: `npm ci` of tests/mcp_ts's lock file, skipped when
 # node_modules is newer than the lock (npm writes node_modules/.package-lock.json last).
 deps_node_sdk() {
@@ -202,7 +218,7 @@ deps_node_sdk() {
         (cd "$dir" && node -e "$check") 2>/dev/null; then
         return 0
     fi
-    deps_require "${DEPS_NODE[@]}"
+    deps_node
     deps_say "installing the TypeScript MCP SDK (npm ci, tests/mcp_ts/package-lock.json) into $dir/node_modules"
     (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error) ||
         { deps_say "npm ci in $dir failed: is the npm registry reachable?"; exit 2; }
