@@ -289,22 +289,43 @@ pub fn append(path: &Path, rec: NewRecord) -> Result<Record> {
         (1, GENESIS.to_string())
     } else {
         let last = last_line(&mut f, len).map_err(|e| write_err("read", e))?;
-        let Some(last) = last else {
+        let Some((start, last)) = last else {
             return Err(Error::Internal(format!(
                 "the audit log {} ends with an incomplete line (an interrupted write?); {REPAIR}",
                 path.display()
             )));
         };
-        let seq = serde_json::from_slice::<Record>(&last)
-            .ok()
-            .map(|r| r.seq)
-            .ok_or_else(|| {
-                Error::Internal(format!(
-                    "the last line of the audit log {} is not an audit record; {REPAIR}",
-                    path.display()
-                ))
-            })?;
-        (seq + 1, sha256_hex(&last))
+        let broken = |what: &str| {
+            Error::Internal(format!(
+                "the last line of the audit log {} {what}; {REPAIR}",
+                path.display()
+            ))
+        };
+        let record = serde_json::from_slice::<Record>(&last)
+            .map_err(|_| broken("is not an audit record"))?;
+        // The tail must be a chain, not just a record: the last line names the one before it
+        // (by hash and seq), or is the first line of the file with the genesis hash. A pasted or
+        // inserted last record, or an edited or deleted line before it, would otherwise become
+        // the base of every later one. (An edit of the last line itself breaks no link: the
+        // head hash that `audit verify` prints, kept elsewhere, is what shows that.)
+        let linked = if start == 0 {
+            record.seq == 1 && record.prev == GENESIS
+        } else {
+            match last_line(&mut f, start).map_err(|e| write_err("read", e))? {
+                Some((_, before)) => {
+                    record.prev == sha256_hex(&before)
+                        && serde_json::from_slice::<Record>(&before)
+                            .is_ok_and(|b| b.seq + 1 == record.seq)
+                }
+                None => false,
+            }
+        };
+        if !linked {
+            return Err(broken(
+                "does not link to the line before it (edited, inserted or cut?)",
+            ));
+        }
+        (record.seq + 1, sha256_hex(&last))
     };
     let record = build(rec, seq, prev);
     // Compact JSON escapes every newline inside strings, so one record is one line.
@@ -373,9 +394,10 @@ fn open_locked(path: &Path) -> io::Result<File> {
     ))
 }
 
-/// The last line of a non-empty file without its newline, or `None` when the file does not
-/// end with a newline. Reads backwards in chunks, never the whole file.
-fn last_line(f: &mut File, len: u64) -> io::Result<Option<Vec<u8>>> {
+/// The last line of the first `len` bytes of a file (non-empty), without its newline, and
+/// the offset where it starts; `None` when byte `len - 1` is not a newline. Reads backwards in
+/// chunks, never the whole file.
+fn last_line(f: &mut File, len: u64) -> io::Result<Option<(u64, Vec<u8>)>> {
     const CHUNK: u64 = 4096;
     let mut byte = [0u8];
     f.seek(SeekFrom::Start(len - 1))?;
@@ -396,8 +418,11 @@ fn last_line(f: &mut File, len: u64) -> io::Result<Option<Vec<u8>>> {
         }
         chunk.extend_from_slice(&tail);
         tail = chunk;
-        if cut.is_some() || start == 0 {
-            return Ok(Some(tail));
+        if let Some(i) = cut {
+            return Ok(Some((start + i as u64 + 1, tail)));
+        }
+        if start == 0 {
+            return Ok(Some((0, tail)));
         }
         end = start;
     }
@@ -889,6 +914,46 @@ mod tests {
         assert!(why.contains("incomplete"), "{why}");
         let e = append(&path, rec("vm.start")).unwrap_err().to_string();
         assert!(e.contains("incomplete line"), "{e}");
+    }
+
+    #[test]
+    fn an_edited_or_pasted_last_record_blocks_appending() {
+        // The line before the last edited: the last one no longer links to it. (An edit of the
+        // last line itself breaks no link: only a head hash kept elsewhere shows it.)
+        let (_d, path) = log_with(3);
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(&path, text.replace("\"op\":\"op1\"", "\"op\":\"opX\"")).unwrap();
+        assert_ne!(
+            std::fs::read_to_string(&path).unwrap(),
+            text,
+            "the edit took"
+        );
+        let e = append(&path, rec("vm.start")).unwrap_err();
+        assert_eq!(e.exit_code(), 10);
+        assert!(e.to_string().contains("does not link"), "{e}");
+        assert!(e.to_string().contains("audit new-chain"), "{e}");
+        // Pasted: the last record repeated (its seq and prev point at the wrong line).
+        let mut l = lines(&path);
+        l.truncate(2);
+        l.push(l[1].clone());
+        write_lines(&path, &l);
+        assert!(
+            append(&path, rec("x"))
+                .unwrap_err()
+                .to_string()
+                .contains("does not link")
+        );
+        // A lone line that is not line 1 of a chain.
+        write_lines(&path, &l[1..2]);
+        assert!(
+            append(&path, rec("x"))
+                .unwrap_err()
+                .to_string()
+                .contains("does not link")
+        );
+        // An intact tail still appends, after a long line too.
+        let (_d2, path) = log_with(2);
+        assert_eq!(append(&path, rec("ok")).unwrap().seq, 3);
     }
 
     #[test]
