@@ -530,6 +530,31 @@ fn jump_target(
 mod tests {
     use super::*;
 
+    #[test]
+    fn durations_are_bounded_to_a_day_and_never_overflow() {
+        assert_eq!(
+            parse_seconds("--timeout", "86400").unwrap().as_secs(),
+            86400
+        );
+        assert_eq!(parse_seconds("--timeout", " 30 ").unwrap().as_secs(), 30);
+        for bad in [
+            "0",
+            "86401",
+            "18446744073709551615",
+            "18446744073709551616",
+            "-1",
+            "1e3",
+            "",
+        ] {
+            let e = parse_seconds("--timeout", bad).unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{bad:?}");
+        }
+        assert_eq!(parse_persist("24h").unwrap().as_secs(), 86400);
+        for bad in ["25h", "86401", "999999999h", "18446744073709551615s", "0s"] {
+            assert_eq!(parse_persist(bad).unwrap_err().exit_code(), 2, "{bad:?}");
+        }
+    }
+
     /// Resolve with an `~/.ssh/config` of our own: host `h` has User `sshuser`, Port 2200.
     fn resolve(c: &ConnectArgs, cfg: &Config) -> Result<Target> {
         let dir = tempfile::tempdir().unwrap();

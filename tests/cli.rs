@@ -207,6 +207,20 @@ fn bad_input_is_one_line_and_exit_2_with_nothing_on_stdout() {
         &["task", "status", "not-a-upid"],
         &["vm", "start", "100", "--bogus"],
         &["cluster", "resources", "--type", "lxc"],
+        // Durations are bounded (issue 12 item 12): above 24 hours, or past u64, is exit 2.
+        &["vm", "status", "100", "--timeout", "18446744073709551615"],
+        &["vm", "status", "100", "--timeout", "18446744073709551616"],
+        &["vm", "status", "100", "--timeout", "86401"],
+        &["vm", "status", "100", "--timeout", "0"],
+        &[
+            "task",
+            "wait",
+            "UPID:pve1:00001234:00005678:65000000:vzdump:100:root@pam:",
+            "--timeout",
+            "99999999999999999999999999",
+        ],
+        &["vm", "status", "100", "--persist", "25h"],
+        &["vm", "status", "100", "--persist", "18446744073709551615s"],
     ];
     for args in cases {
         let r = run(args);
@@ -422,6 +436,24 @@ fn a_dry_run_of_a_refused_op_is_the_same_refusal() {
         ])
         .run();
     assert_eq!(r.code, 0, "{}", r.stderr);
+    // A protected tag cannot be known without the host: the report never says plainly
+    // "allowed" for a change to a guest while a tag is protected.
+    home.write("tags.yaml", b"protect: [keep]\n");
+    let dry = |op: &[&str]| {
+        let mut args = vec!["--policy", "tags.yaml", "-o", "json"];
+        args.extend_from_slice(op);
+        args.push("--dry-run");
+        let r = home.px().args(args).run();
+        assert_eq!(r.code, 0, "{op:?}: {}", r.stderr);
+        r.json()["data"]["policy"].as_str().unwrap().to_string()
+    };
+    let stop = dry(&["vm", "stop", "100"]);
+    assert!(
+        stop.contains("unless the guest carries a protected tag"),
+        "{stop}"
+    );
+    let read = dry(&["vm", "status", "100"]);
+    assert_eq!(read, "allowed");
 }
 
 #[test]
