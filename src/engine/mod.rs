@@ -422,6 +422,15 @@ pub fn dry_run(policy: &Policy, inv: &Invocation, trail: &mut Trail) -> Result<V
         Decision::Confirm(c) => format!("needs the phrase `{}` ({})", c.phrase, c.rule),
         Decision::Approve { rule, .. } => format!("needs a signed approval ({rule})"),
     };
+    // A dry run reads nothing from the host, so a protected tag cannot be checked here: say so
+    // rather than claim the op is allowed (it is refused, exit 3, if the guest carries one).
+    let verdict = if policy.wants_tags(inv) {
+        format!(
+            "{verdict}, unless the guest carries a protected tag (tags are read from the host only when it runs)"
+        )
+    } else {
+        verdict
+    };
     let mut data = inv.dry_run();
     data["approval_statement"] = json!(crate::host::gate::approval::preview(inv));
     data["policy"] = json!(verdict);
