@@ -77,12 +77,17 @@ fn remove_late_snapshot(name: &str, within: u64) {
 }
 
 fn sigterm(pid: u32) {
+    signal(pid, "TERM");
+}
+
+/// Send SIG`name` (TERM, INT, HUP) to `pid`.
+fn signal(pid: u32, name: &str) {
     let ok = Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
+        .args([&format!("-{name}"), &pid.to_string()])
         .status()
         .unwrap()
         .success();
-    assert!(ok, "kill -TERM {pid}");
+    assert!(ok, "kill -{name} {pid}");
 }
 
 #[test]
@@ -154,9 +159,20 @@ fn a_change_is_two_records_and_audit_show_one_operation() {
 
 #[test]
 fn sigterm_during_a_snapshot_leaves_its_audit_record() {
+    signal_during_a_snapshot_leaves_its_audit_record("TERM");
+}
+
+#[test]
+fn sigint_and_sighup_during_a_snapshot_leave_its_audit_record() {
+    signal_during_a_snapshot_leaves_its_audit_record("INT");
+    signal_during_a_snapshot_leaves_its_audit_record("HUP");
+}
+
+/// Issue 12, item 11: SIG`sig` while a snapshot runs is exit 7 with a completed record.
+fn signal_during_a_snapshot_leaves_its_audit_record(sig: &str) {
     let _g = lock();
     let home = Home::new();
-    let name = fresh("sigterm");
+    let name = fresh(&format!("sig{}", sig.to_lowercase()));
     clear_faults();
     fault(&format!(
         r#"{{"match":"--snapname {name}","action":"hang","seconds":6,"times":1}}"#
@@ -172,19 +188,20 @@ fn sigterm_during_a_snapshot_leaves_its_audit_record() {
     });
     assert!(started, "no started record: {:?}", records(&home));
     std::thread::sleep(Duration::from_millis(300));
-    sigterm(running.pid());
+    signal(running.pid(), sig);
     let r = running.wait();
     clear_faults();
-    assert_eq!(r.code, 7, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(r.code, 7, "SIG{sig}: {}\n{}", r.stdout, r.stderr);
     let e = &r.json()["error"];
-    assert!(e["message"].as_str().unwrap().contains("SIGTERM"), "{e}");
+    let named = format!("SIG{sig}");
+    assert!(e["message"].as_str().unwrap().contains(&named), "{e}");
     let recs = records(&home);
     assert_eq!(recs.len(), 2, "{recs:#?}");
     assert_eq!(recs[1]["phase"], "interrupted");
     assert_eq!(recs[1]["started"], recs[0]["seq"]);
     assert_eq!(recs[1]["exit_code"], 7);
     assert!(recs[1]["argv"].to_string().contains(&name), "{}", recs[1]);
-    assert!(recs[1]["error"].as_str().unwrap().contains("SIGTERM"));
+    assert!(recs[1]["error"].as_str().unwrap().contains(&named));
     let shown = home.on_bed(&["audit", "show"]);
     assert!(shown.stdout.contains("(interrupted)"), "{}", shown.stdout);
     assert_eq!(home.on_bed(&["audit", "verify"]).code, 0);
@@ -244,9 +261,21 @@ impl Mcp {
 
 #[test]
 fn sigterm_during_vm_snapshot_over_mcp_leaves_an_audit_record_naming_the_snapshot() {
+    signal_during_vm_snapshot_over_mcp("TERM");
+}
+
+#[test]
+fn sighup_and_sigint_end_the_mcp_server_like_sigterm() {
+    signal_during_vm_snapshot_over_mcp("HUP");
+    signal_during_vm_snapshot_over_mcp("INT");
+}
+
+/// Issue 15, item 2: the server exits 0 after its grace period, and the call in flight has an
+/// `interrupted` record naming the snapshot.
+fn signal_during_vm_snapshot_over_mcp(sig: &str) {
     let _g = lock();
     let home = Home::new();
-    let name = fresh("mcpterm");
+    let name = fresh(&format!("mcp{}", sig.to_lowercase()));
     clear_faults();
     // Longer than the server's grace period (5 s).
     fault(&format!(
@@ -258,11 +287,11 @@ fn sigterm_during_vm_snapshot_over_mcp_leaves_an_audit_record_naming_the_snapsho
         records(&home).iter().any(|r| r["phase"] == "started")
     });
     assert!(started, "no started record: {:?}", records(&home));
-    sigterm(m.child.id());
+    signal(m.child.id(), sig);
     let t = Instant::now();
     let status = m.child.wait().unwrap();
     clear_faults();
-    assert_eq!(status.code(), Some(0));
+    assert_eq!(status.code(), Some(0), "SIG{sig}");
     assert!(t.elapsed() < Duration::from_secs(8), "{:?}", t.elapsed());
     let recs = records(&home);
     let end = recs
@@ -274,6 +303,73 @@ fn sigterm_during_vm_snapshot_over_mcp_leaves_an_audit_record_naming_the_snapsho
     assert!(end["argv"].to_string().contains(&name), "{end}");
     assert_eq!(home.on_bed(&["audit", "verify"]).code, 0);
     remove_late_snapshot(&name, 12);
+}
+
+/// Issue 15 item 1, on the wire: a cancelled call gets no response at all — not an error, not
+/// a late result — while the server stops its task and answers the next request.
+#[test]
+fn a_cancelled_call_gets_no_response_and_the_session_goes_on() {
+    let _g = lock();
+    let home = Home::new();
+    clear_faults();
+    fault(r#"{"match":"vzdump --vmid 101","action":"hold","seconds":60,"times":1}"#);
+    let mut m = Mcp::start(&home);
+    m.send(
+        json!({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{
+        "name":"backup_create","arguments":{"vmid":101}}}),
+    );
+    // The backup's task is running once its started record names a UPID or the sim holds it;
+    // the started record is written right before the command is sent.
+    assert!(
+        eventually(20, || records(&home)
+            .iter()
+            .any(|r| r["phase"] == "started")),
+        "no started record: {:?}",
+        records(&home)
+    );
+    std::thread::sleep(Duration::from_millis(1500));
+    m.send(json!({"jsonrpc":"2.0","method":"notifications/cancelled",
+        "params":{"requestId":7,"reason":"test"}}));
+    // The server has finished with the call once the backup's completion is recorded.
+    let done = eventually(40, || {
+        records(&home).iter().any(|r| {
+            r["op"] == "backup.create"
+                && r["phase"] != "started"
+                && r["error"]
+                    .as_str()
+                    .is_some_and(|e| e.contains("cancelled by the client"))
+        })
+    });
+    clear_faults();
+    assert!(
+        done,
+        "the cancelled backup was never completed: {:#?}",
+        records(&home)
+    );
+    m.send(json!({"jsonrpc":"2.0","id":8,"method":"ping"}));
+    let mut seen = Vec::new();
+    loop {
+        let v = m.read();
+        assert!(
+            !v.is_null(),
+            "the server closed before answering the ping: {seen:?}"
+        );
+        assert_ne!(v["id"], 7, "a cancelled call got a response: {v}");
+        if v["id"] == 8 {
+            assert!(v["result"].is_object(), "{v}");
+            break;
+        }
+        seen.push(v);
+    }
+    drop(m.child.stdin.take());
+    assert_eq!(m.child.wait().unwrap().code(), Some(0));
+    assert!(
+        records(&home)
+            .iter()
+            .any(|r| r["op"] == "task.stop" && r["exit_code"] == 0),
+        "the backup's task was not stopped: {:#?}",
+        records(&home)
+    );
 }
 
 #[test]
