@@ -358,15 +358,46 @@ pub fn data_schema(view: View) -> Value {
             "items": {"type": "object"},
             "description": "the host's entries, as pvesh returned them"
         }),
+        // The shape `observe::interfaces` gives the guest agent's answer.
         View::Interfaces => serde_json::json!({
             "type": "array",
-            "items": {"type": "object"},
-            "description": "the guest's network interfaces and their addresses"
+            "description": "the guest's network interfaces and their addresses",
+            "items": {
+                "type": "object",
+                "required": ["name", "ipv4", "ipv6", "addresses", "loopback"],
+                "properties": {
+                    "name": {"type": "string"},
+                    "mac": {"type": "string"},
+                    "ipv4": {"type": "array", "items": {"type": "string"}},
+                    "ipv6": {"type": "array", "items": {"type": "string"}},
+                    "addresses": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "required": ["address", "type"],
+                            "properties": {
+                                "address": {"type": "string"},
+                                "type": {"type": "string"},
+                                "prefix": {"type": "integer"}
+                            }
+                        }
+                    },
+                    "loopback": {"type": "boolean"},
+                    "statistics": {"type": "object"}
+                }
+            }
         }),
+        // `observe::rrd`: the host's rows sorted by time; which metrics a row has depends on
+        // the RRD format (node or guest, PVE 8 or 9) and on what was recorded at that step.
         View::Rrd => serde_json::json!({
             "type": "array",
-            "items": {"type": "object"},
-            "description": "the host's RRD samples, oldest first"
+            "description": "the host's RRD samples, oldest first: `time` (Unix seconds) and the metrics recorded at that step",
+            "items": {
+                "type": "object",
+                "required": ["time"],
+                "properties": {"time": {"type": "number"}},
+                "additionalProperties": {"type": ["number", "string", "null"]}
+            }
         }),
         View::GuestStatus | View::NodeStatus | View::TaskStatus | View::Config => {
             serde_json::json!({

@@ -14,8 +14,10 @@
 //!
 //! How failures reach the client (MCP distinguishes two channels):
 //! - arguments that do not fit the tool (bad VMID, unknown property, a variant's missing
-//!   switch) are a JSON-RPC *invalid params* error: nothing was sent and retrying with the
-//!   same arguments cannot work;
+//!   switch) are, since protocol 2025-11-25 (SEP-1303), a tool result with `isError: true`
+//!   carrying the structured error, so the model can read and correct them; a session that
+//!   negotiated an older version gets a JSON-RPC *invalid params* error (-32602) instead.
+//!   Either way nothing was sent. An unknown tool stays a protocol error;
 //! - everything else — policy refusals, a missing or wrong phrase, rate limits, a failing
 //!   precheck, a remote failure, a lost connection — is a tool result with `isError: true`
 //!   whose text says what happened and what to do next, because clients show that text to

@@ -321,6 +321,39 @@ fn structured_content_fits_the_output_schema() {
     // A list given where a task result belongs does not fit.
     let v = jsonschema::validator_for(&output_schema(start)).unwrap();
     assert!(!v.is_valid(&doc(start, json!([1, 2]))));
+    // The views pxagent shapes itself have exact schemas: the agent's interfaces and RRD rows.
+    let ips = catalog::find("vm.ips").unwrap();
+    let raw: Value = serde_json::from_str(
+        &std::fs::read_to_string(format!(
+            "{}/tests/fixtures/pve/qga_network_get_interfaces_schema_sample.json",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    let data = crate::views::normalize(ips.view, &raw, None).unwrap();
+    assert_eq!(data[1]["ipv6"][0], "fe80::be24:11ff:fe5a:64");
+    check(ips, &doc(ips, data.clone()));
+    let v = jsonschema::validator_for(&output_schema(ips)).unwrap();
+    let mut wrong = data;
+    wrong[0]["ipv4"] = json!("127.0.0.1");
+    assert!(
+        !v.is_valid(&doc(ips, wrong)),
+        "a string where a list belongs fits"
+    );
+    let rrd = catalog::find("node.rrd").unwrap();
+    let data = crate::views::normalize(
+        rrd.view,
+        &fixture("https_api_node_rrddata_pve9_capture.json"),
+        None,
+    )
+    .unwrap();
+    check(rrd, &doc(rrd, data));
+    let v = jsonschema::validator_for(&output_schema(rrd)).unwrap();
+    assert!(
+        !v.is_valid(&doc(rrd, json!([{"cpu": 0.5}]))),
+        "a row without time fits"
+    );
     let nextid = catalog::find("cluster.nextid").unwrap();
     // pvesh prints the next id as 148 or "148"; the view makes both the number.
     for raw in [json!(148), json!("148")] {
