@@ -346,6 +346,16 @@ fn vm_ips_lists_the_guest_agents_addresses() {
             .is_ok()
     );
     assert_eq!(eth0["mac"], "bc:24:11:5a:00:64");
+    // IPv6 too: the MAC's EUI-64 link-local address, as a guest's kernel gives it.
+    assert_eq!(eth0["ipv6"][0], "fe80::be24:11ff:fe5a:64", "{eth0}");
+    assert!(
+        eth0["addresses"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["type"] == "ipv6" && a["prefix"] == 64),
+        "{eth0}"
+    );
     // Loopback is in the data, not in the table.
     assert!(
         data.as_array()

@@ -178,6 +178,36 @@ fn ten_calls_with_persist_open_one_ssh_connection() {
     assert_eq!(own.holders().as_array().unwrap().len(), 0);
 }
 
+/// `persist: 30s` in the config does what `--persist 30s` does: three calls, one connection.
+#[test]
+fn persist_in_the_config_starts_and_reuses_a_holder() {
+    let _g = lock();
+    clear_faults();
+    let own = Own::new();
+    let config = own.home.path().join("persist.yaml");
+    std::fs::write(&config, "persist: 30s\n").unwrap();
+    let at = sshd_log_len();
+    for i in 0..3 {
+        let r = own
+            .px()
+            .args(["--config"])
+            .arg_path(&config)
+            .args(["vm", "list", "-o", "json"])
+            .run();
+        assert_eq!(r.code, 0, "call {i}: {}\n{}", r.stdout, r.stderr);
+    }
+    let ours: Vec<SshdConnection> = sshd_connections_since(at)
+        .into_iter()
+        .filter(|c| c.key == own.fingerprint)
+        .collect();
+    assert_eq!(ours.len(), 1, "one SSH login for three calls: {ours:?}");
+    let holders = own.holders();
+    let list = holders.as_array().unwrap();
+    assert_eq!(list.len(), 1, "{holders}");
+    assert_eq!(list[0]["idle_secs"], 30);
+    assert_eq!(list[0]["commands"], 3);
+}
+
 #[test]
 fn a_holder_is_no_way_around_the_callers_own_checks() {
     let _g = lock();

@@ -52,6 +52,23 @@ fn a_missing_program_in_a_container_is_exit_code_127() {
             .ends_with("No such file or directory - Failed to exec \"/nonexistent\"\n"),
         "{doc}"
     );
+    // Issue 13 item 8 for containers: `--exit-code` passes the guest's code through.
+    let home = Home::new();
+    let r = home.on_bed(&["ct", "exec", "200", "--exit-code", "--", "/nonexistent"]);
+    assert_eq!(r.code, 127, "{}{}", r.stdout, r.stderr);
+    let r = home.on_bed(&[
+        "ct",
+        "exec",
+        "200",
+        "--exit-code",
+        "--",
+        "sh",
+        "-c",
+        "exit 4",
+    ]);
+    assert_eq!(r.code, 4, "{}{}", r.stdout, r.stderr);
+    let r = home.on_bed(&["ct", "exec", "200", "--", "sh", "-c", "exit 4"]);
+    assert_eq!(r.code, 0, "without --exit-code: {}{}", r.stdout, r.stderr);
 }
 
 /// Issue 12 item 24: a change during a backup is a clear `locked` error, exit 1; stopping the

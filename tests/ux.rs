@@ -492,12 +492,31 @@ mod live {
             assert_eq!(r.code, 0, "{args:?}: {}", r.stderr);
             no_raw_numbers(&args.join(" "), &r.stdout);
         }
-        let tasks = home.on_bed(&["task", "list", "-o", "json"]).data();
-        if let Some(upid) = tasks[0]["upid"].as_str() {
-            let r = home.on_bed(&["task", "status", upid]);
-            assert!(r.stdout.starts_with("status "), "{}", r.stdout);
-            no_raw_numbers("task status", &r.stdout);
-        }
+        // A task of our own, so that its status is always there to show.
+        let name = format!(
+            "ux{}",
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos()
+                % 1_000_000_000
+        );
+        let snap = home.on_bed(&["vm", "snapshot", "100", &name, "-o", "json"]);
+        assert_eq!(snap.code, 0, "{}", snap.stderr);
+        let upid = snap.data()["upid"].as_str().unwrap().to_string();
+        let r = home.on_bed(&["task", "status", &upid]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        assert!(r.stdout.starts_with("status "), "{}", r.stdout);
+        no_raw_numbers("task status", &r.stdout);
+        let del = home.on_bed(&[
+            "vm",
+            "delsnapshot",
+            "100",
+            &name,
+            "--confirm",
+            &format!("yes delsnapshot 100 {name}"),
+        ]);
+        assert_eq!(del.code, 0, "{}", del.stderr);
     }
 
     #[test]

@@ -57,9 +57,8 @@ fn only_our_own_closed_directory_and_socket_are_used() {
             .to_string()
             .contains("not a socket")
     );
-    // Another owner (root's /, seen by anyone but root; as root: /proc/1's directory is
-    // owned by root too, so check a path whose owner is surely not us only when we are not
-    // root).
+    // Another owner: root's / for anyone but root; as root (the test bed runs so), a
+    // directory and a socket of our own given to nobody (65534), modes still 0700/0600.
     if uid() != 0 {
         assert!(
             check_owned(Path::new("/"), true)
@@ -67,6 +66,21 @@ fn only_our_own_closed_directory_and_socket_are_used() {
                 .to_string()
                 .contains("owned by uid 0")
         );
+    } else {
+        let theirs = dir.join("theirs");
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&theirs)
+            .unwrap();
+        check_owned(&theirs, true).unwrap();
+        std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+        let e = check_owned(&theirs, true).unwrap_err();
+        assert!(e.to_string().contains("owned by uid 65534"), "{e}");
+        assert_eq!(e.exit_code(), 6, "{e}");
+        std::os::unix::fs::chown(&sock, Some(65534), None).unwrap();
+        std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let e = check_owned(&sock, false).unwrap_err();
+        assert!(e.to_string().contains("owned by uid 65534"), "{e}");
     }
 }
 
