@@ -16,8 +16,9 @@
 #   3. 50 reads: `pxagent batch` with 50 request lines (one process, one connection, 8 in
 #      flight; and --stop-on-error, one at a time) vs 50 OpenSSH processes vs 50 ControlMaster
 #      clients vs proxmoxer (50 calls over one paramiko connection, whole process); beside them
-#      the host floor (the host's own work for 50 reads, one after another, no SSH) (target
-#      >= 20x where the host's work allows). Also shown: 50 pxagent processes, with and without
+#      the host floor (the host's own work for 50 reads without SSH: one after another, and 8
+#      at a time like the batch) (target >= 20x where the host's work allows: the batch cannot
+#      beat the host's own work for 50 reads at 8 in flight). Also shown: 50 pxagent processes, with and without
 #      --persist, and `pxagent status` (3 reads concurrently over one connection).
 #   4. peak memory (max RSS, /usr/bin/time -v) of `pxagent status` and `pxagent version`
 #      (target < 20 MiB), with ssh and proxmoxer for context.
@@ -223,6 +224,10 @@ MUXN="$(loop_script mux_n "$MUX1")"
 PXVN="$(loop_script px_version_n "$PXV")"
 PXPN="$(loop_script px_persist_n "$PXP")"
 FLOORN="$(loop_script floor_n "$FLOOR_HOST")"
+# The host's own work for the batch's shape: $READS reads, at most 8 running at once (wait -n).
+printf 'n=0; for ((i = 0; i < %d; i++)); do %s >/dev/null 2>>%s & if ((++n >= 8)); then wait -n || exit 1; n=$((n - 1)); fi; done; wait\n' \
+    "$READS" "$FLOOR_HOST" "$WORK/floor_par.err" >"$WORK/floor_par.sh"
+FLOORP="bash $WORK/floor_par.sh"
 
 # The bed is shared: other people's tests inject simulator faults (hangs, failures) that hit
 # every caller, this script included. Before each check and measurement wait (up to 2 min) until
@@ -274,7 +279,7 @@ check "pxagent batch --stop-on-error" '' "batch_ok '$PXB_SEQ'"
 check "pxagent --persist (starts the holder)" '"version":' "$PXP"
 check "pxagent --hosts (8) status" '"ok":true' "$PXS8"
 check "pxagent --hosts (1) status" '"ok":true' "$PXS1"
-for s in ssh_n mux_n px_version_n px_persist_n floor_n; do check "$s loop" '' "bash $WORK/$s.sh"; done
+for s in ssh_n mux_n px_version_n px_persist_n floor_n floor_par; do check "$s loop" '' "bash $WORK/$s.sh"; done
 
 # ---------------------------------------------------------------------------------------------
 # Timing: MED, MIN, MAX[key] in milliseconds; RUNS_OF, RETRIED, CMD_OF[key]
@@ -344,6 +349,7 @@ measure px_version_n "$BATCH_RUNS" 1 "$PXVN"
 measure px_batch "$BATCH_RUNS" 1 "$PXB"
 measure px_batch_seq "$BATCH_RUNS" 1 "$PXB_SEQ"
 measure floor_n "$BATCH_RUNS" 1 "$FLOORN"
+measure floor_par "$BATCH_RUNS" 1 "$FLOORP"
 measure px_persist "$RUNS" "$WARMUP" "$PXP"
 measure px_persist_n "$BATCH_RUNS" 1 "$PXPN"
 measure px_status8 "$RUNS" "$WARMUP" "$PXS8"
@@ -475,6 +481,7 @@ row px_batch "pxagent batch, $READS requests (one connection, 8 in flight)"
 row px_batch_seq "pxagent batch --stop-on-error (one at a time)"
 row py_batch "proxmoxer, $READS calls over one connection (process)"
 row floor_n "host floor: $READS x sudo -n pvesh get /version, no SSH"
+row floor_par "host floor: the same, 8 at a time (the batch's shape)"
 echo "  6. a warm persistent connection"
 row px_persist "pxagent --persist version (holder up)"
 row mux_one "ssh ControlMaster, master warm"
@@ -497,7 +504,9 @@ ratio px_batch ssh_n "<= 0.05" "batch of $READS vs $READS ssh (>=20x)"
 ratio px_batch mux_n "" "batch of $READS vs $READS ssh ControlMaster"
 ratio px_batch py_batch "" "batch of $READS vs proxmoxer $READS calls"
 ratio px_batch_seq ssh_n "" "batch one at a time vs $READS ssh"
-ratio floor_n ssh_n "" "host floor ($READS, serial) vs $READS ssh: best batch"
+ratio floor_n ssh_n "" "host floor ($READS, serial) vs $READS ssh"
+ratio floor_par ssh_n "" "host floor ($READS, 8 at a time) vs $READS ssh: best batch"
+ratio px_batch floor_par "" "batch of $READS vs the host floor 8 at a time (1 = no overhead)"
 ratio px_version_n ssh_n "" "$READS pxagent processes vs $READS ssh processes"
 ratio px_persist_n mux_n "" "$READS pxagent --persist vs $READS ControlMaster"
 ratio px_persist mux_one "<= 1.1" "warm --persist call vs warm ControlMaster"
@@ -507,8 +516,9 @@ echo "        like comparison is $READS reads over one connection vs $READS Cont
 echo "  note: the simulator runs each call under one exclusive state lock, so reads that overlap on"
 echo "        one connection still queue on the host side (a real PVE would answer them in parallel)."
 echo "  note: the batch rows are whole pxagent processes (start-up, one handshake, $READS channels,"
-echo "        8 at a time); 'best batch' is the host floor's ratio: no batch can beat the host's own"
-echo "        work for $READS reads unless the host answers them side by side."
+echo "        8 at a time); 'best batch' is the ratio of the host's own work for $READS reads run 8 at a"
+echo "        time without SSH: no batch can beat it, so the >= 20x goal holds only where that ratio"
+echo "        is >= 20x (more cores, or a host whose reads are cheaper than its SSH handshakes)."
 echo "  note: 8 hosts are contacted side by side over 8 connections: each handshake costs CPU on"
 echo "        this machine (client) and the bed's sshd (server), so the 8-vs-1 ratio depends on cores."
 if [[ -n "$PROXMOXER_WHY" ]]; then
@@ -544,11 +554,11 @@ fi
 echo
 echo "  commands"
 for k in floor px_catalog px_dryrun host_floor px_version ssh_one mux_one py_process py_call px_status \
-    ssh_n mux_n px_version_n px_persist_n px_batch px_batch_seq py_batch floor_n px_persist \
+    ssh_n mux_n px_version_n px_persist_n px_batch px_batch_seq py_batch floor_n floor_par px_persist \
     px_status1 px_status8; do
     if [[ -n "${CMD_OF[$k]:-}" ]]; then printf '  %-15s %s\n' "$k" "${CMD_OF[$k]}"; fi
 done
-for s in ssh_n mux_n px_version_n px_persist_n floor_n px_batch px_batch_seq; do
+for s in ssh_n mux_n px_version_n px_persist_n floor_n floor_par px_batch px_batch_seq; do
     printf '  %-15s %s' "$s.sh" "$(cat "$WORK/$s.sh")"
     echo
 done
