@@ -611,3 +611,26 @@ fn host_exec_allowlists_cover_commands_and_file_transfers() {
     assert_eq!(code, 125, "{err}");
     assert!(err.contains("policy_refused"), "{err}");
 }
+
+/// Issue 12 item 25: `scripts/test.sh` brings the gated bed up with `testbed.sh up --ct-exec
+/// 200-299`, so the range reaches its sudoers render and container exec works there, through
+/// the gate and under the host's allowlist like a VM's.
+#[test]
+fn container_exec_on_a_bed_rendered_with_ct_exec_passes_the_gate_and_its_allowlist() {
+    let _g = lock();
+    let g = gated();
+    let _p = g.policy("ops:\n  ct.exec:\n    commands: [[echo, \"...\"]]\n");
+    let home = Home::new();
+    let run = |args: &[&str]| gated_run(&home, args);
+    let r = run(&["ct", "start", "200"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let r = run(&["-o", "json", "ct", "exec", "200", "--", "echo", "from-the-gated-bed"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let d = r.data();
+    assert_eq!(d["exitcode"], 0, "{d}");
+    assert_eq!(d["stdout"], "from-the-gated-bed\n", "{d}");
+    // Outside the host's allowlist: exit 3 from the host, nothing ran.
+    let r = run(&["-o", "json", "ct", "exec", "200", "--", "id"]);
+    assert_eq!(r.code, 3, "{}", r.stdout);
+    assert_eq!(r.json()["error"]["source"], "host");
+}
