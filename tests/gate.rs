@@ -624,7 +624,16 @@ fn container_exec_on_a_bed_rendered_with_ct_exec_passes_the_gate_and_its_allowli
     let run = |args: &[&str]| gated_run(&home, args);
     let r = run(&["ct", "start", "200"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    let r = run(&["-o", "json", "ct", "exec", "200", "--", "echo", "from-the-gated-bed"]);
+    let r = run(&[
+        "-o",
+        "json",
+        "ct",
+        "exec",
+        "200",
+        "--",
+        "echo",
+        "from-the-gated-bed",
+    ]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     let d = r.data();
     assert_eq!(d["exitcode"], 0, "{d}");
