@@ -251,7 +251,8 @@ fn the_cli_reaches_the_bed_through_a_proxy_jump_in_ssh_config() {
         format!(
             "Host bedjump\n  HostName 127.0.0.1\n  Port {jp}\n  User {ju}\n  IdentityFile {jk}\n\
              Host thebed\n  HostName {bh}\n  Port {bp}\n  User {bu}\n  IdentityFile {bk}\n  \
-             ProxyJump bedjump\n",
+             ProxyJump bedjump\n\
+             Host 127.0.0.1\n  IdentityFile {jk}\n",
             jp = jump.port,
             ju = crate::ssh_transport::USER,
             jk = jump.path("id_client").display(),
@@ -281,6 +282,35 @@ fn the_cli_reaches_the_bed_through_a_proxy_jump_in_ssh_config() {
         .args(["-H", "thebed", "-J", "none", "-o", "json", "version"])
         .run();
     assert_eq!(r.code, 0, "{} / {}", r.stdout, r.stderr);
+    // -J on the command line: by the config's alias, by user@host:port (its key from the
+    // config's block for that host), and a chain of two hops (the jump host twice, the second
+    // reached through the first): one login on the jump host per hop.
+    let accepted = || jump.log().matches("Accepted publickey").count();
+    let mut seen = accepted();
+    for (spec, hops) in [
+        ("bedjump".to_string(), 1),
+        (
+            format!("{}@127.0.0.1:{}", crate::ssh_transport::USER, jump.port),
+            1,
+        ),
+        ("bedjump,bedjump".to_string(), 2),
+    ] {
+        let r = home
+            .px()
+            .args(["-H", "thebed", "-J", &spec, "-o", "json", "version"])
+            .run();
+        assert_eq!(
+            r.code,
+            0,
+            "-J {spec}: {} / {}\n{}",
+            r.stdout,
+            r.stderr,
+            jump.log()
+        );
+        let now = accepted();
+        assert_eq!(now - seen, hops, "-J {spec}: logins on the jump host");
+        seen = now;
+    }
     let dead = crate::ssh_transport::free_port();
     let r = home
         .px()
