@@ -342,4 +342,31 @@ mod tests {
             ["hint: to proceed, run the same command again with --confirm 'yes destroy 100'"]
         );
     }
+
+    #[test]
+    fn a_terminal_approval_refusal_shows_the_statement_and_names_the_flag() {
+        use crate::host::gate::protocol::{ApprovalRequest, Kind, Refusal};
+        let mut r = Refusal::new(Kind::ApprovalRequired, "the host wants a signed approval");
+        r.approval_request = Some(ApprovalRequest {
+            statement: "pxagent-approval/1\nhost: pve1\nop: vm.snapshot\n".into(),
+            expires: "2026-12-02T17:00:00Z".into(),
+            sign_with: vec!["pxagent approve --key KEY -".into()],
+        });
+        let e = Error::Host(Box::new(r));
+        // Everyone gets the statement to sign; only a person at a terminal the flag to pass.
+        let agent = refusal_hints(&e, false);
+        assert_eq!(agent.len(), 1, "{agent:?}");
+        assert!(agent[0].contains("op: vm.snapshot"), "{agent:?}");
+        assert!(
+            agent[0].contains("expires 2026-12-02T17:00:00Z"),
+            "{agent:?}"
+        );
+        assert!(
+            agent[0].contains("pxagent approve --key KEY -"),
+            "{agent:?}"
+        );
+        let person = refusal_hints(&e, true);
+        assert_eq!(person.len(), 2, "{person:?}");
+        assert!(person[1].contains("--approval FILE"), "{person:?}");
+    }
 }
