@@ -73,7 +73,9 @@ impl Invocation {
                     values.insert(p.name, p.kind.parse(p.name, d)?);
                 }
                 How::BasenameOf(of) if !values.contains_key(p.name) => {
-                    if let Some(base) = values.get(of).and_then(|v| v.rsplit('/').next()) {
+                    // The last path segment: a URL's query is not part of the file name.
+                    let path = values.get(of).map(|v| v.split('?').next().unwrap_or(v));
+                    if let Some(base) = path.and_then(|v| v.rsplit('/').next()) {
                         let base = base.to_string();
                         let label = format!(
                             "{} (from <{of}>; pass --{} to choose one)",

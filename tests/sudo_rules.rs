@@ -870,3 +870,64 @@ fn every_upid_the_client_accepts_is_admitted_by_sudo_and_no_other() {
     // All but `:`, `/`, `=`, space and the four others pass in each of the three fields.
     assert_eq!((admitted, refused), (4 + 91 * 3, 8 * 3));
 }
+
+/// Download URLs with a query (issue 12, item 8): every URL the client accepts — the file name
+/// taken from the path, not the query — is admitted by real sudo, and a hostile caller cannot
+/// use a query to add a word, an option or a second command.
+#[test]
+fn download_urls_with_a_query_are_admitted_and_none_breaks_out() {
+    use pxagent::catalog::find;
+    use pxagent::invocation::Invocation;
+    let _guard = lock();
+    let _installed = Installed::new(&render("full", &[]));
+    let op = find("iso.download").unwrap();
+    for url in [
+        "https://dl.example.com/debian-13.iso?a=b",
+        "https://dl.example.com/pub/debian-13.iso?token=a1%2Fb2-c.d_e~f+g&expires=1767225600",
+        "https://dl.example.com/debian-13.iso?",
+    ] {
+        let mut raw = std::collections::BTreeMap::new();
+        raw.insert("url", url.to_string());
+        raw.insert("storage", "local".to_string());
+        raw.insert("node", "pve1".to_string());
+        let inv = Invocation::new(op, raw).unwrap_or_else(|e| panic!("{url}: {e}"));
+        assert_eq!(inv.values["filename"], "debian-13.iso", "{url}");
+        let argv = inv.argv();
+        assert!(
+            allowed(&argv),
+            "sudo refuses the accepted URL {url}: {argv:?}"
+        );
+    }
+    let line = |url: &str, tail: &[&str]| {
+        let mut v = w(&[
+            "/usr/bin/pvesh",
+            "create",
+            "/nodes/pve1/storage/local/download-url",
+            "--content",
+            "iso",
+            "--url",
+            url,
+            "--filename",
+            "x.iso",
+        ]);
+        v.extend(w(tail));
+        v.extend(w(&["--output-format", "json"]));
+        v
+    };
+    assert!(allowed(&line("https://h/x.iso?a=b", &[])), "the plain line");
+    for attempt in [
+        line("https://h/x.iso?a=b --content vztmpl", &[]),
+        line("https://h/x.iso?a=b", &["--verify-certificates", "0"]),
+        line("https://h/x.iso?a=b,", &["/usr/bin/id"]),
+        line("https://h/x.iso?a=$(id)", &[]),
+        line("https://h/x.iso?a=b;id", &[]),
+        line("https://h/x.iso?a=b#frag", &[]),
+        line("https://h/x.iso?a=b\\", &[]),
+        line("https://h/x.iso?a=b'c", &[]),
+        line("https://h/x.iso?a=b\tc", &[]),
+        line("https://h/x.iso?a=b?c=d", &[]),
+        line(&format!("https://h/x.iso?{}", "a".repeat(256)), &[]),
+    ] {
+        assert!(!allowed(&attempt), "sudo admits {attempt:?}");
+    }
+}

@@ -1273,6 +1273,9 @@ mod download_tests {
             "http://localhost/x.iso",
             "http://evil.localhost/x.iso",
             "http://LOCALHOST./x.iso",
+            // A query does not hide the host.
+            "http://169.254.169.254?x=http://cdimage.debian.org/a.iso",
+            "http://127.0.0.1/x.iso?host=cdimage.debian.org",
         ] {
             let e = p.check_download(url).unwrap_err();
             assert_eq!(e.exit_code(), 2, "{url}");

@@ -251,9 +251,24 @@ pub(super) struct Level {
     pub(super) first: Option<bool>,
     pub(super) after_space: bool,
     pub(super) open_after_space: bool,
+    /// The next atom here is surely inside a word that began earlier: the atom before it is
+    /// required (never skipped) and can match no space. A class there cannot start a new
+    /// word, so `-` and `=` in it make no `--option=value` (a URL's query: `[?][a-z=&-]*`).
+    pub(super) inside_word: bool,
+    /// `inside_word` where the level opened: each alternative of a group starts there again.
+    pub(super) opened_inside_word: bool,
 }
 
 impl Level {
+    /// After an atom that may match a space, or may be skipped, the next one may start a word.
+    pub(super) fn step(&mut self, space: bool, optional: bool) {
+        if space {
+            self.inside_word = false;
+        } else if !optional {
+            self.inside_word = true;
+        }
+    }
+
     pub(super) fn add(&mut self, p: AtomProps) {
         if self.first.is_none() {
             self.first = Some(p.starts_dash);
@@ -311,9 +326,12 @@ pub(super) fn ere_shape(re: &str) -> Shape {
             }
             '(' => {
                 let open_after_space = levels.last().is_some_and(|l| l.after_space);
+                let inside_word = levels.last().is_some_and(|l| l.inside_word);
                 levels.push(Level {
                     start: i,
                     open_after_space,
+                    inside_word,
+                    opened_inside_word: inside_word,
                     ..Default::default()
                 });
                 i += 1;
@@ -323,6 +341,7 @@ pub(super) fn ere_shape(re: &str) -> Shape {
                 i += 1;
                 let level = levels.pop().expect("checked above");
                 let (multi, end) = quantifier(&chars, i);
+                let skippable = optional(&chars, i);
                 i = end;
                 let starts_dash = level.first.unwrap_or(false);
                 // Repeated, the group's end meets its start (or what precedes it).
@@ -336,13 +355,17 @@ pub(super) fn ere_shape(re: &str) -> Shape {
                     word_dash: level.props.word_dash || (multi && wraps),
                     ..level.props
                 };
-                levels.last_mut().expect("level 0 stays").add(p);
+                let parent = levels.last_mut().expect("level 0 stays");
+                parent.add(p);
+                parent.step(level.props.space, skippable);
                 continue;
             }
             '|' => {
                 if levels.len() == 1 {
                     shape.top_alternation = true;
                 }
+                let level = levels.last_mut().expect("level 0 stays");
+                level.inside_word = level.opened_inside_word;
                 i += 1;
                 continue;
             }
@@ -356,13 +379,26 @@ pub(super) fn ere_shape(re: &str) -> Shape {
             }
         };
         let (multi, end) = quantifier(&chars, i);
+        let skippable = optional(&chars, i);
         i = end;
-        if multi && props.class && props.dash && (props.space || props.eq) {
+        let level = levels.last_mut().expect("level 0 stays");
+        // `-` and `=` together make a `--option=value` only where a word can start.
+        if multi && props.class && props.dash && (props.space || (props.eq && !level.inside_word)) {
             shape.broad.push(chars[start..i].iter().collect());
         }
-        levels.last_mut().expect("level 0 stays").add(props);
+        level.add(props);
+        level.step(props.space, skippable);
     }
     shape
+}
+
+/// Whether the quantifier at `i` lets its atom match nothing (`?`, `*`, `{0,…}`).
+pub(super) fn optional(chars: &[char], i: usize) -> bool {
+    match chars.get(i) {
+        Some('?' | '*') => true,
+        Some('{') => chars.get(i + 1) == Some(&'0'),
+        _ => false,
+    }
 }
 
 /// A literal character: never a caller-chosen word start (`--vmid` written out is fine).

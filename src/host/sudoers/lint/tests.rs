@@ -681,6 +681,32 @@ fn ere_translation_matches_posix_intent() {
     assert!(shape.broad.is_empty() && !shape.top_alternation);
     assert_eq!(ere_shape(r"^a( [a-z-]+)*$").broad, vec!["( [a-z-]+)*"]);
     assert!(ere_shape(r"^a( --vmid [0-9]+)?$").broad.is_empty());
+    // `-` and `=` inside a word that began earlier (a URL's query) make no option; at a word
+    // start, after a skippable atom, or in a group opened at a word start, they do.
+    assert!(
+        ere_shape(r"^--url (https?://[a-z.]{1,9}([?][a-z&=-]{0,255})?)$")
+            .broad
+            .is_empty()
+    );
+    assert!(ere_shape(r"^--x=[a-z=-]{0,9}$").broad.is_empty());
+    assert_eq!(
+        ere_shape(r"^--url [a-z=-]{0,9}$").broad,
+        vec!["[a-z=-]{0,9}"]
+    );
+    assert_eq!(
+        ere_shape(r"^a (x)?[a-z=-]{0,9}$").broad,
+        vec!["[a-z=-]{0,9}"]
+    );
+    assert_eq!(ere_shape(r"^a x?[a-z=-]{0,9}$").broad, vec!["[a-z=-]{0,9}"]);
+    assert_eq!(ere_shape(r"^a ([a-z=-]{0,9})$").broad, vec!["[a-z=-]{0,9}"]);
+    assert_eq!(
+        ere_shape(r"^a( |x)[a-z=-]{0,9}$").broad,
+        vec!["[a-z=-]{0,9}"]
+    );
+    assert_eq!(
+        ere_shape(r"^a (xy|[a-z=-]{0,9})$").broad,
+        vec!["[a-z=-]{0,9}"]
+    );
     assert!(!ere_shape(r"^(a|b)$").top_alternation);
 }
 
