@@ -470,11 +470,29 @@ fn iso_and_template_downloads() {
             .any(|i| i["volid"] == format!("local:iso/{name}")),
         "{isos}"
     );
-    // URLs with credentials or other schemes never leave the client
+    // A URL with a query (a signed mirror link): the file name comes from its path, and real
+    // sudo admits the line (issue 12, item 8).
+    let signed = format!("q-{name}");
+    let r = px(&[
+        "iso",
+        "download",
+        &format!("https://example.org/get/{signed}?token=a1%2Fb2&expires=1767225600"),
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let isos = px(&["iso", "list", "-o", "json"]).json()["data"].clone();
+    assert!(
+        isos.as_array()
+            .unwrap()
+            .iter()
+            .any(|i| i["volid"] == format!("local:iso/{signed}")),
+        "{isos}"
+    );
+    // URLs with credentials, fragments or other schemes never leave the client
     for bad in [
         "https://user:pw@example.org/x.iso",
         "ftp://example.org/x.iso",
-        "https://example.org/x.iso?x=1",
+        "https://example.org/x.iso#x",
+        "https://example.org/x.iso?x=1;id",
     ] {
         assert_eq!(px(&["iso", "download", bad]).code, 2, "{bad}");
     }
