@@ -462,14 +462,16 @@ fn iso_and_template_downloads() {
     let url = format!("https://example.org/images/{name}");
     let r = px(&["iso", "download", &url]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    let isos = px(&["iso", "list", "-o", "json"]).json()["data"].clone();
-    assert!(
-        isos.as_array()
+    let has_iso = |file: &str| {
+        let isos = px(&["iso", "list", "-o", "json"]).json()["data"].clone();
+        let found = isos
+            .as_array()
             .unwrap()
             .iter()
-            .any(|i| i["volid"] == format!("local:iso/{name}")),
-        "{isos}"
-    );
+            .any(|i| i["volid"] == format!("local:iso/{file}"));
+        assert!(found, "no local:iso/{file} in {isos}");
+    };
+    has_iso(&name);
     // A URL with a query (a signed mirror link): the file name comes from its path, and real
     // sudo admits the line (issue 12, item 8).
     let signed = format!("q-{name}");
@@ -479,14 +481,7 @@ fn iso_and_template_downloads() {
         &format!("https://example.org/get/{signed}?token=a1%2Fb2&expires=1767225600"),
     ]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    let isos = px(&["iso", "list", "-o", "json"]).json()["data"].clone();
-    assert!(
-        isos.as_array()
-            .unwrap()
-            .iter()
-            .any(|i| i["volid"] == format!("local:iso/{signed}")),
-        "{isos}"
-    );
+    has_iso(&signed);
     // URLs with credentials, fragments or other schemes never leave the client
     for bad in [
         "https://user:pw@example.org/x.iso",

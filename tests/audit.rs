@@ -76,10 +76,6 @@ fn remove_late_snapshot(name: &str, within: u64) {
     }
 }
 
-fn sigterm(pid: u32) {
-    signal(pid, "TERM");
-}
-
 /// Send SIG`name` (TERM, INT, HUP) to `pid`.
 fn signal(pid: u32, name: &str) {
     let ok = Command::new("kill")
@@ -386,7 +382,7 @@ fn a_call_that_ends_within_the_grace_period_is_answered_and_audited() {
     assert!(eventually(20, || records(&home)
         .iter()
         .any(|r| r["phase"] == "started")));
-    sigterm(m.child.id());
+    signal(m.child.id(), "TERM");
     // A call after the signal (once the server saw it) is refused; the one in flight still
     // gets its result.
     std::thread::sleep(Duration::from_millis(500));

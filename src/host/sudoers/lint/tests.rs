@@ -689,24 +689,16 @@ fn ere_translation_matches_posix_intent() {
             .is_empty()
     );
     assert!(ere_shape(r"^--x=[a-z=-]{0,9}$").broad.is_empty());
-    assert_eq!(
-        ere_shape(r"^--url [a-z=-]{0,9}$").broad,
-        vec!["[a-z=-]{0,9}"]
-    );
-    assert_eq!(
-        ere_shape(r"^a (x)?[a-z=-]{0,9}$").broad,
-        vec!["[a-z=-]{0,9}"]
-    );
-    assert_eq!(ere_shape(r"^a x?[a-z=-]{0,9}$").broad, vec!["[a-z=-]{0,9}"]);
-    assert_eq!(ere_shape(r"^a ([a-z=-]{0,9})$").broad, vec!["[a-z=-]{0,9}"]);
-    assert_eq!(
-        ere_shape(r"^a( |x)[a-z=-]{0,9}$").broad,
-        vec!["[a-z=-]{0,9}"]
-    );
-    assert_eq!(
-        ere_shape(r"^a (xy|[a-z=-]{0,9})$").broad,
-        vec!["[a-z=-]{0,9}"]
-    );
+    for re in [
+        r"^--url [a-z=-]{0,9}$",
+        r"^a (x)?[a-z=-]{0,9}$",
+        r"^a x?[a-z=-]{0,9}$",
+        r"^a ([a-z=-]{0,9})$",
+        r"^a( |x)[a-z=-]{0,9}$",
+        r"^a (xy|[a-z=-]{0,9})$",
+    ] {
+        assert_eq!(ere_shape(re).broad, vec!["[a-z=-]{0,9}"], "{re}");
+    }
     assert!(!ere_shape(r"^(a|b)$").top_alternation);
 }
 
