@@ -417,24 +417,30 @@ pub fn dry_run(policy: &Policy, inv: &Invocation, trail: &mut Trail) -> Result<V
     trail.dry_run = true;
     trail.argv = inv.remote_argv();
     policy.check_downloads(inv)?;
+    let verdict = dry_verdict(policy, inv)?;
+    let mut data = inv.dry_run();
+    data["approval_statement"] = json!(crate::host::gate::approval::preview(inv));
+    data["policy"] = json!(verdict);
+    Ok(data)
+}
+
+/// The local policy's verdict as a dry run reports it; a refusal is the error itself (exit 3,
+/// the same message as a real run). A dry run reads nothing from the host, so a protected tag
+/// cannot be checked: the verdict says so rather than claim the op is allowed (it is refused,
+/// exit 3, if the guest carries one).
+fn dry_verdict(policy: &Policy, inv: &Invocation) -> Result<String> {
     let verdict = match policy.check(inv, Some(&GuestTags::default()))? {
         Decision::Allow => "allowed".to_string(),
         Decision::Confirm(c) => format!("needs the phrase `{}` ({})", c.phrase, c.rule),
         Decision::Approve { rule, .. } => format!("needs a signed approval ({rule})"),
     };
-    // A dry run reads nothing from the host, so a protected tag cannot be checked here: say so
-    // rather than claim the op is allowed (it is refused, exit 3, if the guest carries one).
-    let verdict = if policy.wants_tags(inv) {
+    Ok(if policy.wants_tags(inv) {
         format!(
             "{verdict}, unless the guest carries a protected tag (tags are read from the host only when it runs)"
         )
     } else {
         verdict
-    };
-    let mut data = inv.dry_run();
-    data["approval_statement"] = json!(crate::host::gate::approval::preview(inv));
-    data["policy"] = json!(verdict);
-    Ok(data)
+    })
 }
 
 /// The guest command of an exec op's invocation (its `command` and `input_data` values),
@@ -466,12 +472,12 @@ pub fn dry_run_exec(
     let (inv, argv) = crate::exec::check_request(req)?;
     trail.set_argv(&inv);
     // A refusal is a refusal in a dry run too (exit 3, the same message).
-    policy.check(&inv, Some(&GuestTags::default()))?;
+    let verdict = dry_verdict(policy, &inv)?;
     policy.check_command(&inv, &argv)?;
     crate::exec::check_transfers(policy, req, inv.op)?;
     trail.transfers = req.transfers();
     let mut data = inv.dry_run();
-    data["policy"] = json!("allowed");
+    data["policy"] = json!(verdict);
     data["transfers"] = json!(trail.transfers);
     data["limits"] = json!(policy.limits_for(inv.op));
     Ok(data)
