@@ -471,7 +471,28 @@ pub fn guest_argv_checked(words: &[String]) -> std::result::Result<(), String> {
     Ok(())
 }
 
-/// Validate an absolute guest path.
+/// Why a guest path cannot be judged by a glob, if it cannot: a `.` or `..` segment, an
+/// empty segment (`//`, or a trailing `/`), a NUL, or a path that is not absolute. Such a path
+/// could name a file outside every glob it seems to fit (`/srv/../etc/shadow` fits `/srv/**`
+/// as text), so every transfer that carries one is refused before any glob is tried.
+pub fn guest_path_problem(path: &str) -> Option<&'static str> {
+    if path.contains('\0') {
+        return Some("it holds a NUL byte");
+    }
+    let Some(rest) = path.strip_prefix('/') else {
+        return Some("it is not absolute");
+    };
+    for seg in rest.split('/') {
+        match seg {
+            "" => return Some("it holds an empty segment (`//` or a trailing `/`)"),
+            "." | ".." => return Some("it holds a `.` or `..` segment"),
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Validate an absolute guest path (what [`guest_path_problem`] refuses, and more).
 fn parse_guest_path(raw: &str) -> std::result::Result<String, String> {
     if !raw.starts_with('/') {
         return Err("a guest path must be absolute (start with '/')".into());
@@ -481,6 +502,9 @@ fn parse_guest_path(raw: &str) -> std::result::Result<String, String> {
     }
     if raw.split('/').any(|c| c == "..") {
         return Err("'..' is not allowed in a guest path".into());
+    }
+    if raw.split('/').skip(1).any(|c| c == ".") || raw.contains("//") {
+        return Err("'.' segments and '//' are not allowed in a guest path".into());
     }
     if raw.len() > 4096 || raw == "/" || raw.ends_with('/') {
         return Err("expected a file path (not a directory), at most 4096 bytes".into());

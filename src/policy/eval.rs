@@ -412,6 +412,13 @@ impl Policy {
     /// with a command allowlist and no list for that direction allows none (fail closed);
     /// otherwise files move freely, as the commands do. `Err` is [`Error::Policy`] (exit 3).
     pub fn check_transfer(&self, exec_op: &Op, dir: Transfer, path: &str) -> Result<()> {
+        if let Some(why) = crate::catalog::kind::guest_path_problem(path) {
+            return Err(Error::Policy(format!(
+                "policy refuses to move {} for {}: {why}; name the guest file by its plain absolute path",
+                crate::catalog::kind::printable(path),
+                exec_op.id
+            )));
+        }
         self.layers()
             .try_for_each(|p| p.check_transfer_one(exec_op, dir, path))
     }
@@ -561,25 +568,40 @@ pub enum Transfer {
     Pull,
 }
 
-/// A guest path glob: `*` matches within one path segment, `**` across segments.
+/// A guest path glob, matched segment by segment: `*` matches within one segment, `**` (a
+/// whole segment) matches zero or more whole segments. No wildcard ever matches a `.` or `..`
+/// segment or an empty one, so a glob cannot be left through the path's own text.
 fn path_glob(glob: &str, path: &str) -> bool {
-    let mut re = String::from("^");
-    let mut rest = glob;
-    while !rest.is_empty() {
-        if let Some(r) = rest.strip_prefix("**") {
-            re.push_str(".*");
-            rest = r;
-        } else if let Some(r) = rest.strip_prefix('*') {
-            re.push_str("[^/]*");
-            rest = r;
-        } else {
-            let c = rest.chars().next().unwrap_or_default();
-            re.push_str(&regex::escape(&c.to_string()));
-            rest = &rest[c.len_utf8()..];
+    fn matches(glob: &[&str], path: &[&str]) -> bool {
+        match glob.split_first() {
+            None => path.is_empty(),
+            Some((&"**", rest)) => {
+                // Zero segments (not at the end: `/srv/**` is what is inside /srv), or one
+                // more acceptable segment and try again.
+                (!rest.is_empty() && matches(rest, path))
+                    || (rest.is_empty() && !path.is_empty() && path.iter().all(|s| wild_ok(s)))
+                    || path
+                        .split_first()
+                        .is_some_and(|(seg, tail)| wild_ok(seg) && matches(glob, tail))
+            }
+            Some((g, rest)) => path.split_first().is_some_and(|(seg, tail)| {
+                (if g.contains('*') {
+                    wild_ok(seg) && glob_match(g, seg)
+                } else {
+                    g == seg
+                }) && matches(rest, tail)
+            }),
         }
     }
-    re.push('$');
-    regex::Regex::new(&re).is_ok_and(|r| r.is_match(path))
+    fn wild_ok(seg: &str) -> bool {
+        !matches!(seg, "" | "." | "..")
+    }
+    if crate::catalog::kind::guest_path_problem(path).is_some() {
+        return false;
+    }
+    let g: Vec<&str> = glob.split('/').collect();
+    let p: Vec<&str> = path.split('/').collect();
+    matches(&g, &p)
 }
 
 /// Split a guest's `tags` field as Proxmox writes it (`;`-separated in `/cluster/resources`;
@@ -1151,6 +1173,26 @@ mod transfer_tests {
         assert!(path_glob("/srv/**", "/srv/a/b/c"));
         assert!(!path_glob("/tmp/*", "/etc/passwd"));
         assert!(!path_glob("/tmp/a.txt", "/tmp/aXtxt"));
+        // No wildcard ever matches `.`, `..` or an empty segment: the text of a path cannot
+        // leave its glob.
+        for (glob, path) in [
+            ("/srv/**", "/srv/../etc/hostname"),
+            ("/srv/**", "/srv/a/../../etc/shadow"),
+            ("/srv/**", "/srv/./x"),
+            ("/srv/**", "/srv//x"),
+            ("/srv/**", "/srv/x/"),
+            ("/srv/**", "/srv"),
+            ("/srv/*/x", "/srv/../x"),
+            ("/srv/*", "/srv/.."),
+            ("/tmp/*", "/tmp/a\0b"),
+            ("**", "etc/passwd"),
+        ] {
+            assert!(!path_glob(glob, path), "{glob} ~ {path:?}");
+        }
+        assert!(path_glob("/srv/**/x.log", "/srv/x.log"));
+        assert!(path_glob("/srv/**/x.log", "/srv/a/b/x.log"));
+        assert!(path_glob("/srv/*.log", "/srv/..a.log"));
+        assert!(!path_glob("/srv/*.log", "/srv/a/b.log"));
     }
 
     #[test]
