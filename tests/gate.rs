@@ -643,3 +643,82 @@ fn container_exec_on_a_bed_rendered_with_ct_exec_passes_the_gate_and_its_allowli
     assert_eq!(r.code, 3, "{}", r.stdout);
     assert_eq!(r.json()["error"]["source"], "host");
 }
+
+/// A guest path never leaves its glob: `..`, `.` and empty segments are refused in every
+/// transfer (the raw lines an agent could send by hand, and the client's own `--pull`), where
+/// `/srv/**` used to admit `/srv/../etc/hostname` as text.
+#[test]
+fn guest_paths_with_dot_segments_never_pass_a_transfer_glob() {
+    let _g = lock();
+    let g = gated();
+    let _p = g.policy(
+        "ops:\n  ct.exec:\n    commands: [[/usr/bin/uname]]\n    push: ['/srv/**']\n    pull: ['/srv/**']\n",
+    );
+    let home = Home::new();
+    let r = gated_run(&home, &["ct", "start", "200"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    for line in [
+        "sudo -n /usr/sbin/pct exec 200 -- /bin/cat /srv/../etc/hostname",
+        "sudo -n /usr/sbin/pct exec 200 -- /usr/bin/tee /srv/../tmp/x",
+        "sudo -n /usr/sbin/pct exec 200 -- /usr/bin/sha256sum /srv/a/../../etc/shadow",
+        "sudo -n /usr/sbin/pct exec 200 -- /bin/cat /srv/./x",
+        "sudo -n /usr/sbin/pct exec 200 -- /bin/cat /srv//x",
+    ] {
+        let (code, _, err) = g.ssh(Some(line));
+        assert_eq!(code, 125, "{line}: {err}");
+        assert!(err.contains("policy_refused"), "{line}: {err}");
+    }
+    // The client refuses such paths at its edge, before anything is sent.
+    for pull in [
+        "/srv/../etc/hostname:out.txt",
+        "/srv/./x:out.txt",
+        "/srv//x:out.txt",
+    ] {
+        let r = gated_run(
+            &home,
+            &[
+                "-o",
+                "json",
+                "ct",
+                "exec",
+                "200",
+                "--pull",
+                pull,
+                "--",
+                "/usr/bin/uname",
+            ],
+        );
+        assert_eq!(r.code, 2, "{pull}: {}\n{}", r.stdout, r.stderr);
+        assert!(r.stdout.contains("invalid guest path"), "{}", r.stdout);
+    }
+}
+
+/// Every request that reaches a guest counts against the limits of the op it belongs to: a
+/// transfer step (`cat`, `tee`, `sha256sum` in a container) no longer runs past a full limit.
+#[test]
+fn transfer_steps_count_against_the_host_limits_of_their_op() {
+    let _g = lock();
+    let g = gated();
+    let counter = fresh("x");
+    let _p = g.policy(&format!(
+        "ops:\n  ct.exec:\n    commands: [[/usr/bin/uname]]\n    push: ['/srv/**']\n    pull: ['/srv/**']\n    limits: [{{counter: {counter}, window: hour, max: 2}}]\n"
+    ));
+    let home = Home::new();
+    let r = gated_run(&home, &["ct", "start", "200"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let uname = "sudo -n /usr/sbin/pct exec 200 -- /usr/bin/uname";
+    for _ in 0..2 {
+        let (code, _, err) = g.ssh(Some(uname));
+        assert_ne!(code, 125, "{err}");
+    }
+    for line in [
+        uname,
+        "sudo -n /usr/sbin/pct exec 200 -- /bin/cat /srv/x",
+        "sudo -n /usr/sbin/pct exec 200 -- /usr/bin/tee /srv/x",
+        "sudo -n /usr/sbin/pct exec 200 -- /usr/bin/sha256sum /srv/x",
+    ] {
+        let (code, _, err) = g.ssh(Some(line));
+        assert_eq!(code, 125, "{line}: {err}");
+        assert!(err.contains("rate_limited"), "{line}: {err}");
+    }
+}

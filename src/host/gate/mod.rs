@@ -146,7 +146,20 @@ pub fn run(opts: &Options) -> u8 {
         "account": ctx.account,
         "client": ctx.client,
     });
-    let verdict = decide(opts, &ctx, line.as_deref(), &mut audit);
+    // No input may panic the gate into running something or into leaving no record: a panic
+    // anywhere in the decision is a refusal, recorded like any other, and nothing runs.
+    std::panic::set_hook(Box::new(|_| {}));
+    let decided = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        decide(opts, &ctx, line.as_deref(), &mut audit)
+    }));
+    let verdict = decided.unwrap_or_else(|_| {
+        audit["panic"] = json!(true);
+        Verdict::Refuse(Box::new(Refusal::new(
+            Kind::NotAllowed,
+            "the gate failed on this request (a bug in pxagent: please report it), so nothing ran"
+                .to_string(),
+        )))
+    });
     match verdict {
         Verdict::Hello(h) => {
             audit["decision"] = json!("hello");
@@ -291,7 +304,6 @@ fn check(
     // Several ops may send the same line: it must pass as each of them (strictest verdict).
     let mut confirm: Option<String> = None;
     let mut approve: Option<String> = None;
-    let mut transfers = 0;
     for inv in &invs {
         let policy_refused =
             |e: Error| with_op(refusal(Kind::PolicyRefused, host_words(&e.to_string())));
@@ -305,7 +317,6 @@ fn check(
             .map_err(policy_refused)?;
         match transfer {
             Some((dirs, path)) => {
-                transfers += 1;
                 let mut last = Ok(());
                 for dir in dirs {
                     last = policy.check_transfer(judged.op, *dir, &path);
@@ -360,9 +371,10 @@ fn check(
         .map_err(with_op)?;
         audit["approver"] = json!(fp);
     }
-    // A transfer is part of a guest command the limits already counted.
-    for inv in invs.iter().filter(|_| transfers == 0) {
-        admit(&policy, &state, inv.op, ctx.now).map_err(|e| {
+    // Every request that reaches a guest counts, a transfer step too: under the limits of
+    // the guest command's op it belongs to (a file write counts as vm.exec).
+    for inv in &invs {
+        admit(&policy, &state, sync_step(inv).0.op, ctx.now).map_err(|e| {
             with_op(refusal(
                 match e {
                     Error::RateLimited(_) => Kind::RateLimited,
