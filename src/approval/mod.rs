@@ -100,7 +100,11 @@ pub fn parse_approval(text: &str) -> Result<Approval, String> {
             "the signature does not end with `{END}` (cut short, or followed by other text)"
         ));
     }
-    let inner = &armored[BEGIN.len()..armored.len() - END.len()];
+    // The two armour lines may overlap (`-----BEGIN SSH SIGNATURE-----END SSH SIGNATURE-----`
+    // ends with END too): only text between a whole BEGIN and a whole END is a body.
+    let Some(inner) = armored.get(BEGIN.len()..armored.len().saturating_sub(END.len())) else {
+        return Err("the signature's armor is broken (its BEGIN and END lines overlap)".into());
+    };
     if inner.contains("-----") {
         return Err("the signature's armor is broken (a stray `-----` line)".into());
     }

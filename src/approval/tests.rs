@@ -484,3 +484,16 @@ fn approval_text_forms() {
         );
     }
 }
+
+#[test]
+fn overlapping_armour_lines_are_an_error_not_a_panic() {
+    for text in [
+        "-----BEGIN SSH SIGNATURE-----END SSH SIGNATURE-----",
+        "x\n-----BEGIN SSH SIGNATURE-----END SSH SIGNATURE-----",
+        "pxagent-approval v1\n-----BEGIN SSH SIGNATURE-----END SSH SIGNATURE-----\n",
+        "-----BEGIN SSH SIGNATURE----END SSH SIGNATURE-----",
+        "-----BEGIN SSH SIGNATURE-----",
+    ] {
+        assert!(super::parse_approval(text).is_err(), "{text:?}");
+    }
+}
