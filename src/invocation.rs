@@ -338,6 +338,31 @@ mod tests {
     }
 
     #[test]
+    fn the_largest_file_write_fits_the_hosts_command_line_even_in_an_envelope() {
+        // A push sends its file in one write of at most the guest agent's 60 KiB of base64;
+        // with a signed approval in an envelope (base64url of JSON: a third more) the line
+        // must still be one a host accepts, or the gate would never see it.
+        let mut i = inv(
+            "vm.file-write",
+            &[
+                ("vmid", "100"),
+                ("node", "pve1"),
+                ("file", &format!("/{}", "d".repeat(200))),
+                (
+                    "content",
+                    &"QUJD".repeat(crate::exec::FILE_WRITE_MAX_BASE64 / 4),
+                ),
+            ],
+        )
+        .unwrap();
+        i.attach.approval = Some("x".repeat(4096));
+        i.attach.confirmed = Some("yes".into());
+        let line = crate::ssh::command_line(&i.wire_argv()).unwrap();
+        assert!(line.len() <= crate::ssh::MAX_COMMAND_LINE);
+        assert!(line.len() > crate::exec::FILE_WRITE_MAX_BASE64 * 4 / 3);
+    }
+
+    #[test]
     fn refusal_uses_the_reference_wording() {
         let i = inv("vm.destroy", &[("vmid", "100")]).unwrap();
         let e = i.refusal().unwrap();

@@ -211,6 +211,15 @@ impl Bounded {
     }
 }
 
+/// The longest command line a host can run: sshd hands it on as one string — the `-c`
+/// argument of the account's shell, or the `SSH_ORIGINAL_COMMAND=…` variable of a forced
+/// command such as the gate — and the kernel refuses any single argument or variable over
+/// MAX_ARG_STRLEN (32 pages, 131072 bytes with its NUL) before that program starts. The
+/// environment variable is the tighter one: 131072 − `SSH_ORIGINAL_COMMAND=` − NUL. A longer
+/// line would fail on the host with nothing but sshd's own log to show for it (the gate
+/// never starts, so it writes no record), so the client refuses it before sending.
+pub const MAX_COMMAND_LINE: usize = 131_072 - "SSH_ORIGINAL_COMMAND=".len() - 1;
+
 /// The exact string sent in the SSH `exec` request for `argv`: each argument POSIX-quoted and
 /// joined with spaces, so the remote shell's word splitting gives back `argv` unchanged.
 /// Also what a dry run should show. Empty argv or a NUL byte is [`Error::Usage`] (no shell can
@@ -225,8 +234,16 @@ pub fn command_line(argv: &[String]) -> Result<String> {
             i, argv[0]
         )));
     }
-    shlex::try_join(argv.iter().map(String::as_str))
-        .map_err(|e| Error::usage(format!("cannot quote remote command: {e}")))
+    let line = shlex::try_join(argv.iter().map(String::as_str))
+        .map_err(|e| Error::usage(format!("cannot quote remote command: {e}")))?;
+    if line.len() > MAX_COMMAND_LINE {
+        return Err(Error::usage(format!(
+            "the command line for `{}` would be {} bytes once quoted, more than the {MAX_COMMAND_LINE} a host accepts (the kernel's limit on one argument): nothing was sent; send less data in one request",
+            argv.iter().take(4).cloned().collect::<Vec<_>>().join(" "),
+            line.len()
+        )));
+    }
+    Ok(line)
 }
 
 /// Check a host key that another process's connection to `target` saw (a persistent
@@ -283,6 +300,13 @@ mod tests {
         assert_eq!(err.exit_code(), 2);
         assert!(err.to_string().contains("NUL"));
         assert_eq!(command_line(&[]).unwrap_err().exit_code(), 2);
+        // The host's limit, counted on the line as sent (after quoting).
+        let at = |word: String| command_line(&args(&["sudo", "-n", &word]));
+        let fits = "x".repeat(MAX_COMMAND_LINE - "sudo -n ".len());
+        assert_eq!(at(fits.clone()).unwrap().len(), MAX_COMMAND_LINE);
+        let e = at(format!("{fits}x")).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        assert!(e.to_string().contains("nothing was sent"), "{e}");
     }
 
     /// The quoting round-trips through real local shells (the remote login shell is one of

@@ -300,6 +300,11 @@ impl Gated {
     /// `ssh` as the agent with the bed's key and known_hosts, the given remote command line
     /// (none: an interactive login attempt). Returns (exit code, stdout, stderr).
     pub fn ssh(&self, line: Option<&str>) -> (i32, String, String) {
+        self.ssh_os(line.map(std::ffi::OsStr::new))
+    }
+
+    /// [`Gated::ssh`] with a command line that need not be UTF-8.
+    pub fn ssh_os(&self, line: Option<&std::ffi::OsStr>) -> (i32, String, String) {
         let get = |n: &str| {
             self.env
                 .iter()

@@ -29,9 +29,12 @@ pub const PROTOCOL: &str = "pxagent-gate/1";
 /// `env`/`timeout` use for "the wrapper itself failed").
 pub const REFUSED_EXIT: u32 = 125;
 
-/// The largest command line the gate reads (an approval is about 1 KiB; a guest file write
-/// carries up to 64 KiB of base64).
-pub const MAX_LINE: usize = 192 * 1024;
+/// The largest command line the gate reads: the largest sshd can hand it at all
+/// ([`crate::ssh::MAX_COMMAND_LINE`], the kernel's limit on `SSH_ORIGINAL_COMMAND`), which the
+/// client also refuses to exceed. A longer line never starts the gate, so it leaves no gate
+/// record (sshd's log has the session); the check here only matters when the gate is started
+/// some other way.
+pub const MAX_LINE: usize = crate::ssh::MAX_COMMAND_LINE;
 
 /// What the client puts in an envelope.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
