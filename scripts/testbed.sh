@@ -171,12 +171,15 @@ readonly GATE_BIN="$STATE_DIR/bin/pxagent"           # a root-owned copy the acc
 readonly GATE_DIR="$STATE_DIR/gate"                  # root 0755: the host policy and approvers
 readonly GATE_POLICY="$GATE_DIR/policy.yaml"
 readonly GATE_APPROVERS="$GATE_DIR/approvers"
-readonly GATE_STATE="$STATE_DIR/gate-state"          # the account's, 0700: limits, nonces
+readonly GATE_STATE="$STATE_DIR/gate-state"          # the account's, 0700: limits, statements
+# The host's used approvals, shared by every gated bed as a host's are by every account:
+# root's, sticky (1777), like the /var/lib/pxagent/.nonces `setup render` makes. Kept on `down`.
+readonly GATE_NONCES="$TESTBED_ROOT/nonces"
 readonly GATE_SOCKET="$STATE_DIR/gate-log.sock"      # stands in for /dev/log
 readonly GATE_LOG="$STATE_DIR/gate-audit.log"        # what the listener received
 readonly GATE_LOG_PID="$STATE_DIR/gate-log.pid"
 readonly APPROVER_KEY="$STATE_DIR/approver_ed25519"  # a human approver's key, for tests
-GATE_CMD="$GATE_BIN gate --policy $GATE_POLICY --approvers $GATE_APPROVERS --state-dir $GATE_STATE --log-socket $GATE_SOCKET"
+GATE_CMD="$GATE_BIN gate --policy $GATE_POLICY --approvers $GATE_APPROVERS --state-dir $GATE_STATE --nonce-dir $GATE_NONCES --log-socket $GATE_SOCKET"
 readonly GATE_CMD
 
 need_root() { [[ $EUID -eq 0 ]] || die "'$CMD' must run as root (it manages an account, sudoers and sshd)"; }
@@ -700,6 +703,8 @@ ensure_gate() {
     mkdir -p "$GATE_STATE"
     chown "$USER_NAME:" "$GATE_STATE"
     chmod 0700 "$GATE_STATE"
+    install -d -o root -g root -m 1777 "$GATE_NONCES"
+    chmod 1777 "$GATE_NONCES"
     if [[ -z "$(listener_pid)" ]]; then
         rm -f "$GATE_SOCKET"
         touch "$GATE_LOG"
@@ -929,6 +934,7 @@ do_env() {
         printf 'export PXAGENT_TESTBED_APPROVER_KEY=%q\n' "$APPROVER_KEY"
         printf 'export PXAGENT_TESTBED_GATE_LOG=%q\n' "$GATE_LOG"
         printf 'export PXAGENT_TESTBED_GATE_STATE=%q\n' "$GATE_STATE"
+        printf 'export PXAGENT_TESTBED_GATE_NONCES=%q\n' "$GATE_NONCES"
     fi
 }
 

@@ -21,7 +21,11 @@ fn now() -> u64 {
 
 fn statement(ttl: Duration) -> Statement {
     Statement::new(
-        "pve1",
+        approval::Place {
+            host: "pve1",
+            machine_id: "5c4b3a2918f7e6d5c4b3a2918f7e6d5c",
+            account: "zen-agent",
+        },
         "vm.destroy",
         BTreeMap::from([
             ("purge".to_string(), "1".to_string()),

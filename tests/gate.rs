@@ -722,3 +722,261 @@ fn transfer_steps_count_against_the_host_limits_of_their_op() {
         assert!(err.contains("rate_limited"), "{line}: {err}");
     }
 }
+
+/// The gate's raw log lines written since `offset`: each must be one whole JSON record. Waits
+/// (up to 5 s) for `expect` of them: the listener writes a record after the gate sent it.
+fn raw_records_since(g: &Gated, offset: u64, expect: usize) -> Vec<(String, Value)> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let mut text = std::fs::read(&g.log).unwrap_or_default();
+    while text[offset as usize..]
+        .iter()
+        .filter(|b| **b == b'\n')
+        .count()
+        < expect
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        text = std::fs::read(&g.log).unwrap_or_default();
+    }
+    String::from_utf8(text[offset as usize..].to_vec())
+        .expect("the gate's log is UTF-8")
+        .lines()
+        .map(|l| {
+            let (_, json) = l
+                .split_once("]: ")
+                .unwrap_or_else(|| panic!("not a record: {l}"));
+            let v = serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {json}"));
+            (json.to_string(), v)
+        })
+        .collect()
+}
+
+/// A record is always one valid JSON object that starts with who asked, for what and what
+/// became of it, however much a client pads its request; long values are cut on their own
+/// with their length and hash; line separators are escaped and a line that is not UTF-8 is
+/// recorded escaped.
+#[test]
+fn host_audit_records_stay_whole_however_the_request_is_padded() {
+    use std::os::unix::ffi::OsStrExt;
+    let _g = lock();
+    let g = gated();
+    let _p = g.policy("ops:\n  ct.exec:\n    commands: [[/usr/bin/uname]]\n");
+    // Under the guest argv's own limit (32 KiB), so the line is read as the op it is.
+    let pad = "A".repeat(30_000);
+    let at = g.log_len();
+    let (code, _, err) = g.ssh(Some(&format!(
+        "sudo -n /usr/sbin/pct exec 200 -- /bin/sh -c {pad}"
+    )));
+    assert_eq!(code, 125, "{err}");
+    let env = pxagent::host::gate::protocol::Envelope {
+        client: "v".repeat(50_000),
+        argv: Some(
+            [
+                "sudo",
+                "-n",
+                "/usr/sbin/pct",
+                "exec",
+                "200",
+                "--",
+                "/bin/sh",
+                "-c",
+                "x",
+            ]
+            .map(String::from)
+            .to_vec(),
+        ),
+        ..Default::default()
+    }
+    .to_command();
+    let (code, _, err) = g.ssh(Some(&env.join(" ")));
+    assert_eq!(code, 125, "{err}");
+    let (code, _, _) = g.ssh(Some("no\u{2028}such\u{85}op"));
+    assert_eq!(code, 125);
+    let (code, _, _) = g.ssh_os(Some(std::ffi::OsStr::from_bytes(b"sudo -n \xff\xfe/x")));
+    assert_eq!(code, 125);
+    let recs = raw_records_since(&g, at, 4);
+    assert_eq!(recs.len(), 4, "{recs:?}");
+    for (text, _) in &recs {
+        assert!(text.len() <= 8000, "{} bytes", text.len());
+        assert!(
+            text.starts_with(r#"{"account":"zen-gate","#),
+            "{}",
+            &text[..200.min(text.len())]
+        );
+        assert!(
+            !text.contains('\u{2028}') && !text.contains('\u{85}'),
+            "{text}"
+        );
+    }
+    let (text, padded) = &recs[0];
+    assert!(
+        text.starts_with(r#"{"account":"zen-gate","op":"ct.exec","decision":"refused","kind":"policy_refused","reason":"#),
+        "{}",
+        &text[..300]
+    );
+    let cut = &padded["argv"][8];
+    assert_eq!(cut["bytes"], 30_000, "{cut}");
+    assert_eq!(cut["sha256"].as_str().map(str::len), Some(64));
+    assert_eq!(padded["argv"][6], "/bin/sh");
+    assert_eq!(recs[1].1["client_version"]["bytes"], 50_000);
+    assert_eq!(recs[1].1["op"], "ct.exec");
+    assert_eq!(recs[2].1["command"], "no\u{2028}such\u{85}op");
+    assert!(recs[2].0.contains(r"no\u2028such\u0085op"), "{}", recs[2].0);
+    assert_eq!(recs[3].1["command"], r"sudo -n \xff\xfe/x");
+    assert_eq!(recs[3].1["command_not_utf8"], true);
+    assert_eq!(recs[3].1["kind"], "bad_request");
+}
+
+/// The longest line a host can be sent reaches the gate and is recorded; one byte more never
+/// starts the gate (the kernel refuses the variable), and the client refuses to send such a
+/// line at all, before connecting.
+#[test]
+fn the_gate_and_the_client_agree_on_the_longest_command_line() {
+    let _g = lock();
+    let g = gated();
+    let max = pxagent::ssh::MAX_COMMAND_LINE;
+    let head = "sudo -n /usr/sbin/pct exec 200 -- /bin/sh -c ";
+    let line = |n: usize| format!("{head}{}", "B".repeat(n - head.len()));
+    let at = g.log_len();
+    let (code, _, err) = g.ssh(Some(&line(max)));
+    assert_eq!(code, 125, "{err}");
+    assert_eq!(
+        raw_records_since(&g, at, 1).len(),
+        1,
+        "the longest line is recorded"
+    );
+    let at = g.log_len();
+    let (code, _, _) = g.ssh(Some(&line(max + 1)));
+    assert_ne!(code, 0);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert!(
+        raw_records_since(&g, at, 0).is_empty(),
+        "the gate never started"
+    );
+    // The client: a VM's stdin (at most 64 KiB) whose quoted line would be over the limit
+    // is refused before it is sent: alternating `'` and `$` need a quoted chunk each, three
+    // bytes per character.
+    let home = Home::new();
+    home.write("stdin.txt", "'$".repeat(32_000).as_bytes());
+    let sudo_at = sudo_log_len();
+    let r = gated_run(
+        &home,
+        &[
+            "vm",
+            "exec",
+            "100",
+            "--stdin",
+            "stdin.txt",
+            "--",
+            "/bin/true",
+        ],
+    );
+    assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("nothing was sent"), "{}", r.stderr);
+    assert!(
+        !sudo_commands_since(sudo_at)
+            .iter()
+            .any(|c| c.contains("agent/exec")),
+        "no exec reached the host"
+    );
+}
+
+/// An approval names the account and the host's machine id besides its name: one signed for
+/// another account, or for another host of the same name, is refused; and its nonce is the
+/// host's, so one used by any account of this host (a record in the shared, root-owned
+/// store) is refused as replayed here.
+#[test]
+fn approvals_hold_for_one_account_on_one_host_once() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let _g = lock();
+    let g = gated();
+    let _p = g.policy("ops:\n  vm.snapshot: approve\n");
+    let home = Home::new();
+    let machine_id = std::fs::read_to_string("/etc/machine-id")
+        .unwrap()
+        .trim()
+        .to_string();
+    let nonces = PathBuf::from(std::env::var("PXAGENT_GATED_TESTBED_GATE_NONCES").unwrap());
+    let snap = fresh("m");
+    let args = ["vm", "snapshot", "100", snap.as_str(), "-o", "json"];
+    let r = gated_run(&home, &args);
+    assert_eq!(r.code, 4, "{}", r.stdout);
+    let st = statement(&r);
+    assert!(st.starts_with("pxagent-approval/2\nhost: "), "{st}");
+    assert!(
+        st.contains(&format!("\nmachine-id: {machine_id}\n")),
+        "{st}"
+    );
+    assert!(st.contains(&format!("\naccount: {}\n", g.user)), "{st}");
+    let signed = |text: &str, name: &str| -> String {
+        home.write(name, text.as_bytes());
+        let ap = home
+            .px()
+            .args(["approve", "--ttl", "5m", "--key"])
+            .arg_path(&g.approver_key)
+            .args([name])
+            .run();
+        assert_eq!(ap.code, 0, "{}", ap.stderr);
+        assert!(
+            ap.stderr.contains("as account") && ap.stderr.contains("machine id"),
+            "the approver is told where it will run: {}",
+            ap.stderr
+        );
+        home.write(&format!("{name}.ap"), ap.stdout.as_bytes());
+        format!("{name}.ap")
+    };
+    let with = |ap: &str| {
+        let mut a = args.to_vec();
+        a.extend(["--approval", ap]);
+        gated_run(&home, &a)
+    };
+    for (changed, reason) in [
+        (
+            st.replace(&format!("account: {}", g.user), "account: zen-other"),
+            "wrong_account",
+        ),
+        (st.replace(&machine_id, &"0".repeat(32)), "wrong_host"),
+    ] {
+        let r = with(&signed(&changed, "changed.txt"));
+        assert_eq!(r.code, 4, "{}", r.stdout);
+        assert_eq!(r.json()["error"]["reason"], reason, "{}", r.stdout);
+    }
+    // The store is the host's: root-owned and sticky, shared by every gated account.
+    let meta = std::fs::symlink_metadata(&nonces).unwrap();
+    assert_eq!(meta.uid(), 0);
+    assert_eq!(meta.permissions().mode() & 0o7777, 0o1777);
+    // A nonce another account of this host used (its record, owned by that account) is
+    // used here too.
+    let nonce = st
+        .lines()
+        .find_map(|l| l.strip_prefix("nonce: "))
+        .unwrap()
+        .to_string();
+    let record = nonces.join(&nonce);
+    std::fs::write(&record, "0\n").unwrap();
+    std::os::unix::fs::chown(&record, Some(65534), Some(65534)).unwrap();
+    let r = with(&signed(&st, "st.txt"));
+    assert_eq!(r.code, 4, "{}", r.stdout);
+    assert_eq!(r.json()["error"]["reason"], "replayed", "{}", r.stdout);
+    let _ = std::fs::remove_file(&record);
+    // A fresh one runs once, and its record is the account's, in the host's store.
+    let r = gated_run(&home, &args);
+    let st = statement(&r);
+    let ap = signed(&st, "fresh.txt");
+    let r = with(&ap);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let nonce = st.lines().find_map(|l| l.strip_prefix("nonce: ")).unwrap();
+    let uid = Command::new("id")
+        .args(["-u", &g.user])
+        .output()
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .trim()
+                .parse::<u32>()
+                .unwrap()
+        })
+        .unwrap();
+    assert_eq!(std::fs::metadata(nonces.join(nonce)).unwrap().uid(), uid);
+    let r = with(&ap);
+    assert_eq!(r.json()["error"]["reason"], "replayed", "{}", r.stdout);
+}

@@ -13,15 +13,15 @@ use std::fmt;
 
 use super::nonces::NonceStore;
 use super::sshsig::{self, Approvers};
-use super::statement::Statement;
+use super::statement::{Place, Statement};
 use super::time::{describe_duration, format_rfc3339};
 use super::{CLOCK_SKEW, MAX_TTL, NAMESPACE};
 
 /// What the agent asked the gate to run.
 #[derive(Debug, Clone, Copy)]
 pub struct Request<'a> {
-    /// This host's name (`uname -n`).
-    pub host: &'a str,
+    /// This host and account.
+    pub place: Place<'a>,
     /// The catalog op id.
     pub op: &'a str,
     /// Every parameter of the op by name.
@@ -52,7 +52,14 @@ pub enum Rejection {
         /// Its expiry (RFC 3339).
         expires: String,
     },
-    /// The statement names another host.
+    /// The statement names another account.
+    WrongAccount {
+        /// The account in the statement.
+        statement: String,
+        /// The account the request came in as.
+        request: String,
+    },
+    /// The statement names another host (by name or by machine id).
     WrongHost {
         /// The host in the statement.
         statement: String,
@@ -91,6 +98,7 @@ impl Rejection {
             Rejection::Expired { .. } => "expired",
             Rejection::TooLong { .. } => "too_long",
             Rejection::WrongHost { .. } => "wrong_host",
+            Rejection::WrongAccount { .. } => "wrong_account",
             Rejection::WrongOp { .. } => "wrong_op",
             Rejection::WrongArgs { .. } => "wrong_args",
             Rejection::Replayed { .. } => "replayed",
@@ -131,6 +139,10 @@ impl fmt::Display for Rejection {
             Rejection::WrongHost { statement, request } => write!(
                 f,
                 "approval is for host `{statement}`, but this host is `{request}`: sign the statement this host issued"
+            ),
+            Rejection::WrongAccount { statement, request } => write!(
+                f,
+                "approval is for account `{statement}`, but this request came in as `{request}`: an approval holds for the one account it names; sign the statement issued to this account"
             ),
             Rejection::WrongOp { statement, request } => write!(
                 f,
@@ -205,10 +217,16 @@ pub fn check(
     if let Some(why) = sshsig::weak_signature(&sig) {
         return Err(Rejection::BadSignature(why.to_string()));
     }
-    if st.host != req.host {
+    if st.host != req.place.host || st.machine_id != req.place.machine_id {
         return Err(Rejection::WrongHost {
-            statement: st.host,
-            request: req.host.to_string(),
+            statement: format!("{} (machine id {})", st.host, st.machine_id),
+            request: format!("{} (machine id {})", req.place.host, req.place.machine_id),
+        });
+    }
+    if st.account != req.place.account {
+        return Err(Rejection::WrongAccount {
+            statement: st.account,
+            request: req.place.account.to_string(),
         });
     }
     if st.op != req.op {

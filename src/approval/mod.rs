@@ -35,14 +35,17 @@ pub use check::{Rejection, Request, Verified, check};
 pub use nonces::NonceStore;
 pub use pending::{MAX_PENDING, Pending};
 pub use sshsig::{Approver, Approvers, load_private_key, sign};
-pub use statement::{Statement, valid_arg_name, valid_host, valid_nonce, valid_op};
+pub use statement::{
+    Place, Statement, valid_account, valid_arg_name, valid_host, valid_machine_id, valid_nonce,
+    valid_op,
+};
 
 /// The SSHSIG namespace of approvals: a signature made for anything else (`file`, `git`…)
 /// can never pass as an approval.
 pub const NAMESPACE: &str = "pxagent-approval";
 
 /// The first line of every statement; the number is the format's version.
-pub const VERSION_LINE: &str = "pxagent-approval/1";
+pub const VERSION_LINE: &str = "pxagent-approval/2";
 
 /// How long a statement the gate issues stays valid.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(10 * 60);

@@ -7,6 +7,11 @@
 //! [`MAX_TTL`] in the past are removed on the next consume (an expired statement is refused
 //! before its nonce is looked at, so the record is no longer needed). The nonce is checked to
 //! be 32 hex characters before it names a file. Uses std only.
+//!
+//! On a host the store is the host's, not an account's ([`NonceStore::open_shared`]): one
+//! root-owned directory with the sticky bit that every gated account's gate writes to, so an
+//! approval used as one account is used up for all of them, and no account can remove or
+//! rename a record another account's gate made.
 
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
@@ -32,6 +37,39 @@ impl NonceStore {
         })
     }
 
+    /// Open the host's shared store at `dir` as the gate does: it must already exist (root
+    /// makes it: `install -d -o root -g root -m 1777 DIR`), be a real directory owned by root,
+    /// and, when others can write it, have the sticky bit, so that a record can only be
+    /// removed by the account that made it. Never created here: the gate runs as the account.
+    pub fn open_shared(dir: &Path) -> Result<NonceStore, String> {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let shown = dir.display();
+        let fix = format!("create it as root: install -d -o root -g root -m 1777 {shown}");
+        let meta = std::fs::symlink_metadata(dir).map_err(|e| {
+            format!("the host's nonce directory {shown} cannot be read ({e}); {fix}")
+        })?;
+        if !meta.is_dir() {
+            return Err(format!(
+                "the host's nonce directory {shown} is not a directory (a symlink is refused too); {fix}"
+            ));
+        }
+        let mode = meta.permissions().mode() & 0o7777;
+        if meta.uid() != 0 {
+            return Err(format!(
+                "the host's nonce directory {shown} is not owned by root (uid {}); {fix}",
+                meta.uid()
+            ));
+        }
+        if mode & 0o022 != 0 && mode & 0o1000 == 0 {
+            return Err(format!(
+                "the host's nonce directory {shown} is writable by others without the sticky bit (mode {mode:04o}), so one account could remove another's records; {fix}"
+            ));
+        }
+        Ok(NonceStore {
+            dir: dir.to_path_buf(),
+        })
+    }
+
     /// Record `nonce` (of a statement valid until `expires`) as used: [`Rejection::Replayed`]
     /// if it was used before, [`Rejection::Malformed`] if it is not a nonce,
     /// [`Rejection::StoreFailed`] if it cannot be recorded (fail closed).
@@ -46,7 +84,7 @@ impl NonceStore {
         let mut file = match std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
-            .mode(0o600)
+            .mode(0o644)
             .open(&path)
         {
             Ok(f) => f,
@@ -192,6 +230,38 @@ mod tests {
         assert!(!store.contains(old));
         assert!(store.contains(recent));
         assert!(dir.path().join("README").exists());
+    }
+
+    #[test]
+    fn the_shared_store_must_be_roots_and_sticky_when_others_write_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let shared = dir.path().join("nonces");
+        let missing = NonceStore::open_shared(&shared).unwrap_err();
+        assert!(
+            missing.contains("install -d -o root -g root -m 1777"),
+            "{missing}"
+        );
+        std::fs::create_dir(&shared).unwrap();
+        let root = std::fs::metadata("/proc/self").map(|m| {
+            use std::os::unix::fs::MetadataExt;
+            m.uid() == 0
+        });
+        if root.unwrap() {
+            std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).unwrap();
+            let e = NonceStore::open_shared(&shared).unwrap_err();
+            assert!(e.contains("without the sticky bit"), "{e}");
+            std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+            let store = NonceStore::open_shared(&shared).unwrap();
+            store.consume(N, NOW + 600, NOW).unwrap();
+            assert!(store.contains(N));
+        } else {
+            let e = NonceStore::open_shared(&shared).unwrap_err();
+            assert!(e.contains("not owned by root"), "{e}");
+        }
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&shared, &link).unwrap();
+        let e = NonceStore::open_shared(&link).unwrap_err();
+        assert!(e.contains("symlink"), "{e}");
     }
 
     #[test]

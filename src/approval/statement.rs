@@ -1,5 +1,7 @@
-//! The statement a human signs: the exact operation, its parameters, the host, a one-time
-//! nonce and an expiry, as one canonical text.
+//! The statement a human signs: the exact operation, its parameters, where it may run (the
+//! host's name, the host's stable identity — its machine id — and the gated account), a
+//! one-time nonce and an expiry, as one canonical text. Two hosts both called `pve` differ in
+//! their machine id, and an approval for one account is no approval for another.
 //!
 //! Canonical means one spelling per statement: [`Statement::text`] renders it and
 //! [`Statement::parse`] accepts only text that renders back to the same bytes (a missing final
@@ -21,11 +23,16 @@ use super::time::{format_rfc3339, parse_rfc3339};
 use super::{MAX_TTL, VERSION_LINE};
 use crate::error::{Error, Result};
 
-/// What a human approves: this op, with these parameters, on this host, once, until then.
+/// What a human approves: this op, with these parameters, on this host as this account,
+/// once, until then.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Statement {
     /// The host's name, as the gate's `uname -n` reports it.
     pub host: String,
+    /// The host's `/etc/machine-id`: 32 lowercase hex characters, stable across renames.
+    pub machine_id: String,
+    /// The gated account the operation runs as.
+    pub account: String,
     /// The catalog op id (`vm.destroy`).
     pub op: String,
     /// Every parameter of the op by name (sorted by the map).
@@ -38,6 +45,8 @@ pub struct Statement {
 
 static HOST: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$").expect("host regex"));
+static ACCOUNT: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^[a-z_][a-z0-9_-]{0,31}$").expect("account regex"));
 static OP: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^[a-z][a-z0-9_.-]*$").expect("op regex"));
 static ARG: LazyLock<Regex> =
@@ -49,6 +58,27 @@ const MAX_NAME: usize = 253;
 /// Whether `host` can appear in a statement.
 pub fn valid_host(host: &str) -> bool {
     host.len() <= MAX_NAME && HOST.is_match(host)
+}
+
+/// Whether `account` can appear in a statement (a POSIX account name, as useradd makes them).
+pub fn valid_account(account: &str) -> bool {
+    ACCOUNT.is_match(account)
+}
+
+/// Whether `id` has a machine id's one form: 32 lowercase hex characters.
+pub fn valid_machine_id(id: &str) -> bool {
+    valid_nonce(id)
+}
+
+/// Where an approval may be used: one account on one host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Place<'a> {
+    /// The host's name.
+    pub host: &'a str,
+    /// The host's machine id.
+    pub machine_id: &'a str,
+    /// The gated account.
+    pub account: &'a str,
 }
 
 /// Whether `op` can appear in a statement.
@@ -87,18 +117,20 @@ fn bad_value(value: &str) -> Option<String> {
 }
 
 impl Statement {
-    /// A statement for `op` with `args` on `host`, valid for `ttl` from `now` (Unix seconds),
-    /// with a fresh random nonce. Invalid names or values and a `ttl` of zero or over
-    /// [`MAX_TTL`] are usage errors.
+    /// A statement for `op` with `args` at `place`, valid for `ttl` from `now` (Unix
+    /// seconds), with a fresh random nonce. Invalid names or values and a `ttl` of zero or
+    /// over [`MAX_TTL`] are usage errors.
     pub fn new(
-        host: &str,
+        place: Place,
         op: &str,
         args: BTreeMap<String, String>,
         ttl: Duration,
         now: u64,
     ) -> Result<Statement> {
         let st = Statement {
-            host: host.to_string(),
+            host: place.host.to_string(),
+            machine_id: place.machine_id.to_string(),
+            account: place.account.to_string(),
             op: op.to_string(),
             args,
             nonce: random_nonce()?,
@@ -118,7 +150,10 @@ impl Statement {
 
     /// The canonical text: the exact bytes that are signed.
     pub fn text(&self) -> String {
-        let mut s = format!("{VERSION_LINE}\nhost: {}\nop: {}\n", self.host, self.op);
+        let mut s = format!(
+            "{VERSION_LINE}\nhost: {}\nmachine-id: {}\naccount: {}\nop: {}\n",
+            self.host, self.machine_id, self.account, self.op
+        );
         for (name, value) in &self.args {
             s.push_str(&format!("arg {name}: {}\n", json_string(value)));
         }
@@ -173,12 +208,26 @@ impl Statement {
         if !valid_host(host) {
             return Err(bad(1, format!("invalid host name {:?}", printable(host))));
         }
-        let op = field(2, "op")?;
+        let machine_id = field(2, "machine-id")?;
+        if !valid_machine_id(machine_id) {
+            return Err(bad(
+                2,
+                format!(
+                    "invalid machine id {:?}: expected 32 lowercase hex characters",
+                    printable(machine_id)
+                ),
+            ));
+        }
+        let account = field(3, "account")?;
+        if !valid_account(account) {
+            return Err(bad(3, format!("invalid account {:?}", printable(account))));
+        }
+        let op = field(4, "op")?;
         if !valid_op(op) {
-            return Err(bad(2, format!("invalid op id {:?}", printable(op))));
+            return Err(bad(4, format!("invalid op id {:?}", printable(op))));
         }
         let mut args: BTreeMap<String, String> = BTreeMap::new();
-        let mut n = 3;
+        let mut n = 5;
         while let Some(rest) = lines.get(n).and_then(|l| l.strip_prefix("arg ")) {
             let (name, value) = parse_arg(rest).map_err(|why| bad(n, why))?;
             if let Some((last, _)) = args.last_key_value()
@@ -225,6 +274,8 @@ impl Statement {
         }
         let st = Statement {
             host: host.to_string(),
+            machine_id: machine_id.to_string(),
+            account: account.to_string(),
             op: op.to_string(),
             args,
             nonce: nonce.to_string(),
@@ -243,6 +294,18 @@ impl Statement {
             return Err(format!(
                 "invalid host name {:?} for a statement",
                 printable(&self.host)
+            ));
+        }
+        if !valid_machine_id(&self.machine_id) {
+            return Err(format!(
+                "invalid machine id {:?} for a statement (32 lowercase hex characters)",
+                printable(&self.machine_id)
+            ));
+        }
+        if !valid_account(&self.account) {
+            return Err(format!(
+                "invalid account {:?} for a statement",
+                printable(&self.account)
             ));
         }
         if !valid_op(&self.op) {
@@ -334,6 +397,8 @@ mod tests {
     fn sample() -> Statement {
         Statement {
             host: "pve1".into(),
+            machine_id: MID.into(),
+            account: "zen-agent".into(),
             op: "vm.destroy".into(),
             args: args(&[("vmid", "100"), ("purge", "1")]),
             nonce: "0123456789abcdef0123456789abcdef".into(),
@@ -341,7 +406,14 @@ mod tests {
         }
     }
 
-    const SAMPLE: &str = "pxagent-approval/1\nhost: pve1\nop: vm.destroy\narg purge: \"1\"\narg vmid: \"100\"\nnonce: 0123456789abcdef0123456789abcdef\nexpires: 2026-12-01T12:10:00Z\n";
+    const MID: &str = "5c4b3a2918f7e6d5c4b3a2918f7e6d5c";
+    const PLACE: Place = Place {
+        host: "pve1",
+        machine_id: MID,
+        account: "zen-agent",
+    };
+
+    const SAMPLE: &str = "pxagent-approval/2\nhost: pve1\nmachine-id: 5c4b3a2918f7e6d5c4b3a2918f7e6d5c\naccount: zen-agent\nop: vm.destroy\narg purge: \"1\"\narg vmid: \"100\"\nnonce: 0123456789abcdef0123456789abcdef\nexpires: 2026-12-01T12:10:00Z\n";
 
     #[test]
     fn text_is_the_documented_form_and_parses_back() {
@@ -365,7 +437,7 @@ mod tests {
             ("e", "ünïcødé ✓"),
         ]);
         let text = st.text();
-        assert_eq!(text.lines().count(), 10, "{text}");
+        assert_eq!(text.lines().count(), 12, "{text}");
         assert!(
             text.contains("arg c: \"line\\nbreak\\tand\u{7f}\"\n"),
             "{text}"
@@ -388,46 +460,69 @@ mod tests {
     #[test]
     fn strict_parse_names_the_wrong_line() {
         let swap = SAMPLE.replace(
-            "host: pve1\nop: vm.destroy\n",
-            "op: vm.destroy\nhost: pve1\n",
+            "host: pve1\nmachine-id: ",
+            "machine-id: 5c4b3a2918f7e6d5c4b3a2918f7e6d5c\nhost: ",
         );
         refused(&swap, "line 2: expected `host: …`");
+        refused(
+            &SAMPLE.replace("\nmachine-id: 5c4b3a2918f7e6d5c4b3a2918f7e6d5c", ""),
+            "line 3: expected `machine-id: …`",
+        );
+        refused(
+            &SAMPLE.replace(
+                "5c4b3a2918f7e6d5c4b3a2918f7e6d5c",
+                "5C4B3A2918F7E6D5C4B3A2918F7E6D5C",
+            ),
+            "line 3: invalid machine id",
+        );
+        refused(
+            &SAMPLE.replace("account: zen-agent", "account: zen agent"),
+            "line 4: invalid account",
+        );
+        refused(
+            &SAMPLE.replace("account: zen-agent", "account: root\u{2028}"),
+            "line 4: invalid account",
+        );
+        refused(
+            &SAMPLE.replace("account: zen-agent\n", ""),
+            "line 4: expected `account: …`",
+        );
         let unsorted = SAMPLE.replace(
             "arg purge: \"1\"\narg vmid: \"100\"\n",
             "arg vmid: \"100\"\narg purge: \"1\"\n",
         );
-        refused(&unsorted, "line 5: arg `purge` is out of order");
+        refused(&unsorted, "line 7: arg `purge` is out of order");
         let repeated = SAMPLE.replace(
             "arg vmid: \"100\"\n",
             "arg vmid: \"100\"\narg vmid: \"101\"\n",
         );
-        refused(&repeated, "line 6: arg `vmid` is out of order or repeated");
-        refused(&format!("{SAMPLE}extra: 1\n"), "line 8: unexpected line");
-        refused(&format!("{SAMPLE}\n"), "line 8: unexpected line");
+        refused(&repeated, "line 8: arg `vmid` is out of order or repeated");
+        refused(&format!("{SAMPLE}extra: 1\n"), "line 10: unexpected line");
+        refused(&format!("{SAMPLE}\n"), "line 10: unexpected line");
         refused(
             &SAMPLE.replace(
                 "0123456789abcdef0123456789abcdef",
                 "0123456789ABCDEF0123456789abcdef",
             ),
-            "line 6: invalid nonce",
+            "line 8: invalid nonce",
         );
         refused(
             &SAMPLE.replace("0123456789abcdef0123456789abcdef", "0123456789abcdef"),
-            "line 6: invalid nonce",
+            "line 8: invalid nonce",
         );
         refused(&SAMPLE.replace('\n', "\r\n"), "line 1: carriage return");
         refused(
             &SAMPLE.replace("\"100\"", "100"),
-            "line 5: arg `vmid`: the value is not one JSON string",
+            "line 7: arg `vmid`: the value is not one JSON string",
         );
         refused(
             &SAMPLE.replace("\"100\"", "\"\\u0031\\u00300\""),
             "not in canonical JSON form",
         );
-        refused(&SAMPLE.replace("arg vmid: ", "arg vmid:  "), "line 5");
+        refused(&SAMPLE.replace("arg vmid: ", "arg vmid:  "), "line 7");
         refused(
             &SAMPLE.replace("arg vmid", "arg VMID"),
-            "line 5: invalid arg name",
+            "line 7: invalid arg name",
         );
         refused(
             &SAMPLE.replace("host: pve1", "host: pve1 "),
@@ -439,19 +534,19 @@ mod tests {
         );
         refused(
             &SAMPLE.replace("op: vm.destroy", "op: vm destroy"),
-            "line 3: invalid op id",
+            "line 5: invalid op id",
         );
         refused(
             &SAMPLE.replace("2026-12-01T12:10:00Z", "2026-12-01T12:10:00.000Z"),
-            "line 7: invalid expiry",
+            "line 9: invalid expiry",
         );
         refused(
-            &SAMPLE.replace("pxagent-approval/1", "pxagent-approval/2"),
-            "line 1: expected `pxagent-approval/1`",
+            &SAMPLE.replace("pxagent-approval/2", "pxagent-approval/1"),
+            "line 1: expected `pxagent-approval/2`",
         );
         refused(
             &SAMPLE.replace("\nexpires: 2026-12-01T12:10:00Z\n", "\n"),
-            "line 7: missing; expected `expires: …`",
+            "line 9: missing; expected `expires: …`",
         );
         refused(
             &SAMPLE.replace("\"100\"", "\"1\u{202E}00\""),
@@ -463,7 +558,7 @@ mod tests {
     #[test]
     fn new_validates_and_makes_fresh_nonces() {
         let a = Statement::new(
-            "pve1",
+            PLACE,
             "vm.destroy",
             args(&[("vmid", "100")]),
             super::super::DEFAULT_TTL,
@@ -471,7 +566,7 @@ mod tests {
         )
         .unwrap();
         let b = Statement::new(
-            "pve1",
+            PLACE,
             "vm.destroy",
             args(&[("vmid", "100")]),
             super::super::DEFAULT_TTL,
@@ -488,11 +583,33 @@ mod tests {
             ("pve1", "vm.destroy", "vm-id"),
             ("pve 1", "vm.destroy", "vmid"),
         ] {
-            let err = Statement::new(host, op, args(&[(name, "1")]), MAX_TTL, NOW).unwrap_err();
+            let place = Place { host, ..PLACE };
+            let err = Statement::new(place, op, args(&[(name, "1")]), MAX_TTL, NOW).unwrap_err();
             assert_eq!(err.exit_code(), 2, "{err}");
         }
+        for place in [
+            Place {
+                account: "uid 1001",
+                ..PLACE
+            },
+            Place {
+                account: "",
+                ..PLACE
+            },
+            Place {
+                machine_id: "",
+                ..PLACE
+            },
+            Place {
+                machine_id: "xyz",
+                ..PLACE
+            },
+        ] {
+            let err = Statement::new(place, "vm.start", BTreeMap::new(), MAX_TTL, NOW);
+            assert_eq!(err.unwrap_err().exit_code(), 2, "{place:?}");
+        }
         let err = Statement::new(
-            "pve1",
+            PLACE,
             "vm.destroy",
             args(&[("vmid", "1\u{200B}")]),
             MAX_TTL,
@@ -513,7 +630,7 @@ mod tests {
         assert!(st.with_ttl(Duration::ZERO, NOW).is_err());
         assert!(st.with_ttl(Duration::from_millis(500), NOW).is_err());
         let err = Statement::new(
-            "pve1",
+            PLACE,
             "vm.start",
             BTreeMap::new(),
             Duration::from_secs(7200),

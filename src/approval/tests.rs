@@ -101,13 +101,20 @@ fn vm_args(vmid: &str) -> BTreeMap<String, String> {
     ])
 }
 
+const MID: &str = "5c4b3a2918f7e6d5c4b3a2918f7e6d5c";
+const PLACE: Place = Place {
+    host: "pve1",
+    machine_id: MID,
+    account: "zen-agent",
+};
+
 fn statement() -> Statement {
-    Statement::new("pve1", "vm.destroy", vm_args("100"), DEFAULT_TTL, NOW).unwrap()
+    Statement::new(PLACE, "vm.destroy", vm_args("100"), DEFAULT_TTL, NOW).unwrap()
 }
 
 fn request(args: &BTreeMap<String, String>) -> Request<'_> {
     Request {
-        host: "pve1",
+        place: PLACE,
         op: "vm.destroy",
         args,
     }
@@ -240,10 +247,14 @@ fn every_rejection_from_a_crafted_case() {
     assert!(fingerprint.starts_with("SHA256:"), "{r}");
     assert_eq!(r.code(), "unlisted_key");
 
-    // Another host, another op, other args.
+    // Another host (by name, or one of the same name with another machine id), another
+    // account, another op, other args.
     let r = reject(
         &Request {
-            host: "pve2",
+            place: Place {
+                host: "pve2",
+                ..PLACE
+            },
             ..request(&args)
         },
         &st.text(),
@@ -253,8 +264,42 @@ fn every_rejection_from_a_crafted_case() {
     assert_eq!(
         r,
         Rejection::WrongHost {
-            statement: "pve1".into(),
-            request: "pve2".into()
+            statement: format!("pve1 (machine id {MID})"),
+            request: format!("pve2 (machine id {MID})"),
+        }
+    );
+    let twin = "0".repeat(32);
+    let r = reject(
+        &Request {
+            place: Place {
+                machine_id: &twin,
+                ..PLACE
+            },
+            ..request(&args)
+        },
+        &st.text(),
+        &sig,
+        NOW,
+    );
+    assert_eq!(r.code(), "wrong_host", "{r}");
+    assert!(r.to_string().contains(&twin), "{r}");
+    let r = reject(
+        &Request {
+            place: Place {
+                account: "zen-other",
+                ..PLACE
+            },
+            ..request(&args)
+        },
+        &st.text(),
+        &sig,
+        NOW,
+    );
+    assert_eq!(
+        r,
+        Rejection::WrongAccount {
+            statement: "zen-agent".into(),
+            request: "zen-other".into(),
         }
     );
     let r = reject(

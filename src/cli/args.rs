@@ -420,7 +420,9 @@ by the keys in --approvers), counts host rate limits, logs each decision to sysl
                 .arg(Arg::new("approvers").long("approvers").value_name("FILE")
                     .help("The approvers' public keys (default /etc/pxagent/approvers)"))
                 .arg(Arg::new("state_dir").long("state-dir").value_name("DIR")
-                    .help("Host rate-limit counters and approval nonces (default /var/lib/pxagent/<account>)"))
+                    .help("Host rate-limit counters and issued approval statements (default /var/lib/pxagent/<account>)"))
+                .arg(Arg::new("nonce_dir").long("nonce-dir").value_name("DIR")
+                    .help("The host's used approvals, shared by every gated account (root-owned, sticky; default /var/lib/pxagent/.nonces)"))
                 .arg(Arg::new("log_socket").long("log-socket").value_name("PATH")
                     .help("The syslog socket for the host audit (default /dev/log)")),
         )

@@ -503,6 +503,9 @@ fn gate_options(root: &ArgMatches, g: &ArgMatches) -> Result<crate::host::gate::
         o.approvers = p;
     }
     o.state_dir = typed(g, "state_dir");
+    if let Some(p) = typed(g, "nonce_dir") {
+        o.nonce_dir = p;
+    }
     if let Some(p) = typed(g, "log_socket") {
         o.log_socket = p;
     }
@@ -510,6 +513,7 @@ fn gate_options(root: &ArgMatches, g: &ArgMatches) -> Result<crate::host::gate::
         Some(&o.policy),
         Some(&o.approvers),
         o.state_dir.as_ref(),
+        Some(&o.nonce_dir),
         Some(&o.log_socket),
     ]
     .into_iter()

@@ -65,6 +65,8 @@ pub fn approve(key: &Path, ttl: Option<Duration>, statement: &str, out: &Output)
             "approve",
             json!({
                 "host": st.host,
+                "machine_id": st.machine_id,
+                "account": st.account,
                 "op": st.op,
                 "args": st.args,
                 "nonce": st.nonce,
@@ -82,8 +84,8 @@ pub fn approve(key: &Path, ttl: Option<Duration>, statement: &str, out: &Output)
 /// What the human is approving, on stderr, before anything is signed.
 fn show(st: &Statement, now: u64) {
     output::note(format!(
-        "approving `{}` on host {} (SSH signature, namespace {NAMESPACE})",
-        st.op, st.host
+        "approving `{}` as account {} on host {} (machine id {}; `cat /etc/machine-id` on the host shows it) (SSH signature, namespace {NAMESPACE})",
+        st.op, st.account, st.host, st.machine_id
     ));
     for (name, value) in &st.args {
         output::note(format!(

@@ -2,12 +2,13 @@
 //! policy says `approve`, and check the approval that comes back ([`crate::approval`] does
 //! the statement, signature and nonce work).
 //!
-//! The gate issues each statement (its host name, the op, every parameter value, a nonce, an
-//! expiry) in its refusal and remembers it in its state directory, so a bare signature from
+//! The gate issues each statement (its host name and machine id, the account, the op, every
+//! parameter value, a nonce, an expiry) in its refusal and remembers it in its state directory, so a bare signature from
 //! `ssh-keygen -Y sign` can be matched without the client carrying the statement back; an
 //! approval that carries its statement (`pxagent approve --ttl`) is checked as it is. Either
 //! way, the signature must be by a key in the approvers file over a statement for exactly
-//! this request, unexpired, and its nonce is used once.
+//! this request, unexpired, and its nonce is used once on this host: the record of used
+//! nonces is the host's, shared by every gated account.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -15,7 +16,7 @@ use std::path::Path;
 use super::protocol::{ApprovalRequest, FileState, Kind, Refusal};
 use super::{Context, Options, trusted_file};
 use crate::approval::{
-    self, Approvers, DEFAULT_TTL, NonceStore, Pending, Rejection, Request, Statement,
+    self, Approvers, DEFAULT_TTL, NonceStore, Pending, Place, Rejection, Request, Statement,
 };
 use crate::invocation::Invocation;
 
@@ -42,8 +43,18 @@ pub(super) fn check(
         .iter()
         .map(|(k, v)| (k.to_string(), v.clone()))
         .collect();
-    let req = Request {
+    let machine_id = ctx.machine_id.as_deref().ok_or_else(|| {
+        unavailable(
+            "this host has no machine id (/etc/machine-id), which every approval names to tell this host from another of the same name, so no approval can be issued or checked; create it as root: systemd-machine-id-setup (or dbus-uuidgen --ensure=/etc/machine-id)".to_string(),
+        )
+    })?;
+    let place = Place {
         host: &ctx.host,
+        machine_id,
+        account: &ctx.account,
+    };
+    let req = Request {
+        place,
         op: inv.op.id,
         args: &args,
     };
@@ -53,9 +64,9 @@ pub(super) fn check(
     let ask = |kind: Kind, message: String, reason: Option<&str>| -> Box<Refusal> {
         let mut r = Refusal::new(kind, message);
         r.reason = reason.map(str::to_string);
-        match Statement::new(&ctx.host, inv.op.id, args.clone(), DEFAULT_TTL, ctx.now) {
-            Ok(st) => {
-                if pending.remember(&st, ctx.now).is_ok() {
+        match Statement::new(place, inv.op.id, args.clone(), DEFAULT_TTL, ctx.now) {
+            Ok(st) => match pending.remember(&st, &ctx.client, ctx.now) {
+                Ok(()) => {
                     r.approval_request = Some(ApprovalRequest {
                         statement: st.text(),
                         expires: approval::time::format_rfc3339(st.expires),
@@ -68,7 +79,10 @@ pub(super) fn check(
                         ],
                     });
                 }
-            }
+                Err(e) => r
+                    .message
+                    .push_str(&format!(" (no statement was issued: {e})")),
+            },
             Err(e) => r
                 .message
                 .push_str(&format!(" (no statement could be issued: {e})")),
@@ -86,8 +100,7 @@ pub(super) fn check(
             None,
         ));
     };
-    let nonces =
-        NonceStore::open(&store("nonces")).map_err(|e| unavailable(state_problem(state, &e)))?;
+    let nonces = NonceStore::open_shared(&opts.nonce_dir).map_err(unavailable)?;
     let invalid = |rej: &Rejection| {
         ask(
             Kind::ApprovalInvalid,
@@ -164,6 +177,8 @@ pub(super) fn describe(path: &Path, uid: u32) -> FileState {
 pub fn preview(inv: &Invocation) -> String {
     let st = Statement {
         host: "HOST".into(),
+        machine_id: "0".repeat(32),
+        account: "ACCOUNT".to_lowercase(),
         op: inv.op.id.to_string(),
         args: inv
             .values
@@ -178,6 +193,10 @@ pub fn preview(inv: &Invocation) -> String {
         .map(|l| {
             if l.starts_with("host: ") {
                 "host: <the host's name>".to_string()
+            } else if l.starts_with("machine-id: ") {
+                "machine-id: <the host's /etc/machine-id>".to_string()
+            } else if l.starts_with("account: ") {
+                "account: <the gated account>".to_string()
             } else if l.starts_with("nonce: ") {
                 "nonce: <issued by the gate>".to_string()
             } else if l.starts_with("expires: ") {

@@ -50,9 +50,11 @@ pub struct Options {
     pub policy: PathBuf,
     /// The approvers' public keys (root-owned).
     pub approvers: PathBuf,
-    /// Rate-limit counters, approval nonces and issued statements; default
-    /// `/var/lib/pxagent/<account>` (owned by the account, 0700).
+    /// Rate-limit counters and issued statements; default `/var/lib/pxagent/<account>`
+    /// (owned by the account, 0700).
     pub state_dir: Option<PathBuf>,
+    /// The host's used approval nonces, shared by every gated account (root-owned, sticky).
+    pub nonce_dir: PathBuf,
     /// The syslog socket.
     pub log_socket: PathBuf,
     /// sudo.
@@ -65,6 +67,7 @@ impl Default for Options {
             policy: PathBuf::from("/etc/pxagent/policy.yaml"),
             approvers: PathBuf::from("/etc/pxagent/approvers"),
             state_dir: None,
+            nonce_dir: PathBuf::from(crate::host::setup::NONCE_DIR),
             log_socket: PathBuf::from("/dev/log"),
             sudo: PathBuf::from("/usr/bin/sudo"),
         }
@@ -79,6 +82,9 @@ struct Context {
     account: String,
     uid: u32,
     host: String,
+    /// `/etc/machine-id` (or D-Bus's copy), when the host has one: what tells this host from
+    /// another of the same name.
+    machine_id: Option<String>,
     /// `SSH_CONNECTION`'s first word: the client's address.
     client: String,
     now: u64,
@@ -93,6 +99,12 @@ impl Context {
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
             .map(|h| h.trim().to_string())
             .unwrap_or_default();
+        let machine_id = ["/etc/machine-id", "/var/lib/dbus/machine-id"]
+            .iter()
+            .find_map(|p| {
+                let id = std::fs::read_to_string(p).ok()?.trim().to_string();
+                crate::approval::valid_machine_id(&id).then_some(id)
+            });
         let client = std::env::var("SSH_CONNECTION")
             .ok()
             .and_then(|c| c.split(' ').next().map(str::to_string))
@@ -105,6 +117,7 @@ impl Context {
             account,
             uid,
             host,
+            machine_id,
             client,
             now,
         }
@@ -141,7 +154,8 @@ enum Verdict {
 /// Serve one request; returns the exit status when it does not `exec` sudo.
 pub fn run(opts: &Options) -> u8 {
     let ctx = Context::read();
-    let line = std::env::var("SSH_ORIGINAL_COMMAND").ok();
+    let raw = std::env::var_os("SSH_ORIGINAL_COMMAND");
+    let line = raw.as_ref().map(|r| r.to_str().ok_or(r.as_encoded_bytes()));
     let mut audit = json!({
         "account": ctx.account,
         "client": ctx.client,
@@ -149,8 +163,17 @@ pub fn run(opts: &Options) -> u8 {
     // No input may panic the gate into running something or into leaving no record: a panic
     // anywhere in the decision is a refusal, recorded like any other, and nothing runs.
     std::panic::set_hook(Box::new(|_| {}));
-    let decided = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        decide(opts, &ctx, line.as_deref(), &mut audit)
+    let decided = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match line {
+        Some(Err(bytes)) => {
+            audit["command"] = json!(escape_bytes(bytes));
+            audit["command_not_utf8"] = json!(true);
+            Verdict::Refuse(Box::new(Refusal::new(
+                Kind::BadRequest,
+                "the command line is not UTF-8: pxagent's catalog lines and envelopes are",
+            )))
+        }
+        Some(Ok(l)) => decide(opts, &ctx, Some(l), &mut audit),
+        None => decide(opts, &ctx, None, &mut audit),
     }));
     let verdict = decided.unwrap_or_else(|_| {
         audit["panic"] = json!(true);
@@ -200,6 +223,18 @@ pub fn run(opts: &Options) -> u8 {
     }
 }
 
+/// Bytes that are not UTF-8 as text: the valid parts as they are, every other byte `\xNN`.
+fn escape_bytes(bytes: &[u8]) -> String {
+    let mut out = String::new();
+    for chunk in bytes.utf8_chunks() {
+        out.push_str(chunk.valid());
+        for b in chunk.invalid() {
+            out.push_str(&format!("\\x{b:02x}"));
+        }
+    }
+    out
+}
+
 /// Log and print a refusal.
 fn refuse(opts: &Options, audit: &mut Value, r: &Refusal) {
     audit["decision"] = json!("refused");
@@ -217,18 +252,19 @@ fn decide(opts: &Options, ctx: &Context, line: Option<&str>, audit: &mut Value) 
     let request = match protocol::parse_command(line) {
         Ok(r) => r,
         Err(r) => {
-            audit["command"] = json!(line.map(crate::catalog::kind::printable));
+            // Recorded whole: the record cuts a long line itself, with its length and hash.
+            audit["command"] = json!(line);
             return Verdict::Refuse(r);
         }
     };
     let (words, envelope) = match request {
         Request::Plain(words) => (words, Envelope::default()),
         Request::Envelope(env) if env.hello => {
-            audit["client_version"] = json!(env.client);
+            audit["client_version"] = syslog::free_text(&env.client);
             return Verdict::Hello(Box::new(hello(opts, ctx)));
         }
         Request::Envelope(mut env) => {
-            audit["client_version"] = json!(env.client);
+            audit["client_version"] = syslog::free_text(&env.client);
             (env.argv.take().unwrap_or_default(), env)
         }
     };
@@ -303,7 +339,9 @@ fn check(
     };
     // Several ops may send the same line: it must pass as each of them (strictest verdict).
     let mut confirm: Option<String> = None;
-    let mut approve: Option<String> = None;
+    // The op whose rule asks for an approval is the one its statement names (a line several
+    // ops send is approved as the op the host policy's rule is about).
+    let mut approve: Option<(&Invocation, String)> = None;
     for inv in &invs {
         let policy_refused =
             |e: Error| with_op(refusal(Kind::PolicyRefused, host_words(&e.to_string())));
@@ -337,12 +375,14 @@ fn check(
         match decision {
             Decision::Allow => {}
             Decision::Confirm(c) => confirm = Some(c.phrase),
-            Decision::Approve { rule, reason } => {
-                approve = Some(match reason {
+            Decision::Approve { rule, reason } if approve.is_none() => {
+                let rule = match reason {
                     Some(r) => format!("{r} ({rule})"),
                     None => rule,
-                })
+                };
+                approve = Some((inv, rule));
             }
+            Decision::Approve { .. } => {}
         }
     }
     if let Some(phrase) = confirm
@@ -359,17 +399,16 @@ fn check(
         return Err(with_op(r));
     }
     let state = ctx.state_dir(opts);
-    if let Some(rule) = approve {
-        let fp = approval::check(
-            opts,
-            ctx,
-            &state,
-            first,
-            envelope.approval.as_deref(),
-            &rule,
-        )
-        .map_err(with_op)?;
+    if let Some((inv, rule)) = approve {
+        let fp = approval::check(opts, ctx, &state, inv, envelope.approval.as_deref(), &rule)
+            .map_err(|mut r| {
+                r.op = Some(inv.op.id.to_string());
+                r
+            })?;
         audit["approver"] = json!(fp);
+        if inv.op != first.op {
+            audit["approved_as"] = json!(inv.op.id);
+        }
     }
     // Every request that reaches a guest counts, a transfer step too: under the limits of
     // the guest command's op it belongs to (a file write counts as vm.exec).

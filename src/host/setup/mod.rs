@@ -58,6 +58,11 @@ pub const DEFAULT_SSHD_CONFIG: &str = "/etc/ssh/sshd_config";
 pub const KEYS_DIR: &str = "/etc/pxagent/keys";
 /// The parent of the gate's per-account state directories.
 pub const STATE_BASE: &str = "/var/lib/pxagent";
+
+/// The host's record of used approval nonces, shared by every gated account (root-owned,
+/// sticky: each account's gate adds records, none can remove another's). Its name starts with
+/// a dot, which no account name does, so it cannot be an account's state directory.
+pub const NONCE_DIR: &str = "/var/lib/pxagent/.nonces";
 /// The directory of the sudoers files.
 pub const SUDOERS_DIR: &str = "/etc/sudoers.d";
 /// The GECOS field of accounts that `setup render` created: such an account may be managed

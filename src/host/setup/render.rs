@@ -3,7 +3,7 @@
 //! [`crate::host::sudoers::render`]).
 
 use super::script::Script;
-use super::{ACCOUNT_COMMENT, KEYS_DIR, STATE_BASE, SUDOERS_DIR, SetupOptions};
+use super::{ACCOUNT_COMMENT, KEYS_DIR, NONCE_DIR, STATE_BASE, SUDOERS_DIR, SetupOptions};
 use crate::error::Result;
 use crate::host::sudoers::render as sudoers;
 
@@ -159,7 +159,8 @@ What it does, in order:
      {sshd_config}; an existing account {user} may be managed (not root, not a person's)
   2. classic sudo >= 1.9.10 (installs the sudo package when missing; refuses sudo-rs)
   3. account {user}: no password, no supplementary groups, shell /bin/sh, no expiry date
-  4. {state}/{user}: the gate's state (rate-limit counters, approval nonces), {user} only
+  4. {state}/{user}: the gate's state (rate-limit counters, issued statements), {user} only;
+     {nonces}: the approvals used on this host, by any account (root, 1777)
   5. {KEYS_DIR}/{user}: the key with restrict,from=,command= (root-owned, 0644)
   6. the host policy {policy_path} and the approvers {approvers_path} (root-owned, 0644)
   7. {sudoers_dir}/{user}: through .new, visudo -cf, mv; then visudo -c
@@ -171,6 +172,7 @@ What it does, in order:
         gate = o.gate.as_str(),
         sshd_config = o.sshd.config.as_str(),
         state = STATE_BASE,
+        nonces = NONCE_DIR,
         policy_path = o.policy_path.as_str(),
         approvers_path = o.approvers_path.as_str(),
         sudoers_dir = SUDOERS_DIR,
@@ -226,6 +228,11 @@ pub fn render(o: &SetupOptions) -> Result<String> {
         "yes: replace it with data_approvers",
     );
     s.value("STATE_BASE", STATE_BASE, "parent of the gate's state dirs");
+    s.value(
+        "NONCE_DIR",
+        NONCE_DIR,
+        "the host's used approvals, shared by every account",
+    );
     s.value(
         "STATE_DIR",
         &format!("{STATE_BASE}/{user}"),
