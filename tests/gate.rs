@@ -980,3 +980,79 @@ fn approvals_hold_for_one_account_on_one_host_once() {
     let r = with(&ap);
     assert_eq!(r.json()["error"]["reason"], "replayed", "{}", r.stdout);
 }
+
+/// The host policy may be a symlink, but the gate then trusts it only when the file it leads
+/// to and every directory above that are root's alone: a link into a directory others can
+/// write refuses everything.
+#[test]
+fn a_policy_symlink_into_a_writable_directory_is_not_trusted() {
+    use std::os::unix::fs::PermissionsExt;
+    let _g = lock();
+    let g = gated();
+    let _p = g.policy("ops: {}\n");
+    let open = std::env::temp_dir().join(fresh("pxagent-open-"));
+    let deep = open.join("deeper");
+    std::fs::create_dir_all(&deep).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let target = deep.join("policy.yaml");
+    std::fs::write(&target, "ops: {}\n").unwrap();
+    std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::fs::remove_file(&g.policy).unwrap();
+    std::os::unix::fs::symlink(&target, &g.policy).unwrap();
+    let line = "sudo -n /usr/bin/pvesh get /version --output-format json";
+    let (code, _, err) = g.ssh(Some(line));
+    assert_eq!(code, 125, "{err}");
+    assert!(err.contains("policy_unavailable"), "{err}");
+    assert!(
+        err.contains("resolves to") && err.contains(&open.display().to_string()),
+        "{err}"
+    );
+    // The same link into root's own directories is trusted.
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (code, out, err) = g.ssh(Some(line));
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("\"version\""), "{out}");
+    std::fs::remove_file(&g.policy).unwrap();
+    std::fs::remove_dir_all(&open).unwrap();
+}
+
+/// `protect` covers a guest's tasks: stopping a task whose UPID names a protected guest is
+/// refused like any change to it; another guest's task still passes the policy.
+#[test]
+fn stopping_a_protected_guests_task_is_refused() {
+    let _g = lock();
+    let g = gated();
+    let _p = g.policy("protect: [100]\n");
+    let line = |vmid: &str| {
+        format!(
+            "sudo -n /usr/bin/pvesh delete /nodes/pve1/tasks/UPID:pve1:0000A1B2:00C0FFEE:6752F0A1:vzdump:{vmid}:root@pam: --output-format json"
+        )
+    };
+    let at = g.log_len();
+    let (code, _, err) = g.ssh(Some(&line("100")));
+    assert_eq!(code, 125, "{err}");
+    assert!(
+        err.contains("policy_refused") && err.contains("guest 100 (the task is its) is protected"),
+        "{err}"
+    );
+    let (code, _, err) = g.ssh(Some(&line("101")));
+    assert_ne!(code, 125, "another guest's task passes the gate: {err}");
+    let recs = raw_records_since(&g, at, 2);
+    assert_eq!(recs[0].1["op"], "task.stop");
+    assert_eq!(recs[0].1["decision"], "refused");
+    assert_eq!(recs[1].1["decision"], "allowed");
+    // The client says the same, from the host.
+    let home = Home::new();
+    let r = gated_run(
+        &home,
+        &[
+            "task",
+            "stop",
+            "UPID:pve1:0000A1B2:00C0FFEE:6752F0A1:vzdump:100:root@pam:",
+            "-o",
+            "json",
+        ],
+    );
+    assert_eq!(r.code, 3, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(r.json()["error"]["source"], "host", "{}", r.stdout);
+}

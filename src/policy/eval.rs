@@ -626,49 +626,64 @@ fn what_it_does(risk: Risk) -> &'static str {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Named {
     vmid: u64,
-    /// Named through a backup archive's name rather than a VMID parameter.
-    archive: bool,
+    /// How the invocation names it.
+    via: Via,
+}
+
+/// How an invocation names a guest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Via {
+    /// A VMID parameter.
+    Param,
+    /// A backup archive's name.
+    Archive,
+    /// A task's UPID (`UPID:node:…:vzdump:100:user:`): stopping a guest's task is a change
+    /// to that guest.
+    Task,
 }
 
 impl std::fmt::Display for Named {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.archive {
-            write!(f, "guest {} (the archive is its backup)", self.vmid)
-        } else {
-            write!(f, "guest {}", self.vmid)
+        match self.via {
+            Via::Param => write!(f, "guest {}", self.vmid),
+            Via::Archive => write!(f, "guest {} (the archive is its backup)", self.vmid),
+            Via::Task => write!(f, "guest {} (the task is its)", self.vmid),
         }
     }
 }
 
 /// Every guest the invocation names: every parameter of kind VMID (the guest, and a clone's
-/// or restore's target), then the guest whose backup each archive parameter is.
+/// or restore's target), then the guest whose backup each archive parameter is, then the
+/// guest whose task each UPID parameter names.
 fn guest_ids(inv: &Invocation) -> Vec<Named> {
     let kind_of = |name: &str| inv.op.param(name).map(|p| p.kind);
-    let ids = inv
-        .values
-        .iter()
-        .filter(|(name, _)| kind_of(name) == Some(Kind::Vmid))
-        .filter_map(|(_, v)| v.parse().ok())
-        .map(|vmid| Named {
-            vmid,
-            archive: false,
-        });
-    let archives = inv
-        .values
-        .iter()
-        .filter(|(name, _)| kind_of(name) == Some(Kind::Archive))
-        .filter_map(|(_, v)| archive_vmid(v))
-        .map(|vmid| Named {
-            vmid,
-            archive: true,
-        });
+    let of_kind = |kind: Kind, via: Via, id: fn(&str) -> Option<u64>| {
+        inv.values
+            .iter()
+            .filter(move |(name, _)| kind_of(name) == Some(kind))
+            .filter_map(move |(_, v)| id(v))
+            .map(move |vmid| Named { vmid, via })
+    };
     let mut out: Vec<Named> = Vec::new();
-    for g in ids.chain(archives) {
+    for g in of_kind(Kind::Vmid, Via::Param, |v| v.parse().ok())
+        .chain(of_kind(Kind::Archive, Via::Archive, archive_vmid))
+        .chain(of_kind(Kind::Upid, Via::Task, upid_vmid))
+    {
         if !out.iter().any(|o| o.vmid == g.vmid) {
             out.push(g);
         }
     }
     out
+}
+
+/// The guest a task's UPID names: its ID field (`UPID:node:pid:pstart:start:type:ID:user:`)
+/// when that is a VMID; node-wide tasks name none.
+fn upid_vmid(upid: &str) -> Option<u64> {
+    let id = upid.split(':').nth(6)?;
+    if id.is_empty() || !id.bytes().all(|b| b.is_ascii_digit()) || id.starts_with('0') {
+        return None;
+    }
+    id.parse().ok()
 }
 
 /// The VMID in a backup archive's name ([`Kind::Archive`]:
@@ -1040,9 +1055,46 @@ mod tests {
             guest_ids(&i),
             vec![Named {
                 vmid: 105,
-                archive: false
+                via: Via::Param
             }]
         );
+    }
+
+    #[test]
+    fn a_task_of_a_protected_guest_is_protected_too() {
+        let p = policy("protect: [100, keep]\n").unwrap();
+        let stop = |upid: &str| inv("task.stop", &[("upid", upid)]);
+        let backup = stop("UPID:pve1:0000A1B2:00C0FFEE:6752F0A1:vzdump:100:root@pam:");
+        assert!(p.wants_tags(&backup));
+        let msg = refusal(&p, &backup, Some(&GuestTags::default()));
+        assert!(
+            msg.contains("guest 100 (the task is its) is protected"),
+            "{msg}"
+        );
+        // By tag, and failing closed when the tags are unknown.
+        let other = stop("UPID:pve1:0000A1B2:00C0FFEE:6752F0A1:qmstart:101:root@pam:");
+        let mut tags = std::collections::BTreeMap::new();
+        tags.insert(101u64, vec!["Keep".to_string()]);
+        assert!(refusal(&p, &other, Some(&GuestTags(tags))).contains("protected tag"));
+        assert!(refusal(&p, &other, None).contains("unknown"));
+        // Another guest's task, and a node's own task, are not.
+        let free = stop("UPID:pve1:0000A1B2:00C0FFEE:6752F0A1:qmstart:102:root@pam:");
+        assert_eq!(
+            p.check(&free, Some(&GuestTags::default())).unwrap(),
+            Decision::Allow
+        );
+        let node = stop("UPID:pve1:0000A1B2:00C0FFEE:6752F0A1:aptupdate::root@pam:");
+        assert!(guest_ids(&node).is_empty());
+        assert_eq!(upid_vmid("UPID:pve1:1:2:3:vzdump:0100:root@pam:"), None);
+        // Reading a protected guest's task stays allowed.
+        let log = inv(
+            "task.log",
+            &[(
+                "upid",
+                "UPID:pve1:0000A1B2:00C0FFEE:6752F0A1:vzdump:100:root@pam:",
+            )],
+        );
+        assert_eq!(p.check(&log, None).unwrap(), Decision::Allow);
     }
 
     #[test]

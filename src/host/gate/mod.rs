@@ -499,8 +499,11 @@ fn load_policy(opts: &Options, ctx: &Context) -> Result<Policy, String> {
     })
 }
 
-/// A file the gate may trust: it exists, and neither it nor its directory can be written by
-/// the account, its group or others (only by root).
+/// A file the gate may trust: it exists, and neither it nor any directory above it — along
+/// the path as given and along the path it resolves to through symlinks — can be written by
+/// the account, its group or others (only by root). A directory others may write is accepted
+/// only with the sticky bit (as `/tmp`): there nobody but root can replace root's entry, and
+/// that entry is checked in its own turn.
 pub(crate) fn trusted_file(path: &Path, uid: u32) -> Result<(), String> {
     let meta = std::fs::metadata(path).map_err(|e| {
         format!(
@@ -508,17 +511,46 @@ pub(crate) fn trusted_file(path: &Path, uid: u32) -> Result<(), String> {
             path.display()
         )
     })?;
-    let dir = path.parent().unwrap_or(Path::new("/"));
-    for (what, m) in [
-        (path.to_path_buf(), Some(meta)),
-        (dir.to_path_buf(), std::fs::metadata(dir).ok()),
-    ] {
-        let Some(m) = m else { continue };
+    if !meta.is_file() {
+        return Err(format!(
+            "{} is not a regular file, so the gate cannot trust it and refuses everything; install it as root (see `pxagent setup render`)",
+            path.display()
+        ));
+    }
+    let resolved = std::fs::canonicalize(path).map_err(|e| {
+        format!(
+            "the gate cannot resolve {} ({e}), so it refuses everything",
+            path.display()
+        )
+    })?;
+    let absolute = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir().unwrap_or_default().join(path)
+    };
+    // Every directory on both paths, then the file itself (its target).
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    for p in [&absolute, &resolved] {
+        for d in p.ancestors().skip(1) {
+            if !dirs.iter().any(|x| x == d) {
+                dirs.push(d.to_path_buf());
+            }
+        }
+    }
+    let mut checks: Vec<(PathBuf, bool)> = dirs.into_iter().map(|d| (d, true)).collect();
+    checks.push((resolved.clone(), false));
+    for (what, is_dir) in checks {
+        // A directory on the path as given may itself be a symlink: judge where it leads,
+        // and the directory holding the link (also on the list).
+        let Ok(m) = std::fs::metadata(&what) else {
+            continue;
+        };
+        let sticky = is_dir && m.mode() & 0o1000 != 0;
         let why = if m.uid() == uid {
             Some("is owned by the agent account")
-        } else if m.mode() & 0o020 != 0 {
+        } else if m.mode() & 0o020 != 0 && !sticky {
             Some("is writable by its group")
-        } else if m.mode() & 0o002 != 0 {
+        } else if m.mode() & 0o002 != 0 && !sticky {
             Some("is writable by others")
         } else if m.uid() != 0 {
             Some("is not owned by root")
@@ -526,8 +558,13 @@ pub(crate) fn trusted_file(path: &Path, uid: u32) -> Result<(), String> {
             None
         };
         if let Some(why) = why {
+            let via = if resolved != absolute {
+                format!(" (which resolves to {})", resolved.display())
+            } else {
+                String::new()
+            };
             return Err(format!(
-                "{} {why}, so the gate cannot trust {} and refuses everything; fix it as root: chown root:root and chmod go-w",
+                "{} {why}, so the gate cannot trust {}{via} and refuses everything; fix it as root: chown root:root and chmod go-w",
                 what.display(),
                 path.display()
             ));
@@ -656,6 +693,70 @@ mod tests {
             );
         }
         assert!(trusted_file(&dir.path().join("missing"), 4242).is_err());
+    }
+
+    #[test]
+    fn symlinks_are_followed_and_every_directory_above_the_target_is_checked() {
+        use std::os::unix::fs::PermissionsExt;
+        let me = std::fs::metadata("/proc/self").unwrap().uid();
+        if me != 0 {
+            // Without root every file here is the tester's, which refuses it anyway.
+            let dir = tempfile::tempdir().unwrap();
+            let f = dir.path().join("p");
+            std::fs::write(&f, "").unwrap();
+            assert!(trusted_file(&f, 4242).is_err());
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let mode = |p: &Path, m: u32| {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap()
+        };
+        mode(dir.path(), 0o755);
+        let safe = dir.path().join("etc");
+        let open = dir.path().join("open");
+        let deep = open.join("deeper");
+        std::fs::create_dir_all(&safe).unwrap();
+        std::fs::create_dir_all(&deep).unwrap();
+        mode(&safe, 0o755);
+        mode(&open, 0o777);
+        mode(&deep, 0o755);
+        let target = deep.join("policy.yaml");
+        std::fs::write(&target, "ops: {}\n").unwrap();
+        mode(&target, 0o644);
+        let link = safe.join("policy.yaml");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        // The link's own directory is fine; a directory above its target is not.
+        let e = trusted_file(&link, 4242).unwrap_err();
+        assert!(
+            e.contains(&open.display().to_string()) && e.contains("writable by"),
+            "{e}"
+        );
+        assert!(e.contains("resolves to"), "{e}");
+        // Owned by the account, two levels above the target.
+        mode(&open, 0o755);
+        std::os::unix::fs::chown(&open, Some(4242), None).unwrap();
+        let e = trusted_file(&link, 4242).unwrap_err();
+        assert!(e.contains("owned by the agent account"), "{e}");
+        std::os::unix::fs::chown(&open, Some(0), None).unwrap();
+        trusted_file(&link, 4242).unwrap();
+        // A sticky directory others may write is like /tmp: its root-owned entries stand.
+        mode(&open, 0o1777);
+        trusted_file(&link, 4242).unwrap();
+        // A directory symlink on the path as given is judged by where it leads too.
+        let dlink = dir.path().join("dlink");
+        std::os::unix::fs::symlink(&deep, &dlink).unwrap();
+        mode(&deep, 0o757);
+        let e = trusted_file(&dlink.join("policy.yaml"), 4242).unwrap_err();
+        assert!(e.contains("writable by others"), "{e}");
+        mode(&deep, 0o755);
+        // A target that is not a regular file.
+        let to_dir = safe.join("dir.yaml");
+        std::os::unix::fs::symlink(&deep, &to_dir).unwrap();
+        assert!(
+            trusted_file(&to_dir, 4242)
+                .unwrap_err()
+                .contains("not a regular file")
+        );
     }
 
     #[test]
