@@ -14,7 +14,7 @@
 # The bed is left up at the end; `scripts/testbed.sh down` removes it.
 # It first installs what is missing (scripts/lib/deps.sh): Rust through rustup when cargo is
 # missing or older than the MSRV, and the Debian packages gcc libc6-dev ca-certificates (build)
-# and openssh-server openssh-client sudo procps util-linux (sandbox host).
+# and openssh-server openssh-client sudo procps util-linux iproute2 (sandbox host).
 # Exit status: 0 when every shown step behaved as expected, 1 otherwise (all steps still run);
 # 2 when something it needs could not be installed (it prints what to do).
 

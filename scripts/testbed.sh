@@ -21,7 +21,10 @@
 #   status    print each check; exit 0 if up and healthy, 1 otherwise
 #   env       print `export PXAGENT_…=…` lines for `eval "$(scripts/testbed.sh env)"`
 #   selftest  the issue's "Done when" against the live bed, then up (no-op) / down / down /
-#             up again, leaving the bed up; --quick skips that cycle. Exit 1 on any failure.
+#             up again, leaving the bed up; --quick skips that cycle. The down runs beside an
+#             sshd with this bed's config in another network namespace and a process named like
+#             it under another root (both must survive), and a stray named like it here (must
+#             not). Exit 1 on any failure.
 # Options (the same ones name the same bed in every command):
 #   --port N          sshd port on 127.0.0.1            (env TESTBED_PORT, default 2222)
 #   --user NAME       the agent account                 (env TESTBED_USER, default zen-agent)
@@ -41,7 +44,7 @@
 #                     (env TESTBED_OFFER_PASSWORD=1, default off)
 #   PXAGENT_BIN / PVE_SIM_BIN  prebuilt binaries; otherwise `cargo build --locked --release` in the
 #                     repo (installing Rust and the build packages first when missing).
-# Packages: `up` installs what is missing of openssh-server openssh-client sudo procps util-linux
+# Packages: `up` installs what is missing of openssh-server openssh-client sudo procps util-linux iproute2
 # (scripts/lib/deps.sh, the one place that installs anything for the scripts).
 # Side by side: beds need different --port AND --user. They share one simulator (its binary is
 # whatever the latest `up` installed; its state in /var/lib/pve-sim is reset only by an `up` that
@@ -52,7 +55,8 @@
 #
 # Ownership rules (what `down` and a re-`up` may touch; nothing else is ever touched):
 #   * sshd: only the pid in our pid file, and only if its /proc cmdline names our config file
-#     (also a listener naming our config whose pid file was lost);
+#     and it has our root directory and network namespace (also a listener like that whose pid
+#     file was lost; one in a container with the same paths is another bed's, left alone);
 #   * account: only if its GECOS field is exactly "$ACCOUNT_MARK" (set by our useradd) and no
 #     other registered bed uses it;
 #   * /etc/sudoers.d/<user>: only if it is byte-identical to our copy in the state dir, or the
@@ -204,12 +208,26 @@ port_answers() { timeout 2 bash -c ": </dev/tcp/127.0.0.1/$1" 2>/dev/null; }
 # "sshd: /usr/sbin/sshd -f CONFIG -E LOG [listener] …", which still names our config).
 pid_cmdline() { tr '\0' ' ' 2>/dev/null <"/proc/$1/cmdline" || true; }
 
-# Is PID an sshd started with our config file?
+# Does PID run on this machine as we see it: the same root directory and the same network
+# namespace as this script? A container on this machine can hold another bed whose paths are
+# the same as ours (its pid file, config and socket names match ours word for word) and whose
+# processes are in our /proc; only these two tell its processes from ours.
+OUR_ROOT="$(stat -L -c %d:%i /)"
+OUR_NETNS="$(readlink /proc/self/ns/net)"
+readonly OUR_ROOT OUR_NETNS
+pid_is_here() {
+    local root net
+    root="$(stat -L -c %d:%i "/proc/$1/root" 2>/dev/null)" || return 1
+    net="$(readlink "/proc/$1/ns/net" 2>/dev/null)" || return 1
+    [[ "$root" == "$OUR_ROOT" && -n "$net" && "$net" == "$OUR_NETNS" ]]
+}
+
+# Is PID an sshd started with our config file, here (not in a container with the same path)?
 pid_is_our_sshd() {
     local pid="$1" cmd
     [[ "$pid" =~ ^[0-9]+$ ]] || return 1
     cmd="$(pid_cmdline "$pid")"
-    [[ "$cmd" == *sshd* && "$cmd " == *"-f $SSHD_CONFIG "* ]]
+    [[ "$cmd" == *sshd* && "$cmd " == *"-f $SSHD_CONFIG "* ]] && pid_is_here "$pid"
 }
 
 # The pid of our running sshd (from our pid file), or nothing.
@@ -220,7 +238,7 @@ our_sshd_pid() {
     if pid_is_our_sshd "$pid"; then echo "$pid"; fi
 }
 
-# Every process whose cmdline names our sshd config (a listener whose pid file was lost).
+# Every process here whose cmdline names our sshd config (a listener whose pid file was lost).
 stray_sshd_pids() {
     local d pid
     for d in /proc/[0-9]*; do
@@ -265,6 +283,14 @@ stop_our_sshd() {
 
 account_exists() { getent passwd "$USER_NAME" >/dev/null; }
 account_is_ours() { [[ "$(getent passwd "$USER_NAME" | cut -d: -f5)" == "$ACCOUNT_MARK" ]]; }
+# The processes of our account on this machine as we see it (a container's account of the
+# same name or uid is another's).
+account_pids_here() {
+    local pid
+    for pid in $(pgrep -u "$USER_NAME" 2>/dev/null); do
+        if pid_is_here "$pid"; then echo "$pid"; fi
+    done
+}
 account_home() { getent passwd "$USER_NAME" | cut -d: -f6; }
 
 # `passwd -S` field 2: L = locked, NP = no password, P = usable password.
@@ -661,7 +687,7 @@ listener_pid() {
     local pid
     [[ -f "$GATE_LOG_PID" ]] || return 0
     pid="$(tr -dc '0-9' <"$GATE_LOG_PID")"
-    [[ -n "$pid" && "$(pid_cmdline "$pid") " == *" $GATE_SOCKET "* ]] && echo "$pid"
+    [[ -n "$pid" && "$(pid_cmdline "$pid") " == *" $GATE_SOCKET "* ]] && pid_is_here "$pid" && echo "$pid"
     return 0
 }
 stop_listener() {
@@ -846,14 +872,16 @@ do_down() {
         say "account $USER_NAME and $SUDOERS_FILE belong to bed $sharer: left alone"
     elif account_exists; then
         if account_is_ours; then
-            # Only processes owned by this account (its sessions); never by program name.
-            pkill -TERM -u "$USER_NAME" 2>/dev/null || true
-            local i
+            # Only processes owned by this account (its sessions), here; never by program name.
+            local i pids=()
+            mapfile -t pids < <(account_pids_here)
+            ((${#pids[@]} == 0)) || kill -TERM "${pids[@]}" 2>/dev/null || true
             for ((i = 0; i < 30; i++)); do
-                pgrep -u "$USER_NAME" >/dev/null || break
+                [[ -n "$(account_pids_here)" ]] || break
                 sleep 0.1
             done
-            pkill -KILL -u "$USER_NAME" 2>/dev/null || true
+            mapfile -t pids < <(account_pids_here)
+            ((${#pids[@]} == 0)) || kill -KILL "${pids[@]}" 2>/dev/null || true
             sleep 0.1
             userdel -r "$USER_NAME" 2>/dev/null || userdel -f -r "$USER_NAME" ||
                 die "userdel -r $USER_NAME failed"
@@ -941,6 +969,34 @@ do_env() {
 # ---------------------------------------------------------------------------------------------
 # selftest: exactly the issue's "Done when", against the live bed
 
+# A root directory for a process of "another machine": bash and sleep with their libraries.
+make_decoy_root() {
+    local r="$1" f lib
+    for f in /bin/bash /bin/sleep; do
+        install -D "$(readlink -f "$f")" "$r$f"
+        for lib in $(ldd "$f" | grep -o '/[^ ]*'); do
+            [[ -e "$r$lib" ]] || install -D "$lib" "$r$lib"
+        done
+    done
+}
+
+# Does PID run (a zombie, ended but not yet reaped by us, does not)?
+pid_alive() {
+    local stat
+    read -r stat 2>/dev/null <"/proc/$1/stat" || return 1
+    [[ "${stat##*) }" != [ZX]* ]]
+}
+
+# Wait (up to 10 s) until PID's cmdline names our sshd config: the process is set up.
+wait_named() {
+    local i
+    for ((i = 0; i < 100; i++)); do
+        [[ "$(pid_cmdline "$1") " == *"-f $SSHD_CONFIG "* ]] && return 0
+        sleep 0.1
+    done
+    return 1
+}
+
 do_selftest() {
     need_root
     local failures=0 out err rc
@@ -1023,8 +1079,52 @@ do_selftest() {
             fail "up on a healthy bed was not a no-op: $out"
         fi
 
+        # Beds of other machines with our paths, as in containers on this one: a real sshd with
+        # our config in its own network namespace (its own 127.0.0.1:PORT), and a process under
+        # another root named like our listener. Neither is ours: down must leave them running.
+        # A third one here, named like our listener but missing from the pid file (a stray), is
+        # ours: down must end it. Each is ended by its own pid below.
+        local decoy_dir net_pid root_pid stray_pid
+        decoy_dir="$(mktemp -d)"
+        make_decoy_root "$decoy_dir/root"
+        # shellcheck disable=SC2016 # expanded by the inner bash, from its arguments
+        unshare -n bash -c 'ip link set lo up && exec "$0" -D -f "$1" -o PidFile=none -E "$2"' \
+            "$SSHD" "$SSHD_CONFIG" "$decoy_dir/sshd.log" </dev/null >/dev/null 2>&1 9>&- &
+        net_pid=$!
+        # shellcheck disable=SC2016
+        unshare --root="$decoy_dir/root" /bin/bash -c 'exec -a "$0" /bin/sleep 600' \
+            "sshd: $SSHD -f $SSHD_CONFIG -E $SSHD_LOG [listener] 0 of 10-100 startups" </dev/null >/dev/null 2>&1 9>&- &
+        root_pid=$!
+        bash -c 'exec -a "$0" sleep 600' \
+            "sshd: $SSHD -f $SSHD_CONFIG -E $SSHD_LOG [listener] 0 of 10-100 startups" </dev/null >/dev/null 2>&1 9>&- &
+        stray_pid=$!
+        # An interrupted selftest must not leave them behind either.
+        # shellcheck disable=SC2064 # the pids are known now
+        trap "kill -KILL $net_pid $root_pid $stray_pid 2>/dev/null; rm -rf '$decoy_dir'" EXIT
+        trap 'exit 129' HUP
+        trap 'exit 130' INT
+        trap 'exit 143' TERM
+        if ! wait_named "$root_pid" || ! wait_named "$stray_pid"; then fail "the decoys did not start"; fi
+        local i
+        for ((i = 0; i < 100; i++)); do
+            nsenter -t "$net_pid" -n bash -c ": </dev/tcp/127.0.0.1/$PORT" 2>/dev/null && break
+            sleep 0.1
+        done
+        if nsenter -t "$net_pid" -n bash -c ": </dev/tcp/127.0.0.1/$PORT" 2>/dev/null; then
+            pass "another bed's sshd (pid $net_pid) listens on 127.0.0.1:$PORT in its own network namespace, with $SSHD_CONFIG"
+        else
+            fail "the sshd in another network namespace did not start: $(cat "$decoy_dir/sshd.log" 2>/dev/null)"
+        fi
+
         if "$SCRIPT_PATH" down "${opts[@]}" 2>/dev/null; then pass "down exits 0"; else fail "down failed"; fi
         if [[ -n "$sshd_pid" ]] && pid_is_our_sshd "$sshd_pid"; then fail "sshd pid $sshd_pid still running after down"; else pass "down: no sshd (pid $sshd_pid gone)"; fi
+        if pid_alive "$net_pid"; then pass "down left the sshd in another network namespace running (pid $net_pid)"; else fail "down ended pid $net_pid, an sshd with our config in another network namespace"; fi
+        if pid_alive "$root_pid"; then pass "down left the process under another root running (pid $root_pid)"; else fail "down ended pid $root_pid, a process named like our sshd under another root"; fi
+        if pid_alive "$stray_pid"; then fail "down left pid $stray_pid running, a stray named like our sshd here"; else pass "down ended the stray named like our sshd here (pid $stray_pid)"; fi
+        kill -KILL "$net_pid" "$root_pid" "$stray_pid" 2>/dev/null || true
+        wait "$net_pid" "$root_pid" "$stray_pid" 2>/dev/null || true
+        rm -rf "$decoy_dir"
+        trap - EXIT HUP INT TERM
         if [[ -n "$(stray_sshd_pids)" ]]; then fail "down: an sshd naming $SSHD_CONFIG still runs"; fi
         if port_answers "$PORT"; then fail "down: 127.0.0.1:$PORT still answers"; else pass "down: 127.0.0.1:$PORT closed"; fi
         if account_exists; then fail "down: account $USER_NAME still exists"; else pass "down: no account $USER_NAME"; fi

@@ -353,186 +353,315 @@ fn host_limits_hold_across_separate_client_states() {
     assert_eq!((ok, limited), (5, 7), "{codes:?}");
 }
 
+/// An account made for real by `setup render` (readonly profile, the gated bed's gate binary,
+/// its own sshd on `port` with a config in `dir`), and removed again on drop, also when the
+/// test failed. `revoke` applies `setup revoke` to it.
+struct SetupAccount {
+    dir: PathBuf,
+    user: &'static str,
+    port: &'static str,
+    _cleanup: Cleanup,
+}
+
+impl SetupAccount {
+    /// Render and apply the setup script; `extra` goes to `setup render`, `policy` becomes the
+    /// host policy. Asserts that the account then works through the gate.
+    fn apply(
+        g: &Gated,
+        user: &'static str,
+        port: &'static str,
+        extra: &[&str],
+        policy: &str,
+    ) -> SetupAccount {
+        // Root-owned and traversable by the new account: the gate checks both.
+        let dir = PathBuf::from(format!("/var/lib/pxagent-testbed/setup-{user}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let a = SetupAccount {
+            _cleanup: Cleanup {
+                dir: dir.clone(),
+                user,
+            },
+            dir,
+            user,
+            port,
+        };
+        let sh = |args: &[&str]| {
+            let o = Command::new(args[0]).args(&args[1..]).output().unwrap();
+            assert!(
+                o.status.success(),
+                "{args:?}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+        };
+        for key in ["host_key", "agent"] {
+            sh(&[
+                "ssh-keygen",
+                "-q",
+                "-t",
+                "ed25519",
+                "-N",
+                "",
+                "-f",
+                &a.p(key),
+            ]);
+        }
+        std::fs::write(
+            a.dir.join("sshd_config"),
+            format!(
+                "ListenAddress 127.0.0.1\nPort {port}\nHostKey {}\nPidFile {}\nUsePAM yes\nPasswordAuthentication no\nKbdInteractiveAuthentication no\nPermitRootLogin no\n",
+                a.p("host_key"),
+                a.p("sshd.pid")
+            ),
+        )
+        .unwrap();
+        std::fs::write(a.dir.join("policy.yaml"), policy).unwrap();
+        let gate_bin = g
+            .policy
+            .parent()
+            .unwrap()
+            .parent()
+            .unwrap()
+            .join("bin/pxagent");
+        let socket = g.log.with_file_name("gate-log.sock");
+        let render = px()
+            .args([
+                "setup",
+                "render",
+                "--user",
+                user,
+                "--pubkey",
+                &a.p("agent.pub"),
+                "--from",
+                "127.0.0.0/8",
+            ])
+            .args(["--profile", "readonly", "--policy", &a.p("policy.yaml")])
+            .args(extra)
+            .args(["--gate-bin", &gate_bin.display().to_string()])
+            .args([
+                "--policy-path",
+                &a.p("host-policy.yaml"),
+                "--approvers-path",
+                &a.p("approvers"),
+            ])
+            .args(["--log-socket", &socket.display().to_string()])
+            .args(a.sshd_args())
+            .run();
+        assert_eq!(render.code, 0, "{}", render.stderr);
+        std::fs::write(a.dir.join("setup.sh"), &render.stdout).unwrap();
+        let check = Command::new("bash")
+            .arg("-n")
+            .arg(a.dir.join("setup.sh"))
+            .output()
+            .unwrap();
+        assert!(check.status.success());
+        // sshd must run for the script's reload; start it first with the config as it is.
+        sh(&[
+            "/usr/sbin/sshd",
+            "-f",
+            &a.p("sshd_config"),
+            "-E",
+            &a.p("sshd.log"),
+        ]);
+        a.run_script("setup.sh");
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        let ok = a.login("sudo -n /usr/bin/pvesh get /version --output-format json");
+        assert!(
+            ok.status.success(),
+            "the set-up account does not work: {} {}",
+            String::from_utf8_lossy(&ok.stdout),
+            String::from_utf8_lossy(&ok.stderr)
+        );
+        let v: Value = serde_json::from_slice(&ok.stdout).unwrap();
+        assert!(v["version"].is_string());
+        a
+    }
+
+    fn p(&self, x: &str) -> String {
+        self.dir.join(x).display().to_string()
+    }
+
+    fn sshd_args(&self) -> [String; 4] {
+        [
+            "--sshd-config".into(),
+            self.p("sshd_config"),
+            "--sshd-pid-file".into(),
+            self.p("sshd.pid"),
+        ]
+    }
+
+    /// `bash dir/NAME`; asserts success, returns its stdout.
+    fn run_script(&self, name: &str) -> String {
+        let out = Command::new("bash")
+            .arg(self.dir.join(name))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{name} failed:\n{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn login_cmd(&self, line: &str) -> Command {
+        let mut c = Command::new("ssh");
+        c.args([
+            "-F",
+            "/dev/null",
+            "-T",
+            "-i",
+            &self.p("agent"),
+            "-p",
+            self.port,
+        ])
+        .args([
+            "-o",
+            "StrictHostKeyChecking=no",
+            "-o",
+            "UserKnownHostsFile=/dev/null",
+        ])
+        .args([
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "IdentitiesOnly=yes",
+            "-o",
+            "LogLevel=ERROR",
+        ])
+        .arg(format!("{}@127.0.0.1", self.user))
+        .arg(line)
+        .stdin(std::process::Stdio::null());
+        c
+    }
+
+    fn login(&self, line: &str) -> std::process::Output {
+        self.login_cmd(line).output().unwrap()
+    }
+
+    /// Render `setup revoke` for the account and run it; returns its stdout.
+    fn revoke(&self) -> String {
+        let revoke = px()
+            .args(["setup", "revoke", "--user", self.user])
+            .args(self.sshd_args())
+            .run();
+        assert_eq!(revoke.code, 0, "{}", revoke.stderr);
+        std::fs::write(self.dir.join("revoke.sh"), &revoke.stdout).unwrap();
+        self.run_script("revoke.sh")
+    }
+}
+
 #[test]
 fn setup_render_applied_gives_a_gated_account_and_revoke_ends_it() {
     let _g = lock();
     let g = gated();
-    let user = "zen-setup";
-    let port = "2224";
-    // Root-owned and traversable by the new account: the gate checks both.
-    let dir = PathBuf::from("/var/lib/pxagent-testbed/setup-test");
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let cleanup = Cleanup {
-        dir: dir.clone(),
-        user,
-    };
-    let sh = |args: &[&str]| {
-        let o = Command::new(args[0]).args(&args[1..]).output().unwrap();
-        assert!(
-            o.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-    };
-    let p = |x: &str| dir.join(x).display().to_string();
-    sh(&[
-        "ssh-keygen",
-        "-q",
-        "-t",
-        "ed25519",
-        "-N",
-        "",
-        "-f",
-        &p("host_key"),
-    ]);
-    sh(&[
-        "ssh-keygen",
-        "-q",
-        "-t",
-        "ed25519",
-        "-N",
-        "",
-        "-f",
-        &p("agent"),
-    ]);
-    std::fs::write(
-        dir.join("sshd_config"),
-        format!(
-            "ListenAddress 127.0.0.1\nPort {port}\nHostKey {}\nPidFile {}\nUsePAM yes\nPasswordAuthentication no\nKbdInteractiveAuthentication no\nPermitRootLogin no\n",
-            p("host_key"),
-            p("sshd.pid")
-        ),
-    )
-    .unwrap();
-    std::fs::write(dir.join("policy.yaml"), "ops: {}\n").unwrap();
-    let gate_bin = g
-        .policy
-        .parent()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .join("bin/pxagent");
-    let socket = g.log.with_file_name("gate-log.sock");
-    let render = px()
-        .args([
-            "setup",
-            "render",
-            "--user",
-            user,
-            "--pubkey",
-            &p("agent.pub"),
-            "--from",
-            "127.0.0.0/8",
-        ])
-        .args(["--profile", "readonly", "--policy", &p("policy.yaml")])
-        .args(["--gate-bin", &gate_bin.display().to_string()])
-        .args([
-            "--policy-path",
-            &p("host-policy.yaml"),
-            "--approvers-path",
-            &p("approvers"),
-        ])
-        .args(["--log-socket", &socket.display().to_string()])
-        .args([
-            "--sshd-config",
-            &p("sshd_config"),
-            "--sshd-pid-file",
-            &p("sshd.pid"),
-        ])
-        .run();
-    assert_eq!(render.code, 0, "{}", render.stderr);
-    std::fs::write(dir.join("setup.sh"), &render.stdout).unwrap();
-    let check = Command::new("bash")
-        .arg("-n")
-        .arg(dir.join("setup.sh"))
-        .output()
-        .unwrap();
-    assert!(check.status.success());
-    // sshd must run for the script's reload; start it first with the config as it is.
-    sh(&[
-        "/usr/sbin/sshd",
-        "-f",
-        &p("sshd_config"),
-        "-E",
-        &p("sshd.log"),
-    ]);
-    let apply = Command::new("bash")
-        .arg(dir.join("setup.sh"))
-        .output()
-        .unwrap();
-    assert!(
-        apply.status.success(),
-        "setup.sh failed:\n{}\n{}",
-        String::from_utf8_lossy(&apply.stdout),
-        String::from_utf8_lossy(&apply.stderr)
-    );
-    std::thread::sleep(std::time::Duration::from_millis(500));
-    let login = |line: &str| {
-        Command::new("ssh")
-            .args(["-F", "/dev/null", "-T", "-i", &p("agent"), "-p", port])
-            .args([
-                "-o",
-                "StrictHostKeyChecking=no",
-                "-o",
-                "UserKnownHostsFile=/dev/null",
-            ])
-            .args([
-                "-o",
-                "BatchMode=yes",
-                "-o",
-                "IdentitiesOnly=yes",
-                "-o",
-                "LogLevel=ERROR",
-            ])
-            .arg(format!("{user}@127.0.0.1"))
-            .arg(line)
-            .output()
-            .unwrap()
-    };
-    let ok = login("sudo -n /usr/bin/pvesh get /version --output-format json");
-    assert!(
-        ok.status.success(),
-        "the set-up account does not work: {} {}",
-        String::from_utf8_lossy(&ok.stdout),
-        String::from_utf8_lossy(&ok.stderr)
-    );
-    let v: Value = serde_json::from_slice(&ok.stdout).unwrap();
-    assert!(v["version"].is_string());
-    let refused = login("id");
+    let a = SetupAccount::apply(&g, "zen-setup", "2224", &[], "ops: {}\n");
+    let refused = a.login("id");
     assert_eq!(refused.status.code(), Some(125), "the gate is not in front");
-
-    let revoke = px()
-        .args(["setup", "revoke", "--user", user])
-        .args([
-            "--sshd-config",
-            &p("sshd_config"),
-            "--sshd-pid-file",
-            &p("sshd.pid"),
-        ])
-        .run();
-    assert_eq!(revoke.code, 0, "{}", revoke.stderr);
-    std::fs::write(dir.join("revoke.sh"), &revoke.stdout).unwrap();
-    let apply = Command::new("bash")
-        .arg(dir.join("revoke.sh"))
-        .output()
-        .unwrap();
-    assert!(
-        apply.status.success(),
-        "revoke.sh failed:\n{}\n{}",
-        String::from_utf8_lossy(&apply.stdout),
-        String::from_utf8_lossy(&apply.stderr)
-    );
-    let after = login("sudo -n /usr/bin/pvesh get /version --output-format json");
+    a.revoke();
+    let after = a.login("sudo -n /usr/bin/pvesh get /version --output-format json");
     assert_eq!(
         after.status.code(),
         Some(255),
         "login still works after revoke"
     );
-    drop(cleanup);
 }
 
-/// Removes what the setup test made, by name and pid file, also when it failed.
+/// The pids of the processes whose command line contains `marker`.
+fn pids_with(marker: &str) -> Vec<u32> {
+    let mut pids = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else {
+            continue;
+        };
+        if String::from_utf8_lossy(&cmd).contains(marker) {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+/// A command the account runs through sudo (`sudo` keeps the account as its real uid only, the
+/// simulated `pct` runs as root, the command in the container as another account) is ended by
+/// `setup revoke` with the account's own processes: it never gets to write its file. Killing
+/// by effective uid alone left all three running while the script said there were none.
+#[test]
+fn revoke_ends_what_the_account_runs_under_sudo() {
+    let _g = lock();
+    let g = gated();
+    let home = Home::new();
+    let r = gated_run(&home, &["ct", "start", "200"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let a = SetupAccount::apply(
+        &g,
+        "zen-revoke",
+        "2225",
+        &["--ct-exec", "200-299"],
+        "ops:\n  ct.exec:\n    commands: [[sh, \"...\"]]\n",
+    );
+    let proof = fresh("revoke-proof-");
+    let file = PathBuf::from("/var/lib/pve-sim/guests/200/root/tmp").join(&proof);
+    let _ = std::fs::remove_file(&file);
+    // The file is written in the container's /tmp (the command's cwd is the container's /).
+    let mut session = a
+        .login_cmd(&format!(
+            "sudo -n /usr/sbin/pct exec 200 -- sh -c 'sleep 6; echo survived > tmp/{proof}'"
+        ))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    // sudo, pct and sh, each naming the proof in its command line (ssh itself is ours).
+    let sudo_pid = loop {
+        let running: Vec<u32> = pids_with(&proof)
+            .into_iter()
+            .filter(|p| *p != session.id())
+            .collect();
+        if running.len() >= 3 {
+            break running;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the command did not start: {running:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let out = a.revoke();
+    let left: Vec<u32> = pids_with(&proof)
+        .into_iter()
+        .filter(|p| *p != session.id())
+        .collect();
+    // Whatever survived is ended here by pid, so a failed run leaves nothing behind.
+    for p in &left {
+        let _ = Command::new("kill")
+            .args(["-KILL", &p.to_string()])
+            .status();
+    }
+    assert!(
+        left.is_empty(),
+        "revoke left {left:?} of {sudo_pid:?} running; it said:\n{out}"
+    );
+    assert!(
+        out.contains("verified: no processes of zen-revoke"),
+        "{out}"
+    );
+    let _ = session.wait();
+    std::thread::sleep(std::time::Duration::from_secs(7));
+    let survived = file.exists();
+    let _ = std::fs::remove_file(&file);
+    assert!(
+        !survived,
+        "the command outlived the revoke and wrote {}",
+        file.display()
+    );
+}
+
+/// Removes what a setup test made, by name and pid file, also when it failed.
 struct Cleanup {
     dir: PathBuf,
     user: &'static str,

@@ -8,8 +8,9 @@
 #   DEPS_BUILD  gcc libc6-dev ca-certificates — rustc links through `cc`; aws-lc-sys (russh's
 #               crypto backend) compiles its C and assembly with it (x86_64/aarch64 Linux use the
 #               cc builder: no cmake, perl, nasm or clang); cargo needs the CA list for crates.io.
-#   DEPS_BED    openssh-server openssh-client sudo procps util-linux groff-base — the sandbox host
-#               (scripts/testbed.sh: sshd, ssh-keygen, ssh-agent, sudo/visudo, pkill, flock, setpriv;
+#   DEPS_BED    openssh-server openssh-client sudo procps util-linux iproute2 groff-base — the sandbox host
+#               (scripts/testbed.sh: sshd, ssh-keygen, ssh-agent, sudo/visudo, pkill, flock, setpriv,
+#               unshare, nsenter, ip for the selftest's bed in another network namespace;
 #               `script` for tests at a terminal) and groff, which renders `pxagent man` in a test.
 #   DEPS_PYTHON python3 python3-venv — the venv that holds the Python MCP SDK (`mcp>=1.0`, from
 #               PyPI; never into the system Python, which Debian refuses: PEP 668).
@@ -38,7 +39,7 @@ DEPS_WHO="${DEPS_WHO:-$(basename "$0")}"
 # shellcheck disable=SC2034 # the package sets are used by the scripts that source this file
 DEPS_BUILD=(gcc libc6-dev ca-certificates)
 # shellcheck disable=SC2034
-DEPS_BED=(openssh-server openssh-client sudo procps util-linux groff-base)
+DEPS_BED=(openssh-server openssh-client sudo procps util-linux iproute2 groff-base)
 DEPS_PYTHON=(python3 python3-venv)
 # shellcheck disable=SC2034
 DEPS_NODE=(nodejs npm)

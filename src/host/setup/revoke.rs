@@ -20,12 +20,17 @@ the summary at the end lists every change.
 What it does, in order:
   1. expires {user} (usermod --expiredate 1: no SSH login and no sudo from that moment; a
      locked password alone stops neither) and locks its password
-  2. ends every process of {user} (pkill -KILL -u)
+  2. ends every process of {user} with SIGKILL: each with its uid as real, effective, saved
+     or filesystem uid (sudo keeps it as the real one), each in a session one of those leads
+     (what sudo runs, as root or as anyone), every descendant of these, and everything in its
+     systemd slice user-UID.slice; stopped first, so none can fork away, then killed, repeated
+     until a scan of /proc finds none
   3. removes {KEYS_DIR}/{user} and the authorized_keys in its home
   4. removes the sshd drop-in {dropin} (and the Include line setup render may have added to
      {sshd_config}); sshd -t; reload sshd
   5. removes {SUDOERS_DIR}/{user}; visudo -c
-  6. verification: chage -l shows the account expired, no key file, sudo -l -U lists no rules
+  6. verification: chage -l shows the account expired, the same scan finds no process, no key
+     file, sudo -l -U lists no rules
 It keeps the account (expired, so its UID is never given to anyone else) and
 {STATE_BASE}/{user} (the gate's counters and approval nonces, for the audit).",
         version = env!("CARGO_PKG_VERSION"),

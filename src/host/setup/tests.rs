@@ -419,7 +419,8 @@ fn both_scripts_pass_bash_n_and_shellcheck() {
         "\nreadonly SSHD_PID_FILE='/srv/bed/sshd.pid'  # ",
         "usermod --expiredate 1 \"$U\"",
         "passwd -l \"$U\"",
-        "pkill -KILL -u \"$U\"",
+        "kill -KILL \"${ACCOUNT_PIDS[@]}\"",
+        "[[ $r == \"$uid\" || $e == \"$uid\" || $s == \"$uid\" || $f == \"$uid\" ]]",
     ] {
         assert!(s.contains(want), "missing {want:?}");
     }
