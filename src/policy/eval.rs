@@ -19,7 +19,8 @@
 //! `yes destroy N`. It exists to carve exceptions out of a glob (`"*": deny` + `vm.status:
 //! allow`). Specificity: an exact id beats any glob; among globs the one with more literal
 //! (non-`*`) characters wins; between equally specific globs the stricter action wins
-//! (deny > confirm > allow), so the outcome never depends on key order. An entry for an op
+//! (deny > confirm > allow), so the outcome never depends on key order. A named group
+//! (`@power-off`, [`super::groups`]) ranks between the exact entries and the globs. An entry for an op
 //! covers its variants ([`Op::variant_of`]: `backup.restore` covers the overwrite and the
 //! container restores, `vm.snapshot` the RAM snapshot) unless a variant has an exact entry of
 //! its own; an exact entry for a base beats a glob that matches the variant. A rule's `limits` and
@@ -92,6 +93,8 @@ pub(super) struct Compiled {
     pub(super) rule: Rule,
     pub(super) commands: Option<Allowlist>,
     pub(super) glob: bool,
+    /// A named group (`@power-off`): ranks above any glob, below an exact entry.
+    pub(super) group: bool,
     /// Literal (non-`*`) characters: the specificity of a glob.
     pub(super) literals: usize,
 }
@@ -223,11 +226,18 @@ impl Policy {
             .filter_map(|c| {
                 let nearest = lineage
                     .iter()
-                    .filter(|(id, _)| glob_match(&c.key, id))
+                    .filter(|(id, _)| super::groups::key_matches(&c.key, id))
                     .map(|(_, depth)| *depth)
                     .min()?;
-                // Exact entries rank by how near the op they name is; globs below all of them.
-                let tier = if c.glob { 0 } else { usize::MAX - nearest };
+                // Exact entries rank by how near the op they name is; groups below all of
+                // them, globs below groups.
+                let tier = if c.group {
+                    1
+                } else if c.glob {
+                    0
+                } else {
+                    usize::MAX - nearest
+                };
                 Some((tier, c))
             })
             .max_by_key(|(tier, c)| (*tier, c.literals, c.rule.action))
@@ -1057,6 +1067,40 @@ mod tests {
                 vmid: 105,
                 via: Via::Param
             }]
+        );
+    }
+
+    #[test]
+    fn a_named_group_covers_every_op_of_its_effect_and_exact_entries_carve_exceptions() {
+        let p = policy(
+            "ops:\n  '@power-off': deny\n  vm.*: allow\n  vm.exec:\n    commands: [[/usr/bin/uptime]]\n",
+        )
+        .unwrap();
+        for (id, kv) in [
+            ("vm.stop", vec![("vmid", "100")]),
+            ("vm.shutdown", vec![("vmid", "100")]),
+            ("ct.reboot", vec![("vmid", "200")]),
+            ("vm.rollback", vec![("vmid", "100"), ("snapshot", "s1")]),
+        ] {
+            let msg = refusal(&p, &inv(id, &kv), None);
+            assert!(msg.contains("policy.ops.@power-off"), "{id}: {msg}");
+        }
+        // The group beats the glob `vm.*: allow`; the exact vm.exec entry beats the group.
+        let exec = inv(
+            "vm.exec",
+            &[("vmid", "100"), ("command", r#"["/usr/bin/uptime"]"#)],
+        );
+        assert_eq!(p.check(&exec, None).unwrap(), Decision::Allow);
+        assert_eq!(
+            p.check(&inv("vm.start", &[("vmid", "100")]), None).unwrap(),
+            Decision::Allow
+        );
+        let e = policy("ops:\n  '@poweroff': deny\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("no such group") && e.contains("@power-off"),
+            "{e}"
         );
     }
 

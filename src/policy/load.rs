@@ -20,6 +20,7 @@ use regex::Regex;
 use super::allowlist::Allowlist;
 use super::eval::{Compiled, Policy, glob_match};
 use super::gateway;
+use super::groups::key_matches;
 use super::schema::{PolicyConfig, PolicySource, Protect};
 use crate::catalog::OPS;
 use crate::error::{Error, Result};
@@ -67,7 +68,19 @@ impl Policy {
                 ));
             }
             let glob = key.contains('*');
-            if !OPS.iter().any(|op| glob_match(&key, op.id)) {
+            let group = key.starts_with('@');
+            if group && super::groups::find(&key).is_none() {
+                problems.push(format!(
+                    "policy.ops.{key}: no such group; the groups are {}",
+                    super::groups::GROUPS
+                        .iter()
+                        .map(|g| g.name)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+                continue;
+            }
+            if !group && !OPS.iter().any(|op| glob_match(&key, op.id)) {
                 problems.push(unknown_op(&key, glob));
                 continue;
             }
@@ -82,7 +95,7 @@ impl Policy {
                 Some(c) => {
                     if !OPS
                         .iter()
-                        .any(|op| glob_match(&key, op.id) && op.runs_guest_command())
+                        .any(|op| key_matches(&key, op.id) && op.runs_guest_command())
                     {
                         problems.push(format!(
                             "policy.ops.{key}.commands: only ops that run a command in a guest (vm.exec, ct.exec) take a command allowlist"
@@ -101,7 +114,7 @@ impl Policy {
                 let Some(list) = list else { continue };
                 if !OPS
                     .iter()
-                    .any(|op| glob_match(&key, op.id) && op.runs_guest_command())
+                    .any(|op| key_matches(&key, op.id) && op.runs_guest_command())
                 {
                     problems.push(format!(
                         "policy.ops.{key}.{what}: only ops that run a command in a guest (vm.exec, ct.exec) move files"
@@ -123,6 +136,7 @@ impl Policy {
                 rule,
                 commands,
                 glob,
+                group,
                 literals,
             });
         }

@@ -19,6 +19,7 @@
 //!   no I/O, no decisions;
 //! - [`allowlist`]: compiles and matches argv allowlists of guest commands;
 //! - [`eval`]: the compiled [`Policy`] and its decisions ([`Policy::check`], [`Decision`]);
+//! - [`groups`]: the named effect groups a key may name (`@power-off`, `@data-loss` …);
 //! - [`gateway`]: reads the MCP gateway's form into a [`PolicyConfig`];
 //! - [`load`]: reads a policy from a section or a file, validates it against the catalog and
 //!   compiles it ([`Policy::load`], [`Policy::from_config`], [`Policy::from_file`]).
@@ -30,6 +31,7 @@
 pub mod allowlist;
 pub mod eval;
 pub mod gateway;
+pub mod groups;
 pub mod load;
 pub mod schema;
 
