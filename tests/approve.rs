@@ -102,7 +102,8 @@ fn approve_prints_a_signature_ssh_keygen_verifies() {
     ));
     // The human sees what they approve, on stderr.
     for shown in [
-        "`vm.destroy` on host pve1",
+        "`vm.destroy` on host pve1 as account zen-agent",
+        "machine id 5c4b3a2918f7e6d5c4b3a2918f7e6d5c",
         "vmid = \"100\"",
         "purge = \"1\"",
         "valid once, until",
@@ -180,7 +181,7 @@ fn approve_refusals_are_exit_2_with_nothing_on_stdout() {
             "--ttl 2h: an approval lasts at most 1h",
         ),
         (vec!["--ttl", "soon", &file], "invalid --ttl 'soon'"),
-        (vec![&malformed], "line 5: invalid arg name"),
+        (vec![&malformed], "line 7: invalid arg name"),
         (vec![&expired_file], "expired at"),
         (vec![&far_file], "longer than the 1h"),
         (vec!["missing.txt"], "cannot read missing.txt"),

@@ -1047,7 +1047,7 @@ fn approvals_hold_for_one_account_on_one_host_once() {
             .run();
         assert_eq!(ap.code, 0, "{}", ap.stderr);
         assert!(
-            ap.stderr.contains("as account") && ap.stderr.contains("machine id"),
+            ap.stderr.contains(" as account ") && ap.stderr.contains("machine id"),
             "the approver is told where it will run: {}",
             ap.stderr
         );

@@ -84,8 +84,8 @@ pub fn approve(key: &Path, ttl: Option<Duration>, statement: &str, out: &Output)
 /// What the human is approving, on stderr, before anything is signed.
 fn show(st: &Statement, now: u64) {
     output::note(format!(
-        "approving `{}` as account {} on host {} (machine id {}; `cat /etc/machine-id` on the host shows it) (SSH signature, namespace {NAMESPACE})",
-        st.op, st.account, st.host, st.machine_id
+        "approving `{}` on host {} as account {} (the host's machine id {}: `cat /etc/machine-id` there shows it; SSH signature, namespace {NAMESPACE})",
+        st.op, st.host, st.account, st.machine_id
     ));
     for (name, value) in &st.args {
         output::note(format!(
