@@ -86,6 +86,15 @@ impl Confirmation {
     }
 }
 
+/// Whether the policy key `key` — an op id, a glob (`vm.*`) or a named group
+/// (`@power-off`, [`super::groups`]) — covers the op id `id`.
+pub(super) fn key_matches(key: &str, id: &str) -> bool {
+    if key.starts_with('@') {
+        return super::groups::find(key).is_some_and(|g| g.ops.contains(&id));
+    }
+    glob_match(key, id)
+}
+
 /// One compiled `ops` entry (built by [`super::load`]).
 #[derive(Debug, Clone)]
 pub(super) struct Compiled {
@@ -226,7 +235,7 @@ impl Policy {
             .filter_map(|c| {
                 let nearest = lineage
                     .iter()
-                    .filter(|(id, _)| super::groups::key_matches(&c.key, id))
+                    .filter(|(id, _)| key_matches(&c.key, id))
                     .map(|(_, depth)| *depth)
                     .min()?;
                 // Exact entries rank by how near the op they name is; groups below all of

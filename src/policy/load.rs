@@ -18,9 +18,8 @@ use std::sync::LazyLock;
 use regex::Regex;
 
 use super::allowlist::Allowlist;
-use super::eval::{Compiled, Policy, glob_match};
+use super::eval::{Compiled, Policy, glob_match, key_matches};
 use super::gateway;
-use super::groups::key_matches;
 use super::schema::{PolicyConfig, PolicySource, Protect};
 use crate::catalog::OPS;
 use crate::error::{Error, Result};

@@ -18,8 +18,8 @@
 //! - [`schema`]: the types as written (rules, protect entries, limits, command rules) — serde,
 //!   no I/O, no decisions;
 //! - [`allowlist`]: compiles and matches argv allowlists of guest commands;
-//! - [`eval`]: the compiled [`Policy`] and its decisions ([`Policy::check`], [`Decision`]);
 //! - [`groups`]: the named effect groups a key may name (`@power-off`, `@data-loss` …);
+//! - [`eval`]: the compiled [`Policy`] and its decisions ([`Policy::check`], [`Decision`]);
 //! - [`gateway`]: reads the MCP gateway's form into a [`PolicyConfig`];
 //! - [`load`]: reads a policy from a section or a file, validates it against the catalog and
 //!   compiles it ([`Policy::load`], [`Policy::from_config`], [`Policy::from_file`]).
