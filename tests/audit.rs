@@ -368,6 +368,140 @@ fn a_cancelled_call_gets_no_response_and_the_session_goes_on() {
     );
 }
 
+/// A slow host: the backup's task shows up in the node's task list only 10 s after its
+/// command was sent, and the client cancels 1 s into the call. The server keeps looking for
+/// as long as the call runs on the host, stops the task once it appears, and the audit trail
+/// says so: the backup is interrupted, not run to its end.
+#[test]
+fn a_cancelled_call_whose_task_starts_late_still_has_its_task_stopped() {
+    let _g = lock();
+    let home = Home::new();
+    clear_faults();
+    let node = guest(101).unwrap()["node"].as_str().unwrap().to_string();
+    let tasks = || -> Vec<Value> {
+        sim_get(
+            &format!("/nodes/{node}/tasks"),
+            &["--source", "all", "--vmid", "101", "--typefilter", "vzdump"],
+        )
+        .as_array()
+        .unwrap()
+        .clone()
+    };
+    let archives = || -> usize {
+        sim_get(
+            &format!("/nodes/{node}/storage/local/content"),
+            &["--content", "backup"],
+        )
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["vmid"] == 101)
+        .count()
+    };
+    let before: Vec<Value> = tasks().iter().map(|t| t["upid"].clone()).collect();
+    let archives_before = archives();
+    fault(r#"{"match":"vzdump --vmid 101","action":"delay-task","seconds":10,"times":1}"#);
+    fault(r#"{"match":"vzdump --vmid 101","action":"hold","seconds":60,"times":1}"#);
+    let mut m = Mcp::start(&home);
+    m.send(
+        json!({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{
+        "name":"backup_create","arguments":{"vmid":101}}}),
+    );
+    assert!(
+        eventually(20, || records(&home)
+            .iter()
+            .any(|r| r["phase"] == "started")),
+        "no started record: {:?}",
+        records(&home)
+    );
+    let sent = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    std::thread::sleep(Duration::from_millis(1000));
+    m.send(json!({"jsonrpc":"2.0","method":"notifications/cancelled",
+        "params":{"requestId":7,"reason":"test"}}));
+    let completion = |home: &Home| {
+        records(home).into_iter().find(|r| {
+            r["op"] == "backup.create"
+                && r["phase"] != "started"
+                && r["error"]
+                    .as_str()
+                    .is_some_and(|e| e.contains("cancelled by the client"))
+        })
+    };
+    let ended = eventually(60, || completion(&home).is_some());
+    let record = completion(&home);
+    // The backup's task, once it is there (it starts 10 s after the command was sent).
+    let new_task = || tasks().into_iter().find(|t| !before.contains(&t["upid"]));
+    eventually(20, || new_task().is_some());
+    std::thread::sleep(Duration::from_millis(1000));
+    let task = new_task();
+    let stops: Vec<Value> = records(&home)
+        .into_iter()
+        .filter(|r| r["op"] == "task.stop")
+        .collect();
+    let archives_after = archives();
+    // Leave the host as it was, whatever the outcome: a backup left running would hold
+    // VM 101's lock for a minute.
+    if let Some(t) = task.as_ref().filter(|t| t["status"] == "RUNNING") {
+        sim(&[
+            "pvesh",
+            "delete",
+            &format!("/nodes/{node}/tasks/{}", t["upid"].as_str().unwrap()),
+        ]);
+    }
+    clear_faults();
+    drop(m.child.stdin.take());
+    let _ = m.child.wait();
+
+    assert!(
+        ended,
+        "the cancelled backup was never completed: {:#?}",
+        records(&home)
+    );
+    let record = record.unwrap();
+    let task = task.unwrap_or_else(|| panic!("the backup's task never appeared: {record}"));
+    let upid = task["upid"].as_str().unwrap();
+    let why = record["error"].as_str().unwrap();
+    assert_eq!(
+        (task["status"].as_str(), task.get("endtime").is_some()),
+        (Some("interrupted by signal"), true),
+        "the backup's task was not stopped (audit: {why}): {task}"
+    );
+    // It started 10 s after the command (which went out just before the started record).
+    assert!(
+        task["starttime"].as_u64().unwrap() >= sent + 9,
+        "the task did not start late: {task}"
+    );
+    let after: f64 = why
+        .split(&format!("found in {node}'s task list "))
+        .nth(1)
+        .and_then(|rest| rest.split(" s after the command was sent").next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("the record does not say when the task was found: {why}"));
+    assert!((9.0..20.0).contains(&after), "{why}");
+    assert!(
+        why.contains(&format!("its task {upid} was stopped")),
+        "{why}"
+    );
+    assert!(why.contains("interrupted by signal"), "{why}");
+    assert_eq!(record["upid"], upid, "{record}");
+    assert!(
+        stops.iter().any(|r| r["phase"] == "done"
+            && r["upid"] == upid
+            && r["exit_code"] == 0
+            && r["via"] == "mcp"
+            && r["argv"].to_string().contains(&format!("/tasks/{upid}"))),
+        "no task.stop record for {upid}: {stops:#?}"
+    );
+    assert_eq!(
+        archives_after, archives_before,
+        "the stopped backup left an archive"
+    );
+    assert_eq!(home.on_bed(&["audit", "verify"]).code, 0);
+}
+
 #[test]
 fn a_call_that_ends_within_the_grace_period_is_answered_and_audited() {
     let _g = lock();

@@ -2,7 +2,7 @@
 //! `PVE_SIM_FAULTS`; sudo's `env_reset` strips that variable on the real path) read on every call.
 //!
 //! The file is a JSON list of rules
-//! `{"match": "<substring>", "action": "hang"|"fail"|"warn"|"hold"|"pmxcfs-down", "message": "...", "seconds": N, "times": N}`.
+//! `{"match": "<substring>", "action": "hang"|"fail"|"warn"|"hold"|"delay-task"|"pmxcfs-down", "message": "...", "seconds": N, "times": N}`.
 //! `match` is compared with the call's argv joined by single spaces, starting with the tool name
 //! (`qm start 100`, `pvesh create /nodes/pve1/qemu/100/status/start --output-format json`); an
 //! empty `match` hits every call. Every matching rule applies:
@@ -16,6 +16,12 @@
 //!   config lock (`lock: backup` for a backup, `snapshot`, …) is held meanwhile, and
 //!   `pvesh delete /nodes/{node}/tasks/{upid}` stops it the way Proxmox does (see
 //!   [`crate::running`]); a call that starts no task ignores it;
+//! * `delay-task` makes the task a call starts appear only `seconds` (default 10) after the
+//!   call reached it, as on a slow host where a tool spends that long before it forks its
+//!   worker: meanwhile the call blocks, the node's task list has no trace of the task, and
+//!   nothing is locked; then the task starts (its UPID's start time is that moment) and runs
+//!   as usual, held running too when a `hold` rule also matched. A call that starts no task
+//!   is not delayed (see [`crate::running`]);
 //! * `pmxcfs-down` answers as a PVE tool does, as root, while pmxcfs (the `pve-cluster`
 //!   service) is not running: `ipcc_send_rec[1] failed: Connection refused`, see
 //!   [`PMXCFS_DOWN`].
@@ -42,6 +48,9 @@ pub enum Action {
     Warn,
     /// Keep the call's task running for `seconds` ([`crate::running`]).
     Hold,
+    /// Start the call's task only `seconds` after the call reached it ([`crate::running`]).
+    #[serde(rename = "delay-task")]
+    DelayTask,
     /// Fail like a PVE tool whose pmxcfs is down ([`PMXCFS_DOWN`]).
     #[serde(rename = "pmxcfs-down")]
     PmxcfsDown,
@@ -90,6 +99,8 @@ pub struct Effects {
     pub warn: Vec<String>,
     /// Seconds to keep the call's task running (`hold`).
     pub hold_secs: u64,
+    /// Seconds before the call's task starts (`delay-task`).
+    pub delay_secs: u64,
     /// pmxcfs is down for this call (`pmxcfs-down`).
     pub pmxcfs_down: bool,
 }
@@ -172,6 +183,7 @@ pub fn take(path: &Path, joined: &str) -> io::Result<Effects> {
                         .unwrap_or_else(|| "simulated warning".into()),
                 ),
                 Action::Hold => fx.hold_secs += r.seconds.unwrap_or(30),
+                Action::DelayTask => fx.delay_secs += r.seconds.unwrap_or(10),
                 Action::PmxcfsDown => fx.pmxcfs_down = true,
             }
             if let Some(t) = r.times.as_mut() {
@@ -215,6 +227,13 @@ mod tests {
         .unwrap();
         add(&p, r#"{"match":"qm ","action":"warn","message":"careful"}"#).unwrap();
         add(&p, r#"{"match":"status","action":"hang","seconds":0}"#).unwrap();
+        add(
+            &p,
+            r#"{"match":"vzdump","action":"delay-task","seconds":7,"times":1}"#,
+        )
+        .unwrap();
+        assert_eq!(take(&p, "vzdump 100").unwrap().delay_secs, 7);
+        assert_eq!(take(&p, "vzdump 100").unwrap().delay_secs, 0);
         assert!(add(&p, r#"{"match":"x","action":"explode"}"#).is_err());
         let fx = take(&p, "qm start 100").unwrap();
         assert_eq!(fx.fail.as_deref(), Some("boom"));

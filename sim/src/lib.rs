@@ -6,9 +6,10 @@
 //!
 //! Flow of one call: identity check (non-root is refused like pmxcfs refuses it) → fault rules
 //! (`faults`, evaluated and slept on *before* the state lock) → the tool, run inside one exclusive
-//! read-modify-write of the state (`state::Store::transact`) → [`Output`]. A task can be held
-//! running for a while, with its guest locked, and stopped ([`running`], the `hold` fault); a
-//! call that meets another task's lock waits for it outside the state lock ([`locks`]).
+//! read-modify-write of the state (`state::Store::transact`) → [`Output`]. A task can start
+//! late (the `delay-task` fault), be held running for a while, with its guest locked, and
+//! stopped ([`running`], the `hold` fault); a call that meets another task's lock waits for it
+//! outside the state lock ([`locks`]).
 //!
 //! Commands inside guests (guest-agent exec and files, `pct exec`) really run, in a sandbox of
 //! their own ([`sandbox`], [`guest`]); `pct exec` checks under the state lock and runs the
@@ -261,6 +262,7 @@ pub fn run(argv: &[String], env: &Env) -> Output {
         &store,
         &mut ctx,
         effects.hold_secs,
+        effects.delay_secs,
         |st: &mut State, ctx| dispatch(&tool, args, st, ctx),
     );
     let mut out = match result {

@@ -28,13 +28,23 @@
 //!   is cleaned up by `snapshot_create`), and the lock is released. A finished task stops
 //!   silently (`check_worker` returns 0); an unknown one is `upid: no such task`.
 //!
-//! How: the call runs on a copy of the state first. If it recorded a task and a hold applies,
-//! the copy is dropped and only a running entry (and the lock) is committed; the process then
-//! waits outside the state lock, polling for a stop request, and finally re-runs the call on the
-//! state as it is by then, under the task's original UPID ([`crate::task::Worker`]) — or, when
-//! stopped, records the interrupted task. A running entry whose holding process died (killed,
-//! like a worker killed with SIGKILL) ends as `unexpected status` and keeps its config lock, as
-//! in PVE (`qm unlock` removes it); its flock is gone with the process.
+//! A `delay-task` fault rule (`{"match":"vzdump 100","action":"delay-task","seconds":10}`)
+//! makes a call's task start late, as on a slow host where the tool takes that long before
+//! `fork_worker` (the worker's entry in the active task list and its UPID, whose start time
+//! is the fork's, come only then: pve-common `RESTEnvironment.pm` `fork_worker`). The call
+//! blocks meanwhile, outside the state lock and holding no guest lock; a call that starts no
+//! task is not delayed.
+//!
+//! How: the call runs on a copy of the state first. If it recorded a task and a delay applies,
+//! the copy is dropped, the process sleeps outside the state lock, and the call runs again
+//! with the clock moved on (on the state as it is by then, as the tool would have found it
+//! at the fork). If it recorded a task and a hold applies, the copy is dropped and only a
+//! running entry (and the lock) is committed; the process then waits outside the state lock,
+//! polling for a stop request, and finally re-runs the call on the state as it is by then,
+//! under the task's original UPID ([`crate::task::Worker`]) — or, when stopped, records the
+//! interrupted task. A running entry whose holding process died (killed, like a worker killed
+//! with SIGKILL) ends as `unexpected status` and keeps its config lock, as in PVE (`qm unlock`
+//! removes it); its flock is gone with the process.
 
 use std::cell::RefCell;
 use std::time::{Duration, Instant};
@@ -275,17 +285,22 @@ enum Pass {
     Done(Output),
     Blocked(Blocked),
     Held(String),
+    /// It starts a task, which a `delay-task` fault makes start later: nothing was committed.
+    Delayed,
 }
 
-/// Run one call of a tool (`run` is the dispatch) against the store, with holds, lock waits and
-/// stop requests handled as the module doc says. `hold_secs` is the `hold` fault's.
+/// Run one call of a tool (`run` is the dispatch) against the store, with delayed starts,
+/// holds, lock waits and stop requests handled as the module doc says. `hold_secs` is the
+/// `hold` fault's, `delay_secs` the `delay-task` fault's.
 pub fn call(
     store: &Store,
     ctx: &mut Ctx,
     hold_secs: u64,
+    delay_secs: u64,
     run: impl Fn(&mut State, &Ctx) -> Output,
 ) -> std::io::Result<Output> {
     let mut waits = String::new();
+    let mut delay = Duration::from_secs(delay_secs);
     loop {
         // Each pass starts afresh: the fault, once more, and no lock met yet.
         ctx.fail_used.set(false);
@@ -303,6 +318,7 @@ pub fn call(
                 .find(|t| !st.tasks.iter().any(|o| o.upid == t.upid))
                 .cloned();
             match new {
+                Some(_) if !delay.is_zero() => Pass::Delayed,
                 Some(task) if hold_secs > 0 => {
                     let upid = task.upid.clone();
                     begin(st, &work, task);
@@ -338,6 +354,12 @@ pub fn call(
                 }
                 ctx.tasks.waited = Some((b.what, !freed));
                 ctx.now = later(ctx, started.elapsed());
+            }
+            Pass::Delayed => {
+                let started = Instant::now();
+                std::thread::sleep(delay);
+                ctx.now = later(ctx, started.elapsed());
+                delay = Duration::ZERO;
             }
             Pass::Held(upid) => {
                 let mut out = hold(store, ctx, &upid, hold_secs, &run)?;

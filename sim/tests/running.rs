@@ -363,3 +363,53 @@ fn setting_options_waits_for_a_clone_flock_and_refuses_under_a_backup() {
     );
     assert_eq!(finish(backup).code, 0);
 }
+
+#[test]
+fn a_delayed_backup_task_appears_late_then_runs_and_stops_like_any_other() {
+    let bed = Bed::new();
+    let before = bed.archives(102);
+    bed.fault(r#"{"match":"vzdump --vmid 102","action":"delay-task","seconds":3,"times":1}"#);
+    bed.fault(r#"{"match":"vzdump --vmid 102","action":"hold","seconds":60,"times":1}"#);
+    let sent = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let t = Instant::now();
+    let backup = bed
+        .spawn("pvesh create /nodes/pve1/vzdump --vmid 102 --storage local --output-format json");
+    // Until the worker forks, nothing of it is listed and the guest is not locked.
+    std::thread::sleep(Duration::from_millis(1500));
+    let all = bed.json("pvesh get /nodes/pve1/tasks --source all --vmid 102");
+    assert!(
+        all.as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t["type"] != "vzdump"),
+        "a delayed task is listed before it started: {all}"
+    );
+    assert!(bed.guest(102).get("lock").is_none());
+    // A read is not delayed by the rule (it starts no task).
+    let read = Instant::now();
+    bed.json("pvesh get /cluster/resources --type vm");
+    assert!(read.elapsed() < Duration::from_secs(2));
+    let upid = bed.running_task("pve1", "vzdump");
+    assert!(
+        t.elapsed() >= Duration::from_secs(3),
+        "the task appeared after {:?}",
+        t.elapsed()
+    );
+    let started = i64::from_str_radix(upid.split(':').nth(4).unwrap(), 16).unwrap();
+    assert!(
+        started >= sent + 2,
+        "the UPID's start time is the fork's, not the call's: {upid}"
+    );
+    assert_eq!(bed.guest(102)["lock"], "backup");
+    let stop = bed.run(&format!("pvesh delete /nodes/pve1/tasks/{upid}"));
+    assert_eq!(stop.code, 0, "{}", stop.stderr);
+    let st = bed.status("pve1", &upid);
+    assert_eq!(st["exitstatus"], "interrupted by signal", "{st}");
+    let done = finish(backup);
+    assert_eq!(done.stderr, "interrupted by signal\n");
+    assert!(done.stdout.trim_end().ends_with(&format!("\"{upid}\"")));
+    assert_eq!(bed.archives(102), before);
+}

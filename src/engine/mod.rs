@@ -230,6 +230,7 @@ impl<C: Connector> Engine<'_, C> {
             *slot.lock().expect("started lock") = Started {
                 sent: Some(prepared.clone()),
                 before,
+                sent_at: Some(std::time::Instant::now()),
             };
         }
         trail.begin(inv.op)?;
@@ -577,6 +578,8 @@ pub struct Started {
     pub sent: Option<Invocation>,
     /// The UPIDs in the node's task list just before the command of an op that runs a task.
     pub before: Vec<String>,
+    /// When the command was about to be sent: its task, on a slow host, appears a while after.
+    pub sent_at: Option<std::time::Instant>,
 }
 
 /// The filter of the task list a prepared invocation's task shows up in: its node, and its
