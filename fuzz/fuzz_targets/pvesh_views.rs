@@ -39,7 +39,11 @@ fuzz_target!(|data: &[u8]| {
             let _ = views::human(view, &v);
         }
     }
-    for which in [status::Layout::Guest, status::Layout::Node, status::Layout::Task] {
+    for which in [
+        status::Layout::Guest,
+        status::Layout::Node,
+        status::Layout::Task,
+    ] {
         let _ = status::layout(which, &json);
     }
     let _ = status::config(&json);
