@@ -20,7 +20,10 @@
 #    then a second, gated bed (port 2223, account zen-gate, `pxagent gate` as the forced command);
 # 5. runs every test of the workspace against it (tests/mcp.rs uses the venv's python through
 #    PXAGENT_TEST_PYTHON, and node for tests/mcp_ts through PXAGENT_TEST_NODE);
-# 6. takes the sandbox down again, also when a step failed.
+# 6. runs every fuzz target of fuzz/ for 30 s (scripts/fuzz.sh 30) when the nightly toolchain and
+#    cargo-fuzz are there; otherwise it prints `fuzzing skipped: <why>` and goes on (it installs
+#    neither: PXAGENT_FUZZ_REQUIRED=1 makes their absence a failure, exit 2);
+# 7. takes the sandbox down again, also when a step failed.
 # Everything cargo does uses the lock file (--locked). Exit 2 when something could not be
 # installed (with what to do), otherwise the first failing step's status.
 set -euo pipefail
@@ -88,3 +91,6 @@ export PXAGENT_TEST_NODE
 
 echo "== cargo test"
 cargo test --locked --workspace --all-targets -- --test-threads=2
+
+echo "== fuzzing (scripts/fuzz.sh 30)"
+scripts/fuzz.sh 30

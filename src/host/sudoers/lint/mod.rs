@@ -39,6 +39,8 @@ use serde::Serialize;
 
 use crate::catalog::pve::Tool;
 
+#[cfg(test)]
+mod agreement;
 mod automata;
 mod binaries;
 mod checks;
