@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # scripts/regen.sh — regenerate, from the built binary, the files the repository carries that
-# come from the catalog (issue 10): nothing in them is pasted by hand.
+# come from the catalog: nothing in them is pasted by hand.
 #
 #   scripts/regen.sh           # rewrite the stale ones
 #   scripts/regen.sh --check   # change nothing; exit 1 naming each stale file (scripts/test.sh,
@@ -9,8 +9,8 @@
 # The generated files:
 #   templates/zen-agent-sudoers   = `pxagent sudoers render` (the default profile, no fences)
 #   tests/fixtures/sudoers/corpus/safe/render-*.sudoers = `pxagent sudoers render` of every
-#                                   profile and fence (the lint corpus's own renders, issue 12)
-#   README.md, between the lines `<!-- BEGIN generated: mcp-tools -->` and
+#                                   profile and fence (the lint corpus's own renders)
+#   docs/agents-and-mcp.md, between the lines `<!-- BEGIN generated: mcp-tools -->` and
 #   `<!-- END generated: mcp-tools -->`: the MCP tool table, from `pxagent mcp --list-tools`
 #   (one tool a line: name, risk, description, tab-separated; `|` is escaped for markdown)
 # The binary is PXAGENT_BIN, else `cargo build --locked --release -p pxagent` of this repository.
@@ -34,7 +34,7 @@ die() {
 }
 
 readonly SUDOERS_FILE=templates/zen-agent-sudoers
-readonly README=README.md
+readonly TOOLS_DOC=docs/agents-and-mcp.md
 readonly BEGIN_MARK='<!-- BEGIN generated: mcp-tools -->'
 readonly END_MARK='<!-- END generated: mcp-tools -->'
 
@@ -75,7 +75,7 @@ while read -r name args; do
     px sudoers render $args >"$WORK/corpus/$name.sudoers" || die "'pxagent sudoers render $args' failed"
 done <<<"$RENDERS"
 
-# README's MCP tool table
+# The MCP tool table of docs/agents-and-mcp.md
 px mcp --list-tools >"$WORK/tools" || die "'pxagent mcp --list-tools' failed"
 {
     echo '| tool | risk | description (what the model reads) |'
@@ -91,14 +91,14 @@ px mcp --list-tools >"$WORK/tools" || die "'pxagent mcp --list-tools' failed"
     [[ $n -gt 0 ]] || die "'pxagent mcp --list-tools' listed no tools"
 } >"$WORK/table"
 
-[[ "$(grep -cxF -- "$BEGIN_MARK" "$README")" == 1 && "$(grep -cxF -- "$END_MARK" "$README")" == 1 ]] ||
-    die "$README must hold the lines '$BEGIN_MARK' and '$END_MARK' once each"
+[[ "$(grep -cxF -- "$BEGIN_MARK" "$TOOLS_DOC")" == 1 && "$(grep -cxF -- "$END_MARK" "$TOOLS_DOC")" == 1 ]] ||
+    die "$TOOLS_DOC must hold the lines '$BEGIN_MARK' and '$END_MARK' once each"
 awk -v begin="$BEGIN_MARK" -v end="$END_MARK" -v table="$WORK/table" '
     $0 == begin { print; while ((getline line < table) > 0) print line; inside = 1; next }
     $0 == end { if (!inside) exit 3; inside = 0 }
     !inside { print }
     END { if (inside) exit 3 }
-' "$README" >"$WORK/readme" || die "$README: '$END_MARK' must follow '$BEGIN_MARK'"
+' "$TOOLS_DOC" >"$WORK/tools_doc" || die "$TOOLS_DOC: '$END_MARK' must follow '$BEGIN_MARK'"
 
 STALE=0
 update() { # update GENERATED COMMITTED WHAT
@@ -116,7 +116,7 @@ update() { # update GENERATED COMMITTED WHAT
 # shellcheck disable=SC2016 # the backquotes are markdown
 update "$WORK/sudoers" "$SUDOERS_FILE" '`pxagent sudoers render`'
 # shellcheck disable=SC2016
-update "$WORK/readme" "$README" 'the MCP tool table of `pxagent mcp --list-tools` (between the mcp-tools markers)'
+update "$WORK/tools_doc" "$TOOLS_DOC" 'the MCP tool table of `pxagent mcp --list-tools` (between the mcp-tools markers)'
 while read -r name args; do
     # shellcheck disable=SC2016
     update "$WORK/corpus/$name.sudoers" "$CORPUS/$name.sudoers" "\`pxagent sudoers render $args\`"

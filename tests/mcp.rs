@@ -607,15 +607,15 @@ fn the_typescript_sdk_drives_the_sandbox() {
     pxagent_audit_verifies(&home);
 }
 
-/// The README's tool table is generated from the catalog (`pxagent mcp --list-tools`); it
-/// must name every tool.
+/// The tool table of docs/agents-and-mcp.md is generated from the catalog (`pxagent mcp
+/// --list-tools`); it must name every tool.
 #[test]
-fn the_readme_lists_every_tool() {
-    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
-    let section = readme
-        .split("## MCP server")
+fn the_docs_list_every_tool() {
+    let doc = std::fs::read_to_string(root().join("docs/agents-and-mcp.md")).unwrap();
+    let section = doc
+        .split("## The tools")
         .nth(1)
-        .expect("README has an `## MCP server` section");
+        .expect("docs/agents-and-mcp.md has a `## The tools` section");
     let section = section.split("\n## ").next().unwrap();
     for s in pxagent::mcp::tool_specs(
         &pxagent::policy::Policy::default(),
@@ -623,7 +623,7 @@ fn the_readme_lists_every_tool() {
     ) {
         assert!(
             section.contains(&format!("`{}`", s.name)),
-            "README's MCP section does not list {} (regenerate the table with `pxagent mcp --list-tools`)",
+            "docs/agents-and-mcp.md's tool table does not list {} (regenerate it with scripts/regen.sh)",
             s.name
         );
     }
