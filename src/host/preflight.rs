@@ -281,7 +281,7 @@ fn gate_checks(
                 format!(
                     "no pxagent gate in front of {user}: only sudoers holds against the agent (policy, confirmation, limits and audit are the client's)"
                 ),
-                "put the gate in front of the account: `pxagent setup render` (README: Setup on the Proxmox host)",
+                "put the gate in front of the account: `pxagent setup render` (docs/host-setup.md)",
             )],
             None,
         );
