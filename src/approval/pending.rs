@@ -46,11 +46,9 @@ struct Entry {
 
 /// The tag of a client in file names: 16 hex characters of the SHA-256 of its address.
 fn client_tag(client: &str) -> String {
-    use sha2::Digest;
-    sha2::Sha256::digest(client.as_bytes())[..8]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    let mut tag = crate::catalog::kind::sha256_hex(client.as_bytes());
+    tag.truncate(16);
+    tag
 }
 
 impl Pending {

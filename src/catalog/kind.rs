@@ -548,16 +548,22 @@ pub fn cut(raw: &str) -> std::borrow::Cow<'_, str> {
     if raw.len() <= ECHO_MAX {
         return std::borrow::Cow::Borrowed(raw);
     }
-    use sha2::Digest;
-    let sum: String = sha2::Sha256::digest(raw.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let sum = sha256_hex(raw.as_bytes());
     std::borrow::Cow::Owned(format!(
         "{}… ({} bytes in all, sha256 {sum})",
         &raw[..floor_char_boundary(raw, ECHO_MAX)],
         raw.len()
     ))
+}
+
+/// The SHA-256 of `bytes` as 64 lowercase hex characters: how records, guest-file checks and
+/// the audit chain name a value they do not keep whole.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// The largest char boundary of `s` at or below `at`.

@@ -182,14 +182,10 @@ impl Trail {
     /// identifiable, never readable, in the audit log.
     pub fn set_argv(&mut self, inv: &crate::invocation::Invocation) {
         use crate::catalog::Kind;
-        use sha2::Digest;
         let mut values = inv.values.clone();
         for p in inv.op.params.iter().filter(|p| p.kind == Kind::GuestData) {
             if let Some(v) = values.get_mut(p.name) {
-                let sum: String = sha2::Sha256::digest(v.as_bytes())
-                    .iter()
-                    .map(|b| format!("{b:02x}"))
-                    .collect();
+                let sum = crate::catalog::kind::sha256_hex(v.as_bytes());
                 *v = format!("<{} bytes, sha256 {sum}>", v.len());
             }
         }

@@ -5,7 +5,6 @@
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 
 use crate::catalog::Op;
 use crate::error::{Error, Result};
@@ -55,12 +54,7 @@ pub(super) fn parse_sum(out: &str, path: &str) -> Result<String> {
     }
 }
 
-pub(super) fn sha256_hex(data: &[u8]) -> String {
-    Sha256::digest(data)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
+pub(super) use crate::catalog::kind::sha256_hex;
 
 pub(super) fn verify(guest_sum: &str, data: &[u8], what: &str) -> Result<()> {
     let local = sha256_hex(data);

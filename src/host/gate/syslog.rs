@@ -15,7 +15,6 @@ use std::os::unix::net::UnixDatagram;
 use std::path::Path;
 
 use serde_json::{Map, Value, json};
-use sha2::Digest;
 
 /// authpriv (10) × 8 + info (6): an allowed request.
 const ALLOWED: u8 = 10 * 8 + 6;
@@ -62,10 +61,7 @@ pub fn free_text(text: &str) -> Value {
 /// The marker that stands for a value too long to keep: its start, its full length in bytes
 /// and the SHA-256 of all of it, so the record still identifies what was sent.
 pub fn cut_marker(text: &str) -> Value {
-    let sum: String = sha2::Sha256::digest(text.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let sum = crate::catalog::kind::sha256_hex(text.as_bytes());
     json!({
         "cut": true,
         "start": text.chars().take(KEEP).collect::<String>(),
@@ -240,11 +236,10 @@ mod tests {
         let m = &argv[8];
         assert_eq!(m["cut"], true);
         assert_eq!(m["bytes"], 100_000);
-        let sum: String = sha2::Sha256::digest(pad.as_bytes())
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        assert_eq!(m["sha256"], sum);
+        assert_eq!(
+            m["sha256"],
+            crate::catalog::kind::sha256_hex(pad.as_bytes())
+        );
         assert!(m["start"].as_str().unwrap().starts_with("AAAA"));
         assert_eq!(rec["reason"]["bytes"], 20_000 + "`` is refused".len());
         assert_eq!(rec["client"], "127.0.0.1");
