@@ -247,6 +247,20 @@ impl Mcp {
         serde_json::from_str(&line).unwrap_or(Value::Null)
     }
 
+    /// Call `backup_create` of VM 101 (request id 7) and wait until its started record is
+    /// written, right before the command is sent: the backup's task is then on its way.
+    fn backup_101_started(&mut self, home: &Home) {
+        self.send(
+            json!({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{
+            "name":"backup_create","arguments":{"vmid":101}}}),
+        );
+        assert!(
+            eventually(20, || records(home).iter().any(|r| r["phase"] == "started")),
+            "no started record: {:?}",
+            records(home)
+        );
+    }
+
     fn snapshot(&mut self, id: u64, name: &str) {
         self.send(
             json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{
@@ -310,19 +324,7 @@ fn a_cancelled_call_gets_no_response_and_the_session_goes_on() {
     clear_faults();
     fault(r#"{"match":"vzdump --vmid 101","action":"hold","seconds":60,"times":1}"#);
     let mut m = Mcp::start(&home);
-    m.send(
-        json!({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{
-        "name":"backup_create","arguments":{"vmid":101}}}),
-    );
-    // The backup's task is running once its started record names a UPID or the sim holds it;
-    // the started record is written right before the command is sent.
-    assert!(
-        eventually(20, || records(&home)
-            .iter()
-            .any(|r| r["phase"] == "started")),
-        "no started record: {:?}",
-        records(&home)
-    );
+    m.backup_101_started(&home);
     std::thread::sleep(Duration::from_millis(1500));
     m.send(json!({"jsonrpc":"2.0","method":"notifications/cancelled",
         "params":{"requestId":7,"reason":"test"}}));
@@ -403,17 +405,7 @@ fn a_cancelled_call_whose_task_starts_late_still_has_its_task_stopped() {
     fault(r#"{"match":"vzdump --vmid 101","action":"delay-task","seconds":10,"times":1}"#);
     fault(r#"{"match":"vzdump --vmid 101","action":"hold","seconds":60,"times":1}"#);
     let mut m = Mcp::start(&home);
-    m.send(
-        json!({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{
-        "name":"backup_create","arguments":{"vmid":101}}}),
-    );
-    assert!(
-        eventually(20, || records(&home)
-            .iter()
-            .any(|r| r["phase"] == "started")),
-        "no started record: {:?}",
-        records(&home)
-    );
+    m.backup_101_started(&home);
     let sent = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
