@@ -54,7 +54,12 @@ SCRATCH="$(mktemp -d)"
 trap 'rm -rf "$SCRATCH"' EXIT
 
 echo "fuzzing ${#TARGETS[@]} targets for ${SECS}s each: ${TARGETS[*]}"
-cargo +nightly fuzz build --quiet
+# cargo-fuzz has no --quiet: the build's output goes to a log, shown only when the build fails.
+if ! cargo +nightly fuzz build >"$SCRATCH/build.log" 2>&1; then
+    tail -n 60 "$SCRATCH/build.log"
+    echo "fuzzing failed: cargo fuzz build"
+    exit 1
+fi
 FAILED=()
 for t in "${TARGETS[@]}"; do
     mkdir -p "$SCRATCH/$t" "fuzz/corpus/$t"

@@ -46,7 +46,11 @@ fuzz_target!(|data: &[u8]| {
     let _ = a.to_text();
     let args: BTreeMap<String, String> = BTreeMap::new();
     let req = approval::Request {
-        host: "pve1",
+        place: approval::Place {
+            host: "pve1",
+            machine_id: "0123456789abcdef0123456789abcdef",
+            account: "zen-agent",
+        },
         op: "vm.start",
         args: &args,
     };
