@@ -38,18 +38,17 @@
 //! MCP server) never interleave, fork the chain or lose lines. Readers take a shared lock,
 //! so they never see a half-written line.
 
-use crate::catalog::kind::sha256_hex;
 use std::fs::{DirBuilder, File, OpenOptions};
 use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::LazyLock;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
-use regex::Regex;
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Result};
+use crate::base::error::{Error, Result};
+use crate::base::text::sha256_hex;
+use crate::base::time::{format_millis, parse_time};
 
 mod chain;
 mod ops;
@@ -345,7 +344,7 @@ pub fn append(path: &Path, rec: NewRecord) -> Result<Record> {
 fn build(rec: NewRecord, seq: u64, prev: String) -> Record {
     Record {
         seq,
-        time: format_time(SystemTime::now()),
+        time: format_millis(SystemTime::now()),
         host: rec.host,
         account: rec.account,
         op: rec.op,
@@ -585,7 +584,7 @@ pub fn read(path: &Path, since: Option<SystemTime>) -> Result<Vec<Record>> {
             ))
         })?;
         if let Some(since) = since {
-            let t = parse_rfc3339(&rec.time).ok_or_else(|| {
+            let t = parse_time(&rec.time).ok_or_else(|| {
                 bad(format!(
                     "line {n} has an unreadable time {:?}; run `pxagent audit verify`",
                     rec.time
@@ -598,132 +597,6 @@ pub fn read(path: &Path, since: Option<SystemTime>) -> Result<Vec<Record>> {
         out.push(rec);
     }
     Ok(out)
-}
-
-/// Parse `--since`: an RFC 3339 time (`2026-11-30T06:00:00Z`, `…+01:00`, fractions allowed),
-/// a date (`2026-11-30`, midnight UTC), or an age before `now` (`90s`, `30m`, `1h`, `2d`,
-/// `1w`). Anything else is a usage error (exit 2).
-pub fn parse_since(s: &str, now: SystemTime) -> Result<SystemTime> {
-    static AGE: LazyLock<Regex> =
-        LazyLock::new(|| Regex::new(r"^([0-9]{1,9})([smhdw])$").expect("age regex"));
-    let s = s.trim();
-    let bad = || {
-        Error::usage(format!(
-            "--since {s:?}: expected an RFC 3339 time such as 2026-11-30T06:00:00Z, a date such as 2026-11-30, or an age such as 30m, 1h, 2d"
-        ))
-    };
-    if let Some(c) = AGE.captures(s) {
-        let n: u64 = c[1].parse().map_err(|_| bad())?;
-        let unit = match &c[2] {
-            "s" => 1,
-            "m" => 60,
-            "h" => 3600,
-            "d" => 86_400,
-            _ => 7 * 86_400,
-        };
-        return now
-            .checked_sub(Duration::from_secs(n.checked_mul(unit).ok_or_else(bad)?))
-            .filter(|t| *t >= UNIX_EPOCH)
-            .ok_or_else(bad);
-    }
-    parse_rfc3339(s).ok_or_else(bad)
-}
-
-/// Format a time as RFC 3339 UTC with milliseconds: `2026-11-30T06:00:00.123Z`. Times
-/// before 1970 (a badly wrong clock) are written as the epoch.
-pub fn format_time(t: SystemTime) -> String {
-    let d = t.duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO);
-    let secs = d.as_secs();
-    let (y, m, day) = civil_from_days((secs / 86_400) as i64);
-    let s = secs % 86_400;
-    format!(
-        "{y:04}-{m:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
-        s / 3600,
-        s / 60 % 60,
-        s % 60,
-        d.subsec_millis()
-    )
-}
-
-/// Parse RFC 3339 (`T`, `t` or a space between date and time; `Z` or an offset), or a bare
-/// date as midnight UTC. `None` for anything else, including times before 1970.
-pub fn parse_rfc3339(s: &str) -> Option<SystemTime> {
-    static RFC3339: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(
-            r"^([0-9]{4})-([0-9]{2})-([0-9]{2})(?:[Tt ]([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]{1,9}))?(?:([Zz])|([+-])([0-9]{2}):([0-9]{2})))?$",
-        )
-        .expect("rfc3339 regex")
-    });
-    let c = RFC3339.captures(s)?;
-    let num = |i: usize| -> i64 { c.get(i).map_or(0, |m| m.as_str().parse().unwrap_or(0)) };
-    let (y, mo, d) = (num(1), num(2), num(3));
-    let (h, mi, sec) = (num(4), num(5), num(6));
-    if !(1..=12).contains(&mo) || d < 1 || d > days_in_month(y, mo) {
-        return None;
-    }
-    // 60 is a leap second; it is read as the next second.
-    if h > 23 || mi > 59 || sec > 60 {
-        return None;
-    }
-    let offset = match c.get(9).map(|m| m.as_str()) {
-        Some(sign) => {
-            let (oh, om) = (num(10), num(11));
-            if oh > 23 || om > 59 {
-                return None;
-            }
-            let o = oh * 3600 + om * 60;
-            if sign == "-" { -o } else { o }
-        }
-        None => 0,
-    };
-    let secs = days_from_civil(y, mo, d) * 86_400 + h * 3600 + mi * 60 + sec - offset;
-    let nanos = c.get(7).map_or(0, |f| {
-        let digits = f.as_str();
-        digits.parse::<u32>().unwrap_or(0) * 10u32.pow(9 - digits.len() as u32)
-    });
-    let secs = u64::try_from(secs).ok()?;
-    Some(UNIX_EPOCH + Duration::new(secs, nanos))
-}
-
-/// Whether `y` is a leap year (proleptic Gregorian).
-pub(crate) fn is_leap(y: i64) -> bool {
-    y % 4 == 0 && (y % 100 != 0 || y % 400 == 0)
-}
-
-/// The days of month `m` (1–12) of year `y`.
-pub(crate) fn days_in_month(y: i64, m: i64) -> i64 {
-    match m {
-        2 if is_leap(y) => 29,
-        2 => 28,
-        4 | 6 | 9 | 11 => 30,
-        _ => 31,
-    }
-}
-
-/// Days since 1970-01-01 → (year, month, day) in the proleptic Gregorian calendar
-/// (Howard Hinnant's `civil_from_days`).
-pub(crate) fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
-}
-
-/// (year, month, day) → days since 1970-01-01 (Hinnant's `days_from_civil`).
-pub(crate) fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y.rem_euclid(400);
-    let mp = if m > 2 { m - 3 } else { m + 9 };
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
 }
 
 #[cfg(test)]
@@ -805,7 +678,7 @@ mod tests {
         let written = append(&path, r).unwrap();
         assert_eq!(written.seq, 1);
         assert_eq!(written.prev, GENESIS);
-        assert!(parse_rfc3339(&written.time).is_some(), "{}", written.time);
+        assert!(parse_time(&written.time).is_some(), "{}", written.time);
         let text = std::fs::read_to_string(&path).unwrap();
         assert_eq!(text.matches('\n').count(), 1);
         assert!(text.starts_with("{\"seq\":1,\"time\":"), "{text}");
@@ -1031,76 +904,6 @@ mod tests {
     }
 
     #[test]
-    fn time_formatting_against_known_epochs() {
-        let at = |secs: u64, ms: u32| format_time(UNIX_EPOCH + Duration::new(secs, ms * 1_000_000));
-        assert_eq!(at(0, 0), "1970-01-01T00:00:00.000Z");
-        assert_eq!(at(951_782_400, 0), "2000-02-29T00:00:00.000Z");
-        assert_eq!(at(1_700_000_000, 5), "2023-11-14T22:13:20.005Z");
-        assert_eq!(at(1_796_018_400, 123), "2026-11-30T06:00:00.123Z");
-        assert_eq!(at(4_102_444_800, 0), "2100-01-01T00:00:00.000Z");
-        assert_eq!(at(253_402_300_799, 999), "9999-12-31T23:59:59.999Z");
-        // Sub-millisecond digits are cut, not rounded up into the next second.
-        assert_eq!(
-            format_time(UNIX_EPOCH + Duration::new(59, 999_999_999)),
-            "1970-01-01T00:00:59.999Z"
-        );
-        assert_eq!(
-            format_time(UNIX_EPOCH - Duration::from_secs(5)),
-            "1970-01-01T00:00:00.000Z"
-        );
-        for secs in (0..4_000_000_000u64).step_by(7_777_777) {
-            let t = UNIX_EPOCH + Duration::new(secs, 250_000_000);
-            assert_eq!(parse_rfc3339(&format_time(t)), Some(t), "{secs}");
-        }
-    }
-
-    #[test]
-    fn rfc3339_parsing() {
-        let t = |secs: u64| Some(UNIX_EPOCH + Duration::from_secs(secs));
-        assert_eq!(parse_rfc3339("2026-11-30T06:00:00Z"), t(1_796_018_400));
-        assert_eq!(parse_rfc3339("2026-11-30t06:00:00z"), t(1_796_018_400));
-        assert_eq!(parse_rfc3339("2026-11-30 07:30:00+01:30"), t(1_796_018_400));
-        assert_eq!(parse_rfc3339("2026-11-30T01:00:00-05:00"), t(1_796_018_400));
-        assert_eq!(parse_rfc3339("2026-11-30"), t(1_795_996_800));
-        assert_eq!(
-            parse_rfc3339("1970-01-01T00:00:00.5Z"),
-            Some(UNIX_EPOCH + Duration::from_millis(500))
-        );
-        for bad in [
-            "",
-            "2026-11-30T06:00:00",
-            "2026-13-01",
-            "2026-02-29",
-            "2026-11-31",
-            "2026-11-30T24:00:00Z",
-            "2026-11-30T06:00:00+24:00",
-            "1969-12-31T23:59:59Z",
-            "2026-11-30T06:00Z",
-            "yesterday",
-        ] {
-            assert_eq!(parse_rfc3339(bad), None, "{bad}");
-        }
-        assert!(parse_rfc3339("2024-02-29").is_some());
-    }
-
-    #[test]
-    fn since_accepts_times_and_ages() {
-        let now = UNIX_EPOCH + Duration::from_secs(1_796_018_400);
-        let ago = |secs: u64| now - Duration::from_secs(secs);
-        assert_eq!(parse_since("90s", now).unwrap(), ago(90));
-        assert_eq!(parse_since("30m", now).unwrap(), ago(1800));
-        assert_eq!(parse_since("1h", now).unwrap(), ago(3600));
-        assert_eq!(parse_since(" 2d ", now).unwrap(), ago(172_800));
-        assert_eq!(parse_since("1w", now).unwrap(), ago(604_800));
-        assert_eq!(parse_since("2026-11-30T05:00:00Z", now).unwrap(), ago(3600));
-        for bad in ["", "1", "1y", "-1h", "1.5h", "h", "999999999w", "soon"] {
-            let e = parse_since(bad, now).unwrap_err();
-            assert_eq!(e.exit_code(), 2, "{bad}");
-            assert!(e.to_string().contains("--since"), "{e}");
-        }
-    }
-
-    #[test]
     fn read_filters_by_time() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("audit.jsonl");
@@ -1140,7 +943,7 @@ mod tests {
         }
         write_lines(&path, &l);
         assert_eq!(verify(&path).unwrap().first_broken, None);
-        let since = parse_rfc3339("2026-11-30T06:00:00Z");
+        let since = parse_time("2026-11-30T06:00:00Z");
         let ops: Vec<String> = read(&path, since)
             .unwrap()
             .into_iter()

@@ -16,8 +16,8 @@ use std::time::SystemTime;
 
 use serde_json::{Map, Value, json};
 
+use crate::base::error::{Error, Result};
 use crate::catalog::{self, Kind, Op};
-use crate::error::{Error, Result};
 
 /// The filters as typed (strings), before [`Filter::parse`] checks them.
 #[derive(Debug, Clone, Default)]
@@ -53,7 +53,7 @@ impl Filter {
         let when = |flag: &str, v: &Option<String>| -> Result<Option<SystemTime>> {
             v.as_deref()
                 .map(|s| {
-                    crate::audit::parse_since(s, now).map_err(|_| {
+                    crate::base::time::parse_since(s, now).map_err(|_| {
                         Error::usage(format!(
                             "{flag} {s:?}: expected an RFC 3339 time such as 2026-11-30T06:00:00Z, a date such as 2026-11-30, or an age such as 30m, 1h, 2d"
                         ))
@@ -104,7 +104,7 @@ impl Filter {
             return false;
         }
         if self.since.is_some() || self.until.is_some() {
-            let Some(t) = crate::audit::parse_rfc3339(field("time")) else {
+            let Some(t) = crate::base::time::parse_time(field("time")) else {
                 return false;
             };
             if self.since.is_some_and(|s| t < s) || self.until.is_some_and(|u| t >= u) {
@@ -314,7 +314,7 @@ mod tests {
 
     #[test]
     fn filters_combine() {
-        let now = crate::audit::parse_rfc3339("2026-11-30T12:00:00Z").unwrap();
+        let now = crate::base::time::parse_time("2026-11-30T12:00:00Z").unwrap();
         let f = |a: FilterArgs| Filter::parse(a, now).unwrap();
         let start = rec(
             "vm.start",

@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::error::{Error, Result};
+use crate::base::error::{Error, Result};
 use crate::policy::Policy;
 use crate::policy::schema::{PolicyConfig, PolicySource};
 
@@ -137,7 +137,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Config> {
             return Err(Error::usage(format!(
                 "config {}: group name '{}' may hold only letters, digits, - and _",
                 path.display(),
-                crate::catalog::kind::printable(name)
+                crate::base::text::printable(name)
             )));
         }
         if members.is_empty() {

@@ -7,8 +7,8 @@
 
 use std::io::IsTerminal;
 
+use crate::base::error::{Error, Result};
 use crate::catalog::How;
-use crate::error::{Error, Result};
 use crate::invocation::Invocation;
 
 /// The phrase for an op that local policy turned into a confirm op (it has none of its own):
@@ -60,7 +60,7 @@ pub fn gate_with(
     let mismatch = |given: &str| Error::ConfirmationRequired {
         message: format!(
             "the confirmation `{}` does not match: `{}` needs exactly `{expected}`",
-            crate::catalog::kind::printable(given),
+            crate::base::text::printable(given),
             inv.display()
         ),
         phrase: expected.clone(),

@@ -12,9 +12,9 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::base::error::{Error, Result};
 use crate::config::{self, Config};
 use crate::engine::{Engine, OnceConnector};
-use crate::error::{Error, Result};
 use crate::policy::Policy;
 use crate::ssh::config as ssh_config;
 use crate::ssh::{self, HostKeyPolicy, Target};
@@ -85,7 +85,7 @@ pub fn parse_seconds(what: &str, text: &str) -> Result<Duration> {
         .ok_or_else(|| {
             Error::usage(format!(
                 "invalid {what} '{}': expected whole seconds from 1 to {}",
-                crate::catalog::kind::printable(text),
+                crate::base::text::printable(text),
                 MAX_DURATION.as_secs()
             ))
         })
@@ -97,12 +97,12 @@ pub const MAX_PERSIST: Duration = MAX_DURATION;
 /// Parse `--persist` / `persist:`: a duration such as `30s`, `10m`, `1h` (or whole seconds),
 /// more than zero and at most [`MAX_PERSIST`].
 pub fn parse_persist(text: &str) -> Result<Duration> {
-    crate::approval::time::parse_duration(text)
+    crate::base::time::parse_duration(text)
         .filter(|d| *d <= MAX_PERSIST)
         .ok_or_else(|| {
             Error::usage(format!(
                 "invalid persist duration '{}': expected e.g. 30s, 10m or 1h (at most 24h)",
-                crate::catalog::kind::printable(text)
+                crate::base::text::printable(text)
             ))
         })
 }
@@ -116,7 +116,7 @@ pub fn parse_port(text: &str) -> Result<u16> {
         .ok_or_else(|| {
             Error::usage(format!(
                 "invalid port '{}'",
-                crate::catalog::kind::printable(text)
+                crate::base::text::printable(text)
             ))
         })
 }
@@ -188,15 +188,6 @@ impl Context {
     }
 }
 
-/// A current-thread runtime: one invocation is one connection; concurrency comes from
-/// channels, not threads.
-pub fn runtime() -> Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Error::Internal(format!("cannot start the async runtime: {e}")))
-}
-
 /// The default agent account.
 pub const DEFAULT_USER: &str = "zen-agent";
 
@@ -205,7 +196,7 @@ pub fn split_host(spec: &str) -> Result<(Option<String>, String, Option<u16>)> {
     let bad = || {
         Error::usage(format!(
             "invalid host '{}': expected NAME, HOST, USER@HOST or USER@HOST:PORT",
-            crate::catalog::kind::printable(spec)
+            crate::base::text::printable(spec)
         ))
     };
     let (user, rest) = match spec.rsplit_once('@') {
@@ -267,9 +258,9 @@ fn same_layer<T: PartialEq + std::fmt::Display>(
                 Layer::Config => "in the config",
             },
             a.1,
-            crate::catalog::kind::printable(&x.to_string()),
+            crate::base::text::printable(&x.to_string()),
             b.1,
-            crate::catalog::kind::printable(&y.to_string()),
+            crate::base::text::printable(&y.to_string()),
         ))),
         (x, y) => Ok(x.or(y)),
     }
@@ -485,7 +476,7 @@ fn jump_target(
     let (spec_user, alias, spec_port) = split_host(bare).map_err(|_| {
         Error::usage(format!(
             "invalid jump host '{}': expected [USER@]HOST[:PORT]",
-            crate::catalog::kind::printable(spec)
+            crate::base::text::printable(spec)
         ))
     })?;
     let cfg = match ctx {

@@ -7,7 +7,7 @@
 //!   [`DEFAULT_PARALLEL`]), each over its own connection; every result is labelled with the
 //!   host as given, and one host's failure (unreachable, authentication, refusal) never hides
 //!   the others' results. Exit 0 only when every host succeeded, otherwise
-//!   [`crate::error::overall_exit_code`] of the failures.
+//!   [`crate::base::error::overall_exit_code`] of the failures.
 //! - **Changes act on several hosts only when they are listed by name** (`--hosts a,b`, never a
 //!   group or `--all-hosts`: a group grows, and a change must never reach a host nobody
 //!   named), one host after another, **each with its own confirmation or approval**: at a
@@ -26,8 +26,8 @@ use std::task::Poll;
 
 use serde_json::{Value, json};
 
+use crate::base::error::{Error, Result};
 use crate::config::Config;
-use crate::error::{Error, Result};
 
 /// Hosts contacted at once when `--parallel` is not given.
 pub const DEFAULT_PARALLEL: usize = 8;
@@ -77,7 +77,7 @@ pub fn select(list: Option<&str>, all: bool, cfg: &Config) -> Result<Option<Flee
                 if item.is_empty() {
                     return Err(Error::usage(format!(
                         "--hosts '{}': an empty host name (expected a,b,c or @group)",
-                        crate::catalog::kind::printable(list)
+                        crate::base::text::printable(list)
                     )));
                 }
                 if let Some(group) = item.strip_prefix('@') {
@@ -85,7 +85,7 @@ pub fn select(list: Option<&str>, all: bool, cfg: &Config) -> Result<Option<Flee
                     let members = cfg.groups.get(group).ok_or_else(|| {
                         Error::usage(format!(
                             "--hosts: no group '{}' in the config{}",
-                            crate::catalog::kind::printable(group),
+                            crate::base::text::printable(group),
                             if cfg.groups.is_empty() {
                                 " (it has no `groups:`)".to_string()
                             } else {
@@ -120,7 +120,7 @@ pub fn parse_parallel(text: &str) -> Result<usize> {
         .ok_or_else(|| {
             Error::usage(format!(
                 "invalid --parallel '{}': expected a number of hosts from 1 to {MAX_PARALLEL}",
-                crate::catalog::kind::printable(text)
+                crate::base::text::printable(text)
             ))
         })
 }
@@ -251,13 +251,13 @@ pub fn summary(results: &[HostResult]) -> String {
 }
 
 /// The exit code of a fleet command: 0 when every host succeeded, else
-/// [`crate::error::overall_exit_code`] of the hosts' failures.
+/// [`crate::base::error::overall_exit_code`] of the hosts' failures.
 pub fn exit_code(results: &[HostResult]) -> u8 {
     let failures: Vec<u8> = results
         .iter()
         .filter_map(|r| r.result.as_ref().err().map(Error::exit_code))
         .collect();
-    crate::error::overall_exit_code(&failures)
+    crate::base::error::overall_exit_code(&failures)
 }
 
 #[cfg(test)]

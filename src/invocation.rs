@@ -8,9 +8,10 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
+use crate::base::error::{Error, Result};
+use crate::base::text::{quote_argv, quote_word};
 use crate::catalog::kind::VMID_MIN;
 use crate::catalog::{self, How, Kind, NodeFrom, Op, Param};
-use crate::error::{Error, Result};
 
 /// One op ready to run.
 #[derive(Debug, Clone)]
@@ -158,7 +159,7 @@ impl Invocation {
 
     /// The gate envelope for this invocation with the accepted phrase (and an approval).
     pub fn envelope(&self, approval: Option<String>) -> Vec<String> {
-        crate::host::gate::protocol::Envelope {
+        crate::base::gate_protocol::Envelope {
             client: format!("pxagent {}", crate::VERSION),
             argv: Some(self.remote_argv()),
             confirm: self.attach.confirmed.clone(),
@@ -313,21 +314,6 @@ impl Named {
     }
 }
 
-/// POSIX-quote one word for a remote shell (only when needed, for readability).
-pub fn quote_word(w: &str) -> String {
-    shlex::try_quote(w)
-        .map(|c| c.into_owned())
-        .unwrap_or_else(|_| format!("{w:?}"))
-}
-
-/// POSIX-quote a whole argv into the one string SSH `exec` carries.
-pub fn quote_argv(argv: &[String]) -> String {
-    argv.iter()
-        .map(|w| quote_word(w))
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -358,7 +344,7 @@ mod tests {
         i.attach.approval = Some("x".repeat(4096));
         i.attach.confirmed = Some("yes".into());
         let line = crate::ssh::command_line(&i.wire_argv()).unwrap();
-        assert!(line.len() <= crate::ssh::MAX_COMMAND_LINE);
+        assert!(line.len() <= crate::base::text::MAX_COMMAND_LINE);
         assert!(line.len() > crate::exec::FILE_WRITE_MAX_BASE64 * 4 / 3);
     }
 

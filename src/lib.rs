@@ -17,6 +17,7 @@
 pub mod approval;
 pub mod audit;
 pub mod audit_query;
+pub mod base;
 pub mod batch;
 pub mod catalog;
 pub mod cli;
@@ -24,7 +25,6 @@ pub mod config;
 pub mod confirm;
 pub mod context;
 pub mod engine;
-pub mod error;
 pub mod exec;
 pub mod fleet;
 pub mod host;
@@ -37,13 +37,12 @@ pub mod output;
 pub mod persist;
 pub mod policy;
 pub mod remote;
-pub mod signals;
 pub mod ssh;
 pub mod views;
 
 use std::ffi::OsString;
 
-pub use error::{Error, Result};
+pub use base::error::{Error, Result};
 
 /// pxagent's version (the client's in envelopes, the gate's in its answers).
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

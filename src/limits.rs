@@ -30,8 +30,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
+use crate::base::error::{Error, Result};
 use crate::catalog::Op;
-use crate::error::{Error, Result};
 use crate::policy::Policy;
 pub use crate::policy::schema::{Limit, Scope, Window};
 

@@ -12,9 +12,10 @@
 
 use serde_json::{Value, json};
 
-use crate::error::{Error, Result};
+use crate::base::error::{Error, Result};
+use crate::base::time::human_utc;
 use crate::output::table;
-use crate::views::{bytes, utc};
+use crate::views::bytes;
 
 fn num(v: Option<&Value>) -> Option<f64> {
     v.and_then(|v| {
@@ -215,8 +216,8 @@ pub fn rrd_human(data: &Value) -> String {
     let mut out = format!(
         "{} steps from {} to {}{step}\n",
         rows.len(),
-        utc(*first),
-        utc(*last)
+        human_utc(*first),
+        human_utc(*last)
     );
     let mut lines = Vec::new();
     for (name, unit) in METRICS {

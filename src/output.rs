@@ -18,7 +18,7 @@ use std::io::{IsTerminal, Write};
 
 use serde_json::{Value, json};
 
-use crate::error::Error;
+use crate::base::error::Error;
 
 /// The output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -121,7 +121,7 @@ pub fn refusal_hints(err: &Error, at_terminal: bool) -> Vec<String> {
     let confirm = |phrase: &str| {
         format!(
             "hint: to proceed, run the same command again with --confirm {}",
-            crate::invocation::quote_word(phrase)
+            crate::base::text::quote_word(phrase)
         )
     };
     match err {
@@ -345,7 +345,7 @@ mod tests {
 
     #[test]
     fn a_terminal_approval_refusal_shows_the_statement_and_names_the_flag() {
-        use crate::host::gate::protocol::{ApprovalRequest, Kind, Refusal};
+        use crate::base::gate_protocol::{ApprovalRequest, Kind, Refusal};
         let mut r = Refusal::new(Kind::ApprovalRequired, "the host wants a signed approval");
         r.approval_request = Some(ApprovalRequest {
             statement: "pxagent-approval/1\nhost: pve1\nop: vm.snapshot\n".into(),

@@ -18,8 +18,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
+use crate::base::error::{Error, Result};
 use crate::catalog::View;
-use crate::error::{Error, Result};
 use crate::output::{style, table, units};
 
 /// A number that pvesh may print as an int, a float or a numeric string.
@@ -746,28 +746,6 @@ pub fn duration(v: Option<&Value>) -> String {
         .unwrap_or_default()
 }
 
-/// A Unix time as `YYYY-MM-DD HH:MM:SS UTC` (civil-from-days, no time crate needed).
-pub fn utc(t: u64) -> String {
-    let days = (t / 86_400) as i64;
-    let secs = t % 86_400;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = if m <= 2 { y + 1 } else { y };
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
-        secs / 3600,
-        secs % 3600 / 60,
-        secs % 60
-    )
-}
-
 /// Client-side filters of a list of guests, nodes and storages (`vm list --status running
 /// --tag web --name 'db*' --node pve1`, issue 13): applied to the entries of the one read the
 /// list makes, so they ask nothing more of the host. Every filter given must hold.
@@ -815,7 +793,7 @@ impl Filter {
         let check = |flag: &str, v: Option<String>, ok: &dyn Fn(&str) -> bool, want: &str| match v {
             Some(v) if !ok(&v) => Err(Error::usage(format!(
                 "invalid --{flag} '{}': expected {want}",
-                crate::catalog::kind::printable(&v)
+                crate::base::text::printable(&v)
             ))),
             v => Ok(v),
         };
@@ -990,8 +968,6 @@ mod tests {
 
     #[test]
     fn formatting() {
-        assert_eq!(utc(0), "1970-01-01 00:00:00 UTC");
-        assert_eq!(utc(1_700_000_000), "2023-11-14 22:13:20 UTC");
         assert_eq!(bytes(1536.0), "1.5 KiB");
         assert_eq!(duration(Some(&serde_json::json!(90_061))), "1d 1h");
         assert_eq!(

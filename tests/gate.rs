@@ -897,7 +897,7 @@ fn host_audit_records_stay_whole_however_the_request_is_padded() {
         "sudo -n /usr/sbin/pct exec 200 -- /bin/sh -c {pad}"
     )));
     assert_eq!(code, 125, "{err}");
-    let env = pxagent::host::gate::protocol::Envelope {
+    let env = pxagent::base::gate_protocol::Envelope {
         client: "v".repeat(50_000),
         argv: Some(
             [
@@ -963,7 +963,7 @@ fn host_audit_records_stay_whole_however_the_request_is_padded() {
 fn the_gate_and_the_client_agree_on_the_longest_command_line() {
     let _g = lock();
     let g = gated();
-    let max = pxagent::ssh::MAX_COMMAND_LINE;
+    let max = pxagent::base::text::MAX_COMMAND_LINE;
     let head = "sudo -n /usr/sbin/pct exec 200 -- /bin/sh -c ";
     let line = |n: usize| format!("{head}{}", "B".repeat(n - head.len()));
     let at = g.log_len();

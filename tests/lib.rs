@@ -22,6 +22,7 @@ mod exec;
 mod fleet;
 mod gate;
 mod jump;
+mod layers;
 mod live;
 mod mcp;
 mod mcp_wire;

@@ -680,7 +680,7 @@ mod live {
         let cmd = format!(
             "{} vm exec 100 -- sh -c {} </dev/null",
             crate::support::bin().display(),
-            pxagent::invocation::quote_word(script)
+            pxagent::base::text::quote_word(script)
         );
         let out = c.args(["-qefc", &cmd, "/dev/null"]).output().unwrap();
         let screen = String::from_utf8_lossy(&out.stdout);

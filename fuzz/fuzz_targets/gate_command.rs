@@ -8,7 +8,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use pxagent::catalog::inverse::parse_argv;
-use pxagent::host::gate::protocol::{self, Request};
+use pxagent::base::gate_protocol::{self, Request};
 
 fn inverse(words: &[String]) {
     if let Ok(found) = parse_argv(words) {
@@ -30,7 +30,7 @@ fuzz_target!(|data: &[u8]| {
     };
     match protocol::parse_command(Some(line)) {
         Ok(Request::Plain(words)) => {
-            assert_eq!(pxagent::invocation::quote_argv(&words), line);
+            assert_eq!(pxagent::base::text::quote_argv(&words), line);
             if let [sudo, n, rest @ ..] = words.as_slice()
                 && sudo == "sudo"
                 && n == "-n"

@@ -14,8 +14,8 @@ use std::fmt;
 use super::nonces::NonceStore;
 use super::sshsig::{self, Approvers};
 use super::statement::{Place, Statement};
-use super::time::{describe_duration, format_rfc3339};
 use super::{CLOCK_SKEW, MAX_TTL, NAMESPACE};
+use crate::base::time::{describe_duration, format_rfc3339};
 
 /// What the agent asked the gate to run.
 #[derive(Debug, Clone, Copy)]
@@ -192,7 +192,7 @@ pub fn check(
         .map_err(|why| Rejection::Malformed(format!("statement: {why}")))?;
     let sig = sshsig::decode(signature_armored).map_err(Rejection::Malformed)?;
     if sig.namespace() != NAMESPACE {
-        return Err(Rejection::WrongNamespace(crate::catalog::kind::printable(
+        return Err(Rejection::WrongNamespace(crate::base::text::printable(
             sig.namespace(),
         )));
     }

@@ -22,7 +22,6 @@ mod nonces;
 mod pending;
 mod sshsig;
 mod statement;
-pub mod time;
 
 #[cfg(test)]
 mod tests;

@@ -46,7 +46,7 @@ struct Entry {
 
 /// The tag of a client in file names: 16 hex characters of the SHA-256 of its address.
 fn client_tag(client: &str) -> String {
-    let mut tag = crate::catalog::kind::sha256_hex(client.as_bytes());
+    let mut tag = crate::base::text::sha256_hex(client.as_bytes());
     tag.truncate(16);
     tag
 }
@@ -70,7 +70,7 @@ impl Pending {
         if mine >= MAX_PER_CLIENT {
             return Err(format!(
                 "this client already has {mine} open statements (at most {MAX_PER_CLIENT}), so no new one is issued: have one signed and used, or wait until they expire (within {})",
-                super::time::describe_duration(super::DEFAULT_TTL)
+                crate::base::time::describe_duration(super::DEFAULT_TTL)
             ));
         }
         if open.len() >= MAX_PENDING {

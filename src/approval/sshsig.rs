@@ -20,7 +20,7 @@ use std::path::Path;
 use russh::keys::ssh_key::{HashAlg, LineEnding, PrivateKey, PublicKey, SshSig, public::KeyData};
 
 use super::NAMESPACE;
-use crate::error::{Error, Result};
+use crate::base::error::{Error, Result};
 
 /// Key types an approver may have. Security keys (`sk-…`) are the point of allowing
 /// `ssh-keygen -Y sign`.
@@ -227,7 +227,7 @@ fn parse_key_line(line: &str) -> std::result::Result<PublicKey, String> {
                 "expected `KEYTYPE BASE64 [COMMENT]`, found {:?} where the key type belongs; \
                  options or names before the key type (authorized_keys `from=`/`restrict`, \
                  allowed_signers principals) are not supported: list the bare public key",
-                crate::catalog::kind::printable(&first.chars().take(40).collect::<String>())
+                crate::base::text::printable(&first.chars().take(40).collect::<String>())
             )
         });
     }

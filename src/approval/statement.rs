@@ -19,9 +19,9 @@ use std::time::Duration;
 
 use regex::Regex;
 
-use super::time::{format_rfc3339, parse_rfc3339};
 use super::{MAX_TTL, VERSION_LINE};
-use crate::error::{Error, Result};
+use crate::base::error::{Error, Result};
+use crate::base::time::{format_rfc3339, parse_rfc3339};
 
 /// What a human approves: this op, with these parameters, on this host as this account,
 /// once, until then.
@@ -358,15 +358,15 @@ fn json_string(value: &str) -> String {
 
 fn printable(s: &str) -> String {
     let cut: String = s.chars().take(80).collect();
-    crate::catalog::kind::printable(&cut)
+    crate::base::text::printable(&cut)
 }
 
 fn expiry(ttl: Duration, now: u64) -> Result<u64> {
     if ttl.as_secs() == 0 || ttl > MAX_TTL {
         return Err(Error::usage(format!(
             "an approval lasts from 1 second to {}; {} is not allowed",
-            super::time::describe_duration(MAX_TTL),
-            super::time::describe_duration(ttl)
+            crate::base::time::describe_duration(MAX_TTL),
+            crate::base::time::describe_duration(ttl)
         )));
     }
     Ok(now.saturating_add(ttl.as_secs()))

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use super::{GENESIS, Link, NewRecord, Record, Verdict, Via};
-use crate::error::{Error, Result};
+use crate::base::error::{Error, Result};
 
 /// Start a new chain at `path`; returns where the old log went and the new chain's first
 /// record. `via` and `host` describe who asked (for that record).
@@ -74,7 +74,7 @@ pub fn new_chain(path: &Path, via: Via) -> Result<(PathBuf, Record)> {
 
 /// `audit.jsonl.20261130T060000Z`, with `.2`, `.3` … when that name is taken.
 fn archive_name(path: &Path) -> PathBuf {
-    let stamp: String = super::format_time(SystemTime::now())
+    let stamp: String = crate::base::time::format_millis(SystemTime::now())
         .chars()
         .filter(|c| c.is_ascii_alphanumeric())
         .take(15)

@@ -32,9 +32,9 @@ use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 
 use crate::audit::Via;
+use crate::base::error::{Error, Result};
 use crate::catalog::Risk;
 use crate::engine::{Connector, Engine, Trail};
-use crate::error::{Error, Result};
 use crate::policy::Policy;
 
 /// At most this many requests of one batch run at once (design §5: stay at or below 8

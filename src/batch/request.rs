@@ -5,8 +5,8 @@
 
 use serde_json::{Map, Value, json};
 
+use crate::base::error::{Error, Result};
 use crate::catalog::{self, Op};
-use crate::error::{Error, Result};
 use crate::invocation::Invocation;
 use crate::policy::Policy;
 
@@ -74,7 +74,7 @@ pub fn parse(line: usize, text: &str, policy: &Policy) -> std::result::Result<Re
             None,
             format!(
                 "unknown key '{}' (a request has `id`, `op` and `args`)",
-                catalog::kind::printable(extra)
+                crate::base::text::printable(extra)
             ),
         ));
     }
@@ -86,7 +86,7 @@ pub fn parse(line: usize, text: &str, policy: &Policy) -> std::result::Result<Re
                     None,
                     format!(
                         "unknown op '{}' (the ids are listed by `pxagent catalog`, e.g. vm.status)",
-                        catalog::kind::printable(name)
+                        crate::base::text::printable(name)
                     ),
                 )
             },
@@ -148,11 +148,11 @@ pub fn is_invalid(err: &Error) -> bool {
     err.exit_code() == 2
 }
 
-/// The exit code of a whole batch: [`crate::error::overall_exit_code`] of its failures (2
+/// The exit code of a whole batch: [`crate::base::error::overall_exit_code`] of its failures (2
 /// when any line was invalid; 3, 4, 8 — or 6, 7, 9 — when every failure was of that class;
 /// else 1).
 pub fn exit_code(failures: &[u8]) -> u8 {
-    crate::error::overall_exit_code(failures)
+    crate::base::error::overall_exit_code(failures)
 }
 
 /// Read one line of at most [`MAX_LINE`] bytes from `input` (without its newline); `None` at

@@ -74,7 +74,7 @@ impl Transport for Delayed {
         &'a self,
         argv: &'a [String],
         on_stdout: &'a mut (dyn FnMut(&[u8]) + Send),
-    ) -> BoxFuture<'a, crate::error::Result<Output>> {
+    ) -> BoxFuture<'a, crate::base::error::Result<Output>> {
         Box::pin(async move {
             let (now, most) = &*self.running;
             let n = now.fetch_add(1, Ordering::SeqCst) + 1;
@@ -88,13 +88,13 @@ impl Transport for Delayed {
         &'a self,
         argv: &'a [String],
         input: &'a [u8],
-    ) -> BoxFuture<'a, crate::error::Result<Output>> {
+    ) -> BoxFuture<'a, crate::base::error::Result<Output>> {
         self.host.exec_with_stdin(argv, input)
     }
     fn exec_many(
         &self,
         cmds: Vec<Vec<String>>,
-    ) -> BoxFuture<'_, Vec<crate::error::Result<Output>>> {
+    ) -> BoxFuture<'_, Vec<crate::base::error::Result<Output>>> {
         self.host.exec_many(cmds)
     }
     fn close(&self) -> BoxFuture<'_, ()> {
@@ -117,7 +117,7 @@ impl Transport for Delayed {
 struct Fixed(Remote);
 
 impl Connector for Fixed {
-    async fn remote(&self) -> crate::error::Result<Remote> {
+    async fn remote(&self) -> crate::base::error::Result<Remote> {
         Ok(self.0.clone())
     }
 }

@@ -17,7 +17,8 @@
 //! `+` right after one of `?*+{`, a `{`…`}` that reads as a bound over 255, and a pattern over
 //! 1024 bytes. Tests check every kind and every rendered rule against these.
 
-use crate::error::{Error, Result};
+use crate::base::error::{Error, Result};
+use crate::base::text::printable;
 
 /// Largest VMID Proxmox accepts (design §7).
 pub const VMID_MAX: u64 = 999_999_999;
@@ -512,72 +513,10 @@ fn parse_guest_path(raw: &str) -> std::result::Result<String, String> {
     Ok(raw.to_string())
 }
 
-/// The most pxagent echoes back of one value (in CLI and MCP errors and in audit records):
-/// 1 KiB, so a 5 MB argument cannot make a 10 MB reply or a 5 MB audit line (issue 12).
-pub const ECHO_MAX: usize = 1024;
-
-/// Render a value for an error message: control characters escaped, and at most
-/// [`ECHO_MAX`] bytes of it (see [`cut`]). The one helper for every value pxagent echoes.
-pub fn printable(raw: &str) -> String {
-    // Escaping at most quadruples a character: escape a bounded prefix only.
-    let head = &raw[..floor_char_boundary(raw, ECHO_MAX + 1)];
-    let escaped: String = head
-        .chars()
-        .flat_map(|c| {
-            if c.is_control() {
-                c.escape_default().collect::<Vec<_>>()
-            } else {
-                vec![c]
-            }
-        })
-        .collect();
-    if escaped.len() <= ECHO_MAX && head.len() == raw.len() {
-        return escaped;
-    }
-    format!(
-        "{}… ({} bytes in all)",
-        &escaped[..floor_char_boundary(&escaped, ECHO_MAX)],
-        raw.len()
-    )
-}
-
-/// A value as it is recorded (an audit record's argv): unchanged up to [`ECHO_MAX`] bytes;
-/// longer, its first bytes, its length and its SHA-256, so the record stays small and still
-/// identifies what was sent.
-pub fn cut(raw: &str) -> std::borrow::Cow<'_, str> {
-    if raw.len() <= ECHO_MAX {
-        return std::borrow::Cow::Borrowed(raw);
-    }
-    let sum = sha256_hex(raw.as_bytes());
-    std::borrow::Cow::Owned(format!(
-        "{}… ({} bytes in all, sha256 {sum})",
-        &raw[..floor_char_boundary(raw, ECHO_MAX)],
-        raw.len()
-    ))
-}
-
-/// The SHA-256 of `bytes` as 64 lowercase hex characters: how records, guest-file checks and
-/// the audit chain name a value they do not keep whole.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    use sha2::Digest;
-    sha2::Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
-/// The largest char boundary of `s` at or below `at`.
-fn floor_char_boundary(s: &str, at: usize) -> usize {
-    let mut i = at.min(s.len());
-    while !s.is_char_boundary(i) {
-        i -= 1;
-    }
-    i
-}
-
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::base::text::{ECHO_MAX, cut};
 
     const ALL: [Kind; 26] = [
         Kind::Vmid,

@@ -20,8 +20,8 @@ use std::collections::BTreeMap;
 pub use kind::{Choice, Kind};
 pub use ops::OPS;
 
+use crate::base::error::{Error, Result};
 use crate::catalog::pve::Tool;
-use crate::error::{Error, Result};
 
 /// How dangerous an operation is; decides profiles, confirmation and MCP annotations.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -80,7 +80,7 @@ impl Profile {
             .ok_or_else(|| {
                 Error::usage(format!(
                     "unknown profile '{}': expected readonly, operator or full",
-                    kind::printable(s)
+                    crate::base::text::printable(s)
                 ))
             })
     }

@@ -819,7 +819,7 @@ mod tests {
     }
 
     /// The typed command of these words (program name first).
-    fn typed(words: &[&str]) -> crate::error::Result<crate::cli::settings::Cmd> {
+    fn typed(words: &[&str]) -> crate::base::error::Result<crate::cli::settings::Cmd> {
         use crate::cli::settings::{Settings, command as typed};
         let mut tree = command();
         let m = tree.try_get_matches_from_mut(words).unwrap();

@@ -17,9 +17,9 @@ use std::time::Instant;
 use clap::ArgMatches;
 
 use crate::audit;
+use crate::base::error::Error;
 use crate::catalog;
 use crate::engine::Trail;
-use crate::error::Error;
 use crate::output::{self, Format, Output};
 use settings::Settings;
 
@@ -161,7 +161,7 @@ fn guarded(f: impl FnOnce() -> Result<u8, Failure>) -> Result<u8, Failure> {
             Err((
                 Error::Internal(format!(
                     "pxagent panicked ({}); this is a bug: please report it",
-                    crate::catalog::kind::printable(&what)
+                    crate::base::text::printable(&what)
                 )),
                 None,
             ))

@@ -12,9 +12,9 @@ use std::time::Duration;
 
 use clap::ArgMatches;
 
+use crate::base::error::{Error, Result};
 use crate::catalog::{self, How, Op, Profile};
 use crate::context::{self, ConnectArgs};
-use crate::error::{Error, Result};
 use crate::exec::Request;
 use crate::host::setup::{
     AgentKey, Approvers, HostPath, HostPolicy, RevokeOptions, SetupOptions, SourceList, Sshd,
@@ -531,11 +531,12 @@ fn gate_options(root: &ArgMatches, g: &ArgMatches) -> Result<crate::host::gate::
 
 /// `approve --ttl`: a duration of at most [`crate::approval::MAX_TTL`].
 fn approve_ttl(text: &str) -> Result<Duration> {
-    use crate::approval::{MAX_TTL, time};
+    use crate::approval::MAX_TTL;
+    use crate::base::time;
     let ttl = time::parse_duration(text).ok_or_else(|| {
         Error::usage(format!(
             "invalid --ttl '{}': expected a duration such as 30m, 1h or 600 (seconds)",
-            crate::catalog::kind::printable(text)
+            crate::base::text::printable(text)
         ))
     })?;
     if ttl > MAX_TTL {

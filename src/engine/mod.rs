@@ -19,8 +19,8 @@ use std::future::Future;
 
 use serde_json::{Value, json};
 
+use crate::base::error::{Error, Result};
 use crate::catalog::{self, Risk, ops};
-use crate::error::{Error, Result};
 use crate::invocation::Invocation;
 use crate::policy::{Decision, GuestTags, Policy};
 use crate::remote::Remote;

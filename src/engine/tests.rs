@@ -11,8 +11,8 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::{Connector, Done, Engine, Trail};
+use crate::base::error::{Error, Result};
 use crate::catalog;
-use crate::error::{Error, Result};
 use crate::invocation::Invocation;
 use crate::policy::{Policy, PolicyConfig};
 use crate::remote::Remote;

@@ -17,8 +17,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::audit::{NewRecord, Phase, Verdict, Via};
+use crate::base::error::{Error, Result};
 use crate::catalog::{Op, Risk};
-use crate::error::{Error, Result};
 
 /// What one invocation did, gathered while it runs, for its audit records.
 #[derive(Debug, Default)]
@@ -76,7 +76,7 @@ impl Drop for Begun {
         // Like a lost connection: the command was sent, its end was not seen.
         rec.exit_code = 7;
         rec.duration_ms = self.at.elapsed().as_millis() as u64;
-        rec.error = Some(crate::catalog::kind::printable(&format!(
+        rec.error = Some(crate::base::text::printable(&format!(
             "pxagent stopped waiting for {} before its result (shut down, cancelled or failed): it may or may not have completed on the host",
             rec.op
         )));
@@ -125,7 +125,7 @@ impl Trail {
         rec.argv = self
             .argv
             .iter()
-            .map(|w| crate::catalog::kind::cut(w).into_owned())
+            .map(|w| crate::base::text::cut(w).into_owned())
             .collect();
         rec.phrase = self.phrase.clone();
         rec.upid = self.upid.clone();
@@ -185,7 +185,7 @@ impl Trail {
         let mut values = inv.values.clone();
         for p in inv.op.params.iter().filter(|p| p.kind == Kind::GuestData) {
             if let Some(v) = values.get_mut(p.name) {
-                let sum = crate::catalog::kind::sha256_hex(v.as_bytes());
+                let sum = crate::base::text::sha256_hex(v.as_bytes());
                 *v = format!("<{} bytes, sha256 {sum}>", v.len());
             }
         }

@@ -4,9 +4,9 @@
 
 use serde_json::{Value, json};
 
+use crate::base::error::{Error, Result};
 use crate::catalog::ops;
 use crate::engine::Trail;
-use crate::error::{Error, Result};
 use crate::invocation::Invocation;
 use crate::remote::Remote;
 

@@ -29,8 +29,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::base::error::{Error, Result};
 use crate::engine::{Connector, Engine, Trail};
-use crate::error::{Error, Result};
 use crate::invocation::Invocation;
 
 mod ct;

@@ -5,8 +5,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::base::error::{Error, Result};
 use crate::catalog::{self, Kind, Op};
-use crate::error::{Error, Result};
 use crate::invocation::Invocation;
 
 use super::*;
@@ -53,7 +53,7 @@ impl Request {
             Some(i) if i > 0 => Ok((PathBuf::from(&spec[..i]), spec[i + 1..].to_string())),
             _ => Err(Error::usage(format!(
                 "--push {}: expected LOCAL:/ABSOLUTE/GUEST/PATH",
-                catalog::kind::printable(spec)
+                crate::base::text::printable(spec)
             ))),
         }
     }
@@ -66,7 +66,7 @@ impl Request {
             }
             _ => Err(Error::usage(format!(
                 "--pull {}: expected /ABSOLUTE/GUEST/PATH:LOCAL",
-                catalog::kind::printable(spec)
+                crate::base::text::printable(spec)
             ))),
         }
     }

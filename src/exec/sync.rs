@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
+use crate::base::error::{Error, Result};
 use crate::catalog::Op;
-use crate::error::{Error, Result};
 use crate::invocation::Invocation;
 
 use super::*;
@@ -54,7 +54,7 @@ pub(super) fn parse_sum(out: &str, path: &str) -> Result<String> {
     }
 }
 
-pub(super) use crate::catalog::kind::sha256_hex;
+pub(super) use crate::base::text::sha256_hex;
 
 pub(super) fn verify(guest_sum: &str, data: &[u8], what: &str) -> Result<()> {
     let local = sha256_hex(data);

@@ -5,10 +5,11 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::base::error::{Error, Result};
+use crate::base::text::quote_argv;
 use crate::catalog::{self, ops};
 use crate::engine::Trail;
-use crate::error::{Error, Result};
-use crate::invocation::{Invocation, quote_argv};
+use crate::invocation::Invocation;
 use crate::remote::Remote;
 
 use super::*;

@@ -77,7 +77,7 @@ pub async fn run(remote: &Remote, profile: Profile, user: &str) -> Vec<Check> {
 
     // Is a gate in front of the account? Ask it first: a gated account accepts no `id` or
     // `sudo -l`, so the gate answers those itself.
-    let hello_cmd = crate::host::gate::protocol::Envelope {
+    let hello_cmd = crate::base::gate_protocol::Envelope {
         client: format!("pxagent {}", crate::VERSION),
         hello: true,
         ..Default::default()
@@ -95,7 +95,7 @@ pub async fn run(remote: &Remote, profile: Profile, user: &str) -> Vec<Check> {
     let (id, sudo_v, sudo_l, version, tool_results) = match &gated {
         Some(h) => {
             let version = remote.session.exec(&version_argv).await;
-            let out = |r: &crate::host::gate::protocol::CommandResult| {
+            let out = |r: &crate::base::gate_protocol::CommandResult| {
                 Ok(Output {
                     stdout: r.stdout.clone().into_bytes(),
                     stderr: r.stderr.clone().into_bytes(),
@@ -232,8 +232,8 @@ pub async fn run(remote: &Remote, profile: Profile, user: &str) -> Vec<Check> {
 fn gate_checks(
     hello: &crate::Result<Output>,
     user: &str,
-) -> (Vec<Check>, Option<crate::host::gate::protocol::Hello>) {
-    use crate::host::gate::protocol::{Hello, PROTOCOL, Refusal};
+) -> (Vec<Check>, Option<crate::base::gate_protocol::Hello>) {
+    use crate::base::gate_protocol::{Hello, PROTOCOL, Refusal};
     let o = match hello {
         Ok(o) => o,
         Err(e) => {

@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value, json};
 
 use super::*;
+use crate::base::error::{Error, Result};
 use crate::catalog::{self, Area, Kind, Op, Risk, Select};
-use crate::error::{Error, Result};
 use crate::invocation::Invocation;
 
 /// Turn a tool call's JSON arguments into the raw strings the CLI would have parsed, plus
@@ -16,7 +16,7 @@ use crate::invocation::Invocation;
 /// they are; so are integral numbers written as `100.0` or `1e2`, which JSON Schema counts as
 /// integers); `true` becomes a present switch (`"1"`) and `false` an absent one; `null`
 /// means absent. Anything else that does not fit is [`Error::Usage`], whose message quotes
-/// the value cut to [`catalog::kind::ECHO_MAX`] bytes. `pxagent batch` parses its lines
+/// the value cut to [`crate::base::text::ECHO_MAX`] bytes. `pxagent batch` parses its lines
 /// with this same function.
 pub fn raw_values(
     op: &'static Op,
@@ -42,7 +42,7 @@ pub fn raw_values(
             }
             return Err(Error::usage(format!(
                 "{tool} takes no argument '{}'; it takes: {}",
-                catalog::kind::printable(key),
+                crate::base::text::printable(key),
                 names.join(", ")
             )));
         };
@@ -50,7 +50,7 @@ pub fn raw_values(
             Error::usage(format!(
                 "{tool}: `{}` must be {what}, not {}",
                 p.name,
-                catalog::kind::printable(&value.to_string())
+                crate::base::text::printable(&value.to_string())
             ))
         };
         match (p.kind, value) {
@@ -233,7 +233,7 @@ pub(super) fn failure_doc(err: &Error, op: &str, host: &str) -> Value {
 
 /// What the human approver is asked: save the statement to a file exactly as it is, sign it,
 /// and give the signature back.
-pub(super) fn approval_text(a: &crate::host::gate::protocol::ApprovalRequest) -> String {
+pub(super) fn approval_text(a: &crate::base::gate_protocol::ApprovalRequest) -> String {
     format!(
         "The host asks a human approver to sign this request (valid until {}). Save the statement below to a file exactly as it is, sign it with `{}`, and give back the signature; it is then passed as `approval`.\n\n{}",
         a.expires,

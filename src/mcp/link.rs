@@ -5,8 +5,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use crate::base::error::Result;
 use crate::engine::Connector;
-use crate::error::Result;
 use crate::remote::Remote;
 use crate::ssh::{Session, Target};
 

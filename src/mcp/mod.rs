@@ -35,8 +35,8 @@
 
 use rmcp::ServiceExt;
 
+use crate::base::error::{Error, Result};
 use crate::catalog::Profile;
-use crate::error::{Error, Result};
 
 mod args;
 mod cancel;
@@ -87,7 +87,7 @@ pub fn serve(ctx: crate::context::Context, opts: Options) -> Result<u8> {
     }
     // Resolve the host before serving: a server without a host would only fail every call.
     let target = crate::context::target_of(&ctx.connect, &ctx.config)?;
-    let runtime = crate::context::runtime()?;
+    let runtime = crate::base::runtime::runtime()?;
     let ended = runtime.block_on(async move {
         crate::output::write_stderr(&format!(
             "pxagent mcp: {} tools for {} (profile {}, policy: {}); speaking MCP on stdin/stdout\n",

@@ -16,9 +16,9 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::audit::Via;
-use crate::catalog::{self, OPS, Profile, Risk};
+use crate::base::error::{Error, Result};
+use crate::catalog::{OPS, Profile, Risk};
 use crate::engine::{Engine, Started, Trail};
-use crate::error::{Error, Result};
 use crate::invocation::Invocation;
 use crate::policy::Policy;
 use crate::ssh::Target;
@@ -149,7 +149,7 @@ impl Server {
         let name = request.name.as_ref();
         let Some(op) = OPS.iter().find(|o| o.tool_name() == name && !o.is_step()) else {
             return Err(ErrorData::invalid_params(
-                format!("unknown tool '{}'", catalog::kind::printable(name)),
+                format!("unknown tool '{}'", crate::base::text::printable(name)),
                 None,
             ));
         };

@@ -22,7 +22,7 @@ use rmcp::service::{NotificationContext, RequestContext, RunningService};
 use rmcp::{ErrorData, RoleServer, Service};
 
 use super::Server;
-use crate::error::{Error, Result};
+use crate::base::error::{Error, Result};
 
 /// How long calls in flight may still run after a signal.
 pub const GRACE: Duration = Duration::from_secs(5);
@@ -89,8 +89,8 @@ impl Draining {
                     .unwrap_or_else(|| "no message".into());
                 let err = Error::Internal(format!(
                     "pxagent panicked in {} ({}); this is a bug: please report it",
-                    crate::catalog::kind::printable(&tool),
-                    crate::catalog::kind::printable(&what)
+                    crate::base::text::printable(&tool),
+                    crate::base::text::printable(&what)
                 ));
                 tracing::error!(target: "pxagent::mcp", "{err}");
                 let op = crate::catalog::OPS
@@ -167,7 +167,7 @@ impl<F: Future> Future for CatchUnwind<F> {
 /// exits 0; calls still running are dropped with the runtime (see the module doc).
 pub async fn serve(service: RunningService<RoleServer, Draining>) -> Result<u8> {
     let state = service.service().state.clone();
-    let mut watch = crate::signals::Watch::new()
+    let mut watch = crate::base::signals::Watch::new()
         .map_err(|e| Error::Internal(format!("cannot watch for signals: {e}")))?;
     let waiting = service.waiting();
     tokio::pin!(waiting);

@@ -7,8 +7,8 @@ use rmcp::ServiceExt;
 use serde_json::{Map, Value, json};
 
 use super::*;
+use crate::base::error::Error;
 use crate::catalog::{self, Kind, OPS, Op, Profile, Risk};
-use crate::error::Error;
 use crate::policy::{Action, Policy};
 use crate::policy::{PolicyConfig, Rule};
 use crate::ssh::Target;
@@ -581,7 +581,7 @@ fn every_tool_takes_an_approval_as_the_host_may_ask_for_one() {
 
 #[test]
 fn an_approval_request_is_relayed_at_the_top_of_the_result() {
-    use crate::host::gate::protocol::{ApprovalRequest, Kind as GateKind, Refusal};
+    use crate::base::gate_protocol::{ApprovalRequest, Kind as GateKind, Refusal};
     let mut r = Refusal::new(
         GateKind::ApprovalRequired,
         "vm.destroy needs a signed approval",

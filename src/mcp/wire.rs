@@ -186,7 +186,7 @@ pub(super) fn classify(line: &[u8]) -> Verdict {
                 format!(
                     "Invalid {} for {method}: {}",
                     if code == -32602 { "params" } else { "request" },
-                    crate::catalog::kind::printable(&e.to_string())
+                    crate::base::text::printable(&e.to_string())
                 ),
             )
         }

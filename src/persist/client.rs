@@ -12,7 +12,7 @@ use std::time::Duration;
 use tokio::net::UnixStream;
 
 use super::wire::{self, Answer, Frame, Hello, Request};
-use crate::error::{Error, Result};
+use crate::base::error::{Error, Result};
 use crate::remote::transport::{BoxFuture, Transport};
 use crate::ssh::{Output, Target};
 

@@ -19,7 +19,7 @@ use tokio::time::Instant;
 
 use super::wire::{self, Answer, Frame, Hello, Request};
 use super::{Ready, Spec};
-use crate::error::{Error, Result};
+use crate::base::error::{Error, Result};
 use crate::ssh::Session;
 
 /// The most memos a holder keeps.
@@ -103,7 +103,7 @@ pub fn serve() -> Result<u8> {
             dir.display()
         )));
     }
-    let rt = crate::context::runtime()?;
+    let rt = crate::base::runtime::runtime()?;
     rt.block_on(async move {
         let target = spec.target();
         let session = match Session::connect(&target).await {

@@ -47,7 +47,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Result};
+use crate::base::error::{Error, Result};
 use crate::remote::Remote;
 use crate::ssh::{HostKeyPolicy, Session, Target};
 

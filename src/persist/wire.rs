@@ -9,7 +9,7 @@
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use crate::error::{Error, Result};
+use crate::base::error::{Error, Result};
 
 /// The wire version; the hello carries it and a mismatch is a stale holder.
 pub const VERSION: u32 = 1;

@@ -31,8 +31,8 @@ use std::collections::BTreeSet;
 
 use super::allowlist::Allowlist;
 use super::schema::{Action, Limit, Rule};
+use crate::base::error::{Error, Result};
 use crate::catalog::{Kind, Op, Risk};
-use crate::error::{Error, Result};
 use crate::invocation::Invocation;
 
 /// What the policy says about an invocation it does not refuse.
@@ -179,8 +179,8 @@ impl Policy {
         };
         Err(Error::Policy(format!(
             "policy refuses {target}: `{}` is not one of the allowed commands ({}) (policy.ops.{}.commands in {})",
-            crate::catalog::kind::printable(&crate::invocation::quote_argv(argv)),
-            crate::catalog::kind::printable(&list.describe()),
+            crate::base::text::printable(&crate::base::text::quote_argv(argv)),
+            crate::base::text::printable(&list.describe()),
             c.key,
             self.source
         )))
@@ -198,7 +198,7 @@ impl Policy {
             Transfer::Push => ("push", &c.rule.push),
             Transfer::Pull => ("pull", &c.rule.pull),
         };
-        let shown = crate::catalog::kind::printable(path);
+        let shown = crate::base::text::printable(path);
         match list {
             Some(globs) if globs.iter().any(|g| path_glob(g, path)) => Ok(()),
             Some(globs) => Err(Error::Policy(format!(
@@ -434,7 +434,7 @@ impl Policy {
         if let Some(why) = crate::catalog::kind::guest_path_problem(path) {
             return Err(Error::Policy(format!(
                 "policy refuses to move {} for {}: {why}; name the guest file by its plain absolute path",
-                crate::catalog::kind::printable(path),
+                crate::base::text::printable(path),
                 exec_op.id
             )));
         }
@@ -485,7 +485,7 @@ impl Policy {
     /// `Err` is [`Error::Usage`] (exit 2): nothing was sent.
     pub fn check_download(&self, url: &str) -> Result<()> {
         let host = url_host(url).to_ascii_lowercase();
-        let shown = crate::catalog::kind::printable(&host);
+        let shown = crate::base::text::printable(&host);
         for p in self.layers() {
             if let Some(list) = &p.download_hosts
                 && !list.contains(&host)

@@ -15,8 +15,8 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 use super::schema::{Action, Limit, PolicyConfig, Rule};
+use crate::base::error::{Error, Result};
 use crate::catalog::OPS;
-use crate::error::{Error, Result};
 
 /// The versions of the gateway form this pxagent reads.
 pub const VERSIONS: &[&str] = &["1"];

@@ -21,8 +21,8 @@ use super::allowlist::Allowlist;
 use super::eval::{Compiled, Policy, glob_match, key_matches};
 use super::gateway;
 use super::schema::{PolicyConfig, PolicySource, Protect};
+use crate::base::error::{Error, Result};
 use crate::catalog::OPS;
-use crate::error::{Error, Result};
 
 /// Largest and smallest VMIDs Proxmox accepts (design §7).
 const VMID_RANGE: std::ops::RangeInclusive<u64> = 100..=999_999_999;

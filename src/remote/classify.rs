@@ -17,7 +17,7 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
-use crate::error::{Error, Result};
+use crate::base::error::{Error, Result};
 use crate::ssh::Output;
 
 use super::{gate_refusal, tail};

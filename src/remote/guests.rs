@@ -32,8 +32,8 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 use super::Remote;
+use crate::base::error::{Error, Result};
 use crate::catalog::{self, ops};
-use crate::error::{Error, Result};
 use crate::invocation::Invocation;
 
 /// How long a guest map is used before it is read again.

@@ -23,9 +23,9 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use crate::base::error::{Error, Result};
+use crate::base::gate_protocol::{Kind as GateKind, Refusal as GateRefusal};
 use crate::catalog::{self, NodeFrom, Op, ops};
-use crate::error::{Error, Result};
-use crate::host::gate::protocol::{Kind as GateKind, Refusal as GateRefusal};
 use crate::invocation::Invocation;
 use crate::ssh::Output;
 

@@ -14,7 +14,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::transport::{BoxFuture, Transport};
-use crate::error::{Error, Result};
+use crate::base::error::{Error, Result};
 use crate::ssh::Output;
 
 /// What the host answered to one command.

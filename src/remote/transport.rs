@@ -11,7 +11,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
-use crate::error::Result;
+use crate::base::error::Result;
 use crate::ssh::{Bounded, Output, Session};
 
 /// A boxed `Send` future, as the transport's methods return.

@@ -19,7 +19,7 @@ use russh::keys::{Algorithm, HashAlg, PrivateKey, PrivateKeyWithHashAlg, PublicK
 
 use super::hostkey::Verifier;
 use super::{Target, sha256};
-use crate::error::{Error, Result};
+use crate::base::error::{Error, Result};
 
 /// A key file, loaded before connecting so permission and path problems fail before any
 /// network traffic.

@@ -25,7 +25,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::error::{Error, Result};
+use crate::base::error::{Error, Result};
 
 /// What `~/.ssh/config` says about one host alias. `None` / empty means "not set": the caller
 /// applies its own defaults (design §4: `-u` defaults to `zen-agent`, port 22, …).

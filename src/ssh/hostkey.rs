@@ -13,7 +13,7 @@ use russh::client;
 use russh::keys::{Algorithm, PublicKey};
 
 use super::{HostKeyPolicy, Target, describe, known_hosts, sha256};
-use crate::error::{Error, Result};
+use crate::base::error::{Error, Result};
 
 /// What the handshake learnt about the host key, read back by the session once connected.
 #[derive(Default)]

@@ -44,7 +44,8 @@ use std::time::Duration;
 
 use russh::keys::{HashAlg, PublicKey};
 
-use crate::error::{Error, Result};
+use crate::base::error::{Error, Result};
+use crate::base::text::MAX_COMMAND_LINE;
 
 pub use session::{MAX_CONCURRENT_CHANNELS, Session};
 
@@ -210,15 +211,6 @@ impl Bounded {
         }
     }
 }
-
-/// The longest command line a host can run: sshd hands it on as one string — the `-c`
-/// argument of the account's shell, or the `SSH_ORIGINAL_COMMAND=…` variable of a forced
-/// command such as the gate — and the kernel refuses any single argument or variable over
-/// MAX_ARG_STRLEN (32 pages, 131072 bytes with its NUL) before that program starts. The
-/// environment variable is the tighter one: 131072 − `SSH_ORIGINAL_COMMAND=` − NUL. A longer
-/// line would fail on the host with nothing but sshd's own log to show for it (the gate
-/// never starts, so it writes no record), so the client refuses it before sending.
-pub const MAX_COMMAND_LINE: usize = 131_072 - "SSH_ORIGINAL_COMMAND=".len() - 1;
 
 /// The exact string sent in the SSH `exec` request for `argv`: each argument POSIX-quoted and
 /// joined with spaces, so the remote shell's word splitting gives back `argv` unchanged.

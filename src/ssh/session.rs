@@ -22,7 +22,7 @@ use tokio::time::Instant;
 use super::auth::{KeyFile, authenticate, load_identities};
 use super::hostkey::{Ended, HandlerError, HostKeyOutcome, Verifier};
 use super::{Bounded, Output, Target, command_line, known_hosts};
-use crate::error::{Error, Result};
+use crate::base::error::{Error, Result};
 
 /// At most this many channels run at once on one connection. OpenSSH's sshd allows
 /// `MaxSessions 10` by default; staying at 8 leaves room for the host's own tools (and a

@@ -9,9 +9,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::json;
 
-use crate::approval::time::{describe_duration, format_rfc3339};
 use crate::approval::{self, Approval, CLOCK_SKEW, MAX_TTL, NAMESPACE, Statement, VERSION_LINE};
-use crate::error::{Error, Result};
+use crate::base::error::{Error, Result};
+use crate::base::time::{describe_duration, format_rfc3339};
 use crate::output::{self, Format, Output};
 
 /// Longest statement read (a real one is a few hundred bytes).

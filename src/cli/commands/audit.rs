@@ -3,7 +3,7 @@
 use serde_json::{Value, json};
 
 use super::Failure;
-use crate::error::{Error, Result};
+use crate::base::error::{Error, Result};
 use crate::output::{self, Output};
 
 /// `pxagent audit show [--op GLOB] [--host GLOB] [--decision D] [--vmid N] [--since WHEN]

@@ -4,10 +4,11 @@
 
 use std::sync::Arc;
 
+use crate::base::error::{Error, Result};
+use crate::base::runtime::runtime;
 use crate::batch::{self, Options};
 use crate::cli::settings::Settings;
-use crate::context::{Context, runtime};
-use crate::error::{Error, Result};
+use crate::context::Context;
 use crate::fleet::Fleet;
 
 /// Run the batch; its exit code.
@@ -103,6 +104,6 @@ pub fn run(s: &Settings, ctx: &Context, fleet: Option<&Fleet>, stop_on_error: bo
         })
         .await;
         let failures: Vec<u8> = codes.into_iter().filter(|c| *c != 0).collect();
-        Ok(crate::error::overall_exit_code(&failures))
+        Ok(crate::base::error::overall_exit_code(&failures))
     })
 }

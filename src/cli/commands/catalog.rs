@@ -2,9 +2,8 @@
 
 use serde_json::{Value, json};
 
+use crate::base::error::Result;
 use crate::catalog::{self, OPS};
-use crate::error::Result;
-use crate::invocation;
 use crate::output::Output;
 
 /// Print the catalog.
@@ -35,7 +34,7 @@ pub fn catalog(out: &Output) -> Result<u8> {
                 .into_iter()
                 .flatten()
                 .filter_map(Value::as_str)
-                .map(invocation::quote_word)
+                .map(crate::base::text::quote_word)
                 .collect();
             let profiles: Vec<&str> = o["profiles"]
                 .as_array()

@@ -3,8 +3,8 @@
 //! command tree that parses the command line, so they cannot drift from it. Local: nothing is
 //! sent, no host needed.
 
+use crate::base::error::{Error, Result};
 use crate::cli::command;
-use crate::error::{Error, Result};
 use crate::output;
 
 /// Print the completion script for `shell`.
@@ -26,7 +26,7 @@ pub fn man(path: &[String]) -> Result<u8> {
         cmd = cmd.find_subcommand(word).ok_or_else(|| {
             Error::usage(format!(
                 "no command `pxagent {}`: see `pxagent --help`",
-                crate::catalog::kind::printable(&path.join(" "))
+                crate::base::text::printable(&path.join(" "))
             ))
         })?;
     }

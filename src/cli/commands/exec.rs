@@ -4,10 +4,11 @@
 
 use serde_json::{Value, json};
 
+use crate::base::error::Result;
+use crate::base::runtime::runtime;
 use crate::cli::settings::Settings;
-use crate::context::{Context, runtime};
+use crate::context::Context;
 use crate::engine::{Connector, OnceConnector, Trail};
-use crate::error::Result;
 use crate::exec::Request;
 use crate::output::{self, Format, Output};
 
@@ -61,7 +62,7 @@ pub fn exec(
     // Once the command is sent, a signal still leaves its audit record (issue 12).
     let armed = trail.sending();
     let data = rt.block_on(async {
-        let r = crate::signals::interruptible(
+        let r = crate::base::signals::interruptible(
             engine.exec(req, s.confirm.as_deref(), trail),
             &armed,
             || {},
@@ -166,8 +167,8 @@ fn quote_guest(req: &Request) -> String {
     format!(
         "{} {} -- {}",
         req.op.cli.join(" "),
-        crate::catalog::kind::printable(&req.vmid),
-        crate::catalog::kind::printable(&crate::invocation::quote_argv(&req.argv))
+        crate::base::text::printable(&req.vmid),
+        crate::base::text::printable(&crate::base::text::quote_argv(&req.argv))
     )
 }
 

@@ -8,11 +8,12 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::audit::Via;
+use crate::base::error::{Error, Result};
+use crate::base::runtime::runtime;
 use crate::catalog::Risk;
 use crate::cli::settings::Settings;
-use crate::context::{Context, runtime};
+use crate::context::Context;
 use crate::engine::{Engine, Trail};
-use crate::error::{Error, Result};
 use crate::fleet::{Fleet, HostResult};
 use crate::invocation::Invocation;
 use crate::output::{Format, Output};

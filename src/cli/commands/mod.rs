@@ -17,10 +17,10 @@ mod status;
 mod sudoers;
 mod version;
 
+use crate::base::error::Result;
 use crate::cli::settings::{Cmd, Settings};
 use crate::context::Context;
 use crate::engine::Trail;
-use crate::error::Result;
 use crate::output::Output;
 use crate::remote::Remote;
 use crate::ssh::Target;
@@ -129,7 +129,7 @@ fn fleet(s: &Settings, ctx: &Context) -> Result<Option<crate::fleet::Fleet>> {
 fn no_fleet(s: &Settings, ctx: &Context, what: &str) -> Result<()> {
     match fleet(s, ctx)? {
         None => Ok(()),
-        Some(_) => Err(crate::error::Error::usage(format!(
+        Some(_) => Err(crate::base::error::Error::usage(format!(
             "--hosts/--all-hosts are for reads, status, batch and changes of the catalog; run {what} with -H HOST, once per host"
         ))),
     }

@@ -3,10 +3,11 @@
 
 use serde_json::Value;
 
+use crate::base::error::{Error, Result};
+use crate::base::runtime::runtime;
 use crate::cli::settings::Settings;
-use crate::context::{Context, runtime};
+use crate::context::Context;
 use crate::engine::{Engine, OnceConnector, Trail};
-use crate::error::{Error, Result};
 use crate::invocation::{Invocation, Named};
 use crate::output::Output;
 use crate::views::Filter;
@@ -144,7 +145,7 @@ fn run_connected(
     };
     let armed = trail.sending();
     let done = rt.block_on(async {
-        let r = crate::signals::interruptible(
+        let r = crate::base::signals::interruptible(
             engine.execute(inv, given, trail, &mut show),
             &armed,
             || {
@@ -222,7 +223,7 @@ fn no_wait(
     };
     let armed = trail.sending();
     let data = rt.block_on(async {
-        let r = crate::signals::interruptible(
+        let r = crate::base::signals::interruptible(
             engine.start(inv, given, trail, &mut spawn),
             &armed,
             || {},

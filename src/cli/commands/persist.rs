@@ -3,9 +3,10 @@
 
 use serde_json::{Value, json};
 
+use crate::base::error::Result;
+use crate::base::runtime::runtime;
 use crate::cli::settings::Settings;
-use crate::context::{Context, runtime};
-use crate::error::Result;
+use crate::context::Context;
 use crate::output::Output;
 
 /// One holder's line: what it holds, or that nobody answers on its socket.

@@ -3,10 +3,11 @@
 use serde_json::json;
 
 use super::{Failure, open};
+use crate::base::error::Error;
+use crate::base::runtime::runtime;
 use crate::catalog::Profile;
-use crate::context::{Context, runtime};
+use crate::context::Context;
 use crate::engine::Trail;
-use crate::error::Error;
 use crate::host::preflight::{self, Check, Status};
 use crate::output::{self, Format, Output};
 

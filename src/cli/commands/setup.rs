@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use crate::error::Result;
+use crate::base::error::Result;
 use crate::host::setup::{self, RevokeOptions, SetupOptions};
 use crate::output::{self, Format, Output};
 

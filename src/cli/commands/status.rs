@@ -3,10 +3,11 @@
 use serde_json::{Value, json};
 
 use super::open;
+use crate::base::error::Result;
+use crate::base::runtime::runtime;
 use crate::catalog::{self, ops};
-use crate::context::{Context, runtime};
+use crate::context::Context;
 use crate::engine::Trail;
-use crate::error::Result;
 use crate::output::Output;
 use crate::remote::Remote;
 

@@ -3,7 +3,7 @@
 use serde_json::json;
 
 use super::Failure;
-use crate::error::{Error, Result};
+use crate::base::error::{Error, Result};
 use crate::host::sudoers::lint::{self, Severity};
 use crate::host::sudoers::render::{self, RenderOptions};
 use crate::output::{self, Format, Output};

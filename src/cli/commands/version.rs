@@ -5,10 +5,11 @@
 use serde_json::{Value, json};
 
 use super::Failure;
+use crate::base::error::Result;
+use crate::base::runtime::runtime;
 use crate::cli::settings::Settings;
-use crate::context::{Context, runtime};
+use crate::context::Context;
 use crate::engine::Trail;
-use crate::error::Result;
 use crate::invocation::Invocation;
 use crate::output::{Format, Output};
 

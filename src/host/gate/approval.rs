@@ -13,11 +13,11 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use super::protocol::{ApprovalRequest, FileState, Kind, Refusal};
 use super::{Context, Options, trusted_file};
 use crate::approval::{
     self, Approvers, DEFAULT_TTL, NonceStore, Pending, Place, Rejection, Request, Statement,
 };
+use crate::base::gate_protocol::{ApprovalRequest, FileState, Kind, Refusal};
 use crate::invocation::Invocation;
 
 /// Check the approval for `inv`; `Ok` is the approver's key fingerprint. `rule` names the
@@ -69,7 +69,7 @@ pub(super) fn check(
                 Ok(()) => {
                     r.approval_request = Some(ApprovalRequest {
                         statement: st.text(),
-                        expires: approval::time::format_rfc3339(st.expires),
+                        expires: crate::base::time::format_rfc3339(st.expires),
                         sign_with: vec![
                             format!("pxagent approve --key ~/.ssh/id_ed25519 FILE"),
                             format!(

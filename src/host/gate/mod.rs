@@ -26,7 +26,6 @@
 //! policy, the limits and the approvals; nothing else in pxagent depends on it.
 
 pub mod approval;
-pub mod protocol;
 pub mod syslog;
 
 use std::collections::BTreeMap;
@@ -37,9 +36,9 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
-use self::protocol::{Envelope, Hello, Kind, Refusal, Request};
+use crate::base::error::Error;
+use crate::base::gate_protocol::{self as protocol, Envelope, Hello, Kind, Refusal, Request};
 use crate::catalog::{self, Op, ops};
-use crate::error::Error;
 use crate::invocation::Invocation;
 use crate::policy::{Decision, Policy, Transfer};
 
@@ -291,7 +290,7 @@ fn check(
                 Kind::NotAllowed,
                 format!(
                     "`{}` is refused: this account runs only pxagent's catalog operations (`sudo -n /absolute/tool args…`)",
-                    crate::catalog::kind::printable(&crate::invocation::quote_argv(words))
+                    crate::base::text::printable(&crate::base::text::quote_argv(words))
                 ),
             ));
         }
@@ -301,7 +300,7 @@ fn check(
             Kind::NotAllowed,
             format!(
                 "`{}` is refused: {e}",
-                crate::catalog::kind::printable(&crate::invocation::quote_argv(tool_argv))
+                crate::base::text::printable(&crate::base::text::quote_argv(tool_argv))
             ),
         )
     })?;

@@ -61,7 +61,7 @@ pub fn free_text(text: &str) -> Value {
 /// The marker that stands for a value too long to keep: its start, its full length in bytes
 /// and the SHA-256 of all of it, so the record still identifies what was sent.
 pub fn cut_marker(text: &str) -> Value {
-    let sum = crate::catalog::kind::sha256_hex(text.as_bytes());
+    let sum = crate::base::text::sha256_hex(text.as_bytes());
     json!({
         "cut": true,
         "start": text.chars().take(KEEP).collect::<String>(),
@@ -236,10 +236,7 @@ mod tests {
         let m = &argv[8];
         assert_eq!(m["cut"], true);
         assert_eq!(m["bytes"], 100_000);
-        assert_eq!(
-            m["sha256"],
-            crate::catalog::kind::sha256_hex(pad.as_bytes())
-        );
+        assert_eq!(m["sha256"], crate::base::text::sha256_hex(pad.as_bytes()));
         assert!(m["start"].as_str().unwrap().starts_with("AAAA"));
         assert_eq!(rec["reason"]["bytes"], 20_000 + "`` is refused".len());
         assert_eq!(rec["client"], "127.0.0.1");

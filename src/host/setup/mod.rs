@@ -36,8 +36,8 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
-use crate::catalog::kind::printable;
-use crate::error::{Error, Result};
+use crate::base::error::{Error, Result};
+use crate::base::text::printable;
 use crate::host::sudoers::render::{RenderOptions, validate_user};
 use crate::policy::Policy;
 use crate::ssh::pubkey::{PublicKeyLine, parse_public_key};

@@ -4,7 +4,7 @@
 
 use super::script::Script;
 use super::{ACCOUNT_COMMENT, KEYS_DIR, NONCE_DIR, STATE_BASE, SUDOERS_DIR, SetupOptions};
-use crate::error::Result;
+use crate::base::error::Result;
 use crate::host::sudoers::render as sudoers;
 
 const COMMON: &str = include_str!("common.sh");

@@ -4,8 +4,9 @@
 //! become an alternation of digit patterns (`1[0-9]{2}|250`). The generator is the classic
 //! split-by-digit-position construction; a brute-force test checks it against every number.
 
-use crate::catalog::kind::{VMID_MAX, VMID_MIN, printable};
-use crate::error::{Error, Result};
+use crate::base::error::{Error, Result};
+use crate::base::text::printable;
+use crate::catalog::kind::{VMID_MAX, VMID_MIN};
 
 /// A non-empty, validated list of inclusive VMID ranges.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -8,9 +8,9 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use crate::catalog::kind::printable;
+use crate::base::error::{Error, Result};
+use crate::base::text::printable;
 use crate::catalog::{Area, OPS, Op, Profile, Risk};
-use crate::error::{Error, Result};
 
 use super::ranges::Ranges;
 

@@ -35,13 +35,13 @@ use ::regex::Regex;
 use super::lexer::logical_lines;
 use super::parser::{Args, Cmnd, Entry, parse_entry};
 use super::regex::ere_to_regex;
+use crate::base::gate_protocol::{Request, parse_command};
+use crate::base::text::quote_argv;
 use crate::catalog::inverse::parse_argv;
 use crate::catalog::kind::Kind;
 use crate::catalog::{Arg, OPS, Op, samples, select};
-use crate::host::gate::protocol::{Request, parse_command};
 use crate::host::sudoers::ranges::Ranges;
 use crate::host::sudoers::render::{RenderOptions, render};
-use crate::invocation::quote_argv;
 
 /// Kinds whose client check is narrower than their regex, and why the regex cannot say it.
 const NARROWED: &[(Kind, &str)] = &[

@@ -98,12 +98,7 @@ pub(super) fn check_risky(base: &str, r: &Risky, args: &Args, display: &str) -> 
     });
     let admits = |w: &Option<String>| {
         w.as_ref()
-            .map(|w| {
-                format!(
-                    "; it admits `{base} {}`",
-                    crate::catalog::kind::printable(w)
-                )
-            })
+            .map(|w| format!("; it admits `{base} {}`", crate::base::text::printable(w)))
             .unwrap_or_default()
     };
     let (severity, note) = if r.class.always_error() {
@@ -321,7 +316,7 @@ pub(super) fn check_other_pve(o: &OtherPve, args: &Args, display: &str) -> Vec<F
             format!(
                 "`{display}` admits `{} {}`: {}",
                 o.name,
-                crate::catalog::kind::printable(&w),
+                crate::base::text::printable(&w),
                 o.how
             ),
             FIX_DROP,

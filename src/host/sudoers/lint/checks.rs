@@ -493,7 +493,7 @@ pub(super) fn check_pve_tool(tool: Tool, path: &str, args: &Args, display: &str)
             };
             let (errors, warnings): (Vec<_>, Vec<_>) =
                 found.iter().partition(|(d, _)| d.severity == Severity::Error);
-            let line = |w: &str| format!("`{name} {}`", crate::catalog::kind::printable(w));
+            let line = |w: &str| format!("`{name} {}`", crate::base::text::printable(w));
             if !hits.is_empty() || !errors.is_empty() {
                 let mut shown: Vec<String> = hits.iter().take(3).map(|h| line(h)).collect();
                 for (_, w) in &errors {

@@ -84,7 +84,7 @@ pub enum Error {
 
     /// The host gate refused the request (issue 11); nothing ran on the host.
     #[error("the host refused: {}", .0.message)]
-    Host(Box<crate::host::gate::protocol::Refusal>),
+    Host(Box<super::gate_protocol::Refusal>),
 
     /// A bug in pxagent.
     #[error("internal error: {0}")]
@@ -134,7 +134,7 @@ impl Error {
             Error::SudoRefused(_) => 9,
             Error::Internal(_) => 10,
             Error::Host(r) => {
-                use crate::host::gate::protocol::Kind;
+                use super::gate_protocol::Kind;
                 match r.kind {
                     Kind::BadRequest => 2,
                     Kind::PolicyRefused | Kind::PolicyUnavailable => 3,

@@ -4,7 +4,7 @@
 //! What reaches the gate is the SSH command line (`SSH_ORIGINAL_COMMAND`), one of:
 //!
 //! - **a plain catalog line**, exactly as pxagent sends it today: `sudo -n /abs/tool args…`,
-//!   each word quoted by [`crate::invocation::quote_argv`] (so `ssh host 'sudo -n
+//!   each word quoted by [`crate::base::text::quote_argv`] (so `ssh host 'sudo -n
 //!   /usr/bin/pvesh get /version --output-format json'` keeps working for people). The line
 //!   must be in that canonical quoting: re-quoting its words must give back the same bytes.
 //! - **an envelope**: `pxagent-gate/1 <base64url of a JSON object>` (no padding), for what a
@@ -30,11 +30,11 @@ pub const PROTOCOL: &str = "pxagent-gate/1";
 pub const REFUSED_EXIT: u32 = 125;
 
 /// The largest command line the gate reads: the largest sshd can hand it at all
-/// ([`crate::ssh::MAX_COMMAND_LINE`], the kernel's limit on `SSH_ORIGINAL_COMMAND`), which the
+/// ([`crate::base::text::MAX_COMMAND_LINE`], the kernel's limit on `SSH_ORIGINAL_COMMAND`), which the
 /// client also refuses to exceed. A longer line never starts the gate, so it leaves no gate
 /// record (sshd's log has the session); the check here only matters when the gate is started
 /// some other way.
-pub const MAX_LINE: usize = crate::ssh::MAX_COMMAND_LINE;
+pub const MAX_LINE: usize = crate::base::text::MAX_COMMAND_LINE;
 
 /// What the client puts in an envelope.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -127,7 +127,7 @@ pub fn parse_command(line: Option<&str>) -> Result<Request, Box<Refusal>> {
             Kind::Unsupported,
             format!(
                 "the client speaks pxagent-gate/{} but this gate speaks {PROTOCOL} only: install the same pxagent version on both sides",
-                crate::catalog::kind::printable(version)
+                crate::base::text::printable(version)
             ),
         )));
     }
@@ -143,7 +143,7 @@ pub fn parse_command(line: Option<&str>) -> Result<Request, Box<Refusal>> {
             "an empty command: this account has no shell, only pxagent's catalog operations",
         )));
     }
-    if crate::invocation::quote_argv(&words) != line {
+    if crate::base::text::quote_argv(&words) != line {
         return Err(Box::new(Refusal::new(
             Kind::NotAllowed,
             "the command line is not in pxagent's canonical form (one command, words quoted only where needed); extra text, comments, chaining and redirections are refused",
@@ -357,7 +357,7 @@ mod tests {
         };
         let cmd = env.to_command();
         assert_eq!(
-            crate::invocation::quote_argv(&cmd),
+            crate::base::text::quote_argv(&cmd),
             cmd.join(" "),
             "no quoting needed"
         );
