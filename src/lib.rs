@@ -16,23 +16,14 @@
 
 pub mod approval;
 pub mod audit;
-pub mod audit_query;
 pub mod base;
 pub mod batch;
 pub mod catalog;
 pub mod cli;
 pub mod config;
-pub mod confirm;
-pub mod context;
 pub mod engine;
-pub mod exec;
-pub mod fleet;
 pub mod host;
-pub mod invocation;
-pub mod limits;
-pub mod logging;
 pub mod mcp;
-pub mod observe;
 pub mod output;
 pub mod persist;
 pub mod policy;

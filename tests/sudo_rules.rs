@@ -877,7 +877,7 @@ fn every_upid_the_client_accepts_is_admitted_by_sudo_and_no_other() {
 #[test]
 fn download_urls_with_a_query_are_admitted_and_none_breaks_out() {
     use pxagent::catalog::find;
-    use pxagent::invocation::Invocation;
+    use pxagent::catalog::invocation::Invocation;
     let _guard = lock();
     let _installed = Installed::new(&render("full", &[]));
     let op = find("iso.download").unwrap();

@@ -20,6 +20,8 @@
 mod check;
 mod nonces;
 mod pending;
+pub mod preview;
+mod rejection;
 mod sshsig;
 mod statement;
 
@@ -30,9 +32,10 @@ use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-pub use check::{Rejection, Request, Verified, check};
+pub use check::{Request, Verified, check};
 pub use nonces::NonceStore;
 pub use pending::{MAX_PENDING, Pending};
+pub use rejection::Rejection;
 pub use sshsig::{Approver, Approvers, load_private_key, sign};
 pub use statement::{
     Place, Statement, valid_account, valid_arg_name, valid_host, valid_machine_id, valid_nonce,

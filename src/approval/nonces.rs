@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::time::UNIX_EPOCH;
 
 use super::MAX_TTL;
-use super::check::Rejection;
+use super::rejection::Rejection;
 use super::statement::valid_nonce;
 
 /// The directory of consumed nonces.

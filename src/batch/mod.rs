@@ -48,7 +48,7 @@ pub struct Options {
     pub stop_on_error: bool,
     /// Report what each request would send; connect to nothing.
     pub dry_run: bool,
-    /// How long a guest command may run (`--timeout`, else [`crate::exec::DEFAULT_TIMEOUT`]).
+    /// How long a guest command may run (`--timeout`, else [`crate::engine::guest::DEFAULT_TIMEOUT`]).
     pub exec_timeout: Duration,
     /// The host's label in every result line (fleets: `--hosts`); `None` for one host.
     pub label: Option<String>,

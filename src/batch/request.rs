@@ -6,8 +6,8 @@
 use serde_json::{Map, Value, json};
 
 use crate::base::error::{Error, Result};
+use crate::catalog::invocation::Invocation;
 use crate::catalog::{self, Op};
-use crate::invocation::Invocation;
 use crate::policy::Policy;
 
 /// The longest request line read (longer ones are an error result; the batch goes on).

@@ -268,7 +268,7 @@ mod tests {
         let mut n = 0;
         for op in OPS.iter().copied() {
             for raw in samples(op) {
-                let inv = crate::invocation::Invocation::new(op, raw).unwrap();
+                let inv = crate::catalog::invocation::Invocation::new(op, raw).unwrap();
                 let argv = inv.argv();
                 let found = parse_argv(&argv)
                     .unwrap_or_else(|e| panic!("{}: {argv:?} does not parse back: {e}", op.id));

@@ -10,7 +10,9 @@
 //! template yields the argv (with values) and the anchored sudoers regex (with each
 //! parameter kind's regex), which is why the client can never build a line sudo refuses.
 
+pub mod guest;
 pub mod inverse;
+pub mod invocation;
 pub mod kind;
 pub mod ops;
 pub mod pve;

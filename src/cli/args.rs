@@ -2,7 +2,7 @@
 //! catalog op, generated from the catalog so the CLI can never drift from it.
 //!
 //! clap only shapes the words here; values are validated by the parameter kinds in
-//! [`crate::invocation`], so every bad value gets the same one-line error and exit 2.
+//! [`crate::catalog::invocation`], so every bad value gets the same one-line error and exit 2.
 //!
 //! Flags come in two sets (issue 13, item 9): [`general_args`] (`-o`, `--color`, `-v`) on every
 //! command, and the host flags — [`connection_args`] and [`policy_args`], the one place to add

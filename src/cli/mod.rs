@@ -1,12 +1,14 @@
 //! The command-line front end: the only user of clap. Parsing is two steps (ripgrep's model):
 //! [`args`] shapes the words (the command tree, generated from the catalog), [`settings`]
 //! types them once into [`settings::Settings`] and a [`settings::Cmd`]; the commands in
-//! [`commands`] then work on typed values through a [`crate::context::Context`] and the
+//! [`commands`] then work on typed values through a [`crate::config::context::Context`] and the
 //! engine. Nothing outside this folder names clap; nothing here is global, so [`run`] can be
 //! called any number of times in one process.
 
 pub mod args;
 mod commands;
+pub mod fleet;
+pub mod logging;
 pub mod settings;
 
 pub use args::command;
@@ -35,7 +37,7 @@ pub fn run(args: Vec<OsString>) -> u8 {
         Err(e) => return clap_error(e, format),
     };
     let verbose = matches.get_count("verbose");
-    crate::logging::init(verbose);
+    crate::cli::logging::init(verbose);
     let (name, is_op) = path_name(&matches);
     let mut out = Output {
         format: matches

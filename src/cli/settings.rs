@@ -13,15 +13,15 @@ use std::time::Duration;
 use clap::ArgMatches;
 
 use crate::base::error::{Error, Result};
+use crate::catalog::invocation::{Invocation, Named};
 use crate::catalog::{self, How, Op, Profile};
-use crate::context::{self, ConnectArgs};
-use crate::exec::Request;
+use crate::config::context::{self, ConnectArgs};
+use crate::engine::guest::Request;
 use crate::host::setup::{
     AgentKey, Approvers, HostPath, HostPolicy, RevokeOptions, SetupOptions, SourceList, Sshd,
 };
 use crate::host::sudoers::ranges::Ranges;
 use crate::host::sudoers::render::RenderOptions;
-use crate::invocation::{Invocation, Named};
 use crate::output::Format;
 use crate::views::Filter;
 
@@ -68,7 +68,7 @@ pub enum Cmd {
     /// `pxagent status`.
     Status,
     /// `pxagent audit show [filters]`.
-    AuditShow(crate::audit_query::Filter),
+    AuditShow(crate::audit::query::Filter),
     /// `pxagent audit verify`.
     AuditVerify,
     /// `pxagent audit new-chain`.
@@ -368,15 +368,15 @@ impl Settings {
                 },
                 jump: get("jump"),
                 persist: get("persist")
-                    .map(|p| context::parse_persist(&p))
+                    .map(|p| crate::persist::parse_persist(&p))
                     .transpose()?,
             },
             hosts: get("hosts"),
             all_hosts: !local && host_flag(m, l, c, "all_hosts"),
             parallel: get("parallel")
-                .map(|p| crate::fleet::parse_parallel(&p))
+                .map(|p| crate::cli::fleet::parse_parallel(&p))
                 .transpose()?
-                .unwrap_or(crate::fleet::DEFAULT_PARALLEL),
+                .unwrap_or(crate::cli::fleet::DEFAULT_PARALLEL),
         })
     }
 }
@@ -412,8 +412,8 @@ pub fn command(m: &ArgMatches, s: &Settings) -> Result<Cmd> {
                 })?,
         ),
         ("man", _) => Cmd::Man(strings(sub, "command")),
-        ("audit", Some(("show", a))) => Cmd::AuditShow(crate::audit_query::Filter::parse(
-            crate::audit_query::FilterArgs {
+        ("audit", Some(("show", a))) => Cmd::AuditShow(crate::audit::query::Filter::parse(
+            crate::audit::query::FilterArgs {
                 since: string(a, "since"),
                 until: string(a, "until"),
                 op: string(a, "op"),
@@ -441,7 +441,7 @@ pub fn command(m: &ArgMatches, s: &Settings) -> Result<Cmd> {
             user: s
                 .connect
                 .named_user()
-                .unwrap_or(context::DEFAULT_USER)
+                .unwrap_or(crate::ssh::DEFAULT_USER)
                 .to_string(),
             groups: string(l, "groups")
                 .map(|g| {
@@ -550,7 +550,7 @@ fn approve_ttl(text: &str) -> Result<Duration> {
 }
 
 fn render_options(s: &Settings, r: &ArgMatches) -> Result<RenderOptions> {
-    let user = s.connect.named_user().unwrap_or(context::DEFAULT_USER);
+    let user = s.connect.named_user().unwrap_or(crate::ssh::DEFAULT_USER);
     let mut opts = RenderOptions::new(user)?;
     if let Some(p) = string(r, "profile") {
         opts.profile = Profile::parse(&p)?;
@@ -621,7 +621,7 @@ fn setup_options(s: &Settings, r: &ArgMatches) -> Result<SetupOptions> {
 }
 
 fn revoke_options(s: &Settings, r: &ArgMatches) -> Result<RevokeOptions> {
-    let mut o = RevokeOptions::new(s.connect.named_user().unwrap_or(context::DEFAULT_USER))?;
+    let mut o = RevokeOptions::new(s.connect.named_user().unwrap_or(crate::ssh::DEFAULT_USER))?;
     o.sshd = sshd_options(r)?;
     Ok(o)
 }
@@ -675,7 +675,7 @@ fn raw_values(path: &[&str], m: &ArgMatches) -> BTreeMap<&'static str, String> {
 }
 
 /// A guest command's request: the argv after `--`, stdin (read now: a file or `-`), file
-/// sync, and the wait (`--timeout`, else [`crate::exec::DEFAULT_TIMEOUT`]).
+/// sync, and the wait (`--timeout`, else [`crate::engine::guest::DEFAULT_TIMEOUT`]).
 fn exec_request(op: &'static Op, leaf: &ArgMatches, s: &Settings) -> Result<Request> {
     let stdin = match string(leaf, "stdin") {
         None => None,
@@ -709,6 +709,9 @@ fn exec_request(op: &'static Op, leaf: &ArgMatches, s: &Settings) -> Result<Requ
             .map(|p| Request::parse_pull(p))
             .collect::<Result<_>>()?,
         force: leaf.try_get_one::<bool>("force").ok().flatten() == Some(&true),
-        timeout: s.connect.timeout.unwrap_or(crate::exec::DEFAULT_TIMEOUT),
+        timeout: s
+            .connect
+            .timeout
+            .unwrap_or(crate::engine::guest::DEFAULT_TIMEOUT),
     })
 }

@@ -20,11 +20,12 @@ use std::future::Future;
 use serde_json::{Value, json};
 
 use crate::base::error::{Error, Result};
+use crate::catalog::invocation::Invocation;
 use crate::catalog::{self, Risk, ops};
-use crate::invocation::Invocation;
 use crate::policy::{Decision, GuestTags, Policy};
 use crate::remote::Remote;
 
+pub mod guest;
 mod trail;
 
 pub use trail::{Begun, Trail};
@@ -91,15 +92,15 @@ impl<C: Connector> Engine<'_, C> {
         trail: &mut Trail,
     ) -> Result<()> {
         trail.phrase = if self.interactive {
-            crate::confirm::gate(inv, given, policy_confirm)?
+            crate::policy::confirm::gate(inv, given, policy_confirm)?
         } else {
-            crate::confirm::gate_with(inv, given, policy_confirm, false, |_| {
+            crate::policy::confirm::gate_with(inv, given, policy_confirm, false, |_| {
                 Err(Error::Internal("no terminal to ask".into()))
             })?
         };
         // Quota is taken only once policy and confirmation have said yes (issue 6): a
         // refused call never uses up a limit.
-        crate::limits::admit(inv.op, self.policy)?;
+        crate::policy::limits::admit(inv.op, self.policy)?;
         Ok(())
     }
 
@@ -123,7 +124,7 @@ impl<C: Connector> Engine<'_, C> {
         let policy_confirm = self.judge(inv, trail).await?;
         // A wrong phrase is refused before anything is read (exit 4, nothing sent).
         if given.is_some() {
-            crate::confirm::gate_with(inv, given, policy_confirm, false, |_| {
+            crate::policy::confirm::gate_with(inv, given, policy_confirm, false, |_| {
                 Err(Error::Internal("no terminal to ask".into()))
             })?;
         }
@@ -162,7 +163,7 @@ impl<C: Connector> Engine<'_, C> {
     /// one read of the cluster's guests, the same the node lookup makes, gives its VMID and
     /// its node, so the op then needs no lookup of its own. The name is resolved before the
     /// policy decides (the policy judges the VMID), so even a refused call makes this read.
-    pub async fn named(&self, named: &crate::invocation::Named) -> Result<Invocation> {
+    pub async fn named(&self, named: &crate::catalog::invocation::Named) -> Result<Invocation> {
         let remote = self.connector.remote().await?;
         let guest = remote.guest_named(named.op, &named.name).await?;
         named.resolve(&guest)
@@ -197,7 +198,7 @@ impl<C: Connector> Engine<'_, C> {
         if inv.op.risk == Risk::Exec && !inv.op.runs_guest_command() {
             // Reading a guest process's status: policy and limits, no phrase, no task.
             trail.argv = inv.remote_argv();
-            let data = crate::exec::exec_status(self, inv).await?;
+            let data = crate::engine::guest::exec_status(self, inv).await?;
             return Ok(Done {
                 data,
                 warnings: Vec::new(),
@@ -282,9 +283,9 @@ impl<C: Connector> Engine<'_, C> {
     }
     /// Run any op of the catalog as the front ends without file sync do (the MCP server,
     /// `pxagent batch`): ordinary ops through [`Engine::execute`], a command inside a guest
-    /// through [`crate::exec::run`] with its `command` and `input_data` values and no file
+    /// through [`crate::engine::guest::run`] with its `command` and `input_data` values and no file
     /// transfers (they would read or write files of the machine pxagent runs on), waiting at
-    /// most `exec_timeout`; a guest process's status through [`crate::exec::exec_status`].
+    /// most `exec_timeout`; a guest process's status through [`crate::engine::guest::exec_status`].
     pub async fn run(
         &self,
         inv: &Invocation,
@@ -297,9 +298,9 @@ impl<C: Connector> Engine<'_, C> {
             return self.execute(inv, given, trail, progress).await;
         }
         let data = if inv.op.runs_guest_command() {
-            crate::exec::run(self, &guest_request(inv, exec_timeout), given, trail).await?
+            crate::engine::guest::run(self, &guest_request(inv, exec_timeout), given, trail).await?
         } else {
-            crate::exec::exec_status(self, inv).await?
+            crate::engine::guest::exec_status(self, inv).await?
         };
         Ok(Done {
             data,
@@ -312,11 +313,11 @@ impl<C: Connector> Engine<'_, C> {
     /// Returns the result document (`data` in JSON).
     pub async fn exec(
         &self,
-        req: &crate::exec::Request,
+        req: &crate::engine::guest::Request,
         given: Option<&str>,
         trail: &mut Trail,
     ) -> Result<Value> {
-        crate::exec::run(self, req, given, trail).await
+        crate::engine::guest::run(self, req, given, trail).await
     }
 
     /// `--no-wait`: decide here (policy, phrase, limits), then hand the op to a follower that
@@ -420,7 +421,7 @@ pub fn dry_run(policy: &Policy, inv: &Invocation, trail: &mut Trail) -> Result<V
     policy.check_downloads(inv)?;
     let verdict = dry_verdict(policy, inv)?;
     let mut data = inv.dry_run();
-    data["approval_statement"] = json!(crate::host::gate::approval::preview(inv));
+    data["approval_statement"] = json!(crate::approval::preview::preview(inv));
     data["policy"] = json!(verdict);
     Ok(data)
 }
@@ -446,9 +447,12 @@ fn dry_verdict(policy: &Policy, inv: &Invocation) -> Result<String> {
 
 /// The guest command of an exec op's invocation (its `command` and `input_data` values),
 /// without file transfers, waiting at most `timeout`.
-pub fn guest_request(inv: &Invocation, timeout: std::time::Duration) -> crate::exec::Request {
+pub fn guest_request(
+    inv: &Invocation,
+    timeout: std::time::Duration,
+) -> crate::engine::guest::Request {
     let value = |k: &str| inv.values.get(k).cloned();
-    crate::exec::Request {
+    crate::engine::guest::Request {
         op: inv.op,
         vmid: value("vmid").unwrap_or_default(),
         node: value("node"),
@@ -466,16 +470,16 @@ pub fn guest_request(inv: &Invocation, timeout: std::time::Duration) -> crate::e
 /// the policy's refusals (exit 3).
 pub fn dry_run_exec(
     policy: &Policy,
-    req: &crate::exec::Request,
+    req: &crate::engine::guest::Request,
     trail: &mut Trail,
 ) -> Result<Value> {
     trail.dry_run = true;
-    let (inv, argv) = crate::exec::check_request(req)?;
+    let (inv, argv) = crate::engine::guest::check_request(req)?;
     trail.set_argv(&inv);
     // A refusal is a refusal in a dry run too (exit 3, the same message).
     let verdict = dry_verdict(policy, &inv)?;
     policy.check_command(&inv, &argv)?;
-    crate::exec::check_transfers(policy, req, inv.op)?;
+    crate::engine::guest::check_transfers(policy, req, inv.op)?;
     trail.transfers = req.transfers();
     let mut data = inv.dry_run();
     data["policy"] = json!(verdict);

@@ -180,7 +180,7 @@ impl Trail {
     /// Record `inv`'s remote argv, with every guest-data value (`--stdin` text, a pushed
     /// file's content) replaced by its length and SHA-256: what went to the guest is
     /// identifiable, never readable, in the audit log.
-    pub fn set_argv(&mut self, inv: &crate::invocation::Invocation) {
+    pub fn set_argv(&mut self, inv: &crate::catalog::invocation::Invocation) {
         use crate::catalog::Kind;
         let mut values = inv.values.clone();
         for p in inv.op.params.iter().filter(|p| p.kind == Kind::GuestData) {
@@ -348,7 +348,7 @@ mod tests {
 
     #[test]
     fn guest_data_is_recorded_by_length_and_digest_only() {
-        let inv = crate::invocation::Invocation::new(
+        let inv = crate::catalog::invocation::Invocation::new(
             &ops::VM_EXEC,
             [
                 ("vmid", "100".to_string()),

@@ -88,10 +88,12 @@ pub async fn run(remote: &Remote, profile: Profile, user: &str) -> Vec<Check> {
     checks.extend(gate_checks);
 
     let tools = needed_tools(profile);
-    let version_argv =
-        crate::invocation::Invocation::new(&crate::catalog::ops::PVE_VERSION, Default::default())
-            .map(|i| i.remote_argv())
-            .unwrap_or_default();
+    let version_argv = crate::catalog::invocation::Invocation::new(
+        &crate::catalog::ops::PVE_VERSION,
+        Default::default(),
+    )
+    .map(|i| i.remote_argv())
+    .unwrap_or_default();
     let (id, sudo_v, sudo_l, version, tool_results) = match &gated {
         Some(h) => {
             let version = remote.session.exec(&version_argv).await;

@@ -8,8 +8,8 @@ use serde_json::{Map, Value, json};
 
 use super::*;
 use crate::base::error::{Error, Result};
+use crate::catalog::invocation::Invocation;
 use crate::catalog::{self, Area, Kind, Op, Risk, Select};
-use crate::invocation::Invocation;
 
 /// Turn a tool call's JSON arguments into the raw strings the CLI would have parsed, plus
 /// the `confirm` phrase. Integers become decimal strings (numeric strings are accepted as

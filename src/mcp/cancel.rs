@@ -26,9 +26,9 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::base::error::{Error, Result};
+use crate::catalog::invocation::Invocation;
 use crate::catalog::ops;
 use crate::engine::{Engine, Started, Trail, task_filter, task_upids};
-use crate::invocation::Invocation;
 
 use super::*;
 

@@ -65,7 +65,7 @@ pub struct Options {
 
 /// `pxagent mcp [--profile P] [--list-tools]`: serve MCP on stdin/stdout until the client
 /// closes stdin or a signal ends it (exit 0), or print the tool list and exit.
-pub fn serve(ctx: crate::context::Context, opts: Options) -> Result<u8> {
+pub fn serve(ctx: crate::config::context::Context, opts: Options) -> Result<u8> {
     let Options {
         profile,
         list_tools,
@@ -86,7 +86,7 @@ pub fn serve(ctx: crate::context::Context, opts: Options) -> Result<u8> {
         return Ok(0);
     }
     // Resolve the host before serving: a server without a host would only fail every call.
-    let target = crate::context::target_of(&ctx.connect, &ctx.config)?;
+    let target = crate::config::context::target_of(&ctx.connect, &ctx.config)?;
     let runtime = crate::base::runtime::runtime()?;
     let ended = runtime.block_on(async move {
         crate::output::write_stderr(&format!(

@@ -17,9 +17,9 @@ use serde_json::{Value, json};
 use super::*;
 use crate::audit::Via;
 use crate::base::error::{Error, Result};
+use crate::catalog::invocation::Invocation;
 use crate::catalog::{OPS, Profile, Risk};
 use crate::engine::{Engine, Started, Trail};
-use crate::invocation::Invocation;
 use crate::policy::Policy;
 use crate::ssh::Target;
 
@@ -31,7 +31,7 @@ pub struct Server {
     pub(super) host: String,
     pub(super) account: String,
     pub(super) tools: Vec<(ToolSpec, Tool)>,
-    /// How long a guest command may run (`--timeout`, else [`crate::exec::DEFAULT_TIMEOUT`]).
+    /// How long a guest command may run (`--timeout`, else [`crate::engine::guest::DEFAULT_TIMEOUT`]).
     pub(super) exec_timeout: Duration,
     /// The request ids the client cancelled (noted by the [`LineTransport`]).
     pub cancels: Arc<Cancels>,
@@ -50,7 +50,7 @@ impl Server {
         Server {
             exec_timeout: target
                 .command_timeout
-                .unwrap_or(crate::exec::DEFAULT_TIMEOUT),
+                .unwrap_or(crate::engine::guest::DEFAULT_TIMEOUT),
             host: target.display(),
             account: target.user.clone(),
             link: Arc::new(Link::new(target)),
@@ -113,7 +113,7 @@ impl Server {
     }
 
     /// One attempt over one connection. Commands inside guests have their own flow (several
-    /// remote steps) in [`crate::exec`]; the MCP server offers them without file sync (a
+    /// remote steps) in [`crate::engine::guest`]; the MCP server offers them without file sync (a
     /// push or pull would read or write files of the machine the server runs on).
     pub(super) async fn run_once(
         &self,

@@ -25,7 +25,7 @@ fn dangerous(c: char) -> bool {
     matches!(c,
         '\u{0}'..='\u{1f}' | '\u{7f}'..='\u{9f}'
         | '\u{61c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}'
-    ) || super::style::is_marker(c)
+    ) || is_marker(c)
 }
 
 fn escape_with(s: &str, keep: impl Fn(char, Option<char>) -> bool) -> Cow<'_, str> {
@@ -62,7 +62,7 @@ pub fn text(s: &str) -> Cow<'_, str> {
 /// A table cell or value that may carry pxagent's colour: like [`cell`], but colour markers
 /// stay (a state painted by [`super::style::state`] was escaped before it was painted).
 pub(super) fn painted_cell(s: &str) -> Cow<'_, str> {
-    escape_with(s, |c, _| super::style::is_marker(c))
+    escape_with(s, |c, _| is_marker(c))
 }
 
 /// The last net under a whole human answer (see [`super::Output::success`]): like [`text`],
@@ -71,8 +71,13 @@ pub(super) fn painted_cell(s: &str) -> Cow<'_, str> {
 /// never a terminal sequence.
 pub(super) fn net(s: &str) -> Cow<'_, str> {
     escape_with(s, |c, next| {
-        c == '\n' || c == '\t' || (c == '\r' && next == Some('\n')) || super::style::is_marker(c)
+        c == '\n' || c == '\t' || (c == '\r' && next == Some('\n')) || is_marker(c)
     })
+}
+
+/// Whether `c` is one of the colour markers of [`super::style`] (U+E000–U+E00F).
+pub fn is_marker(c: char) -> bool {
+    ('\u{e000}'..='\u{e00f}').contains(&c)
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@
 //! markers too), so the only markers that reach [`render`] are pxagent's own, and the only
 //! escape sequences that reach the terminal are the few SGR colours below.
 
+use super::escape::is_marker;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// `--color`: when to colour.
@@ -69,11 +70,6 @@ const RESET: &str = "\u{1b}[0m";
 const END: char = '\u{e000}';
 /// The first tone's marker; tone `i` of [`TONES`] is `FIRST + i`.
 const FIRST: u32 = 0xe001;
-
-/// Whether `c` is one of the colour layer's marker characters (U+E000–U+E00F).
-pub fn is_marker(c: char) -> bool {
-    ('\u{e000}'..='\u{e00f}').contains(&c)
-}
 
 static STDOUT: AtomicBool = AtomicBool::new(false);
 static STDERR: AtomicBool = AtomicBool::new(false);

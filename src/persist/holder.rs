@@ -25,7 +25,7 @@ use crate::ssh::Session;
 /// The most memos a holder keeps.
 const MAX_MEMOS: usize = 16;
 /// The most stdin a caller may send with one command (a container file push's limit).
-const MAX_STDIN: usize = crate::exec::CT_FILE_MAX;
+const MAX_STDIN: usize = crate::catalog::guest::CT_FILE_MAX;
 
 struct State {
     session: Session,

@@ -51,6 +51,22 @@ use crate::base::error::{Error, Result};
 use crate::remote::Remote;
 use crate::ssh::{HostKeyPolicy, Session, Target};
 
+/// The longest `--persist`: a holder of a connection lasts at most a day after its last call.
+pub const MAX_PERSIST: Duration = Duration::from_secs(24 * 3600);
+
+/// Parse `--persist` / `persist:`: a duration such as `30s`, `10m`, `1h` (or whole seconds),
+/// more than zero and at most [`MAX_PERSIST`].
+pub fn parse_persist(text: &str) -> Result<Duration> {
+    crate::base::time::parse_duration(text)
+        .filter(|d| *d <= MAX_PERSIST)
+        .ok_or_else(|| {
+            Error::usage(format!(
+                "invalid persist duration '{}': expected e.g. 30s, 10m or 1h (at most 24h)",
+                crate::base::text::printable(text)
+            ))
+        })
+}
+
 /// A connected host for `target`: through a persistent connection kept `persist` after the
 /// last call, or (`None`) a connection of this process.
 pub async fn connect(target: &Target, persist: Option<Duration>) -> Result<Remote> {

@@ -32,8 +32,8 @@ use std::collections::BTreeSet;
 use super::allowlist::Allowlist;
 use super::schema::{Action, Limit, Rule};
 use crate::base::error::{Error, Result};
+use crate::catalog::invocation::Invocation;
 use crate::catalog::{Kind, Op, Risk};
-use crate::invocation::Invocation;
 
 /// What the policy says about an invocation it does not refuse.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,7 +55,7 @@ pub enum Decision {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Confirmation {
     /// The exact phrase: the catalog's phrase when the op has one (`yes destroy 100`), else
-    /// [`crate::confirm::policy_phrase`] (`yes vm start 100`), bound to the target.
+    /// [`crate::policy::confirm::policy_phrase`] (`yes vm start 100`), bound to the target.
     pub phrase: String,
     /// The rule that demanded it, for messages: `policy.ops.vm.* in /path/config.yaml`.
     pub rule: String,
@@ -348,7 +348,7 @@ impl Policy {
             Some((key, r)) if r.action == Action::Confirm => Ok(Decision::Confirm(Confirmation {
                 phrase: inv
                     .phrase()
-                    .unwrap_or_else(|| crate::confirm::policy_phrase(inv)),
+                    .unwrap_or_else(|| crate::policy::confirm::policy_phrase(inv)),
                 rule: format!("policy.ops.{key} in {}", self.source),
                 reason: r.reason.clone(),
             })),

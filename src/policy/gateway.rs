@@ -102,7 +102,7 @@ pub fn parse(text: &str, source: &str) -> Result<PolicyConfig> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::invocation::Invocation;
+    use crate::catalog::invocation::Invocation;
     use crate::policy::Policy;
 
     const REGISTRY: &str = r#"{"version":"1","default":"deny","tools":{"vm_exec":{"limits":[{"counter":"vm_exec_rate","window":"minute","max":10,"scope":"grant"}]}}}"#;

@@ -276,7 +276,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::invocation::Invocation;
+    use crate::catalog::invocation::Invocation;
     use crate::policy::Decision;
     use crate::policy::schema::{Action, Rule};
 
@@ -462,7 +462,7 @@ protect: [100, 105, keep]
         } else {
             "100"
         };
-        let inv = crate::invocation::Invocation::new(
+        let inv = crate::catalog::invocation::Invocation::new(
             op,
             [
                 ("vmid", vmid.to_string()),

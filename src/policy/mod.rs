@@ -29,9 +29,11 @@
 //! policy knows nothing of the config file or of the counters' state file.
 
 pub mod allowlist;
+pub mod confirm;
 pub mod eval;
 pub mod gateway;
 pub mod groups;
+pub mod limits;
 pub mod load;
 pub mod schema;
 

@@ -27,7 +27,7 @@
 //!
 //! A rule is `allow`, `deny` or `confirm`, or the map `{action: …, reason: "…"}` (the reason
 //! is shown in the refusal). The map form also takes `limits` (rate limits, counted by
-//! [`crate::limits`]) and `commands` (an argv allowlist, compiled by [`super::allowlist`]);
+//! [`crate::policy::limits`]) and `commands` (an argv allowlist, compiled by [`super::allowlist`]);
 //! `action` may then be left out (it is `allow`).
 
 use std::collections::BTreeMap;

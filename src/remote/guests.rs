@@ -33,8 +33,8 @@ use tokio::time::Instant;
 
 use super::Remote;
 use crate::base::error::{Error, Result};
+use crate::catalog::invocation::Invocation;
 use crate::catalog::{self, ops};
-use crate::invocation::Invocation;
 
 /// How long a guest map is used before it is read again.
 pub const MAX_AGE: Duration = Duration::from_secs(10);

@@ -25,8 +25,9 @@ use serde_json::Value;
 
 use crate::base::error::{Error, Result};
 use crate::base::gate_protocol::{Kind as GateKind, Refusal as GateRefusal};
+use crate::catalog::invocation::GuestRef;
+use crate::catalog::invocation::Invocation;
 use crate::catalog::{self, NodeFrom, Op, ops};
-use crate::invocation::Invocation;
 use crate::ssh::Output;
 
 pub use classify::classify;
@@ -43,19 +44,6 @@ pub struct Outcome {
     pub upid: Option<String>,
     /// The node the op ran against.
     pub node: Option<String>,
-}
-
-/// A guest as `/cluster/resources` lists it: what a name stands for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GuestRef {
-    /// Its VMID.
-    pub vmid: u64,
-    /// The node it is on.
-    pub node: String,
-    /// `qemu` or `lxc`.
-    pub kind: String,
-    /// Its name (a container's host name), when it has one.
-    pub name: Option<String>,
 }
 
 /// The message for a guest of a kind `op` does not take (`200 is a container: use

@@ -49,6 +49,42 @@ use crate::base::text::MAX_COMMAND_LINE;
 
 pub use session::{MAX_CONCURRENT_CHANNELS, Session};
 
+/// The default agent account.
+pub const DEFAULT_USER: &str = "zen-agent";
+
+/// Split `user@host:port` / `host:port` / `[v6]:port` / `host`.
+pub fn split_host(spec: &str) -> Result<(Option<String>, String, Option<u16>)> {
+    let bad = || {
+        Error::usage(format!(
+            "invalid host '{}': expected NAME, HOST, USER@HOST or USER@HOST:PORT",
+            crate::base::text::printable(spec)
+        ))
+    };
+    let (user, rest) = match spec.rsplit_once('@') {
+        Some((u, r)) => (Some(u.to_string()), r),
+        None => (None, spec),
+    };
+    let (host, port) = if let Some(inner) = rest.strip_prefix('[') {
+        let (h, after) = inner.split_once(']').ok_or_else(bad)?;
+        let port = match after.strip_prefix(':') {
+            Some(p) => Some(p.parse().map_err(|_| bad())?),
+            None if after.is_empty() => None,
+            None => return Err(bad()),
+        };
+        (h.to_string(), port)
+    } else {
+        match rest.split_once(':') {
+            Some((h, p)) => (h.to_string(), Some(p.parse().map_err(|_| bad())?)),
+            None => (rest.to_string(), None),
+        }
+    };
+    let ok = regex::Regex::new(r"^[A-Za-z0-9._:%-]{1,253}$").expect("static regex");
+    if !ok.is_match(&host) || host.starts_with('-') {
+        return Err(bad());
+    }
+    Ok((user, host, port))
+}
+
 /// What to do with a host whose key is not in known_hosts yet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HostKeyPolicy {

@@ -8,11 +8,11 @@ use crate::output::{self, Output};
 
 /// `pxagent audit show [--op GLOB] [--host GLOB] [--decision D] [--vmid N] [--since WHEN]
 /// [--until WHEN]`: the records that pass every filter, each with its target.
-pub fn audit_show(filter: &crate::audit_query::Filter, out: &Output) -> Result<u8> {
+pub fn audit_show(filter: &crate::audit::query::Filter, out: &Output) -> Result<u8> {
     let path = crate::audit::default_path()
         .ok_or_else(|| Error::usage("no HOME or XDG_STATE_HOME: there is no audit log"))?;
     // One line per operation: a two-phase op's started record and its completion as one.
-    let records = crate::audit_query::read(&path, filter)?;
+    let records = crate::audit::query::read(&path, filter)?;
     out.success("audit.show", json!(records), |d| {
         let rows: Vec<Vec<String>> = d
             .as_array()
@@ -26,7 +26,7 @@ pub fn audit_show(filter: &crate::audit_query::Filter, out: &Output) -> Result<u
                 };
                 let target = r["target"]
                     .as_object()
-                    .map(crate::audit_query::describe)
+                    .map(crate::audit::query::describe)
                     .unwrap_or_else(|| s("target"));
                 vec![
                     s("seq"),

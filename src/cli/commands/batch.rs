@@ -7,9 +7,9 @@ use std::sync::Arc;
 use crate::base::error::{Error, Result};
 use crate::base::runtime::runtime;
 use crate::batch::{self, Options};
+use crate::cli::fleet::Fleet;
 use crate::cli::settings::Settings;
-use crate::context::Context;
-use crate::fleet::Fleet;
+use crate::config::context::Context;
 
 /// Run the batch; its exit code.
 pub fn run(s: &Settings, ctx: &Context, fleet: Option<&Fleet>, stop_on_error: bool) -> Result<u8> {
@@ -25,7 +25,10 @@ pub fn run(s: &Settings, ctx: &Context, fleet: Option<&Fleet>, stop_on_error: bo
             "batch: --no-wait is not supported; every request runs to its end",
         ));
     }
-    let exec_timeout = s.connect.timeout.unwrap_or(crate::exec::DEFAULT_TIMEOUT);
+    let exec_timeout = s
+        .connect
+        .timeout
+        .unwrap_or(crate::engine::guest::DEFAULT_TIMEOUT);
     let policy = Arc::new(ctx.policy.clone());
     let base = Options {
         stop_on_error,
@@ -68,7 +71,7 @@ pub fn run(s: &Settings, ctx: &Context, fleet: Option<&Fleet>, stop_on_error: bo
         }
         let all = Arc::new(all);
         let several = fleet.hosts.len() > 1;
-        let codes = crate::fleet::each(&fleet.hosts, s.parallel, |host| {
+        let codes = crate::cli::fleet::each(&fleet.hosts, s.parallel, |host| {
             let (policy, all, base) = (policy.clone(), all.clone(), base.clone());
             Box::pin(async move {
                 let mut opts = Options {

@@ -7,9 +7,9 @@ use serde_json::{Value, json};
 use crate::base::error::Result;
 use crate::base::runtime::runtime;
 use crate::cli::settings::Settings;
-use crate::context::Context;
+use crate::config::context::Context;
+use crate::engine::guest::Request;
 use crate::engine::{Connector, OnceConnector, Trail};
-use crate::exec::Request;
 use crate::output::{self, Format, Output};
 
 /// Run (or dry-run) one guest command. With `exit_code` (`--exit-code`), pxagent exits with
@@ -28,7 +28,7 @@ pub fn exec(
     // A guest given by name is looked up first, on the connection the command then uses.
     let mut opened = None;
     let resolved;
-    let req = if crate::invocation::is_guest_name(&req.vmid) {
+    let req = if crate::catalog::invocation::is_guest_name(&req.vmid) {
         let connector = ctx.connector(exec_target(ctx, req, out, trail)?);
         let r = resolve_name(&rt, &connector, req);
         if r.is_err() || s.dry_run {
@@ -149,7 +149,7 @@ fn resolve_name(
 ) -> Result<Request> {
     let mut stand_in = req.clone();
     stand_in.vmid = crate::catalog::kind::VMID_MIN.to_string();
-    crate::exec::check_request(&stand_in)?;
+    crate::engine::guest::check_request(&stand_in)?;
     let guest = rt.block_on(async {
         let remote = connector.remote().await?;
         remote.guest_named(req.op, &req.vmid).await

@@ -1,5 +1,5 @@
 //! `--hosts` / `--all-hosts` (issue 14): a catalog op or `status` on several hosts, each over
-//! its own connection, labelled with its host (see [`crate::fleet`] for the rules: reads side
+//! its own connection, labelled with its host (see [`crate::cli::fleet`] for the rules: reads side
 //! by side, changes only on hosts listed by name, one after another, each confirmed on its own).
 //! Every host's run is audited on its own.
 
@@ -11,11 +11,11 @@ use crate::audit::Via;
 use crate::base::error::{Error, Result};
 use crate::base::runtime::runtime;
 use crate::catalog::Risk;
+use crate::catalog::invocation::Invocation;
+use crate::cli::fleet::{Fleet, HostResult};
 use crate::cli::settings::Settings;
-use crate::context::Context;
+use crate::config::context::Context;
 use crate::engine::{Engine, Trail};
-use crate::fleet::{Fleet, HostResult};
-use crate::invocation::Invocation;
 use crate::output::{Format, Output};
 use crate::views::Filter;
 
@@ -82,7 +82,7 @@ pub fn run_op(
         1
     };
     let several = f.hosts.len() > 1;
-    let results = runtime()?.block_on(crate::fleet::each(&f.hosts, parallel, |host| {
+    let results = runtime()?.block_on(crate::cli::fleet::each(&f.hosts, parallel, |host| {
         Box::pin(async move {
             let started = Instant::now();
             let mut trail = Trail {
@@ -135,13 +135,13 @@ pub fn run_op(
         })
     }));
     print(out, inv.op.id, &results, |d| crate::engine::human(inv, d));
-    Ok(crate::fleet::exit_code(&results))
+    Ok(crate::cli::fleet::exit_code(&results))
 }
 
 /// `status` on every host of the fleet.
 pub fn status(s: &Settings, ctx: &Context, f: &Fleet, out: &Output) -> Result<u8> {
     check(s, f, None)?;
-    let results = runtime()?.block_on(crate::fleet::each(&f.hosts, s.parallel, |host| {
+    let results = runtime()?.block_on(crate::cli::fleet::each(&f.hosts, s.parallel, |host| {
         Box::pin(async move {
             let started = Instant::now();
             let mut trail = Trail {
@@ -182,14 +182,14 @@ pub fn status(s: &Settings, ctx: &Context, f: &Fleet, out: &Output) -> Result<u8
         })
     }));
     print(out, "status", &results, super::status::human);
-    Ok(crate::fleet::exit_code(&results))
+    Ok(crate::cli::fleet::exit_code(&results))
 }
 
 fn print(out: &Output, op: &str, results: &[HostResult], render: impl Fn(&Value) -> String) {
     match out.format {
         Format::Json => {
-            crate::output::write_stdout(&crate::fleet::document(op, results).to_string())
+            crate::output::write_stdout(&crate::cli::fleet::document(op, results).to_string())
         }
-        Format::Table => crate::output::write_stdout(&crate::fleet::human(results, render)),
+        Format::Table => crate::output::write_stdout(&crate::cli::fleet::human(results, render)),
     }
 }

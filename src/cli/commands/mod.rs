@@ -19,7 +19,7 @@ mod version;
 
 use crate::base::error::Result;
 use crate::cli::settings::{Cmd, Settings};
-use crate::context::Context;
+use crate::config::context::Context;
 use crate::engine::Trail;
 use crate::output::Output;
 use crate::remote::Remote;
@@ -121,8 +121,8 @@ fn context(s: &Settings) -> Result<Context> {
 }
 
 /// The hosts of `--hosts` / `--all-hosts`, if given.
-fn fleet(s: &Settings, ctx: &Context) -> Result<Option<crate::fleet::Fleet>> {
-    crate::fleet::select(s.hosts.as_deref(), s.all_hosts, &ctx.config)
+fn fleet(s: &Settings, ctx: &Context) -> Result<Option<crate::cli::fleet::Fleet>> {
+    crate::cli::fleet::select(s.hosts.as_deref(), s.all_hosts, &ctx.config)
 }
 
 /// Refuse `--hosts` for a command that runs on one host only.

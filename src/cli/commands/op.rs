@@ -5,10 +5,10 @@ use serde_json::Value;
 
 use crate::base::error::{Error, Result};
 use crate::base::runtime::runtime;
+use crate::catalog::invocation::{Invocation, Named};
 use crate::cli::settings::Settings;
-use crate::context::Context;
+use crate::config::context::Context;
 use crate::engine::{Engine, OnceConnector, Trail};
-use crate::invocation::{Invocation, Named};
 use crate::output::Output;
 use crate::views::Filter;
 

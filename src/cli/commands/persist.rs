@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use crate::base::error::Result;
 use crate::base::runtime::runtime;
 use crate::cli::settings::Settings;
-use crate::context::Context;
+use crate::config::context::Context;
 use crate::output::Output;
 
 /// One holder's line: what it holds, or that nobody answers on its socket.

@@ -6,7 +6,7 @@ use super::{Failure, open};
 use crate::base::error::Error;
 use crate::base::runtime::runtime;
 use crate::catalog::Profile;
-use crate::context::Context;
+use crate::config::context::Context;
 use crate::engine::Trail;
 use crate::host::preflight::{self, Check, Status};
 use crate::output::{self, Format, Output};

@@ -6,7 +6,7 @@ use super::open;
 use crate::base::error::Result;
 use crate::base::runtime::runtime;
 use crate::catalog::{self, ops};
-use crate::context::Context;
+use crate::config::context::Context;
 use crate::engine::Trail;
 use crate::output::Output;
 use crate::remote::Remote;

@@ -7,10 +7,10 @@ use serde_json::{Value, json};
 use super::Failure;
 use crate::base::error::Result;
 use crate::base::runtime::runtime;
+use crate::catalog::invocation::Invocation;
 use crate::cli::settings::Settings;
-use crate::context::Context;
+use crate::config::context::Context;
 use crate::engine::Trail;
-use crate::invocation::Invocation;
 use crate::output::{Format, Output};
 
 /// pxagent's side: its name, version, and the platform it was built for.

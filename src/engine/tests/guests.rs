@@ -165,7 +165,7 @@ async fn named(op: &str, name: &str, guests: Answer) -> (Result<Invocation>, Arc
         interactive: false,
     };
     let raw: BTreeMap<&'static str, String> = [("vmid", name.to_string())].into();
-    let n = crate::invocation::Named::from_raw(catalog::find(op).unwrap(), &raw)
+    let n = crate::catalog::invocation::Named::from_raw(catalog::find(op).unwrap(), &raw)
         .unwrap()
         .expect("a name");
     let r = engine.named(&n).await;
@@ -231,7 +231,7 @@ async fn unknown_wrong_kind_and_ambiguous_names_are_exit_2() {
 fn only_an_existing_guest_may_be_named() {
     let raw = |v: &str| -> BTreeMap<&'static str, String> { [("vmid", v.to_string())].into() };
     let is_named = |op: &str, v: &str| {
-        crate::invocation::Named::from_raw(catalog::find(op).unwrap(), &raw(v))
+        crate::catalog::invocation::Named::from_raw(catalog::find(op).unwrap(), &raw(v))
             .unwrap()
             .is_some()
     };
@@ -249,14 +249,15 @@ fn only_an_existing_guest_may_be_named() {
         "local:backup/vzdump-qemu-100-2026_11_01-02_00_00.vma.zst".into(),
     );
     assert!(
-        crate::invocation::Named::from_raw(&catalog::ops::BACKUP_RESTORE, &restore)
+        crate::catalog::invocation::Named::from_raw(&catalog::ops::BACKUP_RESTORE, &restore)
             .unwrap()
             .is_none()
     );
     // The other values are checked before anything is sent.
     let mut bad = raw("web");
     bad.insert("node", "a;b".into());
-    let e = crate::invocation::Named::from_raw(&catalog::ops::VM_STATUS, &bad).unwrap_err();
+    let e =
+        crate::catalog::invocation::Named::from_raw(&catalog::ops::VM_STATUS, &bad).unwrap_err();
     assert_eq!(e.exit_code(), 2);
 }
 

@@ -18,7 +18,7 @@ use crate::approval::{
     self, Approvers, DEFAULT_TTL, NonceStore, Pending, Place, Rejection, Request, Statement,
 };
 use crate::base::gate_protocol::{ApprovalRequest, FileState, Kind, Refusal};
-use crate::invocation::Invocation;
+use crate::catalog::invocation::Invocation;
 
 /// Check the approval for `inv`; `Ok` is the approver's key fingerprint. `rule` names the
 /// policy rule that asks for it (for messages).
@@ -169,42 +169,4 @@ pub(super) fn describe(path: &Path, uid: u32) -> FileState {
         Ok(a) => state(true, format!("{} key(s)", a.len())),
         Err(e) => state(false, e),
     }
-}
-
-/// The statement a gate whose policy says `approve` would issue for `inv`, for `--dry-run`:
-/// the host's name, the nonce and the expiry are the gate's to fill in (and a node that is
-/// looked up at run time is bound too), so this shows the shape, not signable bytes.
-pub fn preview(inv: &Invocation) -> String {
-    let st = Statement {
-        host: "HOST".into(),
-        machine_id: "0".repeat(32),
-        account: "ACCOUNT".to_lowercase(),
-        op: inv.op.id.to_string(),
-        args: inv
-            .values
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.clone()))
-            .collect(),
-        nonce: "0".repeat(32),
-        expires: 0,
-    };
-    st.text()
-        .lines()
-        .map(|l| {
-            if l.starts_with("host: ") {
-                "host: <the host's name>".to_string()
-            } else if l.starts_with("machine-id: ") {
-                "machine-id: <the host's /etc/machine-id>".to_string()
-            } else if l.starts_with("account: ") {
-                "account: <the gated account>".to_string()
-            } else if l.starts_with("nonce: ") {
-                "nonce: <issued by the gate>".to_string()
-            } else if l.starts_with("expires: ") {
-                "expires: <issued by the gate>".to_string()
-            } else {
-                l.to_string()
-            }
-        })
-        .map(|l| l + "\n")
-        .collect()
 }

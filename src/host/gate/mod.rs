@@ -38,8 +38,8 @@ use serde_json::{Value, json};
 
 use crate::base::error::Error;
 use crate::base::gate_protocol::{self as protocol, Envelope, Hello, Kind, Refusal, Request};
+use crate::catalog::invocation::Invocation;
 use crate::catalog::{self, Op, ops};
-use crate::invocation::Invocation;
 use crate::policy::{Decision, Policy, Transfer};
 
 /// Where the gate finds its files. The defaults are what `pxagent setup render` installs.
@@ -453,9 +453,9 @@ fn sync_step(inv: &Invocation) -> Step {
         let argv = crate::catalog::kind::guest_argv(cmd);
         if let [program, path] = argv.as_slice() {
             let dirs = match program.as_str() {
-                crate::exec::TEE if inv.op == &ops::CT_EXEC => Some(PUSH),
-                crate::exec::CAT if inv.op == &ops::CT_EXEC => Some(PULL),
-                crate::exec::SHA256SUM => Some(EITHER),
+                crate::catalog::guest::TEE if inv.op == &ops::CT_EXEC => Some(PUSH),
+                crate::catalog::guest::CAT if inv.op == &ops::CT_EXEC => Some(PULL),
+                crate::catalog::guest::SHA256SUM => Some(EITHER),
                 _ => None,
             };
             if let Some(d) = dirs {
@@ -478,7 +478,7 @@ fn admit(policy: &Policy, state: &Path, op: &'static Op, now: u64) -> crate::Res
     if limits.is_empty() {
         return Ok(());
     }
-    crate::limits::admit_at(
+    crate::policy::limits::admit_at(
         &state.join("limits.json"),
         op,
         &limits,

@@ -202,7 +202,7 @@ pub const CODES: &[&str] = &[
 /// is written (a `Cmnd_Alias` member at the alias), findings that depend on the rule using
 /// it (tags, runas, logging) at the user spec.
 pub fn lint(text: &str) -> Vec<Finding> {
-    lint_for(text, &Principal::new(crate::context::DEFAULT_USER))
+    lint_for(text, &Principal::new(crate::ssh::DEFAULT_USER))
 }
 
 /// [`lint`] for the account `who` (`sudoers lint --user`): errors only where a rule or

@@ -91,22 +91,6 @@ pub fn parse_seconds(what: &str, text: &str) -> Result<Duration> {
         })
 }
 
-/// The longest `--persist`: a holder of a connection lasts at most a day after its last call.
-pub const MAX_PERSIST: Duration = MAX_DURATION;
-
-/// Parse `--persist` / `persist:`: a duration such as `30s`, `10m`, `1h` (or whole seconds),
-/// more than zero and at most [`MAX_PERSIST`].
-pub fn parse_persist(text: &str) -> Result<Duration> {
-    crate::base::time::parse_duration(text)
-        .filter(|d| *d <= MAX_PERSIST)
-        .ok_or_else(|| {
-            Error::usage(format!(
-                "invalid persist duration '{}': expected e.g. 30s, 10m or 1h (at most 24h)",
-                crate::base::text::printable(text)
-            ))
-        })
-}
-
 /// Parse a TCP port (1–65535).
 pub fn parse_port(text: &str) -> Result<u16> {
     text.trim()
@@ -188,42 +172,6 @@ impl Context {
     }
 }
 
-/// The default agent account.
-pub const DEFAULT_USER: &str = "zen-agent";
-
-/// Split `user@host:port` / `host:port` / `[v6]:port` / `host`.
-pub fn split_host(spec: &str) -> Result<(Option<String>, String, Option<u16>)> {
-    let bad = || {
-        Error::usage(format!(
-            "invalid host '{}': expected NAME, HOST, USER@HOST or USER@HOST:PORT",
-            crate::base::text::printable(spec)
-        ))
-    };
-    let (user, rest) = match spec.rsplit_once('@') {
-        Some((u, r)) => (Some(u.to_string()), r),
-        None => (None, spec),
-    };
-    let (host, port) = if let Some(inner) = rest.strip_prefix('[') {
-        let (h, after) = inner.split_once(']').ok_or_else(bad)?;
-        let port = match after.strip_prefix(':') {
-            Some(p) => Some(p.parse().map_err(|_| bad())?),
-            None if after.is_empty() => None,
-            None => return Err(bad()),
-        };
-        (h.to_string(), port)
-    } else {
-        match rest.split_once(':') {
-            Some((h, p)) => (h.to_string(), Some(p.parse().map_err(|_| bad())?)),
-            None => (rest.to_string(), None),
-        }
-    };
-    let ok = regex::Regex::new(r"^[A-Za-z0-9._:%-]{1,253}$").expect("static regex");
-    if !ok.is_match(&host) || host.starts_with('-') {
-        return Err(bad());
-    }
-    Ok((user, host, port))
-}
-
 /// Build the SSH target from the connection arguments and the config. Precedence (issue 12),
 /// for the user, the port, the key and the known_hosts file alike: the command line (`-u`,
 /// `-p`, `-i`, `--known-hosts`, and the parts of a `-H user@host:port` typed there), then
@@ -286,8 +234,8 @@ fn target_with(
     // The parts of the spec belong to the layer that gave it; a named host's address is the
     // config's.
     let (spec_user, alias, spec_port) = match &entry {
-        Some(e) => split_host(&e.address)?,
-        None => split_host(&host_spec)?,
+        Some(e) => crate::ssh::split_host(&e.address)?,
+        None => crate::ssh::split_host(&host_spec)?,
     };
     let spec_layer = if entry.is_some() {
         Layer::Config
@@ -313,13 +261,13 @@ fn target_with(
     let cfg_user =
         part(Layer::Config, &spec_user).or_else(|| entry.as_ref().and_then(|e| e.user.clone()));
     let pre_user = cli_user.or(env_user).or(cfg_user);
-    let ssh_cfg = match ssh_ctx(pre_user.as_deref().unwrap_or(DEFAULT_USER)) {
+    let ssh_cfg = match ssh_ctx(pre_user.as_deref().unwrap_or(crate::ssh::DEFAULT_USER)) {
         Some(ctx) => ssh_config::lookup(&alias, &ctx)?,
         None => ssh_config::HostConfig::default(),
     };
     let user = pre_user
         .or(ssh_cfg.user.clone())
-        .unwrap_or_else(|| DEFAULT_USER.to_string());
+        .unwrap_or_else(|| crate::ssh::DEFAULT_USER.to_string());
     if user == "root" {
         return Err(Error::usage(
             "pxagent never logs in as root: use the unprivileged agent account (default zen-agent) whose sudoers pxagent rendered",
@@ -473,7 +421,7 @@ fn jump_target(
 ) -> Result<(Target, Option<ssh_config::Proxy>)> {
     let bare = spec.strip_prefix("ssh://").unwrap_or(spec);
     let bare = bare.strip_suffix('/').unwrap_or(bare);
-    let (spec_user, alias, spec_port) = split_host(bare).map_err(|_| {
+    let (spec_user, alias, spec_port) = crate::ssh::split_host(bare).map_err(|_| {
         Error::usage(format!(
             "invalid jump host '{}': expected [USER@]HOST[:PORT]",
             crate::base::text::printable(spec)
@@ -540,9 +488,16 @@ mod tests {
             let e = parse_seconds("--timeout", bad).unwrap_err();
             assert_eq!(e.exit_code(), 2, "{bad:?}");
         }
-        assert_eq!(parse_persist("24h").unwrap().as_secs(), 86400);
+        assert_eq!(
+            crate::persist::parse_persist("24h").unwrap().as_secs(),
+            86400
+        );
         for bad in ["25h", "86401", "999999999h", "18446744073709551615s", "0s"] {
-            assert_eq!(parse_persist(bad).unwrap_err().exit_code(), 2, "{bad:?}");
+            assert_eq!(
+                crate::persist::parse_persist(bad).unwrap_err().exit_code(),
+                2,
+                "{bad:?}"
+            );
         }
     }
 
@@ -679,7 +634,7 @@ mod tests {
         assert_eq!(t.known_hosts, PathBuf::from("/ssh/kh"));
         // defaults.
         let t = resolve(&cli("nowhere"), &none).unwrap();
-        assert_eq!(got(&t), (DEFAULT_USER.into(), 22));
+        assert_eq!(got(&t), (crate::ssh::DEFAULT_USER.into(), 22));
         // The host itself: command line > environment > default_host.
         let mut c = env(Some("envhost"), None, None);
         c.host = Some("clihost".into());
@@ -741,17 +696,20 @@ mod tests {
 
     #[test]
     fn host_specs() {
-        assert_eq!(split_host("pve").unwrap(), (None, "pve".into(), None));
         assert_eq!(
-            split_host("zen@10.0.0.1:2222").unwrap(),
+            crate::ssh::split_host("pve").unwrap(),
+            (None, "pve".into(), None)
+        );
+        assert_eq!(
+            crate::ssh::split_host("zen@10.0.0.1:2222").unwrap(),
             (Some("zen".into()), "10.0.0.1".into(), Some(2222))
         );
         assert_eq!(
-            split_host("[::1]:2222").unwrap(),
+            crate::ssh::split_host("[::1]:2222").unwrap(),
             (None, "::1".into(), Some(2222))
         );
         for bad in ["-oProxyCommand=x", "a b", "h:notaport", "h;id", ""] {
-            assert!(split_host(bad).is_err(), "{bad}");
+            assert!(crate::ssh::split_host(bad).is_err(), "{bad}");
         }
     }
 }

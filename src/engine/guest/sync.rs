@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::base::error::{Error, Result};
 use crate::catalog::Op;
-use crate::invocation::Invocation;
+use crate::catalog::invocation::Invocation;
 
 use super::*;
 

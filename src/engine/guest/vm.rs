@@ -7,9 +7,9 @@ use serde_json::{Value, json};
 
 use crate::base::error::{Error, Result};
 use crate::base::text::quote_argv;
+use crate::catalog::invocation::Invocation;
 use crate::catalog::{self, ops};
 use crate::engine::Trail;
-use crate::invocation::Invocation;
 use crate::remote::Remote;
 
 use super::*;

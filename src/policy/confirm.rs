@@ -9,7 +9,7 @@ use std::io::IsTerminal;
 
 use crate::base::error::{Error, Result};
 use crate::catalog::How;
-use crate::invocation::Invocation;
+use crate::catalog::invocation::Invocation;
 
 /// The phrase for an op that local policy turned into a confirm op (it has none of its own):
 /// `yes` followed by the command words and the positional values (`yes vm start 100`).

@@ -5,7 +5,7 @@
 //! The order is the engine's (design §3), stretched over several remote commands: local
 //! checks (the argv, guest paths, local files and sizes — exit 2), policy and the argv
 //! allowlist (exit 3), the confirmation a policy may demand (exit 4), the rate limit (exit 8,
-//! counted only now, see [`crate::limits`]); then the host. Nothing is sent before the rate
+//! counted only now, see [`crate::policy::limits`]); then the host. Nothing is sent before the rate
 //! limit admitted the call, except the reads `ct exec` needs to decide (the container's node,
 //! config and status) and the tag lookup of a policy that protects tags.
 //!
@@ -30,8 +30,12 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::base::error::{Error, Result};
+use crate::catalog::guest::{
+    CAT, CT_FILE_MAX, CT_STREAM_MAX, FILE_WRITE_MAX_BASE64, SHA256SUM, TEE, VM_PULL_MAX,
+    VM_PUSH_MAX, VM_STDIN_MAX,
+};
+use crate::catalog::invocation::Invocation;
 use crate::engine::{Connector, Engine, Trail};
-use crate::invocation::Invocation;
 
 mod ct;
 mod request;
@@ -43,30 +47,8 @@ pub use request::*;
 pub use sync::*;
 use vm::*;
 
-/// The guest agent's file-write limit: `content` maxLength 60 KiB of base64.
-pub const FILE_WRITE_MAX_BASE64: usize = 60 * 1024;
-/// The largest file a VM push can carry (60 KiB of base64 = 46080 bytes).
-pub const VM_PUSH_MAX: usize = FILE_WRITE_MAX_BASE64 / 4 * 3;
-/// The guest agent's file-read limit ($MAX_READ_SIZE in PVE's Agent.pm).
-pub const VM_PULL_MAX: usize = 16 * 1024 * 1024;
-/// The guest agent's `input-data` limit (64 KiB).
-pub const VM_STDIN_MAX: usize = 64 * 1024;
-/// What pxagent sends to or takes from a container in one file or stdin.
-pub const CT_FILE_MAX: usize = 64 * 1024 * 1024;
-/// What pxagent keeps of each output stream of a container command (stdout, stderr, a
-/// pulled file): 16 MiB, as the guest agent's file-read limit for VMs; the rest is dropped as
-/// it arrives (`out_truncated`/`err_truncated`), and a pull that is larger is refused.
-pub const CT_STREAM_MAX: usize = 16 * 1024 * 1024;
 /// How long `vm exec` waits for the guest command when `--timeout` is not given.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// Guest programs of the file sync (absolute: they do not depend on the guest's PATH).
-/// `tee` in a guest: a container push writes stdin to the path (the gate reads it back too).
-pub const TEE: &str = "/usr/bin/tee";
-/// `cat` in a guest: a container pull.
-pub const CAT: &str = "/bin/cat";
-/// The checksum that proves a transfer.
-pub const SHA256SUM: &str = "/usr/bin/sha256sum";
 
 /// Run one guest command with its file sync through an engine (the CLI's or the MCP
 /// server's): policy, allowlist, confirmation and rate limit first, then the host. `given` is
@@ -91,20 +73,20 @@ pub async fn run<C: Connector>(
     trail.transfers = req.transfers();
     let policy_confirm = matches!(decision, crate::policy::Decision::Confirm(_));
     trail.phrase = if engine.interactive {
-        crate::confirm::gate(&c.inv, given, policy_confirm)?
+        crate::policy::confirm::gate(&c.inv, given, policy_confirm)?
     } else {
-        crate::confirm::gate_with(&c.inv, given, policy_confirm, false, |_| {
+        crate::policy::confirm::gate_with(&c.inv, given, policy_confirm, false, |_| {
             Err(Error::Internal("no terminal to ask".into()))
         })?
     };
     if req.is_vm() {
-        crate::limits::admit(c.inv.op, policy)?;
+        crate::policy::limits::admit(c.inv.op, policy)?;
         let remote = engine.connector.remote().await?;
         vm_flow(&remote, c, req.timeout, trail).await
     } else {
         let remote = engine.connector.remote().await?;
         let target = ct_target(&remote, &c.inv, policy).await?;
-        crate::limits::admit(c.inv.op, policy)?;
+        crate::policy::limits::admit(c.inv.op, policy)?;
         ct_flow(&remote, c, &target, trail).await
     }
 }
@@ -118,7 +100,7 @@ pub async fn exec_status<C: Connector>(engine: &Engine<'_, C>, inv: &Invocation)
         None
     };
     engine.policy.check(inv, tags.as_ref())?;
-    crate::limits::admit(inv.op, engine.policy)?;
+    crate::policy::limits::admit(inv.op, engine.policy)?;
     let remote = engine.connector.remote().await?;
     let inv = remote.prepare(inv).await?;
     let out = remote

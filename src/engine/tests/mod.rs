@@ -13,7 +13,7 @@ use serde_json::Value;
 use super::{Connector, Done, Engine, Trail};
 use crate::base::error::{Error, Result};
 use crate::catalog;
-use crate::invocation::Invocation;
+use crate::catalog::invocation::Invocation;
 use crate::policy::{Policy, PolicyConfig};
 use crate::remote::Remote;
 use crate::remote::replay::{Answer, Replay};

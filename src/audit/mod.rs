@@ -52,6 +52,7 @@ use crate::base::time::{format_millis, parse_time};
 
 mod chain;
 mod ops;
+pub mod query;
 
 pub use chain::{check_link, new_chain};
 pub use ops::operations;

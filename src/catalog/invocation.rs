@@ -302,7 +302,7 @@ impl Named {
 
     /// The invocation for the guest the name stands for; a guest op's node is the guest's own
     /// (unless `--node` pinned one), so nothing needs to be looked up again.
-    pub fn resolve(&self, guest: &crate::remote::GuestRef) -> Result<Invocation> {
+    pub fn resolve(&self, guest: &GuestRef) -> Result<Invocation> {
         let mut raw = self.raw.clone();
         raw.insert("vmid", guest.vmid.to_string());
         let mut inv = Invocation::new(self.op, raw)?;
@@ -312,6 +312,19 @@ impl Named {
         }
         Ok(inv)
     }
+}
+
+/// A guest as `/cluster/resources` lists it: what a name stands for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GuestRef {
+    /// Its VMID.
+    pub vmid: u64,
+    /// The node it is on.
+    pub node: String,
+    /// `qemu` or `lxc`.
+    pub kind: String,
+    /// Its name (a container's host name), when it has one.
+    pub name: Option<String>,
 }
 
 #[cfg(test)]
@@ -336,7 +349,7 @@ mod tests {
                 ("file", &format!("/{}", "d".repeat(200))),
                 (
                     "content",
-                    &"QUJD".repeat(crate::exec::FILE_WRITE_MAX_BASE64 / 4),
+                    &"QUJD".repeat(crate::catalog::guest::FILE_WRITE_MAX_BASE64 / 4),
                 ),
             ],
         )
@@ -345,7 +358,7 @@ mod tests {
         i.attach.confirmed = Some("yes".into());
         let line = crate::ssh::command_line(&i.wire_argv()).unwrap();
         assert!(line.len() <= crate::base::text::MAX_COMMAND_LINE);
-        assert!(line.len() > crate::exec::FILE_WRITE_MAX_BASE64 * 4 / 3);
+        assert!(line.len() > crate::catalog::guest::FILE_WRITE_MAX_BASE64 * 4 / 3);
     }
 
     #[test]

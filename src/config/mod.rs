@@ -22,6 +22,8 @@
 //! decides which policy source is in force ([`Config::policy_source`]); the policy does not use
 //! this file. (The [`Policy::effective`] shim below also names [`Policy`] until its callers move.)
 
+pub mod context;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -147,13 +149,13 @@ pub fn parse(text: &str, path: &Path) -> Result<Config> {
             )));
         }
         for m in members.iter().filter(|m| !cfg.hosts.contains_key(*m)) {
-            crate::context::split_host(m).map_err(|e| {
+            crate::ssh::split_host(m).map_err(|e| {
                 Error::usage(format!("config {}: group '{name}': {e}", path.display()))
             })?;
         }
     }
     if let Some(p) = &cfg.persist {
-        crate::context::parse_persist(p)
+        crate::persist::parse_persist(p)
             .map_err(|e| Error::usage(format!("config {}: persist: {e}", path.display())))?;
     }
     Ok(cfg)
@@ -164,7 +166,7 @@ impl Config {
     pub fn persist(&self) -> Option<std::time::Duration> {
         self.persist
             .as_deref()
-            .and_then(|p| crate::context::parse_persist(p).ok())
+            .and_then(|p| crate::persist::parse_persist(p).ok())
     }
 
     /// Where the policies in force are stated, broadest first: the config's own (its

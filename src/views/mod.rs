@@ -11,6 +11,7 @@
 //! [`crate::output::style::state`], and every cell is escaped by the output layer's
 //! [`table`]. Objects (statuses, configs) are laid out in [`status`].
 
+pub mod observe;
 pub mod status;
 
 use std::collections::BTreeMap;
@@ -468,8 +469,8 @@ pub fn normalize(view: View, data: &Value, keep_type: Option<&str>) -> Result<Va
             let list: Vec<LogLine> = parse(data, "task log")?;
             value(&list)
         }
-        View::Interfaces => crate::observe::interfaces(data)?,
-        View::Rrd => crate::observe::rrd(data)?,
+        View::Interfaces => crate::views::observe::interfaces(data)?,
+        View::Rrd => crate::views::observe::rrd(data)?,
         View::Number => {
             let n = data
                 .as_u64()
@@ -686,8 +687,8 @@ pub fn human(view: View, data: &Value) -> String {
         View::TaskStatus => status::layout(status::Layout::Task, data),
         View::Config => status::config(data),
         View::Tasks => status::tasks(data),
-        View::Interfaces => crate::observe::interfaces_human(data),
-        View::Rrd => crate::observe::rrd_human(data),
+        View::Interfaces => crate::views::observe::interfaces_human(data),
+        View::Rrd => crate::views::observe::rrd_human(data),
         View::Object | View::Task | View::Done | View::Wait => {
             status::fields(data, status::Context::Runtime)
         }

@@ -5,9 +5,9 @@
 use serde_json::{Value, json};
 
 use crate::base::error::{Error, Result};
+use crate::catalog::invocation::Invocation;
 use crate::catalog::ops;
 use crate::engine::Trail;
-use crate::invocation::Invocation;
 use crate::remote::Remote;
 
 use super::*;

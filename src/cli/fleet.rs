@@ -101,7 +101,7 @@ pub fn select(list: Option<&str>, all: bool, cfg: &Config) -> Result<Option<Flee
                     }
                 } else {
                     if !cfg.hosts.contains_key(item) {
-                        crate::context::split_host(item)?;
+                        crate::ssh::split_host(item)?;
                     }
                     add(item, &mut hosts);
                 }
