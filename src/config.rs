@@ -213,9 +213,7 @@ impl Config {
     }
 }
 
-// Kept so the front ends' `Policy::effective(flag, &cfg)` calls compile unchanged while they
-// are reworked (issue 10); it lives here because the policy must not name the config. New code
-// writes `Policy::load(cfg.policy_source(flag)?)`, and this goes once no caller is left.
+// Here rather than in `policy`, because the policy must not name the config.
 impl Policy {
     /// The policy in force for a command: the config's (its `policy_file:` or its `policy:`
     /// section), narrowed by `--policy FILE` (or `PXAGENT_POLICY`) when given.
