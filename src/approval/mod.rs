@@ -1,4 +1,4 @@
-//! Signed human approvals (design §1, the layer between the host gate and sudoers): for an
+//! Signed human approvals (the layer between the host gate and sudoers): for an
 //! operation the host policy marks `approve`, the gate asks for an SSH signature (SSHSIG,
 //! namespace [`NAMESPACE`]) by a key listed in `/etc/pxagent/approvers` over a canonical
 //! [`Statement`] of the exact op, parameters, host, a nonce and an expiry. The gate issues the

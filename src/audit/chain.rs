@@ -1,5 +1,5 @@
 //! `pxagent audit new-chain`: move the log aside and start a new chain linked to the old
-//! one's head (issue 12). It is the way out when the log cannot be appended to (a broken last
+//! one's head. It is the way out when the log cannot be appended to (a broken last
 //! line blocks every change, see [`super::REPAIR`]), and the way to archive a long log.
 //!
 //! The old file keeps its name plus the time (`audit.jsonl.20261130T060000Z`); the new file's

@@ -1,4 +1,4 @@
-//! The audit trail: one JSON line per invocation, hash-chained (issue 5 item 6).
+//! The audit trail: one JSON line per invocation, hash-chained.
 //!
 //! Every invocation — allowed, confirmed, refused, dry-run, failed — appends one [`Record`]
 //! to `$XDG_STATE_HOME/pxagent/audit.jsonl`, so a human can later see what an agent asked
@@ -10,13 +10,13 @@
 //!
 //! - it is not a signature: whoever can write the file can rewrite the whole chain from the
 //!   edit onwards. It makes casual or partial tampering evident; it does not stop the
-//!   account owner. The records that root controls are sudo's own logs on the host (design
-//!   §1); compare against those, or keep [`Verified::head`] somewhere else;
+//!   account owner. The records that root controls are sudo's own logs on the host;
+//!   compare against those, or keep [`Verified::head`] somewhere else;
 //! - nothing follows the last line, so cutting lines off the end (or deleting the whole
 //!   file) and editing the last line into another valid record are invisible to the chain
 //!   alone. [`Verified::head`] compared with a copy kept elsewhere catches both.
 //!
-//! **Two phases** (issue 12): an operation that may change something (risk change, confirm or
+//! **Two phases**: an operation that may change something (risk change, confirm or
 //! exec) gets a `started` record before its command is sent and a completion after it —
 //! `done` with its result, or `interrupted` when a signal, a shutdown or a cancellation cut it
 //! short (with what was known by then, such as the UPID). A completion names its started

@@ -1,4 +1,4 @@
-//! The read side of the audit trail for people (issue 13, item 19): `audit show`'s filters
+//! The read side of the audit trail for people: `audit show`'s filters
 //! (`--op GLOB`, `--host GLOB`, `--decision`, `--vmid`, `--since`, `--until`) and each record's
 //! *target* — which guest, snapshot, archive, storage or task it was about.
 //!

@@ -1,6 +1,6 @@
 //! The one error type of the library, and the one place that maps errors to exit codes.
 //!
-//! Exit codes are a fixed interface (design §4): agents branch on them, so every failure
+//! Exit codes are a fixed interface: agents branch on them, so every failure
 //! must land in exactly one class, and "nothing was sent" classes (2, 3, 4, 8) must only be
 //! used before anything reached the host.
 
@@ -82,7 +82,7 @@ pub enum Error {
     #[error("{0}")]
     SudoRefused(String),
 
-    /// The host gate refused the request (issue 11); nothing ran on the host.
+    /// The host gate refused the request; nothing ran on the host.
     #[error("the host refused: {}", .0.message)]
     Host(Box<super::gate_protocol::Refusal>),
 
@@ -116,7 +116,7 @@ impl Error {
         }
     }
 
-    /// The process exit code for this error (design §4). This is the only mapping.
+    /// The process exit code for this error (listed in docs/reference.md); the only mapping.
     pub fn exit_code(&self) -> u8 {
         match self {
             Error::Remote(_)
@@ -205,8 +205,8 @@ impl Error {
     }
 }
 
-/// The exit code of many operations reported together (a batch's requests, a fleet's hosts;
-/// issue 14), from the codes of those that failed: 0 when none failed; 2 when any input was
+/// The exit code of many operations reported together (a batch's requests, a fleet's hosts),
+/// from the codes of those that failed: 0 when none failed; 2 when any input was
 /// invalid; when every failure has one class that says nothing ran or the host could not be
 /// used — 3 policy, 4 confirmation, 8 rate limit, 6 authentication, 7 connection, 9 sudo —
 /// that code; otherwise 1 (some operation ran and failed, or the failures differ).

@@ -1,4 +1,4 @@
-//! The wire protocol between pxagent and its host gate, version 1 (issue 11). Both sides use
+//! The wire protocol between pxagent and its host gate, version 1. Both sides use
 //! this file, so they cannot drift.
 //!
 //! What reaches the gate is the SSH command line (`SSH_ORIGINAL_COMMAND`), one of:

@@ -1,5 +1,5 @@
-//! SIGINT, SIGTERM and SIGHUP while pxagent runs an operation (issue 12 item 11, issue 15
-//! item 2). Without a handler the process dies and the op's audit record never gets its
+//! SIGINT, SIGTERM and SIGHUP while pxagent runs an operation.
+//! Without a handler the process dies and the op's audit record never gets its
 //! result; with one, the front end stops waiting, writes what it knows, and exits.
 //!
 //! Registering a handler replaces the signal's default action for the rest of the process,

@@ -5,7 +5,7 @@
 //! Layer: base. Imports nothing of the crate.
 
 /// The most pxagent echoes back of one value (in CLI and MCP errors and in audit records):
-/// 1 KiB, so a 5 MB argument cannot make a 10 MB reply or a 5 MB audit line (issue 12).
+/// 1 KiB, so a 5 MB argument cannot make a 10 MB reply or a 5 MB audit line.
 pub const ECHO_MAX: usize = 1024;
 
 /// Render a value for an error message: control characters escaped, and at most

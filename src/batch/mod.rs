@@ -1,4 +1,4 @@
-//! `pxagent batch`: many operations over one connection (issue 14). JSON Lines on stdin, one
+//! `pxagent batch`: many operations over one connection. JSON Lines on stdin, one
 //! request per line — `{"id": <any JSON>, "op": "vm.status", "args": {"vmid": 101}}`, where
 //! `args` are the op's MCP tool arguments (the MCP server's own parser, [`request::parse`]) —
 //! and one result line per request on stdout, in input order:
@@ -37,7 +37,7 @@ use crate::catalog::Risk;
 use crate::engine::{Connector, Engine, Trail};
 use crate::policy::Policy;
 
-/// At most this many requests of one batch run at once (design §5: stay at or below 8
+/// At most this many requests of one batch run at once (stay at or below 8
 /// channels per connection).
 pub const MAX_IN_FLIGHT: usize = 8;
 

@@ -270,7 +270,7 @@ async fn a_change_keeps_its_place_among_the_requests_for_its_guest() {
         format!("sudo -n /usr/bin/pvesh get /nodes/pve1/tasks/{upid}/status --output-format json");
     let host = Replay::new("pve")
         .expect(&words(MAP), map_answer())
-        // A stop first reads whether the VM is stopped already (issue 13's no-ops).
+        // A stop first reads whether the VM is stopped already.
         .expect(&status(100), running())
         .expect(
             &words(stop),

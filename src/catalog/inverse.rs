@@ -1,5 +1,5 @@
 //! The inverse of [`Op::argv`]: from a command line back to the one catalog op and the wire
-//! values that produce it. The host gate (issue 11) uses it to accept exactly the command
+//! values that produce it. The host gate (`pxagent gate`) uses it to accept exactly the command
 //! lines the catalog builds and nothing else.
 //!
 //! Matching is word by word over the op's template (a literal word must be equal, a word with

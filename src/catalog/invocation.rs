@@ -26,7 +26,7 @@ pub struct Invocation {
     pub attach: Attach,
 }
 
-/// What an invocation carries to a gated host besides its command line (issue 11): the host
+/// What an invocation carries to a gated host besides its command line: the host
 /// gate asks for them when its policy says `confirm` or `approve`. Never part of the argv.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Attach {
@@ -255,14 +255,14 @@ impl Invocation {
     }
 }
 
-/// Whether a raw VMID value is a guest's name instead (`web`, issue 13): all digits is always
+/// Whether a raw VMID value is a guest's name instead (`web`): all digits is always
 /// a VMID (so `99` stays an invalid one), anything else that is a valid guest name (PVE's
 /// `dns-name`) is a name.
 pub fn is_guest_name(raw: &str) -> bool {
     !raw.bytes().all(|b| b.is_ascii_digit()) && Kind::GuestName.parse("name", raw).is_ok()
 }
 
-/// An op whose guest was given by name instead of VMID (`vm status web`, issue 13): every
+/// An op whose guest was given by name instead of VMID (`vm status web`): every
 /// other value is already validated; the host's guest list
 /// ([`crate::remote::Remote::guest_named`]) gives the VMID, and [`Named::resolve`] then makes
 /// the invocation. What is sent is always the numeric VMID, so the sudoers rules and fences

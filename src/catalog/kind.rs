@@ -20,12 +20,12 @@
 use crate::base::error::{Error, Result};
 use crate::base::text::printable;
 
-/// Largest VMID Proxmox accepts (design §7).
+/// Largest VMID Proxmox accepts.
 pub const VMID_MAX: u64 = 999_999_999;
 /// Smallest VMID Proxmox accepts.
 pub const VMID_MIN: u64 = 100;
 
-/// One word of free text (issue 13, item 20: the characters people type in a snapshot
+/// One word of free text (the characters people type in a snapshot
 /// description): letters, digits and the ASCII punctuation `_ . @ / , ' " ! % & ( ) ; : < >
 /// ? ^ ` | } { ~ + -`, but not `-` first. Left out: `#`, `$` and `\` (sudoers' regex lexer,
 /// see the module doc), `[` and `]` (bracket syntax that POSIX and Rust read differently), and
@@ -122,7 +122,7 @@ pub enum Kind {
     CtDisk,
     /// How much to add to a disk: `+` then a whole number and a unit `K`, `M`, `G` or `T`.
     /// Proxmox takes a size without `+` as the new absolute size and cannot shrink a disk;
-    /// pxagent only ever grows one (issue 13).
+    /// pxagent only ever grows one.
     GrowSize,
 }
 
@@ -135,7 +135,7 @@ pub const GUEST_DATA_MAX_BYTES: usize = 64 * 1024;
 
 /// The ERE of a backup archive volume id of these guest types (`(qemu|lxc)`, `qemu`, `lxc`)
 /// whose guest VMID (`vzdump-qemu-<VMID>-…`) matches `vmid`: [`Kind::Archive`]'s own regex,
-/// or, in a fenced sudoers rule, the fence (issue 12: restoring, removing or pruning the
+/// or, in a fenced sudoers rule, the fence (restoring, removing or pruning the
 /// backups of a guest outside the fence is refused by sudo).
 pub fn archive_regex(types: &str, vmid: &str) -> String {
     format!(
@@ -206,8 +206,8 @@ impl Kind {
             Kind::TemplateVolume => format!("{}:vztmpl/{TEMPLATE_FILE}", Kind::StorageId.regex()),
             Kind::TemplateName => "[A-Za-z0-9][A-Za-z0-9_.-]{0,250}[.]tar[.](gz|xz|zst)".into(),
             Kind::FileName => "[A-Za-z0-9][A-Za-z0-9_.-]{0,250}".into(),
-            // An optional query of unreserved characters, `%`, `+`, `&` and `=` (issue 12, item
-            // 8). Inside a regex argument sudoers' lexer takes every character but `#`, `\`,
+            // An optional query of unreserved characters, `%`, `+`, `&` and `=`.
+            // Inside a regex argument sudoers' lexer takes every character but `#`, `\`,
             // `$` and a newline verbatim up to the closing `$` (plugins/sudoers/toke.l,
             // GOTREGEX), so `=` and `&` need no escape, and none of them can end the word.
             Kind::Url => "https?://[A-Za-z0-9.-]{1,253}(:[0-9]{1,5})?(/[A-Za-z0-9._~%+-]{0,255}){0,32}([?][A-Za-z0-9._~%+&=-]{0,255})?".into(),
@@ -655,7 +655,7 @@ pub(crate) mod tests {
         }
     }
 
-    /// The descriptions people type (issue 13, item 20), and what free text must never
+    /// The descriptions people type, and what free text must never
     /// carry: an option, a control character, or one of sudoers' regex terminators.
     pub(crate) const DESCRIPTIONS_OK: &[&str] = &[
         "before upgrade to 9.1",
@@ -702,7 +702,7 @@ pub(crate) mod tests {
             "UPID:example-node:0000C346:165A0CE4:68D7279C:aptupdate::root@pam:",
             "UPID:pve1:0000C346:1165A0CE4:68D7279C:vzdump:100:u@pam!some-token:",
             "UPID:pve1:0000C346:165A0CE4:68D7279C:download:debian-12-standard_12.7-1_amd64.tar.zst:root@pam:",
-            // Issue 12 item 23: PVE's decoding takes any character but `:`, whitespace and
+            // PVE's decoding takes any character but `:`, whitespace and
             // `/` in type, id and user: token users, ids with `+`, `,`, `~` …
             "UPID:pve1:0000C346:165A0CE4:68D7279C:qmstart:100:root@pam!api:",
             "UPID:pve1:0000C346:165A0CE4:68D7279C:vncproxy:100:admin@pve!ci-2025.01:",

@@ -1,4 +1,4 @@
-//! The operation catalog: the single source of truth (design §2).
+//! The operation catalog: the single source of truth.
 //!
 //! Every operation pxagent can perform is one static [`Op`] row. The CLI, the sudoers
 //! render, `pxagent catalog`, dry-run, the preflight's expectations and (later) the MCP
@@ -146,7 +146,7 @@ impl Area {
 
     /// The `/cluster/resources` types of the guests this area's ops act on: a VM op takes
     /// only VMs, a container op only containers, and the rest (backups, tasks) either kind,
-    /// as Proxmox does (issue 13).
+    /// as Proxmox does.
     pub fn guest_types(self) -> &'static [&'static str] {
         match self {
             Area::Vm => &["qemu"],
@@ -169,7 +169,7 @@ pub fn guest_noun(kind: &str) -> &'static str {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NodeFrom {
     /// The node that hosts the guest named by `vmid` (from `/cluster/resources`), so a
-    /// guest on another cluster node works from any node (design §7).
+    /// guest on another cluster node works from any node.
     Guest,
     /// The node pxagent is connected to (`local: 1` in `/cluster/status`).
     Local,
@@ -214,7 +214,7 @@ pub struct Param {
 }
 
 impl Param {
-    /// Whether the value may be given as a guest's name (issue 13): a `vmid` that names an
+    /// Whether the value may be given as a guest's name: a `vmid` that names an
     /// existing guest (an op's guest, or a `--vmid` filter), never the id of a guest still
     /// to be made (a restore's or create's `--vmid`, a clone's `newid`).
     pub fn takes_name(&self) -> bool {
@@ -285,7 +285,7 @@ pub enum View {
     Number,
 }
 
-/// The guest state in which an action has nothing to do (issue 13): the engine reads the
+/// The guest state in which an action has nothing to do: the engine reads the
 /// guest's status first and, when `field` is `is`, answers `changed: false` and sends
 /// nothing else (no phrase needed, no rate limit counted; the policy still decides first).
 #[derive(Debug, Clone, Copy)]
@@ -300,7 +300,7 @@ pub struct Already {
 }
 
 /// A value an action's task log names that its result carries, so a script needs no second
-/// read (issue 13).
+/// read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Yield {
     /// The archive vzdump wrote, as a volume id on the storage named by this parameter:
@@ -391,7 +391,7 @@ pub struct Op {
     pub step: bool,
     /// The ops this one is a variant of: it shares their CLI path and is chosen by its values
     /// (`vm.snapshot-vmstate` is `vm snapshot --vmstate`). A policy entry for a base op
-    /// covers its variants unless a variant has an entry of its own (issue 12).
+    /// covers its variants unless a variant has an entry of its own.
     pub variant_of: &'static [&'static Op],
     /// For guest actions: the state in which the action has nothing to do.
     pub already: Option<Already>,
@@ -526,7 +526,7 @@ impl Op {
     /// Whether a VMID fence restricts this op to the guests inside it: it has a fence area and
     /// its command line always names a guest (a VMID, or a backup archive, whose name carries
     /// its guest's VMID). Changes that are not per guest (`storage remove`, downloads) cannot
-    /// be fenced, so a fenced render leaves them out (issue 12).
+    /// be fenced, so a fenced render leaves them out.
     pub fn per_guest(&self) -> bool {
         let names_guest = |name: &str| {
             self.param(split_part(name).0)

@@ -2,7 +2,7 @@
 //!
 //! A wrong absolute path in sudoers is not an error sudo reports: the rule simply never
 //! matches and the caller sees "a password is required". So the paths are one table,
-//! verified against PVE 9 (design §6), used by the catalog, the renderer, the linter and
+//! verified against PVE 9, used by the catalog, the renderer, the linter and
 //! the preflight alike.
 
 /// A Proxmox VE command-line tool that pxagent may run through sudo.
@@ -61,7 +61,7 @@ impl Tool {
         }
     }
 
-    /// The absolute path on PVE 9 (design §6). pvesh, pveam, vzdump, qemu-img and pvecm
+    /// The absolute path on PVE 9. pvesh, pveam, vzdump, qemu-img and pvecm
     /// live in /usr/bin; the guest tools in /usr/sbin.
     pub fn path(self) -> &'static str {
         match self {

@@ -56,7 +56,7 @@ fn the_values_select_exactly_the_op_they_were_made_for() {
 fn variants_name_their_base_and_bases_share_the_path() {
     // At a CLI path shared by several ops, the op named after the path is the base and
     // every other op there is a variant reaching it, so that a policy entry for the base
-    // covers them all (issue 12).
+    // covers them all.
     for op in OPS {
         let shared = ops_at(op.cli).len() > 1;
         let is_base = op.id == op.cli.join(".");
@@ -223,7 +223,7 @@ fn rules_are_anchored_absolute_and_never_use_a_wildcard() {
             .unwrap_or_else(|e| panic!("{}: {e}: {args}", op.id));
         assert!(!args[..args.len() - 1].contains(['$', '#']), "{args}");
         let args = without_brackets(&args);
-        // Exec ops carry a guest's argv and data (issue 6): `.*` only after their fixed
+        // Exec ops carry a guest's argv and data: `.*` only after their fixed
         // prefix (verb, endpoint, fenced VMID), which the prefix check below pins.
         let args = if op.risk == Risk::Exec {
             let fixed = args.split(".*").next().unwrap_or_default();
@@ -317,7 +317,7 @@ fn every_row_fills_its_required_fields() {
 
 #[test]
 fn no_op_states_and_yields_are_well_formed() {
-    // Issue 13: an `already` row is a guest action whose read takes the same guest and node,
+    // An `already` row is a guest action whose read takes the same guest and node,
     // of the same kind; a `yields` row is a task whose value names one of its parameters.
     for op in OPS.iter().copied() {
         if let Some(a) = op.already {

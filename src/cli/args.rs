@@ -1,10 +1,10 @@
-//! The command line: global flags (design §4), fixed commands, and one subcommand per
+//! The command line: global flags, fixed commands, and one subcommand per
 //! catalog op, generated from the catalog so the CLI can never drift from it.
 //!
 //! clap only shapes the words here; values are validated by the parameter kinds in
 //! [`crate::catalog::invocation`], so every bad value gets the same one-line error and exit 2.
 //!
-//! Flags come in two sets (issue 13, item 9): [`general_args`] (`-o`, `--color`, `-v`) on every
+//! Flags come in two sets: [`general_args`] (`-o`, `--color`, `-v`) on every
 //! command, and the host flags — [`connection_args`] and [`policy_args`], the one place to add
 //! such a flag — only on commands that reach a host (each under its own help heading), plus a
 //! copy on the root for `pxagent -H pve1 vm list`. Local commands have neither.
@@ -47,7 +47,7 @@ pub const CONNECTION_HEADING: &str = "Connection options";
 /// Help heading of the policy flags.
 pub const POLICY_HEADING: &str = "Policy options";
 
-/// THE HOST FLAGS, part 1: how to reach the host (design §4). This is the one place to add a
+/// THE HOST FLAGS, part 1: how to reach the host. This is the one place to add a
 /// connection flag (`--hosts`, `--persist`, `-J/--jump` …): every command that reaches a host
 /// gets it, under this heading, and local commands (`catalog`, `sudoers`, `audit`, `setup`,
 /// `approve`, `gate`, `completions`, `man`) neither list nor accept it; an environment
@@ -91,7 +91,7 @@ pub fn connection_args() -> Vec<Arg> {
             .env("PXAGENT_JUMP")
             .value_name("HOSTS")
             .help("Jump hosts on the way, [user@]host[:port] separated by commas (as ssh -J; `none`: connect directly); each host key is checked like the target's"),
-        // Fleets and persistent connections (issue 14): which hosts a command reaches, how
+        // Fleets and persistent connections: which hosts a command reaches, how
         // many at once, and whether the connection outlives the call.
         Arg::new("hosts")
             .long("hosts")
@@ -132,7 +132,7 @@ pub fn connection_args() -> Vec<Arg> {
     .collect()
 }
 
-/// THE HOST FLAGS, part 2: what local policy and confirmation get (design §4); the one place to
+/// THE HOST FLAGS, part 2: what local policy and confirmation get; the one place to
 /// add such a flag. Catalog ops take them all; `pxagent mcp` takes `--policy`.
 pub fn policy_args() -> Vec<Arg> {
     vec![
@@ -246,7 +246,7 @@ fn param_arg(p: &Param, required: bool) -> Arg {
     }
 }
 
-/// The arguments of a command inside a guest (issue 6): the argv after `--`, stdin, and
+/// The arguments of a command inside a guest: the argv after `--`, stdin, and
 /// file sync.
 fn exec_args() -> Vec<Arg> {
     vec![
@@ -583,7 +583,7 @@ fn account_arg() -> Arg {
         .help("The agent account (default zen-agent)")
 }
 
-/// `audit show`'s filters (issue 13, item 19).
+/// `audit show`'s filters.
 fn audit_filter_args() -> Vec<Arg> {
     vec![
         Arg::new("since")
@@ -615,7 +615,7 @@ fn audit_filter_args() -> Vec<Arg> {
 }
 
 /// `setup render|revoke`: the root scripts for the host (local commands, nothing is sent).
-/// `--unfenced-ops` of `sudoers render` and `setup render` (issue 12).
+/// `--unfenced-ops` of `sudoers render` and `setup render`.
 fn unfenced_ops_arg() -> Arg {
     Arg::new("unfenced_ops")
         .long("unfenced-ops")
@@ -830,7 +830,7 @@ mod tests {
     #[test]
     fn names_filters_and_exit_code_reach_their_commands() {
         use crate::cli::settings::Cmd;
-        // Issue 13: a guest's name where a VMID goes, filters on lists, --exit-code on exec.
+        // A guest's name where a VMID goes, filters on lists, --exit-code on exec.
         match typed(&["pxagent", "vm", "status", "web"]).unwrap() {
             Cmd::Named(n, f) => {
                 assert_eq!(n.op.id, "vm.status");

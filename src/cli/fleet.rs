@@ -1,4 +1,4 @@
-//! Fleets (issue 14): one command over several hosts — `--hosts a,b,c`, groups from the
+//! Fleets: one command over several hosts — `--hosts a,b,c`, groups from the
 //! config (`groups: {edge: [a, b, c]}`, `--hosts @edge`) and `--all-hosts` — for reads,
 //! `status` and `batch`, and for changes on hosts listed by name.
 //!

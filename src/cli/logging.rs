@@ -1,4 +1,4 @@
-//! Logs on stderr through `tracing` (design §3: logs go to stderr, data to stdout).
+//! Logs on stderr through `tracing` (logs go to stderr, data to stdout).
 //!
 //! Nothing by default. `-v`: one line per operation (host, account, op, result, time).
 //! `-vv`: also the connection, the host key's fingerprint, the auth method, and every remote

@@ -75,7 +75,7 @@ pub fn run(args: Vec<OsString>) -> u8 {
         // `version --client` reaches no host: nothing to audit.
         trail.audited = false;
     }
-    // A panic is a bug, but it still ends as exit 10 with the op's audit record (issue 12).
+    // A panic is a bug, but it still ends as exit 10 with the op's audit record.
     let result = guarded(|| match parsed {
         Ok((s, cmd)) => commands::execute(&s, &cmd, &mut out, &mut trail),
         Err(e) => Err((e, None)),

@@ -75,7 +75,7 @@ pub enum Cmd {
     AuditNewChain,
     /// `pxagent sudoers render …`.
     SudoersRender(RenderOptions),
-    /// `pxagent sudoers lint FILE|- [--groups G,…]`, for the account `--user` (issue 12).
+    /// `pxagent sudoers lint FILE|- [--groups G,…]`, for the account `--user`.
     SudoersLint {
         /// The file, or `-` for stdin.
         file: String,
@@ -317,7 +317,7 @@ impl Settings {
         let timeout = get("timeout")
             .map(|s| context::parse_seconds("--timeout", &s))
             .transpose()?;
-        // clap folds `PXAGENT_*` into the flags; precedence (issue 12) needs them apart: a
+        // clap folds `PXAGENT_*` into the flags; the connection precedence needs them apart: a
         // value typed on the command line, and one that came from the environment.
         use clap::parser::ValueSource;
         let from = |id: &str, src: ValueSource| {
@@ -633,7 +633,7 @@ fn filter(m: &ArgMatches) -> Result<Filter> {
     Filter::parse(get("node"), get("status"), get("tag"), get("name"))
 }
 
-/// The op at `path` when its guest was given by name instead of VMID (issue 13).
+/// The op at `path` when its guest was given by name instead of VMID.
 fn named(path: &[&str], m: &ArgMatches) -> Result<Option<Named>> {
     let raw = raw_values(path, m);
     let op = catalog::select(path, &raw)?;

@@ -5,7 +5,7 @@
 //!
 //! Where to connect and how: the command line (flags, and the parts of `-H user@host:port`)
 //! beats `PXAGENT_*`, which beats the config file, which beats `~/.ssh/config`, which beats
-//! the defaults (design §4, issue 12; [`target_of`]). A host may be a config host name, `user@host[:port]`, or
+//! the defaults ([`target_of`]). A host may be a config host name, `user@host[:port]`, or
 //! an `~/.ssh/config` alias, so that `pxagent -H pve` works like `ssh pve`. pxagent never logs
 //! in as root, whatever a config says: the whole point is an unprivileged account.
 
@@ -172,7 +172,7 @@ impl Context {
     }
 }
 
-/// Build the SSH target from the connection arguments and the config. Precedence (issue 12),
+/// Build the SSH target from the connection arguments and the config. Precedence,
 /// for the user, the port, the key and the known_hosts file alike: the command line (`-u`,
 /// `-p`, `-i`, `--known-hosts`, and the parts of a `-H user@host:port` typed there), then
 /// `PXAGENT_*` (with the parts of `PXAGENT_HOST`), then the config file (a named host's
@@ -535,7 +535,7 @@ mod tests {
 
     #[test]
     fn the_command_line_beats_the_environment_including_the_parts_of_dash_h() {
-        // Issue 12's case: PXAGENT_PORT=1 PXAGENT_USER=x pxagent -H u@h:2222 … connects as u
+        // PXAGENT_PORT=1 PXAGENT_USER=x pxagent -H u@h:2222 … connects as u
         // to port 2222.
         let c = ConnectArgs {
             host: Some("u@h:2222".into()),

@@ -1,4 +1,4 @@
-//! The config file: named hosts, a default host and the local policy (design §4).
+//! The config file: named hosts, a default host and the local policy.
 //!
 //! `$XDG_CONFIG_HOME/pxagent/config.yaml` (or `~/.config/pxagent/config.yaml`, or
 //! `--config FILE`). Flags and `PXAGENT_*` variables override it. Unknown keys are errors,
@@ -48,7 +48,7 @@ pub struct Config {
     /// A policy file instead of the `policy:` section: pxagent's YAML form or the MCP
     /// gateway's JSON form (relative paths are relative to this config file).
     pub policy_file: Option<PathBuf>,
-    /// Named lists of hosts for `--hosts @NAME` (issue 14): each member a host name of
+    /// Named lists of hosts for `--hosts @NAME`: each member a host name of
     /// `hosts:` or a `user@host[:port]` / `~/.ssh/config` alias.
     #[serde(default)]
     pub groups: BTreeMap<String, Vec<String>>,
@@ -173,7 +173,7 @@ impl Config {
     /// `policy_file:`, relative to the config file, else its `policy:` section, else the
     /// built-in default), then `flag` (`--policy FILE`) or, without it, the file named by
     /// `PXAGENT_POLICY` (read here too for callers that did not go through clap). The later
-    /// one only narrows the first (issue 12): no flag or variable can widen what the config
+    /// one only narrows the first: no flag or variable can widen what the config
     /// forbids.
     pub fn policy_sources(&self, flag: Option<&str>) -> Result<Vec<PolicySource>> {
         let mut v = vec![self.policy_source()?];
@@ -215,9 +215,7 @@ impl Config {
     }
 }
 
-// Kept so the front ends' `Policy::effective(flag, &cfg)` calls compile unchanged while they
-// are reworked (issue 10); it lives here because the policy must not name the config. New code
-// writes `Policy::load(cfg.policy_source(flag)?)`, and this goes once no caller is left.
+// Here rather than in `policy`, because the policy must not name the config.
 impl Policy {
     /// The policy in force for a command: the config's (its `policy_file:` or its `policy:`
     /// section), narrowed by `--policy FILE` (or `PXAGENT_POLICY`) when given.

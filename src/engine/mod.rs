@@ -5,7 +5,7 @@
 //! prechecks; reads only), then the op itself, then its task. An action that may have
 //! nothing to do ([`catalog::Already`]: a start of a running guest) reads the guest's status
 //! between the policy and the phrase, and ends there with `changed: false` when it is so: a
-//! no-op needs no phrase and takes no rate-limit quota (issue 13). Front ends differ only in how
+//! no-op needs no phrase and takes no rate-limit quota. Front ends differ only in how
 //! they connect (one connection per CLI run, one kept open by the MCP server), whether a
 //! human can be asked at a terminal, and how they print.
 //!
@@ -98,14 +98,14 @@ impl<C: Connector> Engine<'_, C> {
                 Err(Error::Internal("no terminal to ask".into()))
             })?
         };
-        // Quota is taken only once policy and confirmation have said yes (issue 6): a
+        // Quota is taken only once policy and confirmation have said yes: a
         // refused call never uses up a limit.
         crate::policy::limits::admit(inv.op, self.policy)?;
         Ok(())
     }
 
-    /// [`Engine::decide`] for an op that may have nothing to do ([`catalog::Already`],
-    /// issue 13): the policy first (a refusal stays a refusal), then the guest's status (one
+    /// [`Engine::decide`] for an op that may have nothing to do ([`catalog::Already`]):
+    /// the policy first (a refusal stays a refusal), then the guest's status (one
     /// read, after the node lookup), and only when the action is to run, the phrase and the
     /// rate limit. A no-op needs no phrase and counts against no limit, since nothing
     /// happens; a phrase that was given must still be the right one (checked before the
@@ -159,7 +159,7 @@ impl<C: Connector> Engine<'_, C> {
         })))
     }
 
-    /// The invocation for an op whose guest was given by name (`vm status web`, issue 13):
+    /// The invocation for an op whose guest was given by name (`vm status web`):
     /// one read of the cluster's guests, the same the node lookup makes, gives its VMID and
     /// its node, so the op then needs no lookup of its own. The name is resolved before the
     /// policy decides (the policy judges the VMID), so even a refused call makes this read.
@@ -414,7 +414,7 @@ impl<C: Connector> Engine<'_, C> {
 /// What a dry run of `inv` reports: the remote command, its sudoers rule, risk and
 /// profiles, and the local policy's verdict (a guest's tags are unknown without a
 /// connection, so tag protection is checked at run time). Sends nothing. An op the policy
-/// refuses is refused here too, with the same message and exit 3 (issue 12).
+/// refuses is refused here too, with the same message and exit 3.
 pub fn dry_run(policy: &Policy, inv: &Invocation, trail: &mut Trail) -> Result<Value> {
     trail.dry_run = true;
     trail.argv = inv.remote_argv();

@@ -1,5 +1,4 @@
-//! What one invocation did, gathered while it runs, and its audit records (issue 5 item 6;
-//! issue 12 items 10 and 11).
+//! What one invocation did, gathered while it runs, and its audit records.
 //!
 //! The flows fill a [`Trail`] (argv, phrase, UPID, transfers) and call [`Trail::begin`] right
 //! before the first command that may change something is sent: that writes the `started`
@@ -121,7 +120,7 @@ impl Trail {
         let mut rec = NewRecord::new(op, via, decision);
         rec.host = self.host.clone();
         rec.account = self.account.clone();
-        // Long values (pushed data, stdin) are recorded by length and digest (issue 12).
+        // Long values (pushed data, stdin) are recorded by length and digest.
         rec.argv = self
             .argv
             .iter()

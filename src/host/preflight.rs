@@ -543,7 +543,7 @@ pub fn sudo_rules(out: Option<&Output>, profile: Profile, user: &str) -> Vec<Che
         .collect();
     let all: Vec<Regex> = OPS.iter().copied().map(rule_matcher).collect();
     // A fenced render (some guest rule lists a fence, not the plain VMID regex) leaves out the
-    // changes no fence can restrict (issue 12): their absence is not a missing rule.
+    // changes no fence can restrict: their absence is not a missing rule.
     let fenced = listing.commands.iter().any(|(_, _, c)| {
         OPS.iter()
             .zip(&all)

@@ -103,7 +103,7 @@ pub fn invocation(
     takes_confirm: bool,
 ) -> Result<(Invocation, Option<String>)> {
     let tool = op.tool_name();
-    // `approval` travels to the host's gate beside the command line (issue 11); any op may
+    // `approval` travels to the host's gate beside the command line; any op may
     // need one, reads too, as the host policy may mark any op `approve`.
     let mut args = args.clone();
     let approval = match args.remove("approval") {

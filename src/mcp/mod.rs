@@ -23,7 +23,7 @@
 //!   whose text says what happened and what to do next, because clients show that text to
 //!   the model while they often render protocol errors opaquely.
 //!
-//! One SSH connection serves the whole session (design §5): opened on the first call that
+//! One SSH connection serves the whole session: opened on the first call that
 //! needs the host, shared by concurrent calls (each on its own channel; the session caps
 //! them at 8), and dropped when a call fails with a connection error so that the next call
 //! opens a fresh one. A *read* that failed on a connection opened before it is retried once
@@ -100,7 +100,7 @@ pub fn serve(ctx: crate::config::context::Context, opts: Options) -> Result<u8> 
         let link = server.link.clone();
         let (stdin, stdout) = rmcp::transport::stdio_pipes();
         let transport = LineTransport::new(stdin, stdout, server.cancels.clone());
-        // Signals end the session gracefully (issue 15): see `shutdown`.
+        // Signals end the session gracefully: see `shutdown`.
         let service = match shutdown::Draining::new(server).serve(transport).await {
             Ok(s) => s,
             // The client went away before `initialize` (`pxagent mcp </dev/null`): nothing

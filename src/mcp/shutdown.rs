@@ -1,4 +1,4 @@
-//! `pxagent mcp` on SIGTERM, SIGINT or SIGHUP (issue 15 item 2; what MCP hosts send when
+//! `pxagent mcp` on SIGTERM, SIGINT or SIGHUP (what MCP hosts send when
 //! they shut down): stop taking tool calls, give the calls in flight [`GRACE`] to finish
 //! (their results are sent and audited as usual), then end with exit 0. A call still running
 //! then is dropped with the runtime, and its audit trail's guard
@@ -188,7 +188,7 @@ pub async fn serve(service: RunningService<RoleServer, Draining>) -> Result<u8> 
             }
             // The client closed stdin without cancelling anything: the calls in flight run
             // to their end (a Proxmox task is not stopped because the client left) and write
-            // their audit records (issue 15 item 1); a signal meanwhile still ends them.
+            // their audit records; a signal meanwhile still ends them.
             tokio::select! {
                 () = idle(state.clone()) => return Ok(0),
                 sig = watch.next() => sig,

@@ -360,7 +360,7 @@ fn structured_content_fits_the_output_schema() {
         let data = crate::views::normalize(nextid.view, &raw, None).unwrap();
         check(nextid, &doc(nextid, data));
     }
-    // An action with nothing to do (issue 13): no task, `changed: false`.
+    // An action with nothing to do: no task, `changed: false`.
     let noop = json!({"changed": false, "vmid": 100, "node": "pve1", "status": "running",
         "message": "VM 100 is already running"});
     check(start, &doc(start, noop));
@@ -436,7 +436,7 @@ fn failures_tell_the_model_what_to_do() {
     assert!(!failure_text(&Error::Connection("lost".into()), &inv).contains("may or may not"));
 }
 
-/// The precise remote kinds (issue 12 item 24) tell the model what to do next: a locked guest
+/// The precise remote kinds tell the model what to do next: a locked guest
 /// is waited for, not unlocked.
 #[test]
 fn the_precise_remote_kinds_say_what_to_do() {

@@ -1,4 +1,4 @@
-//! Host data cannot drive the terminal (issue 12, item 18): the one escaper of the output layer.
+//! Host data cannot drive the terminal: the one escaper of the output layer.
 //!
 //! Names, descriptions, task logs, error texts and guest output come from the Proxmox host or
 //! from inside a guest, so they are untrusted: an ESC sequence in a VM's name could recolour,

@@ -1,6 +1,6 @@
 //! The only module that writes to stdout.
 //!
-//! JSON mode: exactly one JSON document per command (design §4), success or failure, so an
+//! JSON mode: exactly one JSON document per command, success or failure, so an
 //! agent can always parse stdout. Table mode: tables and short messages on stdout, errors
 //! and hints on stderr. Never a pager, never a prompt here.
 //!
@@ -114,7 +114,7 @@ impl Output {
 }
 
 /// The lines after an error's message on stderr: its hint, the statement to sign, and — for a
-/// person at a terminal (issue 13, item 11) — how to pass the phrase or the approval, which
+/// person at a terminal — how to pass the phrase or the approval, which
 /// the message itself (written for agents to relay) leaves out.
 pub fn refusal_hints(err: &Error, at_terminal: bool) -> Vec<String> {
     let mut lines = Vec::new();
@@ -161,7 +161,7 @@ pub fn note(text: impl std::fmt::Display) {
     write_stderr(&format!("pxagent: {}\n", escape::text(&text)));
 }
 
-/// A guest command's stdout or stderr, relayed (issue 12, item 18): at a terminal its control
+/// A guest command's stdout or stderr, relayed: at a terminal its control
 /// characters are escaped — it is the user's own command, but its bytes come from an untrusted
 /// guest and must not drive the terminal; into a pipe or a file it passes byte for byte (and
 /// `-o json` carries it raw in the document). `to_stderr` picks the stream.
@@ -224,7 +224,7 @@ fn remember(r: std::io::Result<()>) {
     }
 }
 
-/// The first stdout write error since the last call (issue 12: a full disk or a closed file
+/// The first stdout write error since the last call (a full disk or a closed file
 /// must not look like success).
 pub fn take_write_error() -> Option<std::io::Error> {
     WRITE_ERROR.lock().unwrap_or_else(|p| p.into_inner()).take()

@@ -1,4 +1,4 @@
-//! Colour where it helps (issue 13, item 2): guest, node and task states, and the `pxagent:`
+//! Colour where it helps: guest, node and task states, and the `pxagent:`
 //! prefix of errors — never in JSON, never on a stream that is not a terminal unless forced.
 //!
 //! The decision ([`wanted`]) follows the common conventions, most explicit first: `--color

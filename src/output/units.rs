@@ -1,4 +1,4 @@
-//! Numbers as people read them (issue 13, item 1): sizes in binary units, fractions as
+//! Numbers as people read them: sizes in binary units, fractions as
 //! percentages, seconds as `3d 4h`, Unix times as local times. Every human view uses these
 //! and nothing else, so no raw byte count, fraction or epoch reaches human output (`-o json`
 //! keeps the raw values). Shared by every view, including those other areas add.

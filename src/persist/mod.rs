@@ -1,4 +1,4 @@
-//! Persistent connections for repeated CLI calls (issue 14; opt-in, like OpenSSH's
+//! Persistent connections for repeated CLI calls (opt-in, like OpenSSH's
 //! `ControlPersist`): `--persist DURATION` or `persist: 60s` in the config starts — or reuses —
 //! a background *holder* of the SSH connection, and later pxagent processes send their remote
 //! commands through it instead of paying a handshake each. It exits when it has been idle that

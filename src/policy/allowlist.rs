@@ -1,4 +1,4 @@
-//! Argv-typed allowlists for commands inside guests (issue 6).
+//! Argv-typed allowlists for commands inside guests.
 //!
 //! A guest command is an argv, never a shell string, and it is matched the same way:
 //! argument by argument. A rule is a list whose first entry matches the program and each

@@ -1,4 +1,4 @@
-//! Decisions (issue 5): what a compiled [`Policy`] says about an invocation before anything
+//! Decisions: what a compiled [`Policy`] says about an invocation before anything
 //! is sent — refuse it (exit 3), demand a confirmation phrase, or let it through — plus the
 //! questions the front ends ask of it (list this op? which limits? is this guest command
 //! allowed?). Uses the policy's [`schema`](super::schema) types, the compiled
@@ -379,7 +379,7 @@ impl Policy {
     }
 }
 
-/// Layers (issue 12): `--policy FILE` and `PXAGENT_POLICY` add to the config's policy; they
+/// Layers: `--policy FILE` and `PXAGENT_POLICY` add to the config's policy; they
 /// never replace it. Every check asks every layer, and the most restrictive answer wins:
 /// any refusal refuses, `approve` beats `confirm` beats `allow`, limits add up, `read_only` and
 /// `protect` accumulate, an allowlist must admit in every layer that has one.
@@ -477,7 +477,7 @@ impl Policy {
         Ok(out)
     }
 
-    /// Whether the host may be asked to download from `url` (issue 12): a URL whose host is
+    /// Whether the host may be asked to download from `url`: a URL whose host is
     /// `localhost`, a loopback, link-local, private, unspecified, broadcast or multicast
     /// address, or a number that some resolver reads as one (`127.1`, `2130706433`,
     /// `0x7f000001`), would reach inside the host's own network; it passes only when a layer

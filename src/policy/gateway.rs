@@ -1,4 +1,4 @@
-//! The MCP gateway's policy form (issue 6), read by `--policy FILE` beside pxagent's own.
+//! The MCP gateway's policy form, read by `--policy FILE` beside pxagent's own.
 //!
 //! Registry records for these tools carry policies like
 //! `{"version":"1","default":"deny","tools":{"vm_exec":{"limits":[{"counter":"vm_exec_rate",

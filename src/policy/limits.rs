@@ -1,4 +1,4 @@
-//! Rate limits (issue 6): per-op counters in fixed UTC windows, shared by every pxagent
+//! Rate limits: per-op counters in fixed UTC windows, shared by every pxagent
 //! process of this account.
 //!
 //! A looping agent must not fire guest commands dozens of times a minute. So a policy's

@@ -1,4 +1,4 @@
-//! Loading a policy (issues 5 and 6): reading it from where it is stated — a config's
+//! Loading a policy: reading it from where it is stated — a config's
 //! `policy:` section, or its own file in pxagent's YAML form or the MCP gateway's JSON form
 //! ([`super::gateway`]) — then validating it against the catalog and compiling it into a
 //! [`Policy`] that [`super::eval`] decides with. Uses the [`schema`](super::schema) types,
@@ -24,7 +24,7 @@ use super::schema::{PolicyConfig, PolicySource, Protect};
 use crate::base::error::{Error, Result};
 use crate::catalog::OPS;
 
-/// Largest and smallest VMIDs Proxmox accepts (design §7).
+/// Largest and smallest VMIDs Proxmox accepts.
 const VMID_RANGE: std::ops::RangeInclusive<u64> = 100..=999_999_999;
 
 /// PVE's tag syntax (`pve-tag` in pve-common), compared case-insensitively.

@@ -1,9 +1,9 @@
-//! Local policy: what this pxagent installation refuses before anything is sent (issue 5).
+//! Local policy: what this pxagent installation refuses before anything is sent.
 //!
 //! The host's sudoers decides what the agent account *can* run; this policy narrows what this
 //! client *will* run: deny an op, demand a confirmation phrase for an op the catalog does not
 //! soft-blacklist, protect guests, go read-only, rate-limit guest commands and allow only some
-//! command shapes (issue 6). It is the weakest layer of design §1 — anyone holding the key and
+//! command shapes. It is the weakest layer (see ARCHITECTURE.md) — anyone holding the key and
 //! a plain `ssh` walks past it — so it guards against a mistaken, looping or prompt-injected
 //! agent, not against a thief. Refusals are exit 3 and one line that says what was refused,
 //! why, and which config key did it.

@@ -1,4 +1,4 @@
-//! The policy's data types as written (issues 5 and 6): what a `policy:` section, a policy
+//! The policy's data types as written: what a `policy:` section, a policy
 //! file or the MCP gateway's form deserializes into, before anything is checked against the
 //! catalog. No I/O and no decisions; [`super::load`] validates and compiles these types,
 //! [`super::eval`] decides with the result. Uses serde and the catalog (for the default limit
@@ -70,7 +70,7 @@ pub enum Action {
     /// The op becomes soft-blacklisted: it runs only with its confirmation phrase.
     Confirm,
     /// Host policy only: the op runs only with a human's signed approval, checked by the
-    /// gate (`pxagent gate`, issue 11). A client policy refuses to load it.
+    /// gate (`pxagent gate`). A client policy refuses to load it.
     Approve,
     /// The op is refused (exit 3).
     Deny,

@@ -1,5 +1,5 @@
 //! What a failed command's answer means: the one place that sorts the host's texts into error
-//! classes (design §3 "classify").
+//! classes.
 //!
 //! In order: the host gate's refusals; sudo's own refusals and a missing sudo (exit 9, a setup
 //! problem); a PVE tool run without root (exit 9) versus one whose cluster filesystem is down
@@ -225,7 +225,7 @@ pub fn classify(out: &Output, argv: &[String], target: &str) -> Result<()> {
         return refused("no sudoers rule allows this command for the account".into());
     }
     // Only the shell's own line about `sudo` means sudo is missing: exit 127 alone is also what
-    // a command inside a container returns for a missing program (`pct exec`, issue 12 item 20).
+    // a command inside a container returns for a missing program (`pct exec`).
     if out.exit_status == 127 && stderr.lines().any(|l| NO_SUDO.is_match(l.trim())) {
         return refused("sudo is not installed on the host (stock PVE 9 ships without it: apt-get install sudo)".into());
     }
@@ -349,7 +349,7 @@ mod tests {
         words.split(' ').map(String::from).collect()
     }
 
-    /// Issue 12 item 21: pmxcfs down while running as root is a host fault (exit 1) naming the
+    /// With pmxcfs down, a command run as root is a host fault (exit 1) naming the
     /// pve-cluster service; the non-root form stays a sudo setup problem (exit 9).
     #[test]
     fn pmxcfs_down_as_root_is_a_host_fault_not_a_sudo_problem() {
@@ -373,7 +373,7 @@ mod tests {
         assert_eq!(e.exit_code(), 9, "{e}");
     }
 
-    /// Issue 12 item 20: exit 127 with lxc-attach's line is not "sudo is not installed".
+    /// Exit 127 with lxc-attach's line is not "sudo is not installed".
     #[test]
     fn exit_127_is_sudo_missing_only_with_the_shells_line() {
         let a = argv("sudo -n /usr/sbin/pct exec 200 -- /nonexistent");

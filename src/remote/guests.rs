@@ -1,7 +1,7 @@
 //! The guest map of one connection: the answer of `/cluster/resources --type vm` (every guest
 //! of the cluster with its node, type, name and tags), read once and kept, so that the node
 //! lookup of every guest op, the policy's tag reads, name resolution and the "new VMID"
-//! precheck cost one host command per connection instead of one each (issue 14: on a real
+//! precheck cost one host command per connection instead of one each (on a real
 //! Proxmox host every `pvesh` is a Perl process that loads much of the API, so the number of
 //! host commands per action is what users feel).
 //!

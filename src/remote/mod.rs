@@ -2,7 +2,7 @@
 //!
 //! Everything that crosses the wire for an op goes through [`Remote::run`]. The transport
 //! ([`crate::ssh`]) only moves bytes; this module knows what sudo's and Proxmox's answers
-//! mean (design §3 "classify"), and which answers must never be taken for success:
+//! mean, and which answers must never be taken for success:
 //! a refusal by sudo (exit 9), a Proxmox tool run without root (exit 9, a setup problem),
 //! a task that ended not OK although pvesh exited 0 (exit 1). The texts are sorted in
 //! [`classify`], which also gives a remote failure its precise kind (`not_found`, `locked`,
@@ -471,7 +471,7 @@ impl Remote {
         }
     }
 
-    /// The guest a front end named instead of giving its VMID (`vm status web`, issue 13),
+    /// The guest a front end named instead of giving its VMID (`vm status web`),
     /// from the same `/cluster/resources` read the node lookup makes: the one guest of a
     /// kind `op` takes whose name is exactly `name`. Unknown and ambiguous names are usage
     /// errors (exit 2) listing the candidates; a guest of the other kind names the command
@@ -593,7 +593,7 @@ pub fn task_ok(exitstatus: &str) -> bool {
     exitstatus == "OK" || exitstatus.starts_with("WARNINGS:")
 }
 
-/// The host gate's refusal in a command's answer, if it is one (issue 11).
+/// The host gate's refusal in a command's answer, if it is one.
 pub fn gate_refusal(out: &Output) -> Option<GateRefusal> {
     GateRefusal::from_output(out.exit_status, &out.stderr_text())
 }

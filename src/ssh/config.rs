@@ -1,5 +1,5 @@
 //! A reader for the OpenSSH client configuration (`~/.ssh/config`), so that `pxagent -H pve`
-//! reaches the same host, port, user and key as `ssh pve` (issue 4).
+//! reaches the same host, port, user and key as `ssh pve`.
 //!
 //! Only the keywords pxagent acts on are read: `Host`, `HostName`, `Port`, `User`,
 //! `IdentityFile`, `IdentitiesOnly`, `UserKnownHostsFile`, `ProxyJump`, `ProxyCommand` and
@@ -28,7 +28,7 @@ use std::path::{Path, PathBuf};
 use crate::base::error::{Error, Result};
 
 /// What `~/.ssh/config` says about one host alias. `None` / empty means "not set": the caller
-/// applies its own defaults (design §4: `-u` defaults to `zen-agent`, port 22, …).
+/// applies its own defaults (`-u` defaults to `zen-agent`, port 22, …).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HostConfig {
     /// `HostName`: the real host to connect to (tokens expanded).

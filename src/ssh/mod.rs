@@ -1,11 +1,11 @@
 //! The SSH transport: one key-only russh connection to a Proxmox host that runs many
-//! `sudo -n …` command lines, concurrently on separate channels (design §3, §5, §9).
+//! `sudo -n …` command lines, concurrently on separate channels.
 //!
 //! This folder is the only place that imports russh, and it uses nothing above the transport
 //! (it does not know `remote`, the catalog or the engine). Everything the rest of pxagent
 //! needs is expressed in plain types: a [`Target`] in, a [`Session`] that runs argv vectors,
 //! an [`Output`] of raw bytes and an exit status out, and [`crate::Error`] classes that map to
-//! the exit codes of design §4 (6 for host key and authentication, 7 for connection trouble).
+//! pxagent's exit codes (6 for host key and authentication, 7 for connection trouble).
 //!
 //! By job: `session` (connect, channels, timeouts, keepalive), `auth` (key files and
 //! ssh-agent, public keys only), `hostkey` (the handshake's host key check), `known_hosts`
@@ -102,7 +102,7 @@ pub struct Target {
     pub host: String,
     /// TCP port.
     pub port: u16,
-    /// Remote account (design default `zen-agent`).
+    /// Remote account (default `zen-agent`).
     pub user: String,
     /// Private key files to try, in order, before the agent's keys. [`Target::new`] fills in
     /// OpenSSH's defaults that exist (`~/.ssh/id_ed25519`, `id_ecdsa`, `id_rsa`); an empty

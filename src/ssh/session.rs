@@ -662,7 +662,7 @@ where
         keepalive_interval: (!t.keepalive.is_zero()).then_some(t.keepalive),
         keepalive_max: KEEPALIVE_MAX,
         // One small request per command: Nagle's algorithm would add a delayed-ACK wait
-        // to every round trip (design §9).
+        // to every round trip.
         nodelay: true,
         ..Default::default()
     });

@@ -1,12 +1,12 @@
 //! Results as typed data and as tables.
 //!
-//! pvesh JSON is parsed leniently (design §7, FORMATS.md §2): numbers may be ints, floats or
+//! pvesh JSON is parsed leniently (FORMATS.md §2): numbers may be ints, floats or
 //! numeric strings (`loadavg`, `cpuinfo.mhz`, `cpus` of a container), booleans are 0/1,
 //! optional keys are absent, unknown keys are kept. Each list endpoint gets a typed struct
 //! whose serialisation is the `-o json` data (normalised numbers, unknown keys kept under
 //! their own names), and a table for people.
 //!
-//! Human views never show a raw byte count, fraction or epoch (issue 13, item 1): units and
+//! Human views never show a raw byte count, fraction or epoch: units and
 //! times come from [`crate::output::units`], states are painted by
 //! [`crate::output::style::state`], and every cell is escaped by the output layer's
 //! [`table`]. Objects (statuses, configs) are laid out in [`status`].
@@ -748,7 +748,7 @@ pub fn duration(v: Option<&Value>) -> String {
 }
 
 /// Client-side filters of a list of guests, nodes and storages (`vm list --status running
-/// --tag web --name 'db*' --node pve1`, issue 13): applied to the entries of the one read the
+/// --tag web --name 'db*' --node pve1`): applied to the entries of the one read the
 /// list makes, so they ask nothing more of the host. Every filter given must hold.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Filter {

@@ -1,4 +1,4 @@
-//! Views of the observation reads added for issue 13: a VM's network interfaces as its QEMU
+//! Views of the observation reads: a VM's network interfaces as its QEMU
 //! guest agent reports them (`vm ips`), and RRD metrics history (`vm rrd`, `ct rrd`,
 //! `node rrd`). [`crate::views`] hands these two views here; both parse leniently, like the
 //! rest of the views (numbers may come as strings, keys may be missing).

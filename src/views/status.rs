@@ -1,4 +1,4 @@
-//! Humane views of one object (issue 13, item 1): a guest's, a node's and a task's status, a
+//! Humane views of one object: a guest's, a node's and a task's status, a
 //! guest's config, the task list, and any other object. Key fields come first, each with its
 //! unit (`2.0 GiB`, `35.0%`, `3d 4h`, local times); the remaining fields follow, humanised by
 //! what their key means ([`humane`]). `-o json` keeps the raw values: only these texts change.
@@ -687,7 +687,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    /// No 9+-digit number (a raw byte count or epoch) in a human view (issue 13's done-when).
+    /// No 9+-digit number (a raw byte count or epoch) in a human view.
     fn no_raw_numbers(text: &str) {
         let re = regex::Regex::new(r"[0-9]{9,}").unwrap();
         assert!(!re.is_match(text), "raw number in:\n{text}");

@@ -8,7 +8,7 @@
 //! container restore, `--force` picks the overwriting variant (see `select`). Each is a
 //! variant of `backup.restore` (`variant_of`), so a policy entry for it covers all four.
 //!
-//! Fences (issue 12): a VMID fence covers the archive's own VMID (`vzdump-qemu-<VMID>-…`) as
+//! Fences: a VMID fence covers the archive's own VMID (`vzdump-qemu-<VMID>-…`) as
 //! well as the target's, so a fenced agent can neither restore another guest's backup nor
 //! remove or prune it. A VM restore is fenced by the VM fence, a container restore by the
 //! container fence (`fence`); remove and prune take either kind of guest. A container is

@@ -1,4 +1,4 @@
-//! Commands run inside guests (issue 6): `vm exec` through the QEMU guest agent, its
+//! Commands run inside guests: `vm exec` through the QEMU guest agent, its
 //! exec-status and file steps, and `ct exec` through `pct exec`. All of risk `exec`: rate
 //! limited, argv-validated, and in a sudoers profile only as [`super::super::Profile`]
 //! decides.

@@ -11,7 +11,7 @@
 //!
 //! To add an operation: write its row in its area's file and put its handle in [`OPS`].
 //!
-//! Reads go through `pvesh get … --output-format json` (typed JSON, design §7). Actions go
+//! Reads go through `pvesh get … --output-format json` (typed JSON). Actions go
 //! through `pvesh create|delete /nodes/{node}/…` as well: pvesh reaches every node of a
 //! cluster (it proxies), so a guest on another node works from any node, and every action
 //! yields a UPID to follow. `qm`/`pct` act only on the local node's guests. The [`pvesh!`]

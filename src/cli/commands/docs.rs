@@ -1,4 +1,4 @@
-//! `pxagent completions SHELL` and `pxagent man [COMMAND…]` (issue 13, item 10): shell
+//! `pxagent completions SHELL` and `pxagent man [COMMAND…]`: shell
 //! completions (clap_complete) and manual pages in roff (clap_mangen), generated from the very
 //! command tree that parses the command line, so they cannot drift from it. Local: nothing is
 //! sent, no host needed.

@@ -59,7 +59,7 @@ pub fn exec(
         None => ctx.connector(exec_target(ctx, req, out, trail)?),
     };
     let engine = ctx.engine(&connector, true);
-    // Once the command is sent, a signal still leaves its audit record (issue 12).
+    // Once the command is sent, a signal still leaves its audit record.
     let armed = trail.sending();
     let data = rt.block_on(async {
         let r = crate::base::signals::interruptible(
@@ -79,7 +79,7 @@ pub fn exec(
         Format::Json => out.success(op.id, data.clone(), |_| String::new()),
         Format::Table => {
             // At a terminal the guest's bytes are escaped (they come from an untrusted guest);
-            // into a pipe or file they pass as they are (issue 12, item 18).
+            // into a pipe or file they pass as they are.
             output::guest_output(data["stdout"].as_str().unwrap_or(""), false);
             output::guest_output(data["stderr"].as_str().unwrap_or(""), true);
             for (k, what) in [("out_truncated", "stdout"), ("err_truncated", "stderr")] {
@@ -139,7 +139,7 @@ fn exec_target(
     Ok(target)
 }
 
-/// A request whose guest was given by name (`vm exec web -- uname`, issue 13): the local
+/// A request whose guest was given by name (`vm exec web -- uname`): the local
 /// checks first (exit 2 before anything is sent), then the guest's VMID (and a VM's node)
 /// from one read of the cluster's guests.
 fn resolve_name(

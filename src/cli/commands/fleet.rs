@@ -1,4 +1,4 @@
-//! `--hosts` / `--all-hosts` (issue 14): a catalog op or `status` on several hosts, each over
+//! `--hosts` / `--all-hosts`: a catalog op or `status` on several hosts, each over
 //! its own connection, labelled with its host (see [`crate::cli::fleet`] for the rules: reads side
 //! by side, changes only on hosts listed by name, one after another, each confirmed on its own).
 //! Every host's run is audited on its own.

@@ -130,7 +130,7 @@ fn run_connected(
     if s.no_wait && inv.op.runs_task() {
         return no_wait(rt, s, &engine, connector, inv, given, out, trail);
     }
-    // The spinner starts once the op is sent (after any confirmation prompt, issue 12), and
+    // The spinner starts once the op is sent (after any confirmation prompt), and
     // so does the watch for signals: one then still leaves the op's audit record.
     let spinner: std::sync::OnceLock<indicatif::ProgressBar> = std::sync::OnceLock::new();
     let mut show = |line: &str| {
@@ -236,7 +236,7 @@ fn no_wait(
         Ok(r) => r?,
         Err(sig) => return Err(trail.interrupt(sig.name(), &inv.display())),
     };
-    // A bare value (issue 13): only the UPID on stdout, so `UPID=$(pxagent --no-wait …)`
+    // A bare value: only the UPID on stdout, so `UPID=$(pxagent --no-wait …)`
     // works; the sentence goes to stderr. A no-op has no task: nothing on stdout.
     out.success(inv.op.id, data, |d| {
         let sentence = if d["changed"] == false {

@@ -1,4 +1,4 @@
-//! `pxagent version [--client]` (issue 13, item 3): both sides, like `kubectl version` —
+//! `pxagent version [--client]`: both sides, like `kubectl version` —
 //! pxagent's own version, and the Proxmox VE version of the host it reaches (one read,
 //! `pve.version`, through the engine like any op). `--client` sends nothing and needs no host.
 

@@ -153,7 +153,7 @@ pub(super) async fn ct_flow(
 /// program missing in the container is the guest's 127 like any other code (lxc-attach's `…
 /// No such file or directory - Failed to exec "P"`, REAL
 /// `pct_exec_missing_program_lxc_attach.txt`; [`classify`] tells it from a missing sudo by the
-/// shell's own line, issue 12 item 20).
+/// shell's own line).
 ///
 /// [`classify`]: crate::remote::classify
 pub(super) async fn pct(

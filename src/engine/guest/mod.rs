@@ -1,8 +1,8 @@
-//! Commands inside guests (issue 6): `vm exec` through the QEMU guest agent, `ct exec`
+//! Commands inside guests: `vm exec` through the QEMU guest agent, `ct exec`
 //! through `pct exec`, each with file sync (`--push LOCAL:GUEST` before, `--pull GUEST:LOCAL`
 //! after) — rate-limited and argv-validated.
 //!
-//! The order is the engine's (design §3), stretched over several remote commands: local
+//! The order is the engine's, stretched over several remote commands: local
 //! checks (the argv, guest paths, local files and sizes — exit 2), policy and the argv
 //! allowlist (exit 3), the confirmation a policy may demand (exit 4), the rate limit (exit 8,
 //! counted only now, see [`crate::policy::limits`]); then the host. Nothing is sent before the rate
@@ -11,7 +11,7 @@
 //!
 //! **Exit codes.** pxagent exits 0 when the guest command ran to its end, whatever its own
 //! exit code: that code is `exitcode` in the JSON (and a `pxagent: the command exited N` line
-//! on stderr at a terminal), so pxagent's codes (design §4) keep one meaning each — a guest
+//! on stderr at a terminal), so pxagent's own exit codes keep one meaning each — a guest
 //! command exiting 3 must not read as "refused by policy". Everything else keeps its class:
 //! the guest agent missing or not running, a stopped guest, a failed file transfer are exit 1;
 //! a timeout is exit 7 (the guest process is reported as left running where nothing can kill
@@ -92,7 +92,7 @@ pub async fn run<C: Connector>(
 }
 
 /// `vm exec-status VMID PID`: the state and output of a process the agent started. Judged
-/// like the other exec ops, the guest's tags included (issue 12).
+/// like the other exec ops, the guest's tags included.
 pub async fn exec_status<C: Connector>(engine: &Engine<'_, C>, inv: &Invocation) -> Result<Value> {
     let tags = if engine.policy.wants_tags(inv) {
         Some(crate::engine::guest_tags(&engine.connector.remote().await?).await?)

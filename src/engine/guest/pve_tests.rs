@@ -1,5 +1,5 @@
-//! The exec flows over Proxmox's recorded answers (issue 12 items 20 and 22, and the
-//! exec-status truncation flags of item 24): a program missing in a container is the guest's
+//! The exec flows over Proxmox's recorded answers (and the guest agent's
+//! exec-status truncation flags): a program missing in a container is the guest's
 //! exit 127, the guest agent's real refusals get their own hints, and a stream the agent cut is
 //! reported as truncated whichever agent version cut it.
 
@@ -39,7 +39,7 @@ fn remote(host: &Arc<Replay>) -> Remote {
     Remote::over(host.clone(), "zen-agent@pve:22".into(), None)
 }
 
-/// Issue 12 item 20: `ct exec 200 -- /nonexistent` is the guest's exit 127, reported like any
+/// `ct exec 200 -- /nonexistent` is the guest's exit 127, reported like any
 /// guest exit code (the command ran: exit 0 of pxagent, `exitcode` 127), not "sudo is not
 /// installed". lxc-attach's line is the real capture's, with this container and program.
 #[tokio::test]
@@ -101,7 +101,7 @@ async fn vm_exec_failing_with(stderr: &str, vmid: &str) -> Error {
     e
 }
 
-/// Issue 12 item 22: a guest agent started without guest-exec (RHEL's default) is exit 1 with
+/// A guest agent started without guest-exec (RHEL's default) is exit 1 with
 /// the way to allow it; the other refusals are told apart by their real texts only.
 #[tokio::test]
 async fn the_guest_agents_refusals_have_their_own_hints() {
@@ -130,7 +130,7 @@ async fn the_guest_agents_refusals_have_their_own_hints() {
     assert!(!e.to_string().contains("start it first"), "{e}");
 }
 
-/// Issue 12 item 24: `out-truncated` as fixed agents send it (with every stream that has
+/// `out-truncated` as fixed agents send it (with every stream that has
 /// data, 0 or 1) and as older ones did (present only for a cut stream, with the value 0).
 #[test]
 fn truncation_is_read_from_both_agent_versions() {

@@ -74,7 +74,7 @@ pub(super) fn parent_dir(p: &Path) -> PathBuf {
     }
 }
 
-/// Write a pulled file safely (issue 12): a temporary file beside it with an unpredictable
+/// Write a pulled file safely: a temporary file beside it with an unpredictable
 /// name, created exclusively (`O_EXCL`: never an existing file), never through a symlink
 /// (`O_NOFOLLOW`), mode 0600, synced; then a hard link to the target (which fails when the
 /// target exists — a file or a symlink — so nothing is overwritten without `--force`, even if

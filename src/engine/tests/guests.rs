@@ -1,4 +1,4 @@
-//! In-process tests of issue 13's guest flows over the replay transport: actions with nothing
+//! In-process tests of the guest flows over the replay transport: actions with nothing
 //! to do (`changed: false`, what they send, where the phrase and the policy come in), guests
 //! given by name, backups of either kind of guest with the archive in the result, and bare
 //! values. Answers are the simulator's recordings in `tests/fixtures/replay/` (each with its
@@ -26,7 +26,7 @@ fn action(vmid: u32, node: &str, what: &str) -> Vec<String> {
 
 #[tokio::test]
 async fn start_of_a_running_vm_reads_its_status_and_changes_nothing() {
-    // Done-when of issue 13: `vm start 100` twice ends with exit 0 and `changed: false`.
+    // `vm start 100` twice ends with exit 0 and `changed: false`.
     // VM 100 `web` runs on pve1: the node lookup, the status read, nothing else.
     let host = Replay::new("pve")
         .expect(&words(CLUSTER_RESOURCES_GUESTS), sim_guests_answer())
@@ -174,7 +174,7 @@ async fn named(op: &str, name: &str, guests: Answer) -> (Result<Invocation>, Arc
 
 #[tokio::test]
 async fn a_guest_name_is_its_vmid_and_node_from_one_read() {
-    // Done-when of issue 13: `vm status web` is VM 100.
+    // `vm status web` is VM 100.
     let (inv, host) = named("vm.status", "web", sim_guests_answer()).await;
     let inv = inv.unwrap();
     assert_eq!(inv.vmid(), Some(100));
@@ -263,7 +263,7 @@ fn only_an_existing_guest_may_be_named() {
 
 #[tokio::test]
 async fn backup_of_a_container_names_its_archive() {
-    // Issue 13 item 17 / issue 15: `backup create 200` backs the container up (it was "200 is
+    // `backup create 200` backs the container up (it once failed with "200 is
     // a container"), and the result carries the archive's volume id from the task log.
     let upid = "UPID:pve1:000F4278:0735B5FC:6B0F96FB:vzdump:200:root@pam:";
     let host = Replay::new("pve")

@@ -217,7 +217,7 @@ async fn protected_tag_reads_the_tags_and_sends_nothing_else() {
 
 #[tokio::test]
 async fn exec_status_reads_the_guests_tags_like_the_other_exec_ops() {
-    // Issue 12: `vm exec-status` was judged as if its guest had no tags.
+    // A regression: `vm exec-status` was once judged as if its guest had no tags.
     let protect = policy("protect: [go-proxmox+cloud-init]\n");
     // The tags come from the connection's guest map.
     let host = Replay::new("pve").expect(&words(CLUSTER_RESOURCES_GUESTS), guests_answer());
@@ -239,7 +239,7 @@ async fn exec_status_reads_the_guests_tags_like_the_other_exec_ops() {
 
 #[tokio::test]
 async fn a_change_whose_audit_record_cannot_be_written_is_not_sent() {
-    // Issue 12: the started record comes first; a torn audit log refuses the op (exit 10).
+    // The started record comes first; a torn audit log refuses the op (exit 10).
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("audit.jsonl");
     std::fs::write(&log, b"{\"seq\":1,\"time\":").unwrap();
@@ -291,7 +291,7 @@ async fn confirmation_missing_or_wrong_sends_nothing() {
 
 #[tokio::test]
 async fn stop_of_a_running_vm_without_phrase_only_reads_its_status() {
-    // Issue 13: whether `vm stop` has anything to do is read first (the node lookup, then
+    // Whether `vm stop` has anything to do is read first (the node lookup, then
     // status/current); VM 100 runs, so the phrase is asked for and no action is sent.
     let host = Replay::new("pve")
         .expect(&words(CLUSTER_RESOURCES_GUESTS), sim_guests_answer())

@@ -1,10 +1,10 @@
-//! In-process tests of the operations issue 13 items 13-16 and 18 added, over the replay
+//! In-process tests of two operations, over the replay
 //! transport: `vm set` (one synchronous config line, done without a task) and `vm ips` (the
 //! guest agent's interfaces normalised). The helpers are the parent module's.
 
 use super::*;
 
-/// `vm set` (issue 13): the node from `/cluster/resources`, then one synchronous
+/// `vm set`: the node from `/cluster/resources`, then one synchronous
 /// `pvesh set …/config` whose `null` result is no task: the op is done when it exits 0.
 #[tokio::test]
 async fn vm_set_sends_one_config_line_and_is_done_without_a_task() {
@@ -26,7 +26,7 @@ async fn vm_set_sends_one_config_line_and_is_done_without_a_task() {
     assert_eq!(run.sent().len(), 2);
 }
 
-/// `vm ips` (issue 13): the agent's answer (pve/qga_network_get_interfaces_schema_sample.json)
+/// `vm ips`: the agent's answer (pve/qga_network_get_interfaces_schema_sample.json)
 /// becomes one entry per interface with bare IPv4/IPv6 lists.
 #[tokio::test]
 async fn vm_ips_reads_the_agents_interfaces() {

@@ -1,4 +1,4 @@
-//! Engine flows over Proxmox's own error texts and answer shapes (issue 12 items 21, 24 and
+//! Engine flows over Proxmox's own error texts and answer shapes (pmxcfs down, proxied tasks and
 //! the error kinds `not_found`, `locked`, `wrong_state`): each answer is a recorded output in
 //! `tests/fixtures/` (real captures in `pve/`, simulator recordings in `replay/`, each with its
 //! `.source`), and each test asserts the exit code, `error.kind` and what reached the host.
@@ -13,7 +13,7 @@ fn answer(stdout: &str, stderr: &str, code: u32) -> Answer {
     })
 }
 
-/// Issue 12 item 24: a snapshot asked for while a backup holds VM 100 is a clear `locked`
+/// A snapshot asked for while a backup holds VM 100 is a clear `locked`
 /// error, exit 1, after the task status said why.
 #[tokio::test]
 async fn a_change_during_a_backup_is_locked() {
@@ -176,7 +176,7 @@ async fn shutting_down_a_stopped_vm_is_wrong_state() {
     assert!(run.err().to_string().contains("VM 102 not running"));
 }
 
-/// Issue 12 item 24: a task on another node comes back the way pvesh forwards it, the
+/// A task on another node comes back the way pvesh forwards it, the
 /// remote's lines run together in one JSON string with the UPID at its end; the UPID is
 /// found and the task followed on its node.
 #[tokio::test]
@@ -239,7 +239,7 @@ async fn a_proxied_failure_keeps_the_remote_class() {
     );
 }
 
-/// Issue 12 item 21: pmxcfs down while running as root is a host fault (exit 1) that names the
+/// With pmxcfs down, a command run as root is a host fault (exit 1) that names the
 /// pve-cluster service, not a sudo problem.
 #[tokio::test]
 async fn pmxcfs_down_is_exit_1_naming_pve_cluster() {

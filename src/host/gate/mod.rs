@@ -1,4 +1,4 @@
-//! `pxagent gate`: the agent key's forced command on the Proxmox host (issue 11).
+//! `pxagent gate`: the agent key's forced command on the Proxmox host.
 //!
 //! Why it exists: an agent that can run pxagent can read its key, its config and its state,
 //! so the client's policy, confirmation, limits and audit are advice, not a wall. The gate

@@ -2,12 +2,12 @@
 //! account, and take it away again. Pure: validated options in, script text out; the CLI reads
 //! the files the types below are parsed from.
 //!
-//! What `render`'s script installs, each layer holding on its own (design §1): classic sudo;
+//! What `render`'s script installs, each layer holding on its own: classic sudo;
 //! the account (no password, no supplementary groups, not expired); its key in a root-owned
 //! file with `restrict,from=…,command="<gate>"`; an sshd drop-in `Match User` block (key only,
 //! no forwarding, no tty, `ForceCommand` the gate); the sudoers whitelist; the host policy and
-//! approvers; the gate's state directory. `revoke`'s script expires the account (design §6:
-//! that blocks SSH and sudo at once), removes keys, drop-in and sudoers, reloads sshd and ends
+//! approvers; the gate's state directory. `revoke`'s script expires the account (which
+//! blocks SSH and sudo at once), removes keys, drop-in and sudoers, reloads sshd and ends
 //! the account's processes. Both verify what they did and summarize what changed.
 //!
 //! Decisions:

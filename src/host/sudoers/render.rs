@@ -52,7 +52,7 @@ impl RenderOptions {
     }
 
     /// Whether a fenced render leaves this op out: a change that is not per guest, unless
-    /// `--unfenced-ops` asks for it (issue 12). Reads stay: they change nothing.
+    /// `--unfenced-ops` asks for it. Reads stay: they change nothing.
     pub fn left_out(&self, op: &Op) -> bool {
         self.fenced() && !self.unfenced_ops && unfenceable(op)
     }
@@ -91,7 +91,7 @@ pub fn unfenceable(op: &Op) -> bool {
     op.risk != Risk::Read && !op.per_guest()
 }
 
-/// `pct exec`: root in the container, near-host-root in a privileged one (issue 6).
+/// `pct exec`: root in the container, near-host-root in a privileged one.
 fn is_ct_exec(op: &Op) -> bool {
     op.risk == Risk::Exec && op.area == Area::Ct
 }

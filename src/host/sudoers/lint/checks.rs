@@ -401,7 +401,7 @@ pub(super) fn merged_usr(path: &str) -> String {
 }
 
 pub(super) fn check_pve_tool(tool: Tool, path: &str, args: &Args, display: &str) -> Vec<Finding> {
-    // pxagent's own exec rules (issue 6) carry a guest's argv by design: `.*` after a pinned
+    // pxagent's own exec rules carry a guest's argv by design: `.*` after a pinned
     // prefix (verb, endpoint, fenced VMID). Say what they grant instead of "over-broad".
     if let (Args::Regex(r), true) = (args, path == tool.path())
         && let Some(op) = own_exec_op(tool, r)

@@ -1,4 +1,4 @@
-//! The labelled corpus (issue 12): every dangerous file of `tests/fixtures/sudoers/corpus/`
+//! The labelled corpus: every dangerous file of `tests/fixtures/sudoers/corpus/`
 //! yields an error-severity finding on the line its README row names, every safe file none;
 //! and pxagent's own renders, of every profile and fence and `--ct-exec`, lint clean.
 

@@ -403,7 +403,7 @@ fn writable_place(path: &str) -> bool {
         .any(|w| p == w.trim_end_matches('/') || p.starts_with(w))
 }
 
-/// `logfile` without `log_format=json` loses argv boundaries (design §6).
+/// `logfile` without `log_format=json` loses argv boundaries.
 pub(super) fn log_format_finding(entries: &[(Logical, Result<Entry, String>)]) -> Option<Finding> {
     let mut logfile = None;
     let mut json = false;

@@ -3,7 +3,7 @@
 //!
 //! Why this exists: the widely shared setup for letting an agent drive Proxmox grants
 //! `qm *`, `pct *`, `pvesh *`, `vzdump *`, `find *`, `ip *`, `mount *` … — every one of them a
-//! root shell (design §1) — and its `Defaults!zen-agent LOG_INPUT` lines are not even valid
+//! root shell — and its `Defaults!zen-agent LOG_INPUT` lines are not even valid
 //! sudoers. `pxagent sudoers lint` says which rules are root-equivalent, why, and what to
 //! write instead; the preflight runs [`check_command`] over the host's `sudo -n -l` output,
 //! so a rule is judged by the same checks whether it comes from a file or from sudo.

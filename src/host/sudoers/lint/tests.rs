@@ -353,7 +353,7 @@ fn check_command_other_binaries() {
     assert_eq!(c("relative/bin"), vec![(Severity::Error, "relative-path")]);
     assert_eq!(c("/usr/bin/"), vec![(Severity::Error, "wildcard-path")]);
     assert_eq!(c("/usr/bin/py*"), vec![(Severity::Error, "wildcard-path")]);
-    // Issue 12: sudoedit writes files as root; an error whatever the file.
+    // `sudoedit` writes files as root; an error whatever the file.
     assert_eq!(c("sudoedit /etc/motd"), vec![(Severity::Error, "sudoedit")]);
     assert_eq!(
         c("/usr/sbin/mkfs.ext4 /dev/sdb1"),
