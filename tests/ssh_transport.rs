@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::{Duration, Instant};
 
 use pxagent::Error;
-use pxagent::ssh::{HostKeyPolicy, Output, Session, Target};
+use pxagent::ssh::{Captured, HostKeyPolicy, Session, Target};
 
 use crate::support::{Agent, lock};
 
@@ -320,7 +320,7 @@ pub(crate) async fn connect(t: &Target) -> Session {
         .unwrap_or_else(|e| panic!("connect failed: {e}"))
 }
 
-pub(crate) async fn run(s: &Session, a: &[&str]) -> Output {
+pub(crate) async fn run(s: &Session, a: &[&str]) -> Captured {
     s.exec(&args(a))
         .await
         .unwrap_or_else(|e| panic!("exec {a:?} failed: {e}"))
@@ -346,7 +346,7 @@ async fn exec_round_trip_status_and_streams() {
     assert!(s.recorded_host_key().is_none());
 
     let ok = run(&s, &["true"]).await;
-    assert_eq!(ok, Output::default());
+    assert_eq!(ok, Captured::default());
     let out = run(
         &s,
         &[

@@ -45,7 +45,7 @@ fuzz_target!(|data: &[u8]| {
     };
     let _ = a.to_text();
     let args: BTreeMap<String, String> = BTreeMap::new();
-    let req = approval::Request {
+    let req = approval::Requested {
         place: approval::Place {
             host: "pve1",
             machine_id: "0123456789abcdef0123456789abcdef",

@@ -19,7 +19,7 @@ use crate::base::time::format_rfc3339;
 
 /// What the agent asked the gate to run.
 #[derive(Debug, Clone, Copy)]
-pub struct Request<'a> {
+pub struct Requested<'a> {
     /// This host and account.
     pub place: Place<'a>,
     /// The catalog op id.
@@ -44,7 +44,7 @@ pub struct Verified {
 pub fn check(
     approvers: &Approvers,
     nonces: &NonceStore,
-    req: &Request,
+    req: &Requested,
     statement_text: &str,
     signature_armored: &str,
     now: u64,

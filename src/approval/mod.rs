@@ -32,7 +32,7 @@ use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-pub use check::{Request, Verified, check};
+pub use check::{Requested, Verified, check};
 pub use nonces::NonceStore;
 pub use pending::{MAX_PENDING, Pending};
 pub use rejection::Rejection;

@@ -17,7 +17,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use super::check::Request;
+use super::check::Requested;
 use super::statement::{Statement, valid_nonce};
 
 /// The most open statements kept.
@@ -104,7 +104,7 @@ impl Pending {
 
     /// The texts of the open statements for exactly this request (host, op and every
     /// parameter), newest first.
-    pub fn candidates(&self, req: &Request, now: u64) -> Vec<String> {
+    pub fn candidates(&self, req: &Requested, now: u64) -> Vec<String> {
         let mut open: Vec<(Statement, SystemTime)> = self
             .entries()
             .into_iter()
@@ -191,8 +191,8 @@ mod tests {
         }
     }
 
-    fn request(args: &BTreeMap<String, String>) -> Request<'_> {
-        Request {
+    fn request(args: &BTreeMap<String, String>) -> Requested<'_> {
+        Requested {
             place: PLACE,
             op: "vm.destroy",
             args,

@@ -112,8 +112,8 @@ fn statement() -> Statement {
     Statement::new(PLACE, "vm.destroy", vm_args("100"), DEFAULT_TTL, NOW).unwrap()
 }
 
-fn request(args: &BTreeMap<String, String>) -> Request<'_> {
-    Request {
+fn request(args: &BTreeMap<String, String>) -> Requested<'_> {
+    Requested {
         place: PLACE,
         op: "vm.destroy",
         args,
@@ -205,7 +205,7 @@ fn every_rejection_from_a_crafted_case() {
     let alice_key = load_private_key(&alice).unwrap();
     let args = vm_args("100");
     let signed = |st: &Statement| sign(&alice_key, &st.text()).unwrap();
-    let reject = |req: &Request, text: &str, sig: &str, now: u64| -> Rejection {
+    let reject = |req: &Requested, text: &str, sig: &str, now: u64| -> Rejection {
         check(&approvers, &nonces, req, text, sig, now).unwrap_err()
     };
 
@@ -250,7 +250,7 @@ fn every_rejection_from_a_crafted_case() {
     // Another host (by name, or one of the same name with another machine id), another
     // account, another op, other args.
     let r = reject(
-        &Request {
+        &Requested {
             place: Place {
                 host: "pve2",
                 ..PLACE
@@ -270,7 +270,7 @@ fn every_rejection_from_a_crafted_case() {
     );
     let twin = "0".repeat(32);
     let r = reject(
-        &Request {
+        &Requested {
             place: Place {
                 machine_id: &twin,
                 ..PLACE
@@ -284,7 +284,7 @@ fn every_rejection_from_a_crafted_case() {
     assert_eq!(r.code(), "wrong_host", "{r}");
     assert!(r.to_string().contains(&twin), "{r}");
     let r = reject(
-        &Request {
+        &Requested {
             place: Place {
                 account: "zen-other",
                 ..PLACE
@@ -303,7 +303,7 @@ fn every_rejection_from_a_crafted_case() {
         }
     );
     let r = reject(
-        &Request {
+        &Requested {
             op: "vm.stop",
             ..request(&args)
         },

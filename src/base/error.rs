@@ -134,15 +134,17 @@ impl Error {
             Error::SudoRefused(_) => 9,
             Error::Internal(_) => 10,
             Error::Host(r) => {
-                use super::gate_protocol::Kind;
+                use super::gate_protocol::RefusalKind;
                 match r.kind {
-                    Kind::BadRequest => 2,
-                    Kind::PolicyRefused | Kind::PolicyUnavailable => 3,
-                    Kind::ConfirmationRequired | Kind::ApprovalRequired | Kind::ApprovalInvalid => {
-                        4
-                    }
-                    Kind::RateLimited => 8,
-                    Kind::NotAllowed | Kind::Unsupported | Kind::AuditUnavailable => 9,
+                    RefusalKind::BadRequest => 2,
+                    RefusalKind::PolicyRefused | RefusalKind::PolicyUnavailable => 3,
+                    RefusalKind::ConfirmationRequired
+                    | RefusalKind::ApprovalRequired
+                    | RefusalKind::ApprovalInvalid => 4,
+                    RefusalKind::RateLimited => 8,
+                    RefusalKind::NotAllowed
+                    | RefusalKind::Unsupported
+                    | RefusalKind::AuditUnavailable => 9,
                 }
             }
         }

@@ -59,7 +59,7 @@ pub struct Envelope {
 
 /// A request as the gate reads it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Request {
+pub enum GateRequest {
     /// A plain catalog line: the words after `sudo -n`.
     Plain(Vec<String>),
     /// An envelope.
@@ -78,16 +78,16 @@ impl Envelope {
 }
 
 /// Read the command line the gate was started for. `Err` is the refusal to send.
-pub fn parse_command(line: Option<&str>) -> Result<Request, Box<Refusal>> {
+pub fn parse_command(line: Option<&str>) -> Result<GateRequest, Box<Refusal>> {
     let Some(line) = line else {
         return Err(Box::new(Refusal::new(
-            Kind::NotAllowed,
+            RefusalKind::NotAllowed,
             "no command: this account has no shell, only pxagent's catalog operations (interactive logins and subsystems such as sftp are refused)",
         )));
     };
     if line.len() > MAX_LINE {
         return Err(Box::new(Refusal::new(
-            Kind::BadRequest,
+            RefusalKind::BadRequest,
             format!(
                 "the command line is {} bytes, more than the {MAX_LINE} the gate reads",
                 line.len()
@@ -97,34 +97,34 @@ pub fn parse_command(line: Option<&str>) -> Result<Request, Box<Refusal>> {
     if let Some(rest) = line.strip_prefix(PROTOCOL) {
         let payload = rest.strip_prefix(' ').ok_or_else(|| {
             Refusal::new(
-                Kind::BadRequest,
+                RefusalKind::BadRequest,
                 format!("an envelope is `{PROTOCOL} <base64url JSON>`"),
             )
         })?;
         let bytes = Base64UrlUnpadded::decode_vec(payload).map_err(|_| {
             Refusal::new(
-                Kind::BadRequest,
+                RefusalKind::BadRequest,
                 "the envelope is not base64url without padding",
             )
         })?;
         let env: Envelope = serde_json::from_slice(&bytes).map_err(|e| {
             Refusal::new(
-                Kind::BadRequest,
+                RefusalKind::BadRequest,
                 format!("the envelope does not parse: {e}"),
             )
         })?;
         if env.hello == env.argv.is_some() {
             return Err(Box::new(Refusal::new(
-                Kind::BadRequest,
+                RefusalKind::BadRequest,
                 "an envelope carries either `hello` or `argv`",
             )));
         }
-        return Ok(Request::Envelope(env));
+        return Ok(GateRequest::Envelope(env));
     }
     if let Some(other) = line.strip_prefix("pxagent-gate/") {
         let version = other.split(' ').next().unwrap_or_default();
         return Err(Box::new(Refusal::new(
-            Kind::Unsupported,
+            RefusalKind::Unsupported,
             format!(
                 "the client speaks pxagent-gate/{} but this gate speaks {PROTOCOL} only: install the same pxagent version on both sides",
                 crate::base::text::printable(version)
@@ -133,29 +133,29 @@ pub fn parse_command(line: Option<&str>) -> Result<Request, Box<Refusal>> {
     }
     let words = shlex::split(line).ok_or_else(|| {
         Refusal::new(
-            Kind::NotAllowed,
+            RefusalKind::NotAllowed,
             "the command line does not split into words",
         )
     })?;
     if words.is_empty() {
         return Err(Box::new(Refusal::new(
-            Kind::NotAllowed,
+            RefusalKind::NotAllowed,
             "an empty command: this account has no shell, only pxagent's catalog operations",
         )));
     }
     if crate::base::text::quote_argv(&words) != line {
         return Err(Box::new(Refusal::new(
-            Kind::NotAllowed,
+            RefusalKind::NotAllowed,
             "the command line is not in pxagent's canonical form (one command, words quoted only where needed); extra text, comments, chaining and redirections are refused",
         )));
     }
-    Ok(Request::Plain(words))
+    Ok(GateRequest::Plain(words))
 }
 
 /// Why the gate refused; what the client shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Kind {
+pub enum RefusalKind {
     /// Not one catalog operation (or no command, or a subsystem).
     NotAllowed,
     /// The envelope is malformed.
@@ -179,20 +179,20 @@ pub enum Kind {
     AuditUnavailable,
 }
 
-impl Kind {
+impl RefusalKind {
     /// The snake_case name (as in JSON).
     pub fn name(self) -> &'static str {
         match self {
-            Kind::NotAllowed => "not_allowed",
-            Kind::BadRequest => "bad_request",
-            Kind::Unsupported => "unsupported",
-            Kind::PolicyRefused => "policy_refused",
-            Kind::PolicyUnavailable => "policy_unavailable",
-            Kind::ConfirmationRequired => "confirmation_required",
-            Kind::ApprovalRequired => "approval_required",
-            Kind::ApprovalInvalid => "approval_invalid",
-            Kind::RateLimited => "rate_limited",
-            Kind::AuditUnavailable => "audit_unavailable",
+            RefusalKind::NotAllowed => "not_allowed",
+            RefusalKind::BadRequest => "bad_request",
+            RefusalKind::Unsupported => "unsupported",
+            RefusalKind::PolicyRefused => "policy_refused",
+            RefusalKind::PolicyUnavailable => "policy_unavailable",
+            RefusalKind::ConfirmationRequired => "confirmation_required",
+            RefusalKind::ApprovalRequired => "approval_required",
+            RefusalKind::ApprovalInvalid => "approval_invalid",
+            RefusalKind::RateLimited => "rate_limited",
+            RefusalKind::AuditUnavailable => "audit_unavailable",
         }
     }
 }
@@ -212,7 +212,7 @@ pub struct ApprovalRequest {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Refusal {
     /// What class of refusal.
-    pub kind: Kind,
+    pub kind: RefusalKind,
     /// One or two sentences for the user: what was refused, why, what to do.
     pub message: String,
     /// The op the request was read as, when it was.
@@ -234,7 +234,7 @@ pub struct Refusal {
 
 impl Refusal {
     /// A refusal of this kind with this message.
-    pub fn new(kind: Kind, message: impl Into<String>) -> Refusal {
+    pub fn new(kind: RefusalKind, message: impl Into<String>) -> Refusal {
         Refusal {
             kind,
             message: message.into(),
@@ -327,10 +327,10 @@ mod tests {
         let ok = "sudo -n /usr/bin/pvesh get /version --output-format json";
         assert_eq!(
             parse_command(Some(ok)).unwrap(),
-            Request::Plain(ok.split(' ').map(String::from).collect())
+            GateRequest::Plain(ok.split(' ').map(String::from).collect())
         );
         let quoted = "sudo -n /usr/sbin/pct exec 200 -- sh -c 'echo a; id'";
-        assert!(matches!(parse_command(Some(quoted)), Ok(Request::Plain(w)) if w.len() == 9));
+        assert!(matches!(parse_command(Some(quoted)), Ok(GateRequest::Plain(w)) if w.len() == 9));
         for bad in [
             "sudo -n /usr/bin/pvesh get /version --output-format json; id",
             "sudo -n /usr/bin/pvesh get /version --output-format json # x",
@@ -342,9 +342,12 @@ mod tests {
             "",
         ] {
             let e = parse_command(Some(bad)).unwrap_err();
-            assert_eq!(e.kind, Kind::NotAllowed, "{bad:?}");
+            assert_eq!(e.kind, RefusalKind::NotAllowed, "{bad:?}");
         }
-        assert_eq!(parse_command(None).unwrap_err().kind, Kind::NotAllowed);
+        assert_eq!(
+            parse_command(None).unwrap_err().kind,
+            RefusalKind::NotAllowed
+        );
     }
 
     #[test]
@@ -362,7 +365,7 @@ mod tests {
             "no quoting needed"
         );
         match parse_command(Some(&cmd.join(" "))).unwrap() {
-            Request::Envelope(back) => assert_eq!(back, env),
+            GateRequest::Envelope(back) => assert_eq!(back, env),
             other => panic!("{other:?}"),
         }
         let enc = |v: &str| {
@@ -374,16 +377,16 @@ mod tests {
         for (bad, kind) in [
             (
                 enc(r#"{"client":"x","argv":["a"],"shell":"sh"}"#),
-                Kind::BadRequest,
+                RefusalKind::BadRequest,
             ),
-            (enc(r#"{"client":"x"}"#), Kind::BadRequest),
+            (enc(r#"{"client":"x"}"#), RefusalKind::BadRequest),
             (
                 enc(r#"{"client":"x","hello":true,"argv":["a"]}"#),
-                Kind::BadRequest,
+                RefusalKind::BadRequest,
             ),
-            (format!("{PROTOCOL} !!!"), Kind::BadRequest),
-            (PROTOCOL.to_string(), Kind::BadRequest),
-            ("pxagent-gate/2 e30".to_string(), Kind::Unsupported),
+            (format!("{PROTOCOL} !!!"), RefusalKind::BadRequest),
+            (PROTOCOL.to_string(), RefusalKind::BadRequest),
+            ("pxagent-gate/2 e30".to_string(), RefusalKind::Unsupported),
         ] {
             assert_eq!(parse_command(Some(&bad)).unwrap_err().kind, kind, "{bad}");
         }
@@ -391,7 +394,7 @@ mod tests {
 
     #[test]
     fn refusals_are_found_only_with_their_exit_status() {
-        let mut r = Refusal::new(Kind::ApprovalRequired, "sign it");
+        let mut r = Refusal::new(RefusalKind::ApprovalRequired, "sign it");
         r.op = Some("vm.destroy".into());
         let stderr = format!("some noise\n{}\n", r.to_line());
         assert_eq!(Refusal::from_output(REFUSED_EXIT, &stderr), Some(r));

@@ -221,7 +221,7 @@ where
 async fn one<C: Connector>(
     policy: &Policy,
     connector: &C,
-    req: request::Request,
+    req: request::BatchRequest,
     opts: &Options,
 ) -> (Value, u8) {
     let started = Instant::now();
@@ -273,7 +273,7 @@ async fn one<C: Connector>(
 
 /// A fleet's refusal of this request, if any (changes over a group; phrases over several
 /// hosts).
-fn refusal(req: &request::Request, opts: &Options) -> Option<Error> {
+fn refusal(req: &request::BatchRequest, opts: &Options) -> Option<Error> {
     if req.op.risk != Risk::Read
         && let Some(why) = &opts.refuse_changes
     {
@@ -302,7 +302,7 @@ fn refusal(req: &request::Request, opts: &Options) -> Option<Error> {
 /// `--dry-run`: what the request would send, and the policy's verdict (nothing is sent).
 fn dry_run(
     policy: &Policy,
-    req: &request::Request,
+    req: &request::BatchRequest,
     opts: &Options,
     trail: &mut Trail,
 ) -> Result<(Value, Vec<String>)> {
@@ -366,7 +366,7 @@ struct Waits {
 }
 
 impl GuestOrder {
-    fn admit(&mut self, req: &request::Request) -> Waits {
+    fn admit(&mut self, req: &request::BatchRequest) -> Waits {
         let Some(vmid) = req.inv.vmid() else {
             return Waits {
                 before: Vec::new(),

@@ -1,5 +1,5 @@
 //! One request line of `pxagent batch` and what comes back for it: parsing a line into a
-//! [`Request`] (exactly the keys `id`, `op`, `args`; `op` a catalog op id; `args` the op's MCP
+//! [`BatchRequest`] (exactly the keys `id`, `op`, `args`; `op` a catalog op id; `args` the op's MCP
 //! tool arguments, validated by [`crate::mcp::invocation`], the MCP server's own parser) and
 //! the result line's JSON. Uses the catalog, the MCP argument parser and the error type.
 
@@ -15,7 +15,7 @@ pub const MAX_LINE: usize = 1024 * 1024;
 
 /// One parsed request line.
 #[derive(Debug)]
-pub struct Request {
+pub struct BatchRequest {
     /// 1-based line number in the input.
     pub line: usize,
     /// The caller's `id`, echoed in the result (`null` when absent).
@@ -44,7 +44,11 @@ pub struct Invalid {
 
 /// Parse line `line` (1-based) of the input. `policy` decides whether the op takes `confirm`
 /// (the catalog's confirm ops, and those a local `confirm` rule names), as for MCP tools.
-pub fn parse(line: usize, text: &str, policy: &Policy) -> std::result::Result<Request, Invalid> {
+pub fn parse(
+    line: usize,
+    text: &str,
+    policy: &Policy,
+) -> std::result::Result<BatchRequest, Invalid> {
     let invalid = |id: Value, op: Option<&'static Op>, msg: String| Invalid {
         line,
         id,
@@ -119,7 +123,7 @@ pub fn parse(line: usize, text: &str, policy: &Policy) -> std::result::Result<Re
     };
     let (inv, confirm) = crate::mcp::invocation(op, &args, crate::mcp::takes_confirm(policy, op))
         .map_err(|e| invalid(id.clone(), Some(op), e.to_string()))?;
-    Ok(Request {
+    Ok(BatchRequest {
         line,
         id,
         op,

@@ -14,7 +14,7 @@ use super::*;
 use crate::remote::Remote;
 use crate::remote::replay::{Answer, Replay};
 use crate::remote::transport::{BoxFuture, Transport};
-use crate::ssh::Output;
+use crate::ssh::Captured;
 
 fn fixture(name: &str) -> String {
     let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
@@ -74,7 +74,7 @@ impl Transport for Delayed {
         &'a self,
         argv: &'a [String],
         on_stdout: &'a mut (dyn FnMut(&[u8]) + Send),
-    ) -> BoxFuture<'a, crate::base::error::Result<Output>> {
+    ) -> BoxFuture<'a, crate::base::error::Result<Captured>> {
         Box::pin(async move {
             let (now, most) = &*self.running;
             let n = now.fetch_add(1, Ordering::SeqCst) + 1;
@@ -88,13 +88,13 @@ impl Transport for Delayed {
         &'a self,
         argv: &'a [String],
         input: &'a [u8],
-    ) -> BoxFuture<'a, crate::base::error::Result<Output>> {
+    ) -> BoxFuture<'a, crate::base::error::Result<Captured>> {
         self.host.exec_with_stdin(argv, input)
     }
     fn exec_many(
         &self,
         cmds: Vec<Vec<String>>,
-    ) -> BoxFuture<'_, Vec<crate::base::error::Result<Output>>> {
+    ) -> BoxFuture<'_, Vec<crate::base::error::Result<Captured>>> {
         self.host.exec_many(cmds)
     }
     fn close(&self) -> BoxFuture<'_, ()> {

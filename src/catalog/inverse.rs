@@ -83,16 +83,16 @@ pub fn parse_argv(argv: &[String]) -> Result<Vec<Match>, NotAnOp> {
 }
 
 /// What one placeholder captured: the parameter, which `:` part of it (if any), the text.
-type Captured = Vec<(String, Option<usize>, String)>;
+type CaptureList = Vec<(String, Option<usize>, String)>;
 
 /// Match the template words against `args`; `None` when the shape differs.
-fn match_op(op: &'static Op, args: &[String]) -> Option<Captured> {
+fn match_op(op: &'static Op, args: &[String]) -> Option<CaptureList> {
     let mut caps = Vec::new();
     walk(op.args, args, &mut caps).then_some(caps)
 }
 
 /// Backtracking walk: an optional group is tried present first, then absent.
-fn walk(template: &'static [Arg], words: &[String], caps: &mut Captured) -> bool {
+fn walk(template: &'static [Arg], words: &[String], caps: &mut CaptureList) -> bool {
     let Some((first, rest)) = template.split_first() else {
         return words.is_empty();
     };
@@ -163,7 +163,7 @@ fn walk(template: &'static [Arg], words: &[String], caps: &mut Captured) -> bool
 }
 
 /// Record a guest argv list as its wire value (a JSON array of strings).
-fn push_list(name: &str, items: &[String], caps: &mut Captured) -> bool {
+fn push_list(name: &str, items: &[String], caps: &mut CaptureList) -> bool {
     match serde_json::to_string(items) {
         Ok(json) => {
             caps.push((name.to_string(), None, json));
@@ -174,7 +174,7 @@ fn push_list(name: &str, items: &[String], caps: &mut Captured) -> bool {
 }
 
 /// Match one template word (`/nodes/{node}/qemu/{vmid}/status/start`) against one argv word.
-fn match_word(template: &str, word: &str, caps: &mut Captured) -> bool {
+fn match_word(template: &str, word: &str, caps: &mut CaptureList) -> bool {
     let mut segs = Vec::new();
     let mut rest = template;
     while let Some(start) = rest.find('{') {
@@ -202,7 +202,7 @@ enum Piece<'a> {
 
 /// Literals must appear as written; a placeholder takes the shortest text that lets the rest
 /// match (the value's kind and the final rebuild decide whether that was right).
-fn match_pieces(pieces: &[Piece], text: &str, caps: &mut Captured) -> bool {
+fn match_pieces(pieces: &[Piece], text: &str, caps: &mut CaptureList) -> bool {
     let Some((first, rest)) = pieces.split_first() else {
         return text.is_empty();
     };
@@ -226,7 +226,7 @@ fn match_pieces(pieces: &[Piece], text: &str, caps: &mut Captured) -> bool {
 
 /// Assemble captured texts into wire values (parts joined with `:`), check that a parameter
 /// seen twice says the same both times, and validate each value as its kind's wire form.
-fn wire_values(op: &Op, caps: Captured) -> Result<BTreeMap<&'static str, String>, String> {
+fn wire_values(op: &Op, caps: CaptureList) -> Result<BTreeMap<&'static str, String>, String> {
     let mut parts: BTreeMap<String, BTreeMap<usize, String>> = BTreeMap::new();
     let mut whole: BTreeMap<String, String> = BTreeMap::new();
     for (name, part, text) in caps {

@@ -16,7 +16,7 @@ use crate::base::error::{Error, Result};
 use crate::catalog::invocation::{Invocation, Named};
 use crate::catalog::{self, How, Op, Profile};
 use crate::config::context::{self, ConnectArgs};
-use crate::engine::guest::Request;
+use crate::engine::guest::GuestRequest;
 use crate::host::setup::{
     AgentKey, Approvers, HostPath, HostPolicy, RevokeOptions, SetupOptions, SourceList, Sshd,
 };
@@ -136,7 +136,7 @@ pub enum Cmd {
     /// A command inside a guest (`vm exec`, `ct exec`).
     Exec {
         /// The request (its `vmid` may still be a guest's name).
-        req: Box<Request>,
+        req: Box<GuestRequest>,
         /// `--exit-code`: exit with the guest command's own exit code once it ran.
         exit_code: bool,
     },
@@ -676,7 +676,7 @@ fn raw_values(path: &[&str], m: &ArgMatches) -> BTreeMap<&'static str, String> {
 
 /// A guest command's request: the argv after `--`, stdin (read now: a file or `-`), file
 /// sync, and the wait (`--timeout`, else [`crate::engine::guest::DEFAULT_TIMEOUT`]).
-fn exec_request(op: &'static Op, leaf: &ArgMatches, s: &Settings) -> Result<Request> {
+fn exec_request(op: &'static Op, leaf: &ArgMatches, s: &Settings) -> Result<GuestRequest> {
     let stdin = match string(leaf, "stdin") {
         None => None,
         Some(f) if f == "-" => {
@@ -694,7 +694,7 @@ fn exec_request(op: &'static Op, leaf: &ArgMatches, s: &Settings) -> Result<Requ
             source,
         })?),
     };
-    Ok(Request {
+    Ok(GuestRequest {
         op,
         vmid: string(leaf, "vmid").unwrap_or_default(),
         node: string(leaf, "node"),
@@ -702,11 +702,11 @@ fn exec_request(op: &'static Op, leaf: &ArgMatches, s: &Settings) -> Result<Requ
         stdin,
         push: strings(leaf, "push")
             .iter()
-            .map(|p| Request::parse_push(p))
+            .map(|p| GuestRequest::parse_push(p))
             .collect::<Result<_>>()?,
         pull: strings(leaf, "pull")
             .iter()
-            .map(|p| Request::parse_pull(p))
+            .map(|p| GuestRequest::parse_pull(p))
             .collect::<Result<_>>()?,
         force: leaf.try_get_one::<bool>("force").ok().flatten() == Some(&true),
         timeout: s

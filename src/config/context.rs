@@ -179,7 +179,7 @@ impl Context {
 /// address and fields), then `~/.ssh/config`, then the defaults. Two different values on the
 /// same layer (`-u x -H u@h`) are a usage error rather than a guess.
 pub fn target_of(c: &ConnectArgs, cfg: &Config) -> Result<Target> {
-    target_with(c, cfg, ssh_config::Context::from_env)
+    target_with(c, cfg, ssh_config::SshConfigEnv::from_env)
 }
 
 /// Which layer a connection value came from, strongest first.
@@ -218,7 +218,7 @@ fn same_layer<T: PartialEq + std::fmt::Display>(
 fn target_with(
     c: &ConnectArgs,
     cfg: &Config,
-    ssh_ctx: impl FnOnce(&str) -> Option<ssh_config::Context>,
+    ssh_ctx: impl FnOnce(&str) -> Option<ssh_config::SshConfigEnv>,
 ) -> Result<Target> {
     let (host_spec, spec_layer) = match (&c.host, &c.env.host, &cfg.default_host) {
         (Some(h), _, _) => (h.clone(), Layer::CommandLine),
@@ -354,7 +354,7 @@ fn jumps_of(
             }
         },
     };
-    let ctx = ssh_config::Context::from_env(&local_user());
+    let ctx = ssh_config::SshConfigEnv::from_env(&local_user());
     let hops = resolve_chain(&specs, ctx.as_ref(), target, 0)?;
     if hops.len() > MAX_JUMPS {
         return Err(Error::usage(format!(
@@ -370,7 +370,7 @@ fn jumps_of(
 /// in OpenSSH. `depth` stops loops.
 fn resolve_chain(
     specs: &[String],
-    ctx: Option<&ssh_config::Context>,
+    ctx: Option<&ssh_config::SshConfigEnv>,
     target: &Target,
     depth: usize,
 ) -> Result<Vec<Target>> {
@@ -416,7 +416,7 @@ fn local_user() -> String {
 /// One jump host from its spec (`[user@]host[:port]` or `ssh://…`), and its own proxy setting.
 fn jump_target(
     spec: &str,
-    ctx: Option<&ssh_config::Context>,
+    ctx: Option<&ssh_config::SshConfigEnv>,
     target: &Target,
 ) -> Result<(Target, Option<ssh_config::Proxy>)> {
     let bare = spec.strip_prefix("ssh://").unwrap_or(spec);
@@ -511,7 +511,7 @@ mod tests {
         )
         .unwrap();
         target_with(c, cfg, |user| {
-            Some(ssh_config::Context {
+            Some(ssh_config::SshConfigEnv {
                 config_path: path.clone(),
                 home: dir.path().to_path_buf(),
                 local_user: "me".into(),

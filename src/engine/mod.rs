@@ -313,7 +313,7 @@ impl<C: Connector> Engine<'_, C> {
     /// Returns the result document (`data` in JSON).
     pub async fn exec(
         &self,
-        req: &crate::engine::guest::Request,
+        req: &crate::engine::guest::GuestRequest,
         given: Option<&str>,
         trail: &mut Trail,
     ) -> Result<Value> {
@@ -450,9 +450,9 @@ fn dry_verdict(policy: &Policy, inv: &Invocation) -> Result<String> {
 pub fn guest_request(
     inv: &Invocation,
     timeout: std::time::Duration,
-) -> crate::engine::guest::Request {
+) -> crate::engine::guest::GuestRequest {
     let value = |k: &str| inv.values.get(k).cloned();
-    crate::engine::guest::Request {
+    crate::engine::guest::GuestRequest {
         op: inv.op,
         vmid: value("vmid").unwrap_or_default(),
         node: value("node"),
@@ -470,7 +470,7 @@ pub fn guest_request(
 /// the policy's refusals (exit 3).
 pub fn dry_run_exec(
     policy: &Policy,
-    req: &crate::engine::guest::Request,
+    req: &crate::engine::guest::GuestRequest,
     trail: &mut Trail,
 ) -> Result<Value> {
     trail.dry_run = true;

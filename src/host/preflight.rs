@@ -11,7 +11,7 @@ use serde_json::Value;
 use crate::catalog::{OPS, Op, Profile};
 use crate::host::sudoers::lint;
 use crate::remote::{self, Remote};
-use crate::ssh::Output;
+use crate::ssh::Captured;
 
 /// The outcome of one check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -98,24 +98,24 @@ pub async fn run(remote: &Remote, profile: Profile, user: &str) -> Vec<Check> {
         Some(h) => {
             let version = remote.session.exec(&version_argv).await;
             let out = |r: &crate::base::gate_protocol::CommandResult| {
-                Ok(Output {
+                Ok(Captured {
                     stdout: r.stdout.clone().into_bytes(),
                     stderr: r.stderr.clone().into_bytes(),
                     exit_status: r.exit_status.map(|c| c as u32).unwrap_or(255),
                 })
             };
             let found = |t: &str| h.tools.iter().any(|(p, ok)| p == t && *ok);
-            let tool_results: Vec<crate::Result<Output>> = tools
+            let tool_results: Vec<crate::Result<Captured>> = tools
                 .iter()
                 .map(|t| {
-                    Ok(Output {
+                    Ok(Captured {
                         stdout: Vec::new(),
                         stderr: Vec::new(),
                         exit_status: if found(t) { 0 } else { 1 },
                     })
                 })
                 .collect();
-            let id = Ok(Output {
+            let id = Ok(Captured {
                 stdout: h.uid.to_string().into_bytes(),
                 stderr: Vec::new(),
                 exit_status: 0,
@@ -232,7 +232,7 @@ pub async fn run(remote: &Remote, profile: Profile, user: &str) -> Vec<Check> {
 
 /// The gate's checks from its answer to a `hello`, and the answer when there is a gate.
 fn gate_checks(
-    hello: &crate::Result<Output>,
+    hello: &crate::Result<Captured>,
     user: &str,
 ) -> (Vec<Check>, Option<crate::base::gate_protocol::Hello>) {
     use crate::base::gate_protocol::{Hello, PROTOCOL, Refusal};
@@ -342,7 +342,7 @@ fn needed_tools(profile: Profile) -> Vec<&'static str> {
 }
 
 /// Classic sudo >= 1.9.10 (regex arguments); not sudo-rs; installed at all.
-pub fn sudo_version(out: &crate::Result<Output>) -> Check {
+pub fn sudo_version(out: &crate::Result<Captured>) -> Check {
     let name = "sudo-version";
     let o = match out {
         Ok(o) => o,
@@ -496,7 +496,7 @@ fn rule_matcher(op: &Op) -> Regex {
 }
 
 /// Checks on the parsed `sudo -n -l`: needed rules present, nothing over-broad, audit on.
-pub fn sudo_rules(out: Option<&Output>, profile: Profile, user: &str) -> Vec<Check> {
+pub fn sudo_rules(out: Option<&Captured>, profile: Profile, user: &str) -> Vec<Check> {
     let Some(o) = out else {
         return vec![check(
             "sudo-rules",
@@ -678,8 +678,8 @@ mod tests {
         .unwrap()
     }
 
-    fn ok(stdout: &str) -> Output {
-        Output {
+    fn ok(stdout: &str) -> Captured {
+        Captured {
             stdout: stdout.as_bytes().to_vec(),
             stderr: Vec::new(),
             exit_status: 0,
@@ -796,7 +796,7 @@ mod tests {
 
     #[test]
     fn no_rules_at_all() {
-        let out = Output {
+        let out = Captured {
             stdout: vec![],
             stderr: fixture("15_only_password_rules_-n_-l.txt").into_bytes(),
             exit_status: 1,
@@ -808,7 +808,7 @@ mod tests {
     #[test]
     fn sudo_versions() {
         let v = |s: &str, code: u32| {
-            sudo_version(&Ok(Output {
+            sudo_version(&Ok(Captured {
                 stdout: s.as_bytes().to_vec(),
                 stderr: vec![],
                 exit_status: code,

@@ -581,9 +581,9 @@ fn every_tool_takes_an_approval_as_the_host_may_ask_for_one() {
 
 #[test]
 fn an_approval_request_is_relayed_at_the_top_of_the_result() {
-    use crate::base::gate_protocol::{ApprovalRequest, Kind as GateKind, Refusal};
+    use crate::base::gate_protocol::{ApprovalRequest, Refusal, RefusalKind};
     let mut r = Refusal::new(
-        GateKind::ApprovalRequired,
+        RefusalKind::ApprovalRequired,
         "vm.destroy needs a signed approval",
     );
     r.approval_request = Some(ApprovalRequest {

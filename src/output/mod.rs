@@ -345,8 +345,11 @@ mod tests {
 
     #[test]
     fn a_terminal_approval_refusal_shows_the_statement_and_names_the_flag() {
-        use crate::base::gate_protocol::{ApprovalRequest, Kind, Refusal};
-        let mut r = Refusal::new(Kind::ApprovalRequired, "the host wants a signed approval");
+        use crate::base::gate_protocol::{ApprovalRequest, Refusal, RefusalKind};
+        let mut r = Refusal::new(
+            RefusalKind::ApprovalRequired,
+            "the host wants a signed approval",
+        );
         r.approval_request = Some(ApprovalRequest {
             statement: "pxagent-approval/1\nhost: pve1\nop: vm.snapshot\n".into(),
             expires: "2026-12-02T17:00:00Z".into(),

@@ -11,10 +11,10 @@ use std::time::Duration;
 
 use tokio::net::UnixStream;
 
-use super::wire::{self, Answer, Frame, Hello, Request};
+use super::wire::{self, Answer, Frame, Hello, HolderRequest};
 use crate::base::error::{Error, Result};
 use crate::remote::transport::{BoxFuture, Transport};
-use crate::ssh::{Output, Target};
+use crate::ssh::{Captured, Target};
 
 /// A holder's socket and what it said about its connection.
 #[derive(Debug, Clone)]
@@ -47,7 +47,7 @@ async fn dial(path: &Path) -> std::io::Result<UnixStream> {
 }
 
 /// Send one request and read its first JSON answer.
-async fn ask<T: for<'de> serde::Deserialize<'de>>(path: &Path, req: &Request) -> Result<T> {
+async fn ask<T: for<'de> serde::Deserialize<'de>>(path: &Path, req: &HolderRequest) -> Result<T> {
     let lost = |e: &dyn std::fmt::Display| {
         Error::Connection(format!(
             "the persistent connection at {} did not answer: {e}",
@@ -73,7 +73,7 @@ impl Holder {
             return Ok(None);
         }
         super::check_owned(socket, false)?;
-        let hello: Hello = match ask(socket, &Request::Hello).await {
+        let hello: Hello = match ask(socket, &HolderRequest::Hello).await {
             Ok(h) => h,
             // Nobody listens (a holder that died), or it is going away.
             Err(e) => {
@@ -83,7 +83,7 @@ impl Holder {
         };
         if hello.wire != wire::VERSION || hello.pxagent != crate::VERSION {
             tracing::debug!(target: "pxagent::persist", theirs = %hello.pxagent, "a holder of another version: stopping it");
-            let _ = ask::<Answer>(socket, &Request::Stop).await;
+            let _ = ask::<Answer>(socket, &HolderRequest::Stop).await;
             let _ = std::fs::remove_file(socket);
             return Ok(None);
         }
@@ -134,7 +134,7 @@ impl Holder {
         argv: &[String],
         input: Option<&[u8]>,
         on_stdout: &mut (dyn FnMut(&[u8]) + Send),
-    ) -> Result<Output> {
+    ) -> Result<Captured> {
         // Refuse what a connection of our own would refuse, before sending.
         crate::ssh::command_line(argv)?;
         let label = argv.iter().take(5).cloned().collect::<Vec<_>>().join(" ");
@@ -153,7 +153,7 @@ impl Holder {
                 )));
             }
         };
-        let req = Request::Exec {
+        let req = HolderRequest::Exec {
             argv: argv.to_vec(),
             timeout_ms: self.inner.timeout.map(|t| t.as_millis() as u64),
             stdin: input.is_some(),
@@ -171,7 +171,7 @@ impl Holder {
                 .await
                 .map_err(|e| lost(&e))?;
         }
-        let mut out = Output::default();
+        let mut out = Captured::default();
         loop {
             match wire::read(&mut s).await.map_err(|e| lost(&e))? {
                 Some(Frame::Stdout(chunk)) => {
@@ -209,7 +209,7 @@ impl Transport for Holder {
         &'a self,
         argv: &'a [String],
         on_stdout: &'a mut (dyn FnMut(&[u8]) + Send),
-    ) -> BoxFuture<'a, Result<Output>> {
+    ) -> BoxFuture<'a, Result<Captured>> {
         Box::pin(async move {
             self.run(argv, None, on_stdout)
                 .await
@@ -221,7 +221,7 @@ impl Transport for Holder {
         &'a self,
         argv: &'a [String],
         input: &'a [u8],
-    ) -> BoxFuture<'a, Result<Output>> {
+    ) -> BoxFuture<'a, Result<Captured>> {
         Box::pin(async move {
             self.run(argv, Some(input), &mut |_| {})
                 .await
@@ -229,7 +229,7 @@ impl Transport for Holder {
         })
     }
 
-    fn exec_many(&self, cmds: Vec<Vec<String>>) -> BoxFuture<'_, Vec<Result<Output>>> {
+    fn exec_many(&self, cmds: Vec<Vec<String>>) -> BoxFuture<'_, Vec<Result<Captured>>> {
         Box::pin(async move {
             let mut set = tokio::task::JoinSet::new();
             let count = cmds.len();
@@ -237,7 +237,7 @@ impl Transport for Holder {
                 let me = self.clone();
                 set.spawn(async move { (i, me.exec(&argv).await) });
             }
-            let mut results: Vec<Option<Result<Output>>> = (0..count).map(|_| None).collect();
+            let mut results: Vec<Option<Result<Captured>>> = (0..count).map(|_| None).collect();
             while let Some(joined) = set.join_next().await {
                 if let Ok((i, r)) = joined {
                     results[i] = Some(r);
@@ -273,7 +273,7 @@ impl Transport for Holder {
 
     fn memo_get<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Option<(Vec<u8>, Duration)>> {
         Box::pin(async move {
-            let req = Request::MemoGet {
+            let req = HolderRequest::MemoGet {
                 key: key.to_string(),
             };
             match ask::<Answer>(&self.inner.socket, &req).await.ok()? {
@@ -288,7 +288,7 @@ impl Transport for Holder {
 
     fn memo_put<'a>(&'a self, key: &'a str, value: &'a [u8], age: Duration) -> BoxFuture<'a, ()> {
         Box::pin(async move {
-            let req = Request::MemoPut {
+            let req = HolderRequest::MemoPut {
                 key: key.to_string(),
                 value: wire::b64(value),
                 age_ms: age.as_millis().min(u64::MAX as u128) as u64,
@@ -301,11 +301,13 @@ impl Transport for Holder {
 /// Ask the holder at `socket` for its status (its hello), checking the socket and the peer.
 pub async fn status(socket: &Path) -> Result<Hello> {
     super::check_owned(socket, false)?;
-    ask(socket, &Request::Hello).await
+    ask(socket, &HolderRequest::Hello).await
 }
 
 /// Ask the holder at `socket` to end now.
 pub async fn stop(socket: &Path) -> Result<()> {
     super::check_owned(socket, false)?;
-    ask::<Answer>(socket, &Request::Stop).await.map(|_| ())
+    ask::<Answer>(socket, &HolderRequest::Stop)
+        .await
+        .map(|_| ())
 }

@@ -17,7 +17,7 @@ use tokio::io::AsyncReadExt;
 use tokio::net::{UnixListener, UnixStream};
 use tokio::time::Instant;
 
-use super::wire::{self, Answer, Frame, Hello, Request};
+use super::wire::{self, Answer, Frame, Hello, HolderRequest};
 use super::{Ready, Spec};
 use crate::base::error::{Error, Result};
 use crate::ssh::Session;
@@ -205,20 +205,20 @@ async fn handle(state: Arc<State>, mut s: UnixStream) {
     let Ok(Some(Frame::Json(body))) = wire::read(&mut s).await else {
         return;
     };
-    let Ok(req) = wire::parse::<Request>(&body) else {
+    let Ok(req) = wire::parse::<HolderRequest>(&body) else {
         return;
     };
     let answer = match req {
-        Request::Hello => {
+        HolderRequest::Hello => {
             let _ = wire::write(&mut s, &Frame::json(&state.hello())).await;
             return;
         }
-        Request::Stop => {
+        HolderRequest::Stop => {
             let _ = wire::write(&mut s, &Frame::json(&Answer::Ok)).await;
             state.stop.notify_one();
             return;
         }
-        Request::MemoGet { key } => {
+        HolderRequest::MemoGet { key } => {
             let memos = state.memos.lock().unwrap_or_else(|e| e.into_inner());
             match memos.get(&key) {
                 Some((v, at)) => Answer::Memo {
@@ -231,7 +231,7 @@ async fn handle(state: Arc<State>, mut s: UnixStream) {
                 },
             }
         }
-        Request::MemoPut { key, value, age_ms } => {
+        HolderRequest::MemoPut { key, value, age_ms } => {
             let mut memos = state.memos.lock().unwrap_or_else(|e| e.into_inner());
             match wire::unb64(&value) {
                 Some(v) if v.is_empty() => {
@@ -247,7 +247,7 @@ async fn handle(state: Arc<State>, mut s: UnixStream) {
             }
             Answer::Ok
         }
-        Request::Exec {
+        HolderRequest::Exec {
             argv,
             timeout_ms,
             stdin,

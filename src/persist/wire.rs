@@ -1,6 +1,6 @@
 //! The wire format between a pxagent process and the holder of a persistent connection, over
 //! the holder's Unix socket: frames of one type byte, a big-endian u32 length and that many
-//! bytes. A connection to the socket carries one request — a [`Frame::Json`] `Request` — and
+//! bytes. A connection to the socket carries one request — a [`Frame::Json`] `HolderRequest` — and
 //! its answer: for `exec`, the caller's stdin as [`Frame::Stdin`] chunks and
 //! [`Frame::StdinEnd`], then the holder's [`Frame::Stdout`] chunks as they arrive, then
 //! [`Frame::Stderr`] and one [`Frame::Json`] `Done` (or `Failed`). Both sides are pxagent of the
@@ -62,7 +62,7 @@ impl Frame {
 /// What a caller asks the holder.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "req", rename_all = "snake_case", deny_unknown_fields)]
-pub enum Request {
+pub enum HolderRequest {
     /// Who the holder is and what its connection learnt.
     Hello,
     /// Run one command (`sudo -n …`) on its own channel.
@@ -223,7 +223,7 @@ mod tests {
     async fn frames_round_trip_and_bounds_hold() {
         let (mut a, mut b) = tokio::io::duplex(1 << 16);
         let frames = [
-            Frame::json(&Request::Exec {
+            Frame::json(&HolderRequest::Exec {
                 argv: vec!["sudo".into(), "-n".into()],
                 timeout_ms: Some(5),
                 stdin: true,
@@ -245,10 +245,10 @@ mod tests {
             unreachable!()
         };
         assert!(matches!(
-            parse::<Request>(body).unwrap(),
-            Request::Exec { stdin: true, .. }
+            parse::<HolderRequest>(body).unwrap(),
+            HolderRequest::Exec { stdin: true, .. }
         ));
-        assert!(parse::<Request>(br#"{"req":"exec","argv":[],"shell":"sh"}"#).is_err());
+        assert!(parse::<HolderRequest>(br#"{"req":"exec","argv":[],"shell":"sh"}"#).is_err());
         // A length above the bound is refused before anything is allocated.
         let (mut a, mut b) = tokio::io::duplex(64);
         a.write_all(&[2, 0xff, 0xff, 0xff, 0xff]).await.unwrap();

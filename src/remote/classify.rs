@@ -18,7 +18,7 @@ use std::sync::LazyLock;
 use regex::Regex;
 
 use crate::base::error::{Error, Result};
-use crate::ssh::Output;
+use crate::ssh::Captured;
 
 use super::{gate_refusal, tail};
 
@@ -200,7 +200,7 @@ fn not_root(stderr: &str) -> bool {
 /// Turn a non-zero answer into the right error class. sudo's own refusals and a PVE tool
 /// run without root are setup problems (exit 9); anything else is a remote failure (exit 1),
 /// made precise by Proxmox's text where it is one of the known ones.
-pub fn classify(out: &Output, argv: &[String], target: &str) -> Result<()> {
+pub fn classify(out: &Captured, argv: &[String], target: &str) -> Result<()> {
     if let Some(r) = gate_refusal(out) {
         return Err(Error::Host(Box::new(r)));
     }
@@ -329,8 +329,8 @@ mod tests {
         }
     }
 
-    fn out(code: u32, stderr: &str) -> Output {
-        Output {
+    fn out(code: u32, stderr: &str) -> Captured {
+        Captured {
             stdout: Vec::new(),
             stderr: stderr.as_bytes().to_vec(),
             exit_status: code,

@@ -416,7 +416,7 @@ mod tests {
             &'a self,
             argv: &'a [String],
             on_stdout: &'a mut (dyn FnMut(&[u8]) + Send),
-        ) -> BoxFuture<'a, Result<crate::ssh::Output>> {
+        ) -> BoxFuture<'a, Result<crate::ssh::Captured>> {
             Box::pin(async move {
                 tokio::time::sleep(Duration::from_millis(5)).await;
                 self.0.exec_streaming(argv, on_stdout).await
@@ -426,13 +426,13 @@ mod tests {
             &'a self,
             argv: &'a [String],
             input: &'a [u8],
-        ) -> BoxFuture<'a, Result<crate::ssh::Output>> {
+        ) -> BoxFuture<'a, Result<crate::ssh::Captured>> {
             self.0.exec_with_stdin(argv, input)
         }
         fn exec_many(
             &self,
             cmds: Vec<Vec<String>>,
-        ) -> BoxFuture<'_, Vec<Result<crate::ssh::Output>>> {
+        ) -> BoxFuture<'_, Vec<Result<crate::ssh::Captured>>> {
             self.0.exec_many(cmds)
         }
         fn close(&self) -> BoxFuture<'_, ()> {

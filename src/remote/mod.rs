@@ -24,11 +24,11 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::base::error::{Error, Result};
-use crate::base::gate_protocol::{Kind as GateKind, Refusal as GateRefusal};
+use crate::base::gate_protocol::{Refusal as GateRefusal, RefusalKind};
 use crate::catalog::invocation::GuestRef;
 use crate::catalog::invocation::Invocation;
 use crate::catalog::{self, NodeFrom, Op, ops};
-use crate::ssh::Output;
+use crate::ssh::Captured;
 
 pub use classify::classify;
 pub use transport::{BoxFuture, Transport};
@@ -179,7 +179,7 @@ impl Remote {
         // command again in an envelope that carries it (once; nothing ran the first time).
         if wire == argv
             && inv.attach.confirmed.is_some()
-            && gate_refusal(&out).is_some_and(|r| r.kind == GateKind::ConfirmationRequired)
+            && gate_refusal(&out).is_some_and(|r| r.kind == RefusalKind::ConfirmationRequired)
         {
             let enveloped = inv.envelope(None);
             out = self
@@ -432,7 +432,7 @@ impl Remote {
     }
 
     /// Execute one remote argv and classify failures.
-    pub async fn exec(&self, argv: &[String]) -> Result<Output> {
+    pub async fn exec(&self, argv: &[String]) -> Result<Captured> {
         let out = self.session.exec(argv).await?;
         classify(&out, argv, &self.target)?;
         Ok(out)
@@ -594,12 +594,12 @@ pub fn task_ok(exitstatus: &str) -> bool {
 }
 
 /// The host gate's refusal in a command's answer, if it is one.
-pub fn gate_refusal(out: &Output) -> Option<GateRefusal> {
+pub fn gate_refusal(out: &Captured) -> Option<GateRefusal> {
     GateRefusal::from_output(out.exit_status, &out.stderr_text())
 }
 
 /// stderr lines of a successful command: shown as warnings, never failures.
-fn warning_lines(out: &Output) -> Vec<String> {
+fn warning_lines(out: &Captured) -> Vec<String> {
     out.stderr_text()
         .lines()
         .filter(|l| !l.trim().is_empty())
@@ -607,7 +607,7 @@ fn warning_lines(out: &Output) -> Vec<String> {
         .collect()
 }
 
-fn parse_json(out: &Output, inv: &Invocation) -> Result<Value> {
+fn parse_json(out: &Captured, inv: &Invocation) -> Result<Value> {
     let text = out.stdout_text();
     let trimmed = text.trim();
     if trimmed.is_empty() {
@@ -674,8 +674,8 @@ fn tail(text: &str, n: usize) -> String {
 mod tests {
     use super::*;
 
-    fn out(code: u32, stderr: &str) -> Output {
-        Output {
+    fn out(code: u32, stderr: &str) -> Captured {
+        Captured {
             stdout: Vec::new(),
             stderr: stderr.as_bytes().to_vec(),
             exit_status: code,
@@ -786,7 +786,7 @@ mod tests {
         )
         .unwrap();
         let whole = format!("[{}]", vec![r#"{"cpu":0.25,"time":1}"#; 10_000].join(","));
-        let cut = Output {
+        let cut = Captured {
             stdout: whole.as_bytes()[..131_072].to_vec(),
             stderr: Vec::new(),
             exit_status: 0,
@@ -799,7 +799,7 @@ mod tests {
             "{msg}"
         );
         assert!(msg.len() < 600, "{msg}");
-        let bad = Output {
+        let bad = Captured {
             stdout: format!("not json {}", "x".repeat(5000)).into_bytes(),
             ..cut
         };

@@ -15,13 +15,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::transport::{BoxFuture, Transport};
 use crate::base::error::{Error, Result};
-use crate::ssh::Output;
+use crate::ssh::Captured;
 
 /// What the host answered to one command.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Answer {
     /// The command ran and exited.
-    Exit(Output),
+    Exit(Captured),
     /// The channel closed without an exit status: the connection was lost (exit 7).
     Lost,
 }
@@ -29,18 +29,18 @@ pub enum Answer {
 impl Answer {
     /// Exit 0 with `stdout`.
     pub fn ok(stdout: impl Into<Vec<u8>>) -> Answer {
-        Answer::Exit(Output {
+        Answer::Exit(Captured {
             stdout: stdout.into(),
-            ..Output::default()
+            ..Captured::default()
         })
     }
 
     /// Exit `status` with `stderr` (and no stdout).
     pub fn fail(status: u32, stderr: impl Into<Vec<u8>>) -> Answer {
-        Answer::Exit(Output {
+        Answer::Exit(Captured {
             stderr: stderr.into(),
             exit_status: status,
-            ..Output::default()
+            ..Captured::default()
         })
     }
 }
@@ -128,7 +128,7 @@ impl Replay {
         argv: &[String],
         stdin: Option<&[u8]>,
         on_stdout: &mut (dyn FnMut(&[u8]) + Send),
-    ) -> Result<Output> {
+    ) -> Result<Captured> {
         lock(&self.sent).push(Sent {
             argv: argv.to_vec(),
             stdin: stdin.map(<[u8]>::to_vec),
@@ -179,7 +179,7 @@ impl Transport for Replay {
         &'a self,
         argv: &'a [String],
         on_stdout: &'a mut (dyn FnMut(&[u8]) + Send),
-    ) -> BoxFuture<'a, Result<Output>> {
+    ) -> BoxFuture<'a, Result<Captured>> {
         Box::pin(async move { self.answer(argv, None, on_stdout) })
     }
 
@@ -187,11 +187,11 @@ impl Transport for Replay {
         &'a self,
         argv: &'a [String],
         input: &'a [u8],
-    ) -> BoxFuture<'a, Result<Output>> {
+    ) -> BoxFuture<'a, Result<Captured>> {
         Box::pin(async move { self.answer(argv, Some(input), &mut |_| {}) })
     }
 
-    fn exec_many(&self, cmds: Vec<Vec<String>>) -> BoxFuture<'_, Vec<Result<Output>>> {
+    fn exec_many(&self, cmds: Vec<Vec<String>>) -> BoxFuture<'_, Vec<Result<Captured>>> {
         Box::pin(async move {
             cmds.iter()
                 .map(|argv| self.answer(argv, None, &mut |_| {}))

@@ -12,33 +12,33 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use crate::base::error::Result;
-use crate::ssh::{Bounded, Output, Session};
+use crate::ssh::{Bounded, Captured, Session};
 
 /// A boxed `Send` future, as the transport's methods return.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// A connected host that runs commands. Method names and meanings are those of
 /// [`crate::ssh::Session`], which is the production implementation: a non-zero exit status is
-/// an [`Output`], not an error; a command that ends without an exit status is a lost
+/// an [`Captured`], not an error; a command that ends without an exit status is a lost
 /// connection ([`crate::Error::Connection`], exit 7).
 pub trait Transport: Send + Sync + std::fmt::Debug {
     /// Run `argv` (already `sudo -n …`), handing each chunk of stdout to `on_stdout` as it
-    /// arrives; the returned [`Output`] still holds all of it.
+    /// arrives; the returned [`Captured`] still holds all of it.
     fn exec_streaming<'a>(
         &'a self,
         argv: &'a [String],
         on_stdout: &'a mut (dyn FnMut(&[u8]) + Send),
-    ) -> BoxFuture<'a, Result<Output>>;
+    ) -> BoxFuture<'a, Result<Captured>>;
 
     /// Run `argv` with `input` on its stdin, then EOF.
     fn exec_with_stdin<'a>(
         &'a self,
         argv: &'a [String],
         input: &'a [u8],
-    ) -> BoxFuture<'a, Result<Output>>;
+    ) -> BoxFuture<'a, Result<Captured>>;
 
     /// Run several commands concurrently; results come back in input order.
-    fn exec_many(&self, cmds: Vec<Vec<String>>) -> BoxFuture<'_, Vec<Result<Output>>>;
+    fn exec_many(&self, cmds: Vec<Vec<String>>) -> BoxFuture<'_, Vec<Result<Captured>>>;
 
     /// Close the connection (for every holder of it).
     fn close(&self) -> BoxFuture<'_, ()>;
@@ -75,7 +75,7 @@ pub trait Transport: Send + Sync + std::fmt::Debug {
     }
 
     /// Run `argv` and collect its output.
-    fn exec<'a>(&'a self, argv: &'a [String]) -> BoxFuture<'a, Result<Output>> {
+    fn exec<'a>(&'a self, argv: &'a [String]) -> BoxFuture<'a, Result<Captured>> {
         Box::pin(async move { self.exec_streaming(argv, &mut |_| {}).await })
     }
 
@@ -103,7 +103,7 @@ impl Transport for Session {
         &'a self,
         argv: &'a [String],
         on_stdout: &'a mut (dyn FnMut(&[u8]) + Send),
-    ) -> BoxFuture<'a, Result<Output>> {
+    ) -> BoxFuture<'a, Result<Captured>> {
         Box::pin(async move {
             Session::exec_streaming(self, argv, on_stdout)
                 .await
@@ -115,7 +115,7 @@ impl Transport for Session {
         &'a self,
         argv: &'a [String],
         input: &'a [u8],
-    ) -> BoxFuture<'a, Result<Output>> {
+    ) -> BoxFuture<'a, Result<Captured>> {
         Box::pin(async move {
             Session::exec_with_stdin(self, argv, input)
                 .await
@@ -123,7 +123,7 @@ impl Transport for Session {
         })
     }
 
-    fn exec_many(&self, cmds: Vec<Vec<String>>) -> BoxFuture<'_, Vec<Result<Output>>> {
+    fn exec_many(&self, cmds: Vec<Vec<String>>) -> BoxFuture<'_, Vec<Result<Captured>>> {
         Box::pin(async move {
             Session::exec_many(self, cmds)
                 .await
@@ -172,7 +172,7 @@ impl Transport for Session {
 /// `/etc/hosts`): they are not the tool's output, and left in they would read as a Proxmox
 /// warning, or as the first line of a guest command's stderr. Only leading lines, only that
 /// exact shape; they are logged at debug level.
-pub(crate) fn without_sudo_notes(mut out: Output) -> Output {
+pub(crate) fn without_sudo_notes(mut out: Captured) -> Captured {
     const NOTE: &[u8] = b"sudo: unable to resolve host ";
     let mut cut = 0;
     while out.stderr[cut..].starts_with(NOTE) {
@@ -193,8 +193,8 @@ pub(crate) fn without_sudo_notes(mut out: Output) -> Output {
 mod tests {
     use super::*;
 
-    fn out(stderr: &str) -> Output {
-        Output {
+    fn out(stderr: &str) -> Captured {
+        Captured {
             stdout: b"{}".to_vec(),
             stderr: stderr.as_bytes().to_vec(),
             exit_status: 0,

@@ -66,7 +66,7 @@ pub enum Proxy {
 /// Where the configuration is read from and the local facts needed to expand `~` and tokens.
 /// Tests build one by hand so that the developer's own `~/.ssh/config` never leaks in.
 #[derive(Debug, Clone)]
-pub struct Context {
+pub struct SshConfigEnv {
     /// The top-level file to read (normally `~/.ssh/config`). A missing file means "no config".
     pub config_path: PathBuf,
     /// The local home directory, for `~` and `%d`.
@@ -77,14 +77,14 @@ pub struct Context {
     pub default_remote_user: String,
 }
 
-impl Context {
+impl SshConfigEnv {
     /// The usual context: `$HOME/.ssh/config`, `$USER` (or `$LOGNAME`). `None` without `$HOME`.
-    pub fn from_env(default_remote_user: &str) -> Option<Context> {
+    pub fn from_env(default_remote_user: &str) -> Option<SshConfigEnv> {
         let home = PathBuf::from(std::env::var_os("HOME")?);
         let local_user = std::env::var("USER")
             .or_else(|_| std::env::var("LOGNAME"))
             .unwrap_or_default();
-        Some(Context {
+        Some(SshConfigEnv {
             config_path: home.join(".ssh").join("config"),
             home,
             local_user,
@@ -98,7 +98,7 @@ impl Context {
 /// A missing top-level file gives an empty [`HostConfig`]. A syntax error (bad `Port`,
 /// unbalanced quotes, unknown `%` token, `Include` nested too deeply) is an [`Error::Usage`]
 /// naming the file and line.
-pub fn lookup(alias: &str, ctx: &Context) -> Result<HostConfig> {
+pub fn lookup(alias: &str, ctx: &SshConfigEnv) -> Result<HostConfig> {
     let text = match std::fs::read_to_string(&ctx.config_path) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(HostConfig::default()),
@@ -143,7 +143,7 @@ struct Located {
 }
 
 impl Raw {
-    fn finish(self, alias: &str, ctx: &Context) -> Result<HostConfig> {
+    fn finish(self, alias: &str, ctx: &SshConfigEnv) -> Result<HostConfig> {
         // `%h` in HostName itself means the alias (ssh_config(5)); everywhere else it means the
         // final host name.
         let alias_tokens = Tokens {
@@ -186,7 +186,7 @@ struct Tokens<'a> {
     alias: &'a str,
     user: &'a str,
     port: u16,
-    ctx: &'a Context,
+    ctx: &'a SshConfigEnv,
 }
 
 impl Tokens<'_> {
@@ -510,7 +510,7 @@ mod tests {
 
     struct Fixture {
         dir: tempfile::TempDir,
-        ctx: Context,
+        ctx: SshConfigEnv,
     }
 
     fn fixture(config: &str) -> Fixture {
@@ -519,7 +519,7 @@ mod tests {
         std::fs::create_dir_all(home.join(".ssh")).unwrap();
         let config_path = home.join(".ssh").join("config");
         std::fs::write(&config_path, config).unwrap();
-        let ctx = Context {
+        let ctx = SshConfigEnv {
             config_path,
             home,
             local_user: "alice".into(),
@@ -599,7 +599,7 @@ mod tests {
     fn no_match_and_missing_file_are_empty() {
         assert_eq!(look("Host other\n  Port 1\n", "pve"), HostConfig::default());
         let f = fixture("");
-        let ctx = Context {
+        let ctx = SshConfigEnv {
             config_path: f.dir.path().join("nope"),
             ..f.ctx.clone()
         };

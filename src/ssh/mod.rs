@@ -4,7 +4,7 @@
 //! This folder is the only place that imports russh, and it uses nothing above the transport
 //! (it does not know `remote`, the catalog or the engine). Everything the rest of pxagent
 //! needs is expressed in plain types: a [`Target`] in, a [`Session`] that runs argv vectors,
-//! an [`Output`] of raw bytes and an exit status out, and [`crate::Error`] classes that map to
+//! an [`Captured`] of raw bytes and an exit status out, and [`crate::Error`] classes that map to
 //! pxagent's exit codes (6 for host key and authentication, 7 for connection trouble).
 //!
 //! By job: `session` (connect, channels, timeouts, keepalive), `auth` (key files and
@@ -194,7 +194,7 @@ pub fn default_known_hosts() -> PathBuf {
 /// What one remote command produced. stdout and stderr are kept byte-exact and apart so the
 /// caller can classify sudo's refusals and parse JSON without guessing.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Output {
+pub struct Captured {
     /// Everything the command wrote to stdout.
     pub stdout: Vec<u8>,
     /// Everything the command wrote to stderr.
@@ -203,7 +203,7 @@ pub struct Output {
     pub exit_status: u32,
 }
 
-impl Output {
+impl Captured {
     /// Whether the command exited 0.
     pub fn success(&self) -> bool {
         self.exit_status == 0
@@ -225,7 +225,7 @@ impl Output {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Bounded {
     /// The first bytes of each stream and the exit status.
-    pub output: Output,
+    pub output: Captured,
     /// stdout was longer than the maximum.
     pub stdout_truncated: bool,
     /// stderr was longer than the maximum.
@@ -235,7 +235,7 @@ pub struct Bounded {
 impl Bounded {
     /// Keep at most `max` bytes of each stream of a complete output (for transports that
     /// collected everything).
-    pub fn cut(mut output: Output, max: usize) -> Bounded {
+    pub fn cut(mut output: Captured, max: usize) -> Bounded {
         let stdout_truncated = output.stdout.len() > max;
         let stderr_truncated = output.stderr.len() > max;
         output.stdout.truncate(max);

@@ -21,7 +21,7 @@ use tokio::time::Instant;
 
 use super::auth::{KeyFile, authenticate, load_identities};
 use super::hostkey::{Ended, HandlerError, HostKeyOutcome, Verifier};
-use super::{Bounded, Output, Target, command_line, known_hosts};
+use super::{Bounded, Captured, Target, command_line, known_hosts};
 use crate::base::error::{Error, Result};
 
 /// At most this many channels run at once on one connection. OpenSSH's sshd allows
@@ -146,7 +146,7 @@ impl Session {
     /// Runs one command on its own channel. `argv[0]` is the first word (for pxagent:
     /// `["sudo", "-n", "/usr/bin/pvesh", "get", …]`); see [`command_line`] for the quoting.
     ///
-    /// A non-zero exit status is *not* an error here: it is returned in [`Output`] for the
+    /// A non-zero exit status is *not* an error here: it is returned in [`Captured`] for the
     /// caller to classify (sudo refusal, PVE error…). Errors: [`Error::Usage`] for NUL bytes;
     /// [`Error::Connection`] when the command timed out (the remote process is sent SIGTERM,
     /// then SIGKILL, and the channel is closed) or the connection was lost before an exit
@@ -154,18 +154,18 @@ impl Session {
     ///
     /// The command timeout counts from the moment the command gets one of the
     /// [`MAX_CONCURRENT_CHANNELS`] slots, so waiting behind other commands does not eat it.
-    pub async fn exec(&self, argv: &[String]) -> Result<Output> {
+    pub async fn exec(&self, argv: &[String]) -> Result<Captured> {
         self.exec_streaming(argv, &mut |_| {}).await
     }
 
     /// Like [`Session::exec`], and hands every chunk of stdout to `on_stdout` as it arrives
-    /// (a Proxmox task prints its log while it runs). The returned [`Output`] still holds
+    /// (a Proxmox task prints its log while it runs). The returned [`Captured`] still holds
     /// everything.
     pub async fn exec_streaming(
         &self,
         argv: &[String],
         on_stdout: &mut (dyn FnMut(&[u8]) + Send),
-    ) -> Result<Output> {
+    ) -> Result<Captured> {
         self.exec_streaming_within(argv, on_stdout, self.inner.command_timeout)
             .await
     }
@@ -177,7 +177,7 @@ impl Session {
         argv: &[String],
         on_stdout: &mut (dyn FnMut(&[u8]) + Send),
         timeout: Option<Duration>,
-    ) -> Result<Output> {
+    ) -> Result<Captured> {
         let command = command_line(argv)?;
         let _slot = self
             .inner
@@ -224,7 +224,7 @@ impl Session {
     /// input is written while the output is read, so a command that echoes (`tee`) cannot
     /// stall on a full window. A command that exits without reading all of it is not an
     /// error here: its exit status tells.
-    pub async fn exec_with_stdin(&self, argv: &[String], input: &[u8]) -> Result<Output> {
+    pub async fn exec_with_stdin(&self, argv: &[String], input: &[u8]) -> Result<Captured> {
         self.exec_with_stdin_within(argv, input, self.inner.command_timeout)
             .await
     }
@@ -235,7 +235,7 @@ impl Session {
         argv: &[String],
         input: &[u8],
         timeout: Option<Duration>,
-    ) -> Result<Output> {
+    ) -> Result<Captured> {
         let command = command_line(argv)?;
         let _slot = self
             .inner
@@ -252,14 +252,14 @@ impl Session {
     /// Runs several commands concurrently over this one connection, at most
     /// [`MAX_CONCURRENT_CHANNELS`] at a time; results come back in input order. Dropping the
     /// returned future cancels the commands that have not finished.
-    pub async fn exec_many(&self, cmds: Vec<Vec<String>>) -> Vec<Result<Output>> {
+    pub async fn exec_many(&self, cmds: Vec<Vec<String>>) -> Vec<Result<Captured>> {
         let mut set = tokio::task::JoinSet::new();
         let count = cmds.len();
         for (i, argv) in cmds.into_iter().enumerate() {
             let session = self.clone();
             set.spawn(async move { (i, session.exec(&argv).await) });
         }
-        let mut results: Vec<Option<Result<Output>>> = (0..count).map(|_| None).collect();
+        let mut results: Vec<Option<Result<Captured>>> = (0..count).map(|_| None).collect();
         while let Some(joined) = set.join_next().await {
             if let Ok((i, result)) = joined {
                 results[i] = Some(result);
@@ -398,7 +398,7 @@ impl Session {
         if let Err(e) = channel.exec(true, command).await {
             return Err(self.lost(argv0, &e.to_string()));
         }
-        let mut out = Output::default();
+        let mut out = Captured::default();
         let mut status = None;
         let mut signal = None;
         let mut writer =

@@ -8,7 +8,7 @@ use crate::base::error::Result;
 use crate::base::runtime::runtime;
 use crate::cli::settings::Settings;
 use crate::config::context::Context;
-use crate::engine::guest::Request;
+use crate::engine::guest::GuestRequest;
 use crate::engine::{Connector, OnceConnector, Trail};
 use crate::output::{self, Format, Output};
 
@@ -17,7 +17,7 @@ use crate::output::{self, Format, Output};
 pub fn exec(
     s: &Settings,
     ctx: &Context,
-    req: &Request,
+    req: &GuestRequest,
     exit_code: bool,
     out: &mut Output,
     trail: &mut Trail,
@@ -128,7 +128,7 @@ fn guest_code(data: &Value) -> u8 {
 /// signalled.
 fn exec_target(
     ctx: &Context,
-    req: &Request,
+    req: &GuestRequest,
     out: &mut Output,
     trail: &mut Trail,
 ) -> Result<crate::ssh::Target> {
@@ -145,8 +145,8 @@ fn exec_target(
 fn resolve_name(
     rt: &tokio::runtime::Runtime,
     connector: &OnceConnector,
-    req: &Request,
-) -> Result<Request> {
+    req: &GuestRequest,
+) -> Result<GuestRequest> {
     let mut stand_in = req.clone();
     stand_in.vmid = crate::catalog::kind::VMID_MIN.to_string();
     crate::engine::guest::check_request(&stand_in)?;
@@ -163,7 +163,7 @@ fn resolve_name(
 }
 
 /// The guest command as the user gave it, for messages.
-fn quote_guest(req: &Request) -> String {
+fn quote_guest(req: &GuestRequest) -> String {
     format!(
         "{} {} -- {}",
         req.op.cli.join(" "),

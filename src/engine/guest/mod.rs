@@ -55,7 +55,7 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 /// a confirmation phrase passed along. Returns the result document (`data` in JSON).
 pub async fn run<C: Connector>(
     engine: &Engine<'_, C>,
-    req: &Request,
+    req: &GuestRequest,
     given: Option<&str>,
     trail: &mut Trail,
 ) -> Result<Value> {
@@ -124,7 +124,7 @@ mod tests;
 /// sent).
 pub(crate) fn check_transfers(
     policy: &crate::policy::Policy,
-    req: &Request,
+    req: &GuestRequest,
     op: &crate::catalog::Op,
 ) -> Result<()> {
     use crate::policy::Transfer;
@@ -137,7 +137,7 @@ pub(crate) fn check_transfers(
     Ok(())
 }
 
-impl Request {
+impl GuestRequest {
     /// The files this request moves, as the dry run and the audit record show them:
     /// `push LOCAL -> GUEST`, `pull GUEST -> LOCAL`.
     pub fn transfers(&self) -> Vec<String> {

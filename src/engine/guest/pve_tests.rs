@@ -21,8 +21,8 @@ fn words(s: &str) -> Vec<String> {
     s.split(' ').map(String::from).collect()
 }
 
-fn request(op: &str, vmid: &str, node: Option<&str>, argv: &[&str]) -> Request {
-    Request {
+fn request(op: &str, vmid: &str, node: Option<&str>, argv: &[&str]) -> GuestRequest {
+    GuestRequest {
         op: catalog::find(op).unwrap(),
         vmid: vmid.into(),
         node: node.map(String::from),

@@ -13,7 +13,7 @@ use super::*;
 
 /// One command to run in a guest, as a front end received it (nothing validated yet).
 #[derive(Debug, Clone)]
-pub struct Request {
+pub struct GuestRequest {
     /// `vm.exec` or `ct.exec`.
     pub op: &'static Op,
     /// The guest's id as given.
@@ -46,7 +46,7 @@ pub(super) struct Checked {
     pub(super) force: bool,
 }
 
-impl Request {
+impl GuestRequest {
     /// Parse `--push LOCAL:GUEST` (split at the last `:/`: the guest path is absolute).
     pub fn parse_push(spec: &str) -> Result<(PathBuf, String)> {
         match spec.rfind(":/") {
@@ -182,7 +182,7 @@ impl Request {
 }
 
 /// The local checks of a request (exit 2, nothing sent): its invocation and the guest argv.
-pub fn check_request(req: &Request) -> Result<(Invocation, Vec<String>)> {
+pub fn check_request(req: &GuestRequest) -> Result<(Invocation, Vec<String>)> {
     let c = req.check()?;
     Ok((c.inv, c.argv))
 }

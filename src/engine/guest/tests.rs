@@ -34,25 +34,27 @@ fn pve_strings_are_bytes() {
 #[test]
 fn push_and_pull_specs() {
     assert_eq!(
-        Request::parse_push("in.txt:/tmp/in.txt").unwrap(),
+        GuestRequest::parse_push("in.txt:/tmp/in.txt").unwrap(),
         (PathBuf::from("in.txt"), "/tmp/in.txt".to_string())
     );
     assert_eq!(
-        Request::parse_push("C:/x/in.txt:/tmp/in.txt").unwrap().1,
+        GuestRequest::parse_push("C:/x/in.txt:/tmp/in.txt")
+            .unwrap()
+            .1,
         "/tmp/in.txt"
     );
-    assert!(Request::parse_push("in.txt").is_err());
-    assert!(Request::parse_push("in.txt:tmp/x").is_err());
+    assert!(GuestRequest::parse_push("in.txt").is_err());
+    assert!(GuestRequest::parse_push("in.txt:tmp/x").is_err());
     assert_eq!(
-        Request::parse_pull("/tmp/out.txt:out.txt").unwrap(),
+        GuestRequest::parse_pull("/tmp/out.txt:out.txt").unwrap(),
         ("/tmp/out.txt".to_string(), PathBuf::from("out.txt"))
     );
-    assert!(Request::parse_pull("tmp/out.txt:out.txt").is_err());
-    assert!(Request::parse_pull("/tmp/out.txt:").is_err());
+    assert!(GuestRequest::parse_pull("tmp/out.txt:out.txt").is_err());
+    assert!(GuestRequest::parse_pull("/tmp/out.txt:").is_err());
 }
 
-fn req(argv: &[&str]) -> Request {
-    Request {
+fn req(argv: &[&str]) -> GuestRequest {
+    GuestRequest {
         op: catalog::find("vm.exec").unwrap(),
         vmid: "100".into(),
         node: None,

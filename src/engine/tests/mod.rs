@@ -404,7 +404,7 @@ async fn failed_task_is_exit_1_with_the_log_tail() {
                 "sudo -n /usr/bin/pvesh create /nodes/pve1/qemu/100/snapshot --snapname before-upgrade --output-format json",
             ),
             // pvesh exits 0 although the task failed.
-            Answer::Exit(crate::ssh::Output {
+            Answer::Exit(crate::ssh::Captured {
                 stdout: stdout.into_bytes(),
                 stderr: stderr.into_bytes(),
                 exit_status: 0,

@@ -6,7 +6,7 @@
 use super::*;
 
 fn answer(stdout: &str, stderr: &str, code: u32) -> Answer {
-    Answer::Exit(crate::ssh::Output {
+    Answer::Exit(crate::ssh::Captured {
         stdout: stdout.as_bytes().to_vec(),
         stderr: stderr.as_bytes().to_vec(),
         exit_status: code,

@@ -13,24 +13,24 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use super::{Context, Options, trusted_file};
+use super::{Options, RequestFacts, trusted_file};
 use crate::approval::{
-    self, Approvers, DEFAULT_TTL, NonceStore, Pending, Place, Rejection, Request, Statement,
+    self, Approvers, DEFAULT_TTL, NonceStore, Pending, Place, Rejection, Requested, Statement,
 };
-use crate::base::gate_protocol::{ApprovalRequest, FileState, Kind, Refusal};
+use crate::base::gate_protocol::{ApprovalRequest, FileState, Refusal, RefusalKind};
 use crate::catalog::invocation::Invocation;
 
 /// Check the approval for `inv`; `Ok` is the approver's key fingerprint. `rule` names the
 /// policy rule that asks for it (for messages).
 pub(super) fn check(
     opts: &Options,
-    ctx: &Context,
+    ctx: &RequestFacts,
     state: &Path,
     inv: &Invocation,
     text: Option<&str>,
     rule: &str,
 ) -> Result<String, Box<Refusal>> {
-    let unavailable = |m: String| Box::new(Refusal::new(Kind::PolicyUnavailable, m));
+    let unavailable = |m: String| Box::new(Refusal::new(RefusalKind::PolicyUnavailable, m));
     trusted_file(&opts.approvers, ctx.uid).map_err(unavailable)?;
     let approvers = Approvers::load(&opts.approvers).map_err(|e| {
         unavailable(format!(
@@ -53,7 +53,7 @@ pub(super) fn check(
         machine_id,
         account: &ctx.account,
     };
-    let req = Request {
+    let req = Requested {
         place,
         op: inv.op.id,
         args: &args,
@@ -61,7 +61,7 @@ pub(super) fn check(
     let store = |dir: &str| state.join(dir);
     let pending =
         Pending::open(&store("pending")).map_err(|e| unavailable(state_problem(state, &e)))?;
-    let ask = |kind: Kind, message: String, reason: Option<&str>| -> Box<Refusal> {
+    let ask = |kind: RefusalKind, message: String, reason: Option<&str>| -> Box<Refusal> {
         let mut r = Refusal::new(kind, message);
         r.reason = reason.map(str::to_string);
         match Statement::new(place, inv.op.id, args.clone(), DEFAULT_TTL, ctx.now) {
@@ -91,7 +91,7 @@ pub(super) fn check(
     };
     let Some(text) = text else {
         return Err(ask(
-            Kind::ApprovalRequired,
+            RefusalKind::ApprovalRequired,
             format!(
                 "the host policy wants a human's signed approval for `{}` ({rule}); nothing ran. Save the statement in approval_request to a file, have an approver sign it (`pxagent approve --key KEY FILE`, or `ssh-keygen -Y sign -n {} -f KEY FILE`), then send the same request again with the signature (`--approval SIGFILE`; MCP: `approval`)",
                 inv.display(),
@@ -103,7 +103,7 @@ pub(super) fn check(
     let nonces = NonceStore::open_shared(&opts.nonce_dir).map_err(unavailable)?;
     let invalid = |rej: &Rejection| {
         ask(
-            Kind::ApprovalInvalid,
+            RefusalKind::ApprovalInvalid,
             format!(
                 "the approval for `{}` does not hold: {rej}; nothing ran. A fresh statement is in approval_request",
                 inv.display()

@@ -37,7 +37,9 @@ use std::process::Command;
 use serde_json::{Value, json};
 
 use crate::base::error::Error;
-use crate::base::gate_protocol::{self as protocol, Envelope, Hello, Kind, Refusal, Request};
+use crate::base::gate_protocol::{
+    self as protocol, Envelope, GateRequest, Hello, Refusal, RefusalKind,
+};
 use crate::catalog::invocation::Invocation;
 use crate::catalog::{self, Op, ops};
 use crate::policy::{Decision, Policy, Transfer};
@@ -77,7 +79,7 @@ impl Default for Options {
 const PATH: &str = "/usr/sbin:/usr/bin:/sbin:/bin";
 
 /// Facts about this request that do not come from the client.
-struct Context {
+struct RequestFacts {
     account: String,
     uid: u32,
     host: String,
@@ -89,8 +91,8 @@ struct Context {
     now: u64,
 }
 
-impl Context {
-    fn read() -> Context {
+impl RequestFacts {
+    fn read() -> RequestFacts {
         let uid = std::fs::metadata("/proc/self")
             .map(|m| m.uid())
             .unwrap_or(u32::MAX);
@@ -112,7 +114,7 @@ impl Context {
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_secs())
             .unwrap_or(0);
-        Context {
+        RequestFacts {
             account,
             uid,
             host,
@@ -152,7 +154,7 @@ enum Verdict {
 
 /// Serve one request; returns the exit status when it does not `exec` sudo.
 pub fn run(opts: &Options) -> u8 {
-    let ctx = Context::read();
+    let ctx = RequestFacts::read();
     let raw = std::env::var_os("SSH_ORIGINAL_COMMAND");
     let line = raw.as_ref().map(|r| r.to_str().ok_or(r.as_encoded_bytes()));
     let mut audit = json!({
@@ -167,7 +169,7 @@ pub fn run(opts: &Options) -> u8 {
             audit["command"] = json!(escape_bytes(bytes));
             audit["command_not_utf8"] = json!(true);
             Verdict::Refuse(Box::new(Refusal::new(
-                Kind::BadRequest,
+                RefusalKind::BadRequest,
                 "the command line is not UTF-8: pxagent's catalog lines and envelopes are",
             )))
         }
@@ -177,7 +179,7 @@ pub fn run(opts: &Options) -> u8 {
     let verdict = decided.unwrap_or_else(|_| {
         audit["panic"] = json!(true);
         Verdict::Refuse(Box::new(Refusal::new(
-            Kind::NotAllowed,
+            RefusalKind::NotAllowed,
             "the gate failed on this request (a bug in pxagent: please report it), so nothing ran"
                 .to_string(),
         )))
@@ -197,7 +199,7 @@ pub fn run(opts: &Options) -> u8 {
             audit["decision"] = json!("allowed");
             if let Err(e) = syslog::record(&opts.log_socket, true, &audit) {
                 let r = Refusal::new(
-                    Kind::AuditUnavailable,
+                    RefusalKind::AuditUnavailable,
                     format!(
                         "the gate cannot write its audit record ({e}), so nothing runs; the host's syslog (journald or rsyslog) must listen on {}",
                         opts.log_socket.display()
@@ -247,7 +249,7 @@ fn refuse(opts: &Options, audit: &mut Value, r: &Refusal) {
     crate::output::write_stderr(&format!("{}\n", r.to_line()));
 }
 
-fn decide(opts: &Options, ctx: &Context, line: Option<&str>, audit: &mut Value) -> Verdict {
+fn decide(opts: &Options, ctx: &RequestFacts, line: Option<&str>, audit: &mut Value) -> Verdict {
     let request = match protocol::parse_command(line) {
         Ok(r) => r,
         Err(r) => {
@@ -257,12 +259,12 @@ fn decide(opts: &Options, ctx: &Context, line: Option<&str>, audit: &mut Value) 
         }
     };
     let (words, envelope) = match request {
-        Request::Plain(words) => (words, Envelope::default()),
-        Request::Envelope(env) if env.hello => {
+        GateRequest::Plain(words) => (words, Envelope::default()),
+        GateRequest::Envelope(env) if env.hello => {
             audit["client_version"] = syslog::free_text(&env.client);
             return Verdict::Hello(Box::new(hello(opts, ctx)));
         }
-        Request::Envelope(mut env) => {
+        GateRequest::Envelope(mut env) => {
             audit["client_version"] = syslog::free_text(&env.client);
             (env.argv.take().unwrap_or_default(), env)
         }
@@ -277,17 +279,17 @@ fn decide(opts: &Options, ctx: &Context, line: Option<&str>, audit: &mut Value) 
 /// Everything between reading the words and running them.
 fn check(
     opts: &Options,
-    ctx: &Context,
+    ctx: &RequestFacts,
     words: &[String],
     envelope: &Envelope,
     audit: &mut Value,
 ) -> Result<(), Box<Refusal>> {
-    let refusal = |kind: Kind, msg: String| Box::new(Refusal::new(kind, msg));
+    let refusal = |kind: RefusalKind, msg: String| Box::new(Refusal::new(kind, msg));
     let tool_argv = match words {
         [sudo, n, rest @ ..] if sudo == "sudo" && n == "-n" && !rest.is_empty() => rest,
         _ => {
             return Err(refusal(
-                Kind::NotAllowed,
+                RefusalKind::NotAllowed,
                 format!(
                     "`{}` is refused: this account runs only pxagent's catalog operations (`sudo -n /absolute/tool args…`)",
                     crate::base::text::printable(&crate::base::text::quote_argv(words))
@@ -297,7 +299,7 @@ fn check(
     };
     let found = catalog::inverse::parse_argv(tool_argv).map_err(|e| {
         refusal(
-            Kind::NotAllowed,
+            RefusalKind::NotAllowed,
             format!(
                 "`{}` is refused: {e}",
                 crate::base::text::printable(&crate::base::text::quote_argv(tool_argv))
@@ -325,11 +327,11 @@ fn check(
     };
 
     let policy =
-        load_policy(opts, ctx).map_err(|m| with_op(refusal(Kind::PolicyUnavailable, m)))?;
+        load_policy(opts, ctx).map_err(|m| with_op(refusal(RefusalKind::PolicyUnavailable, m)))?;
     let tags = if invs.iter().any(|i| policy.wants_tags(&sync_step(i).0)) {
         Some(guest_tags(opts).map_err(|m| {
             with_op(refusal(
-                Kind::PolicyRefused,
+                RefusalKind::PolicyRefused,
                 format!("host policy protects tags, and the gate cannot read guest tags: {m}"),
             ))
         })?)
@@ -342,8 +344,12 @@ fn check(
     // ops send is approved as the op the host policy's rule is about).
     let mut approve: Option<(&Invocation, String)> = None;
     for inv in &invs {
-        let policy_refused =
-            |e: Error| with_op(refusal(Kind::PolicyRefused, host_words(&e.to_string())));
+        let policy_refused = |e: Error| {
+            with_op(refusal(
+                RefusalKind::PolicyRefused,
+                host_words(&e.to_string()),
+            ))
+        };
         // A step of a guest command's flow (a file write or read, a checksum) is judged as
         // that command's op — a `deny` or `protect` of vm.exec covers its file writes — and
         // as a transfer under its `push`/`pull` paths instead of its command allowlist.
@@ -388,7 +394,7 @@ fn check(
         && envelope.confirm.as_deref() != Some(phrase.as_str())
     {
         let mut r = refusal(
-            Kind::ConfirmationRequired,
+            RefusalKind::ConfirmationRequired,
             format!(
                 "the host policy wants confirmation for `{}`: reply `{phrase}` if you want it to run",
                 first.display()
@@ -415,8 +421,8 @@ fn check(
         admit(&policy, &state, sync_step(inv).0.op, ctx.now).map_err(|e| {
             with_op(refusal(
                 match e {
-                    Error::RateLimited(_) => Kind::RateLimited,
-                    _ => Kind::PolicyUnavailable,
+                    Error::RateLimited(_) => RefusalKind::RateLimited,
+                    _ => RefusalKind::PolicyUnavailable,
                 },
                 host_words(&e.to_string()),
             ))
@@ -488,7 +494,7 @@ fn admit(policy: &Policy, state: &Path, op: &'static Op, now: u64) -> crate::Res
 }
 
 /// Load the host policy, refusing one that someone other than root could have written.
-fn load_policy(opts: &Options, ctx: &Context) -> Result<Policy, String> {
+fn load_policy(opts: &Options, ctx: &RequestFacts) -> Result<Policy, String> {
     trusted_file(&opts.policy, ctx.uid)?;
     Policy::from_host_file(&opts.policy).map_err(|e| {
         format!(
@@ -615,7 +621,7 @@ fn guest_tags(opts: &Options) -> Result<crate::policy::GuestTags, String> {
 /// The answer to a `hello`: who the gate is and what the account can do (the preflight reads
 /// it instead of running `id`, `sudo -V` and `sudo -n -l`, which the gate does not accept as
 /// commands).
-fn hello(opts: &Options, ctx: &Context) -> Hello {
+fn hello(opts: &Options, ctx: &RequestFacts) -> Hello {
     let policy = match load_policy(opts, ctx) {
         Ok(p) => protocol::FileState {
             path: opts.policy.display().to_string(),

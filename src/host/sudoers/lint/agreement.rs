@@ -35,7 +35,7 @@ use ::regex::Regex;
 use super::lexer::logical_lines;
 use super::parser::{Args, Cmnd, Entry, parse_entry};
 use super::regex::ere_to_regex;
-use crate::base::gate_protocol::{Request, parse_command};
+use crate::base::gate_protocol::{GateRequest, parse_command};
 use crate::base::text::quote_argv;
 use crate::catalog::inverse::parse_argv;
 use crate::catalog::kind::Kind;
@@ -248,7 +248,7 @@ fn gate_admits(argv: &[String]) -> Option<Vec<crate::catalog::inverse::Match>> {
     let mut words = vec!["sudo".to_string(), "-n".to_string()];
     words.extend(argv.iter().cloned());
     match parse_command(Some(&quote_argv(&words))) {
-        Ok(Request::Plain(w)) if w == words => parse_argv(&w[2..]).ok(),
+        Ok(GateRequest::Plain(w)) if w == words => parse_argv(&w[2..]).ok(),
         _ => None,
     }
 }
