@@ -47,11 +47,16 @@ mod server;
 mod shutdown;
 mod wire;
 
-pub use args::*;
-pub use link::*;
+use args::failure_doc;
+pub use args::{failure_text, integral, invocation, raw_values};
+use link::CallLink;
+pub use link::Link;
 pub use progress::Progress;
-pub use schema::*;
-pub use server::*;
+use schema::integer_range;
+pub use schema::{
+    ToolSpec, input_schema, offered, output_schema, takes_confirm, tool_spec, tool_specs,
+};
+pub use server::Server;
 pub use wire::{Cancels, LineTransport, MAX_LINE_BYTES};
 
 /// How `pxagent mcp` was asked to run.

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use rmcp::ServiceExt;
 use serde_json::{Map, Value, json};
 
+use super::schema::required;
 use super::*;
 use crate::base::error::Error;
 use crate::catalog::{self, Kind, OPS, Op, Profile, Risk};

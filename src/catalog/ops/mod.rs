@@ -51,16 +51,29 @@ mod task;
 mod template;
 mod vm;
 
-pub use backup::*;
-pub use cluster::*;
-pub use ct::*;
-pub use exec::*;
-pub use iso::*;
-pub use node::*;
-pub use storage::*;
-pub use task::*;
-pub use template::*;
-pub use vm::*;
+pub use backup::{
+    BACKUP_CREATE, BACKUP_LIST, BACKUP_PRUNE, BACKUP_REMOVE, BACKUP_RESTORE, BACKUP_RESTORE_CT,
+    BACKUP_RESTORE_CT_OVERWRITE, BACKUP_RESTORE_OVERWRITE,
+};
+pub use cluster::{
+    CLUSTER_NEXTID, CLUSTER_RESOURCES, CLUSTER_STATUS, CLUSTER_TASKS, HA_STATUS, PVE_VERSION,
+};
+pub use ct::{
+    CT_CONFIG, CT_CREATE, CT_DELSNAPSHOT, CT_DESTROY, CT_LIST, CT_MIGRATE, CT_REBOOT, CT_RESIZE,
+    CT_ROLLBACK, CT_RRD, CT_SET, CT_SHUTDOWN, CT_SNAPSHOT, CT_SNAPSHOTS, CT_START, CT_STATUS,
+    CT_STOP,
+};
+pub use exec::{CT_EXEC, VM_EXEC, VM_EXEC_STATUS, VM_FILE_READ, VM_FILE_WRITE};
+pub use iso::{ISO_DOWNLOAD, ISO_LIST, ISO_REMOVE};
+pub use node::{NODE_LIST, NODE_NETWORK, NODE_RRD, NODE_STATUS, NODE_VERSION};
+pub use storage::{STORAGE_CONTENT, STORAGE_LIST, STORAGE_REMOVE};
+pub use task::{TASK_LIST, TASK_LOG, TASK_STATUS, TASK_STOP, TASK_WAIT};
+pub use template::{TEMPLATE_DOWNLOAD, TEMPLATE_LIST, TEMPLATE_REMOVE};
+pub use vm::{
+    VM_CLONE, VM_CONFIG, VM_CREATE, VM_DELSNAPSHOT, VM_DESTROY, VM_IPS, VM_LIST, VM_MIGRATE,
+    VM_REBOOT, VM_RESIZE, VM_RESUME, VM_ROLLBACK, VM_RRD, VM_SET, VM_SHUTDOWN, VM_SNAPSHOT,
+    VM_SNAPSHOT_VMSTATE, VM_SNAPSHOTS, VM_START, VM_STATUS, VM_STOP, VM_SUSPEND,
+};
 
 /// Every operation pxagent knows. Order is the order of `pxagent catalog`, of the sudoers
 /// file and of the MCP tool list.

@@ -43,8 +43,10 @@ mod sync;
 mod vm;
 
 use ct::*;
-pub use request::*;
-pub use sync::*;
+use request::Checked;
+pub use request::{GuestRequest, check_request};
+pub use sync::{base64, pve_bytes};
+use sync::{parent_dir, parse_sum, step_inv, truthy, verify, write_local};
 use vm::*;
 
 /// How long `vm exec` waits for the guest command when `--timeout` is not given.
