@@ -519,3 +519,122 @@ fn the_reader_sees_what_the_code_imports() {
         Some(PathBuf::from("p/mod.rs"))
     );
 }
+
+/// The top-level modules a module of `src/` may import, as its own doc says: the `//!` line
+/// `Layer: NAME. May import: a, b, c.` (or `May import: nothing of the crate.`).
+fn declared_imports(root: &Path, module: &str) -> Result<BTreeSet<String>, String> {
+    let file = [
+        root.join(module).join("mod.rs"),
+        root.join(format!("{module}.rs")),
+    ]
+    .into_iter()
+    .find(|f| f.exists())
+    .ok_or_else(|| format!("src/{module}: no mod.rs"))?;
+    let text = std::fs::read_to_string(&file).unwrap();
+    let doc: String = text
+        .lines()
+        .take_while(|l| l.starts_with("//!"))
+        .map(|l| l.trim_start_matches("//!").trim())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let want = format!("Layer: {module}. May import: ");
+    let at = doc
+        .find(&want)
+        .ok_or_else(|| format!("src/{module}: its doc has no `{want}…` line"))?;
+    let rest = &doc[at + want.len()..];
+    let list = &rest[..rest.find('.').unwrap_or(rest.len())];
+    if list.trim() == "nothing of the crate" {
+        return Ok(BTreeSet::new());
+    }
+    Ok(list
+        .split(',')
+        .map(|m| m.trim().trim_matches('`').trim_end_matches('/').to_string())
+        .filter(|m| !m.is_empty())
+        .collect())
+}
+
+#[test]
+fn every_module_says_its_layer_and_imports_only_what_it_says() {
+    let root = repo().join("src");
+    let g = graph(&root);
+    let mut actual: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (from, tos) in &g {
+        let Some(fm) = module_of(&root, from).first().cloned() else {
+            continue;
+        };
+        let entry = actual.entry(fm.clone()).or_default();
+        for to in tos {
+            if let Some(tm) = module_of(&root, to).first()
+                && *tm != fm
+            {
+                entry.insert(tm.clone());
+            }
+        }
+    }
+    let mut problems = Vec::new();
+    for (m, uses) in &actual {
+        match declared_imports(&root, m) {
+            Err(e) => problems.push(e),
+            Ok(said) => {
+                let extra: Vec<&String> = uses.difference(&said).collect();
+                if !extra.is_empty() {
+                    problems.push(format!(
+                        "src/{m} imports {extra:?}, which its doc does not list (it imports {uses:?})"
+                    ));
+                }
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn nothing_is_re_exported_by_glob() {
+    let mut found = Vec::new();
+    for f in rust_files(&repo().join("src")) {
+        let code = code_only(&std::fs::read_to_string(&f).unwrap());
+        for line in code.lines() {
+            let t = line.trim();
+            if t.starts_with("pub") && t.contains(" use ") && t.contains("::*") {
+                found.push(format!("{}: {t}", f.display()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "re-export by name instead:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_code_map_names_every_folder_of_src_and_no_other() {
+    let text = std::fs::read_to_string(repo().join("ARCHITECTURE.md")).unwrap();
+    let map = text
+        .split("## Code map")
+        .nth(1)
+        .and_then(|t| t.split("\nOutside `src/`").next())
+        .expect("ARCHITECTURE.md has a `## Code map` section");
+    let listed: BTreeSet<String> = map
+        .lines()
+        .filter_map(|l| l.strip_prefix("- `"))
+        .filter_map(|l| l.split_once("/`"))
+        .map(|(name, _)| name.to_string())
+        .collect();
+    let folders: BTreeSet<String> = std::fs::read_dir(repo().join("src"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        listed, folders,
+        "ARCHITECTURE.md's code map and the folders of src/"
+    );
+    // The layers block names the same folders.
+    let layered: BTreeSet<String> = layers().into_keys().collect();
+    assert_eq!(
+        layered, folders,
+        "ARCHITECTURE.md's layers block and the folders of src/"
+    );
+}

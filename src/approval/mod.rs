@@ -16,6 +16,8 @@
 //! (`russh::keys::ssh_key`, in `sshsig` only — never russh's transport). Every input here
 //! (statement, signature, key, approvers file, store entry) is untrusted and validated
 //! strictly; every failure is a refusal that says which check failed and what to do.
+//!
+//! Layer: approval. May import: `base`, `catalog`.
 
 mod check;
 mod nonces;

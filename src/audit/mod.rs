@@ -37,6 +37,8 @@
 //! last line, writing the new one and `fsync`, so concurrent pxagent processes (CLI runs, an
 //! MCP server) never interleave, fork the chain or lose lines. Readers take a shared lock,
 //! so they never see a half-written line.
+//!
+//! Layer: audit. May import: `base`, `catalog`.
 
 use std::fs::{DirBuilder, File, OpenOptions};
 use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom, Write};

@@ -4,9 +4,10 @@
 //! ([`text`]), the one calendar ([`time`]), the async runtime ([`runtime`]) and the signal
 //! handling of a running operation ([`signals`]).
 //!
-//! Layer: base (the lowest). Its modules import only each other, in this order: `text`,
 //! `time` and `runtime` import `error`; `error` imports `gate_protocol`; `gate_protocol`
 //! imports `text`.
+//!
+//! Layer: base. May import: nothing of the crate.
 
 pub mod error;
 pub mod gate_protocol;

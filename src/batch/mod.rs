@@ -21,6 +21,9 @@
 //! The front end (the CLI) hands in the policy, a connector and the lines; this module knows
 //! neither clap nor where the lines come from. It may use the engine, the MCP argument parser,
 //! the audit trail and the output module (the only stdout writer).
+//!
+//! Layer: batch. May import: `audit`, `base`, `catalog`, `engine`, `mcp`, `output`, `policy`,
+//! `remote`, `ssh`.
 
 pub mod request;
 

@@ -9,6 +9,8 @@
 //! An op's remote command is a template of [`Arg`]s after an absolute tool path. The same
 //! template yields the argv (with values) and the anchored sudoers regex (with each
 //! parameter kind's regex), which is why the client can never build a line sudo refuses.
+//!
+//! Layer: catalog. May import: `base`.
 
 pub mod guest;
 pub mod inverse;

@@ -4,6 +4,9 @@
 //! [`commands`] then work on typed values through a [`crate::config::context::Context`] and the
 //! engine. Nothing outside this folder names clap; nothing here is global, so [`run`] can be
 //! called any number of times in one process.
+//!
+//! Layer: cli. May import: `approval`, `audit`, `base`, `batch`, `catalog`, `config`, `engine`,
+//! `host`, `mcp`, `output`, `persist`, `remote`, `ssh`, `views`.
 
 pub mod args;
 mod commands;

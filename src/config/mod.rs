@@ -20,7 +20,10 @@
 //!
 //! Uses the policy's [`schema`](crate::policy::schema) types for its `policy:` section and
 //! decides which policy source is in force ([`Config::policy_source`]); the policy does not use
-//! this file. (The [`Policy::effective`] shim below also names [`Policy`] until its callers move.)
+//! this file: [`Policy::effective`], which narrows the config's policy by `--policy`, lives
+//! here for that reason.
+//!
+//! Layer: config. May import: `base`, `engine`, `persist`, `policy`, `ssh`.
 
 pub mod context;
 

@@ -14,6 +14,9 @@
 //! ([`dry_run`], [`dry_run_exec`]: no connection needed) and `--no-wait` ([`Engine::start`]).
 //! The engine may use the policy, the confirmation gate, the limits, the remote layer and the
 //! views; it knows neither clap nor rmcp.
+//!
+//! Layer: engine. May import: `approval`, `audit`, `base`, `catalog`, `output`, `persist`,
+//! `policy`, `remote`, `ssh`, `views`.
 
 use std::future::Future;
 

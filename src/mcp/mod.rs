@@ -32,6 +32,9 @@
 //! On SIGTERM, SIGINT or SIGHUP the server takes no more calls, lets the calls in flight
 //! finish for a few seconds, and exits 0; every command it sent has an audit record, its
 //! result or `interrupted` (`shutdown`).
+//!
+//! Layer: mcp. May import: `audit`, `base`, `catalog`, `config`, `engine`, `output`, `policy`,
+//! `remote`, `ssh`, `views`.
 
 use rmcp::ServiceExt;
 

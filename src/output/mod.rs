@@ -9,6 +9,8 @@
 //! durations, local times), [`escape`] (host data cannot drive the terminal), [`style`]
 //! (colour). Human text is escaped once more as it is written ([`Output::success`]), so even
 //! a view that forgot to escape a host string cannot pass a control character through.
+//!
+//! Layer: output. May import: `base`.
 
 pub mod escape;
 pub mod style;

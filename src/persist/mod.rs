@@ -36,6 +36,8 @@
 //! stdin; the holder connects (so host key and authentication errors reach that caller), binds
 //! the socket and says so on stdout. Concurrent first callers wait on the lock and then use the
 //! one holder.
+//!
+//! Layer: persist. May import: `base`, `catalog`, `output`, `remote`, `ssh`.
 
 pub mod client;
 pub mod holder;

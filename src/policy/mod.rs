@@ -27,6 +27,8 @@
 //! Outside users: the config holds a [`PolicyConfig`] and says which [`PolicySource`] is in
 //! force; the rate limiter counts a policy's [`Limit`]s. Neither is imported from here: the
 //! policy knows nothing of the config file or of the counters' state file.
+//!
+//! Layer: policy. May import: `audit`, `base`, `catalog`.
 
 pub mod allowlist;
 pub mod confirm;

@@ -12,6 +12,8 @@
 //! [`crate::ssh::Session`] in production, a [`replay::Replay`] of recorded outputs in tests.
 //! This module may use the catalog, invocations and views; the transport below it knows none
 //! of them. Logs: `pxagent::remote` at DEBUG (node lookups, task results).
+//!
+//! Layer: remote. May import: `base`, `catalog`, `ssh`, `views`.
 
 pub mod classify;
 pub mod guests;

@@ -30,6 +30,8 @@
 //! - **Logs** (`tracing`, target `pxagent::ssh`, DEBUG): the connection, the host key's
 //!   fingerprint and verdict, the key that authenticated (its file or "ssh-agent") and each
 //!   command line with its exit status and duration; never key material or stdin data.
+//!
+//! Layer: ssh. May import: `base`.
 
 mod auth;
 pub mod config;

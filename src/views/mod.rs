@@ -10,6 +10,8 @@
 //! times come from [`crate::output::units`], states are painted by
 //! [`crate::output::style::state`], and every cell is escaped by the output layer's
 //! [`table`]. Objects (statuses, configs) are laid out in [`status`].
+//!
+//! Layer: views. May import: `base`, `catalog`, `output`.
 
 pub mod observe;
 pub mod status;

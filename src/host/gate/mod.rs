@@ -7,7 +7,7 @@
 //! in the `Match User` block), with the requested command in `SSH_ORIGINAL_COMMAND`.
 //!
 //! For each request the gate:
-//! 1. reads the command line ([`protocol::parse_command`]): a plain catalog line or an
+//! 1. reads the command line ([`crate::base::gate_protocol::parse_command`]): a plain catalog line or an
 //!    envelope; an empty command (interactive login), a subsystem (sftp), extra text or
 //!    anything not in pxagent's canonical quoting is refused;
 //! 2. reads it back into catalog operations ([`crate::catalog::inverse`]): the line must be
@@ -21,7 +21,7 @@
 //! 6. replaces itself with `sudo -n <argv>` (no shell, no PATH search, a clean environment),
 //!    so stdin, stdout, stderr and the exit status are sudo's own.
 //!
-//! Refusals are one stderr line and exit 125 ([`protocol`]). The gate runs as the agent
+//! Refusals are one stderr line and exit 125 ([`crate::base::gate_protocol`]). The gate runs as the agent
 //! account, never as root; sudoers still decides what root runs. Uses the catalog, the
 //! policy, the limits and the approvals; nothing else in pxagent depends on it.
 
