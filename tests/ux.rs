@@ -98,6 +98,156 @@ mod local {
         }
     }
 
+    /// Every command of the tree, as its words after `pxagent` (the root is `[]`), with the
+    /// arguments its help lists as its own (no heading, not hidden) and the headings (in no
+    /// particular order) of those it takes from its parents (`global`) or has under a heading.
+    fn every_command(
+        cmd: &clap::Command,
+        path: Vec<String>,
+        inherited: &[clap::Arg],
+        out: &mut Vec<(Vec<String>, Vec<clap::Arg>, Vec<String>)>,
+    ) {
+        let args: Vec<clap::Arg> = inherited
+            .iter()
+            .filter(|a| !cmd.get_arguments().any(|o| o.get_id() == a.get_id()))
+            .chain(cmd.get_arguments())
+            .cloned()
+            .collect();
+        let own = cmd
+            .get_arguments()
+            .filter(|a| a.get_help_heading().is_none() && !a.is_hide_set())
+            .cloned()
+            .collect();
+        let mut headings: Vec<String> = Vec::new();
+        for h in args.iter().filter_map(|a| a.get_help_heading()) {
+            if !headings.iter().any(|x| x == h) {
+                headings.push(h.to_string());
+            }
+        }
+        let passed: Vec<clap::Arg> = args.into_iter().filter(|a| a.is_global_set()).collect();
+        for sub in cmd.get_subcommands() {
+            let mut p = path.clone();
+            p.push(sub.get_name().to_string());
+            every_command(sub, p, &passed, out);
+        }
+        out.push((path, own, headings));
+    }
+
+    /// What a help line lists, when it is an entry (`  -H, --host <HOST>`, `      --vmid`,
+    /// `  <VMID>`) rather than a description: `--host`, `--vmid`, `<VMID>`.
+    fn entry(line: &str) -> Option<String> {
+        let rest = line.strip_prefix("  ")?;
+        // A positional: `<VMID>`, `<PROGRAM ARGS>...`, or an optional one `[COMMAND]...`.
+        if let Some(name) = rest.strip_prefix(['<', '[']) {
+            return name
+                .find(['>', ']'])
+                .map(|end| format!("<{}>", &name[..end]));
+        }
+        let rest = match rest.as_bytes() {
+            [b'-', c, b',', b' ', ..] if *c != b'-' => &rest[4..],
+            _ => rest.strip_prefix("    ")?,
+        };
+        rest.starts_with("--")
+            .then(|| rest.split([' ', '=', '.']).next().unwrap().to_string())
+    }
+
+    #[test]
+    fn every_help_lists_own_options_then_host_headings_then_global_ones() {
+        use pxagent::cli::args::{CONNECTION_HEADING, GLOBAL_HEADING, POLICY_HEADING};
+        let mut all = Vec::new();
+        every_command(&pxagent::cli::command(), Vec::new(), &[], &mut all);
+        assert!(all.len() > 100, "{} commands", all.len());
+        let home = Home::new();
+        let mut with_host_flags: Vec<String> = Vec::new();
+        for (path, own, headings) in &all {
+            // The headings a command takes come in this order, and only these exist.
+            let order = [CONNECTION_HEADING, POLICY_HEADING, GLOBAL_HEADING];
+            assert!(
+                headings.iter().all(|h| order.contains(&h.as_str())),
+                "{path:?}: {headings:?}"
+            );
+            assert!(headings.iter().any(|h| h == GLOBAL_HEADING), "{path:?}");
+            if headings.iter().any(|h| h == CONNECTION_HEADING) {
+                with_host_flags.push(path.join(" "));
+            }
+            for flag in ["--help", "-h"] {
+                let mut words: Vec<&str> = path.iter().map(String::as_str).collect();
+                words.push(flag);
+                let r = home.px().args(&words).run();
+                assert_eq!(r.code, 0, "{words:?}: {}", r.stderr);
+                let help = &r.stdout;
+                // Where each heading starts, in the order of `order`, absent ones left out.
+                let at: Vec<(usize, &str)> = order
+                    .iter()
+                    .filter_map(|h| help.find(&format!("\n{h}:\n")).map(|i| (i, *h)))
+                    .collect();
+                let shown: Vec<&str> = at.iter().map(|(_, h)| *h).collect();
+                let want: Vec<&str> = order
+                    .into_iter()
+                    .filter(|h| headings.iter().any(|x| x == h))
+                    .collect();
+                assert_eq!(shown, want, "{words:?}: the headings\n{help}");
+                assert!(
+                    at.windows(2).all(|w| w[0].0 < w[1].0),
+                    "{words:?}: headings out of order\n{help}"
+                );
+                // The command's own arguments and options: all of them before the first
+                // heading of flags it shares with other commands.
+                let first_heading = at[0].0;
+                let entries: Vec<(usize, String)> = help
+                    .lines()
+                    .scan(0, |pos, line| {
+                        let here = *pos;
+                        *pos += line.len() + 1;
+                        Some((here, line))
+                    })
+                    .filter_map(|(pos, line)| entry(line).map(|e| (pos, e)))
+                    .collect();
+                let mut seen_own = 0;
+                for a in own {
+                    let name = match a.get_long() {
+                        Some(l) => format!("--{l}"),
+                        None => format!(
+                            "<{}>",
+                            a.get_value_names()
+                                .and_then(|v| v.first())
+                                .map(|v| v.to_string())
+                                .unwrap_or_else(|| a.get_id().to_string().to_uppercase())
+                        ),
+                    };
+                    let (pos, _) = entries
+                        .iter()
+                        .find(|(_, e)| *e == name)
+                        .unwrap_or_else(|| panic!("{words:?}: {name} not listed\n{help}"));
+                    assert!(
+                        *pos < first_heading,
+                        "{words:?}: own {name} after a heading\n{help}"
+                    );
+                    seen_own += 1;
+                }
+                // The global options, last: each listed after their heading.
+                let global = at.last().unwrap().0;
+                for g in ["--output", "--color", "--verbose"] {
+                    let (pos, _) = entries
+                        .iter()
+                        .find(|(_, e)| e == g)
+                        .unwrap_or_else(|| panic!("{words:?}: {g} not listed\n{help}"));
+                    assert!(*pos > global, "{words:?}: {g} before its heading\n{help}");
+                }
+                assert_eq!(seen_own, own.len());
+            }
+        }
+        // The walk reached the commands that take host flags: every catalog op and the others.
+        let reach = pxagent::catalog::OPS
+            .iter()
+            .filter(|o| !o.is_step())
+            .map(|o| o.cli.join(" "))
+            .chain(["", "status", "preflight", "mcp", "batch", "persist status"].map(String::from));
+        for p in reach {
+            assert!(with_host_flags.contains(&p), "`pxagent {p}` not walked");
+        }
+    }
+
     #[test]
     fn environment_variables_never_break_a_local_command() {
         let home = Home::new();

@@ -16,6 +16,13 @@ use crate::catalog::{How, Kind, OPS, Op, Param, Risk};
 /// Environment variable prefix for global flags.
 pub const ENV_PREFIX: &str = "PXAGENT_";
 
+/// Help heading of the flags every command takes ([`general_args`]). Every command's help lists
+/// its own arguments and options first, then the host flags' headings (where it takes them),
+/// then this one: clap shows the unheaded "Options" before any heading, and the headings in the
+/// order their first argument was added, which puts a subcommand's own arguments before those
+/// it inherits from its parents (the host flags of its group, then these from the root).
+pub const GLOBAL_HEADING: &str = "Global options";
+
 /// The flags every command takes, local or not: output format, colour, verbosity.
 fn general_args() -> Vec<Arg> {
     vec![
@@ -40,6 +47,9 @@ fn general_args() -> Vec<Arg> {
             .action(ArgAction::Count)
             .help("More log output on stderr (repeat for more)"),
     ]
+    .into_iter()
+    .map(|a| a.help_heading(GLOBAL_HEADING))
+    .collect()
 }
 
 /// Help heading of the connection flags.
@@ -383,11 +393,13 @@ pub fn command() -> Command {
         .about("Manage Proxmox VE through a key-only SSH account and a least-privilege sudoers whitelist")
         .subcommand_required(true)
         .arg_required_else_help(true)
-        .args(general_args())
         // The host flags before the command (`pxagent -H pve1 vm list`); each command that
         // reaches a host has them too (after the command), local ones do not.
         .args(connection_args())
         .args(policy_args())
+        // After the host flags, so that the root's help, too, lists its headings in the order
+        // of every command's: connection, policy, global ([`GLOBAL_HEADING`]).
+        .args(general_args())
         .subcommand(Command::new("catalog").about("List every operation with its risk, profiles, remote command and sudoers rule"))
         .subcommand(reaches_host(
             Command::new("preflight")

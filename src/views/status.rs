@@ -682,6 +682,41 @@ pub fn tasks(data: &Value) -> String {
     )
 }
 
+/// `pxagent status`'s guest counts for people. The JSON keeps them as `KIND_STATE: N`
+/// (`vm_running`, `ct_stopped`, …: agents read these keys); people get one line per kind, like
+/// the other key lines: `VMs         2 running, 1 stopped` and `containers  1 running`, the
+/// running ones first, each state painted. A key of another form is shown as it is (escaped).
+pub fn guest_counts(guests: &Value) -> String {
+    const KINDS: &[(&str, &str)] = &[("vm_", "VMs"), ("ct_", "containers")];
+    let Some(o) = guests.as_object() else {
+        return text(guests);
+    };
+    let mut lines: Vec<(String, String)> = Vec::new();
+    for (prefix, label) in KINDS {
+        let mut states: Vec<(&str, String)> = o
+            .iter()
+            .filter_map(|(k, v)| Some((k.strip_prefix(prefix)?, text(v))))
+            .collect();
+        states.sort_by_key(|(state, _)| (*state != "running", *state));
+        if !states.is_empty() {
+            let counts: Vec<String> = states
+                .iter()
+                .map(|(state, n)| format!("{n} {}", style::state(state)))
+                .collect();
+            lines.push((label.to_string(), counts.join(", ")));
+        }
+    }
+    lines.extend(
+        o.iter()
+            .filter(|(k, _)| !KINDS.iter().any(|(prefix, _)| k.starts_with(prefix)))
+            .map(|(k, v)| (crate::output::escape::cell(k).into_owned(), text(v))),
+    );
+    if lines.is_empty() {
+        return "none".into();
+    }
+    pairs(&lines)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -787,6 +822,22 @@ mod tests {
         );
         assert!(text.contains("creation-qemu=9.0.2, created "), "{text}");
         no_raw_numbers(&text);
+    }
+
+    #[test]
+    fn guest_counts_read_like_the_other_key_lines() {
+        let g = json!({"ct_running": 3, "ct_stopped": 1, "vm_paused": 1, "vm_running": 2, "vm_stopped": 4});
+        let text = style::render(&guest_counts(&g), false).into_owned();
+        assert_eq!(
+            text,
+            "VMs         2 running, 1 paused, 4 stopped\ncontainers  3 running, 1 stopped"
+        );
+        assert!(!text.contains("_running") && !text.contains(':'), "{text}");
+        // Only containers: no VM line; a state word from the host is escaped.
+        let g = json!({"ct_evil\u{1b}[2J": 1});
+        let text = guest_counts(&g);
+        assert!(text.starts_with("containers  1 evil\\u{1b}[2J"), "{text}");
+        assert_eq!(guest_counts(&json!({})), "none");
     }
 
     #[test]

@@ -101,12 +101,6 @@ pub fn human(d: &Value) -> String {
         &d["storages"],
     ));
     s.push_str("\n\nGuests\n");
-    let g = d["guests"].as_object().cloned().unwrap_or_default();
-    s.push_str(
-        &g.iter()
-            .map(|(k, v)| format!("{k}: {v}"))
-            .collect::<Vec<_>>()
-            .join("\n"),
-    );
+    s.push_str(&crate::views::status::guest_counts(&d["guests"]));
     s
 }
