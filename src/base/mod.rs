@@ -13,5 +13,7 @@ pub mod error;
 pub mod gate_protocol;
 pub mod runtime;
 pub mod signals;
+#[cfg(test)]
+pub mod testing;
 pub mod text;
 pub mod time;

@@ -4,6 +4,7 @@
 //! requests on one guest, `--stop-on-error`, and the exit code. Answers are the recorded
 //! outputs in `tests/fixtures/` that the engine tests use.
 
+use crate::base::testing::{fixture, words};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -15,15 +16,6 @@ use crate::remote::Remote;
 use crate::remote::replay::{Answer, Replay};
 use crate::remote::transport::{BoxFuture, Transport};
 use crate::ssh::Captured;
-
-fn fixture(name: &str) -> String {
-    let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("fixture {path}: {e}"))
-}
-
-fn words(s: &str) -> Vec<String> {
-    s.split(' ').map(String::from).collect()
-}
 
 const MAP: &str = "sudo -n /usr/bin/pvesh get /cluster/resources --type vm --output-format json";
 

@@ -261,6 +261,7 @@ fn wire_values(op: &Op, caps: CaptureList) -> Result<BTreeMap<&'static str, Stri
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::base::testing::words;
     use crate::catalog::samples;
 
     #[test]
@@ -285,10 +286,6 @@ mod tests {
             }
         }
         assert!(n > OPS.len(), "only {n} sample lines");
-    }
-
-    fn words(line: &str) -> Vec<String> {
-        line.split(' ').map(str::to_string).collect()
     }
 
     #[test]

@@ -18,6 +18,8 @@ pub mod invocation;
 pub mod kind;
 pub mod ops;
 pub mod pve;
+#[cfg(test)]
+pub mod testing;
 
 use std::collections::BTreeMap;
 

@@ -669,14 +669,7 @@ pub fn failed(checks: &[Check]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn fixture(name: &str) -> String {
-        std::fs::read_to_string(format!(
-            "{}/tests/fixtures/sudo/{name}",
-            env!("CARGO_MANIFEST_DIR")
-        ))
-        .unwrap()
-    }
+    use crate::base::testing::fixture;
 
     fn ok(stdout: &str) -> Captured {
         Captured {
@@ -688,8 +681,10 @@ mod tests {
 
     #[test]
     fn parses_wrapped_and_unwrapped_listings_alike() {
-        let a = parse_listing(&fixture("04_recommended.stdout"));
-        let b = parse_listing(&fixture("19_recommended_stdout_is_pipe_no_wrap.stdout"));
+        let a = parse_listing(&fixture("sudo/04_recommended.stdout"));
+        let b = parse_listing(&fixture(
+            "sudo/19_recommended_stdout_is_pipe_no_wrap.stdout",
+        ));
         assert_eq!(a.commands, b.commands);
         assert_eq!(a.commands.len(), 15);
         assert_eq!(
@@ -701,7 +696,7 @@ mod tests {
             )
         );
         assert!(a.defaults.contains(&"log_input".to_string()));
-        let m = parse_listing(&fixture("24_trixie_mixed.stdout"));
+        let m = parse_listing(&fixture("sudo/24_trixie_mixed.stdout"));
         assert!(m.commands.iter().any(|(r, t, c)| r == "ALL : ALL"
             && t.is_empty()
             && c == "/usr/sbin/pct ^enter [0-9]+$"));
@@ -770,7 +765,9 @@ mod tests {
     #[test]
     fn the_published_setup_fails_for_every_reason() {
         let checks = sudo_rules(
-            Some(&ok(&fixture("02_published_rules_fixed_defaults.stdout"))),
+            Some(&ok(&fixture(
+                "sudo/02_published_rules_fixed_defaults.stdout",
+            ))),
             Profile::Readonly,
             "zen-agent",
         );
@@ -798,7 +795,7 @@ mod tests {
     fn no_rules_at_all() {
         let out = Captured {
             stdout: vec![],
-            stderr: fixture("15_only_password_rules_-n_-l.txt").into_bytes(),
+            stderr: fixture("sudo/15_only_password_rules_-n_-l.txt").into_bytes(),
             exit_status: 1,
         };
         let checks = sudo_rules(Some(&out), Profile::Full, "zen-agent");
@@ -816,11 +813,11 @@ mod tests {
             .status
         };
         assert_eq!(
-            v(&fixture("18_sudo_-V_as_agent_bookworm.txt"), 0),
+            v(&fixture("sudo/18_sudo_-V_as_agent_bookworm.txt"), 0),
             Status::Pass
         );
         assert_eq!(
-            v(&fixture("18b_sudo_-V_as_agent_trixie.txt"), 0),
+            v(&fixture("sudo/18b_sudo_-V_as_agent_trixie.txt"), 0),
             Status::Pass
         );
         assert_eq!(v("Sudo version 1.9.9\n", 0), Status::Fail);

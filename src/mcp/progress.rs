@@ -74,14 +74,7 @@ impl Progress {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn fixture(name: &str) -> String {
-        std::fs::read_to_string(format!(
-            "{}/tests/fixtures/pve/{name}",
-            env!("CARGO_MANIFEST_DIR")
-        ))
-        .unwrap()
-    }
+    use crate::base::testing::fixture;
 
     fn notices(text: &str) -> Vec<Notice> {
         let mut p = Progress::default();
@@ -91,7 +84,7 @@ mod tests {
     #[test]
     fn vzdump_percentages_become_progress_of_100() {
         let n = notices(&fixture(
-            "vzdump_qemu_snapshot_local_zstd_fragment_pve9.txt",
+            "pve/vzdump_qemu_snapshot_local_zstd_fragment_pve9.txt",
         ));
         let with_total: Vec<f64> = n
             .iter()
@@ -107,7 +100,7 @@ mod tests {
 
     #[test]
     fn qmrestore_percentages_and_the_upid_line() {
-        let mut text = fixture("qmrestore_vma_zst_pve8.txt");
+        let mut text = fixture("pve/qmrestore_vma_zst_pve8.txt");
         // What pvesh prints last: the UPID, as a JSON string.
         text.push_str("\"UPID:pve1:0000A1B2:00C0FFEE:6752F0A1:qmrestore:500:root@pam:\"\n");
         text.push_str("UPID:pve1:0000A1B2:00C0FFEE:6752F0A1:qmrestore:500:root@pam:\n");

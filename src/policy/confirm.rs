@@ -112,15 +112,7 @@ fn prompt(text: &str) -> Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::catalog;
-
-    fn inv(id: &str, kv: &[(&'static str, &str)]) -> Invocation {
-        Invocation::new(
-            catalog::find(id).unwrap(),
-            kv.iter().map(|(k, v)| (*k, v.to_string())).collect(),
-        )
-        .unwrap()
-    }
+    use crate::catalog::testing::inv;
 
     fn no_prompt(_: &str) -> Result<String> {
         panic!("must not prompt")

@@ -774,6 +774,7 @@ pub(super) fn glob_match(pattern: &str, text: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::catalog::testing::inv;
 
     const SRC: &str = "/root/.config/pxagent/config.yaml";
 
@@ -784,11 +785,6 @@ mod tests {
         let cfg: PolicyConfig =
             yaml_serde::from_str(yaml).map_err(|e| Error::usage(e.to_string()))?;
         Policy::from_config(cfg, SRC)
-    }
-
-    fn inv(id: &str, kv: &[(&'static str, &str)]) -> Invocation {
-        let op = catalog::find(id).unwrap_or_else(|| panic!("no op {id}"));
-        Invocation::new(op, kv.iter().map(|(k, v)| (*k, v.to_string())).collect()).unwrap()
     }
 
     fn refusal(p: &Policy, i: &Invocation, tags: Option<&GuestTags>) -> String {

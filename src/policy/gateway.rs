@@ -102,18 +102,10 @@ pub fn parse(text: &str, source: &str) -> Result<PolicyConfig> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::catalog::invocation::Invocation;
+    use crate::catalog::testing::inv;
     use crate::policy::Policy;
 
     const REGISTRY: &str = r#"{"version":"1","default":"deny","tools":{"vm_exec":{"limits":[{"counter":"vm_exec_rate","window":"minute","max":10,"scope":"grant"}]}}}"#;
-
-    fn inv(id: &str, kv: &[(&'static str, &str)]) -> Invocation {
-        Invocation::new(
-            crate::catalog::find(id).unwrap(),
-            kv.iter().map(|(k, v)| (*k, v.to_string())).collect(),
-        )
-        .unwrap()
-    }
 
     #[test]
     fn the_registry_record_loads_and_denies_unlisted_ops() {

@@ -276,7 +276,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::catalog::invocation::Invocation;
+    use crate::catalog::testing::inv;
     use crate::policy::Decision;
     use crate::policy::schema::{Action, Rule};
 
@@ -286,11 +286,6 @@ mod tests {
         let cfg: PolicyConfig =
             yaml_serde::from_str(yaml).map_err(|e| Error::usage(e.to_string()))?;
         Policy::from_config(cfg, SRC)
-    }
-
-    fn inv(id: &str, kv: &[(&'static str, &str)]) -> Invocation {
-        let op = crate::catalog::find(id).unwrap_or_else(|| panic!("no op {id}"));
-        Invocation::new(op, kv.iter().map(|(k, v)| (*k, v.to_string())).collect()).unwrap()
     }
 
     fn argv(words: &[&str]) -> Vec<String> {

@@ -263,6 +263,7 @@ pub fn classify(out: &Captured, argv: &[String], target: &str) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::base::testing::fixture;
 
     #[test]
     fn proxmox_texts_have_their_class() {
@@ -337,14 +338,6 @@ mod tests {
         }
     }
 
-    fn fixture(name: &str) -> String {
-        std::fs::read_to_string(format!(
-            "{}/tests/fixtures/pve/{name}",
-            env!("CARGO_MANIFEST_DIR")
-        ))
-        .unwrap()
-    }
-
     fn argv(words: &str) -> Vec<String> {
         words.split(' ').map(String::from).collect()
     }
@@ -355,7 +348,7 @@ mod tests {
     fn pmxcfs_down_as_root_is_a_host_fault_not_a_sudo_problem() {
         let a = argv("sudo -n /usr/bin/pvesh get /version --output-format json");
         let e = classify(
-            &out(111, &fixture("pmxcfs_down_root_connection_refused.txt")),
+            &out(111, &fixture("pve/pmxcfs_down_root_connection_refused.txt")),
             &a,
             "h",
         )
@@ -363,8 +356,9 @@ mod tests {
         assert_eq!((e.exit_code(), e.kind()), (1, "remote_failed"), "{e}");
         assert!(e.to_string().contains("pve-cluster"), "{e}");
         assert!(e.to_string().contains("Connection refused"), "{e}");
-        let transcript =
-            fixture("pvesh_cluster_status_json_standalone_pve9.1_and_nonroot_error.transcript.txt");
+        let transcript = fixture(
+            "pve/pvesh_cluster_status_json_standalone_pve9.1_and_nonroot_error.transcript.txt",
+        );
         let start = transcript.find("ipcc_send_rec[1]").unwrap();
         let end = transcript.find("RC=255").unwrap();
         let e = classify(&out(255, &transcript[start..end]), &a, "h").unwrap_err();
@@ -377,7 +371,7 @@ mod tests {
     #[test]
     fn exit_127_is_sudo_missing_only_with_the_shells_line() {
         let a = argv("sudo -n /usr/sbin/pct exec 200 -- /nonexistent");
-        let guest = fixture("pct_exec_missing_program_lxc_attach.txt");
+        let guest = fixture("pve/pct_exec_missing_program_lxc_attach.txt");
         let e = classify(&out(127, &guest), &a, "h").unwrap_err();
         assert_eq!((e.exit_code(), e.kind()), (1, "remote_failed"), "{e}");
         let e = classify(&out(127, "sh: 1: sudo: not found\n"), &a, "h").unwrap_err();

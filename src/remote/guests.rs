@@ -344,17 +344,9 @@ mod tests {
     use serde_json::Value;
 
     use super::*;
+    use crate::base::testing::{fixture, words};
     use crate::remote::replay::{Answer, Replay};
     use crate::remote::transport::{BoxFuture, Transport};
-
-    fn fixture(name: &str) -> String {
-        let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
-        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("fixture {path}: {e}"))
-    }
-
-    fn words(s: &str) -> Vec<String> {
-        s.split(' ').map(String::from).collect()
-    }
 
     /// The capture's guests as `pvesh get /cluster/resources --type vm` prints them, with VM
     /// 100 moved to `node`.

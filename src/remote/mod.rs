@@ -675,6 +675,7 @@ fn tail(text: &str, n: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::base::testing::fixture;
 
     fn out(code: u32, stderr: &str) -> Captured {
         Captured {
@@ -689,14 +690,6 @@ mod tests {
             .iter()
             .map(|s| s.to_string())
             .collect()
-    }
-
-    fn fixture(name: &str) -> String {
-        std::fs::read_to_string(format!(
-            "{}/tests/fixtures/{name}",
-            env!("CARGO_MANIFEST_DIR")
-        ))
-        .unwrap()
     }
 
     #[test]

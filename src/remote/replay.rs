@@ -224,10 +224,7 @@ impl Transport for Replay {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn words(s: &str) -> Vec<String> {
-        s.split(' ').map(String::from).collect()
-    }
+    use crate::base::testing::words;
 
     #[tokio::test]
     async fn answers_by_argv_and_keeps_what_was_sent() {

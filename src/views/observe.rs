@@ -249,12 +249,7 @@ mod tests {
     use super::*;
 
     fn fixture(name: &str) -> Value {
-        let text = std::fs::read_to_string(format!(
-            "{}/tests/fixtures/pve/{name}",
-            env!("CARGO_MANIFEST_DIR")
-        ))
-        .unwrap();
-        serde_json::from_str(&text).unwrap()
+        serde_json::from_str(&crate::base::testing::fixture(&format!("pve/{name}"))).unwrap()
     }
 
     #[test]

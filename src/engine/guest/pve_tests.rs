@@ -3,6 +3,7 @@
 //! exit 127, the guest agent's real refusals get their own hints, and a stream the agent cut is
 //! reported as truncated whichever agent version cut it.
 
+use crate::base::testing::{fixture, words};
 use std::sync::Arc;
 
 use serde_json::json;
@@ -11,15 +12,6 @@ use super::*;
 use crate::catalog;
 use crate::remote::Remote;
 use crate::remote::replay::{Answer, Replay};
-
-fn fixture(name: &str) -> String {
-    let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("fixture {path}: {e}"))
-}
-
-fn words(s: &str) -> Vec<String> {
-    s.split(' ').map(String::from).collect()
-}
 
 fn request(op: &str, vmid: &str, node: Option<&str>, argv: &[&str]) -> GuestRequest {
     GuestRequest {

@@ -5,6 +5,7 @@
 //! `replay/`, each with its `.source` note); the comment on each answer names its file. The
 //! tests assert the exit code ([`Error::exit_code`]) and the exact argv that reached the host.
 
+use crate::base::testing::{fixture, words};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -25,11 +26,6 @@ impl Connector for Fixed {
     async fn remote(&self) -> Result<Remote> {
         Ok(self.0.clone())
     }
-}
-
-fn fixture(name: &str) -> String {
-    let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("fixture {path}: {e}"))
 }
 
 /// The `data` of a captured HTTPS API body, printed as `pvesh --output-format json` prints
@@ -62,10 +58,6 @@ fn sudo_stderr(name: &str) -> String {
         .filter(|l| !l.starts_with("rc="))
         .map(|l| format!("{l}\n"))
         .collect()
-}
-
-fn words(s: &str) -> Vec<String> {
-    s.split(' ').map(String::from).collect()
 }
 
 fn policy(yaml: &str) -> Policy {
