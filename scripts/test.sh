@@ -74,9 +74,9 @@ echo "== generated files are up to date (scripts/regen.sh --check)"
 scripts/regen.sh --check
 
 echo "== bringing the sandbox host up"
-# Two beds on one simulator: the plain one, and a gated one (issue 11: `pxagent gate` is its
-# key's forced command, container exec rendered for 200-299) whose env the tests read with
-# the PXAGENT_GATED_ prefix.
+# Two beds on one simulator: the plain one, and a gated one (`pxagent gate` is its key's forced
+# command, container exec rendered for 200-299) whose env the tests read with the PXAGENT_GATED_
+# prefix.
 GATED=(--gate --port 2223 --user zen-gate --ct-exec 200-299)
 trap 'echo "== taking the sandbox hosts down"; scripts/testbed.sh down || true; scripts/testbed.sh down "${GATED[@]}" || true' EXIT
 scripts/testbed.sh up

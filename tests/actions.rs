@@ -1,6 +1,6 @@
-//! Live tests of actions (issue 5) against the sandbox host: lifecycle, snapshots, backups,
-//! restore, create, downloads; the soft blacklist; dry-run; task failures; HA waiting.
-//! Like `live.rs`, these FAIL (never skip) without the bed's `PXAGENT_*` variables.
+//! Live tests of actions against the sandbox host: lifecycle, snapshots, backups, restore, create,
+//! downloads; the soft blacklist; dry-run; task failures; HA waiting. Like `live.rs`, these FAIL
+//! (never skip) without the bed's `PXAGENT_*` variables.
 //!
 //! Every test that changes the simulator holds the one host [`lock`] and works on its own
 //! guests where it can, so the order of tests does not matter. Each runs pxagent in its own
@@ -472,8 +472,8 @@ fn iso_and_template_downloads() {
         assert!(found, "no local:iso/{file} in {isos}");
     };
     has_iso(&name);
-    // A URL with a query (a signed mirror link): the file name comes from its path, and real
-    // sudo admits the line (issue 12, item 8).
+    // A URL with a query (a signed mirror link): the file name comes from its path, and real sudo
+    // admits the line.
     let signed = format!("q-{name}");
     let r = px(&[
         "iso",

@@ -1,8 +1,8 @@
-//! The audit trail on the bed (issue 12 items 10 and 11, issue 15 item 2): a change is two
-//! records (started before sending, its result after) shown as one operation; it fails closed
-//! when its record cannot be written (exit 10, nothing reaches the host) until `audit
-//! new-chain` starts a chain linked to the old head; reads go on with a warning; SIGTERM while
-//! the command runs — of the CLI and of `pxagent mcp` — still leaves the record.
+//! The audit trail on the bed: a change is two records (started before sending, its result after)
+//! shown as one operation; it fails closed when its record cannot be written (exit 10, nothing
+//! reaches the host) until `audit new-chain` starts a chain linked to the old head; reads go on
+//! with a warning; SIGTERM while the command runs — of the CLI and of `pxagent mcp` — still leaves
+//! the record.
 //!
 //! A command is held running with the simulator's `hang` fault (it sleeps before it acts).
 
@@ -164,7 +164,7 @@ fn sigint_and_sighup_during_a_snapshot_leave_its_audit_record() {
     signal_during_a_snapshot_leaves_its_audit_record("HUP");
 }
 
-/// Issue 12, item 11: SIG`sig` while a snapshot runs is exit 7 with a completed record.
+/// SIG`sig` while a snapshot runs is exit 7 with a completed record.
 fn signal_during_a_snapshot_leaves_its_audit_record(sig: &str) {
     let _g = lock();
     let home = Home::new();
@@ -280,8 +280,8 @@ fn sighup_and_sigint_end_the_mcp_server_like_sigterm() {
     signal_during_vm_snapshot_over_mcp("INT");
 }
 
-/// Issue 15, item 2: the server exits 0 after its grace period, and the call in flight has an
-/// `interrupted` record naming the snapshot.
+/// Over MCP, the server exits 0 after its grace period, and the call in flight has an `interrupted`
+/// record naming the snapshot.
 fn signal_during_vm_snapshot_over_mcp(sig: &str) {
     let _g = lock();
     let home = Home::new();
@@ -315,8 +315,8 @@ fn signal_during_vm_snapshot_over_mcp(sig: &str) {
     remove_late_snapshot(&name, 12);
 }
 
-/// Issue 15 item 1, on the wire: a cancelled call gets no response at all — not an error, not
-/// a late result — while the server stops its task and answers the next request.
+/// On the wire, a cancelled call gets no response at all — not an error, not a late result — while
+/// the server stops its task and answers the next request.
 #[test]
 fn a_cancelled_call_gets_no_response_and_the_session_goes_on() {
     let _g = lock();

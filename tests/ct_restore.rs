@@ -1,8 +1,8 @@
-//! Live tests of backup restores under issue 12 (items 1 and 2) through pxagent, the bed's
-//! real sshd and sudo, and the simulator: a privileged container's backup comes back as an
-//! unprivileged container, and a fenced sudoers refuses (exit 9) a restore of another guest's
-//! archive and a storage removal while a restore inside the fence works.
-//! Like `actions.rs`, these FAIL (never skip) without the bed's `PXAGENT_*` variables.
+//! Live tests of backup restores through pxagent, the bed's real sshd and sudo, and the simulator:
+//! a privileged container's backup comes back as an unprivileged container, and a fenced sudoers
+//! refuses (exit 9) a restore of another guest's archive and a storage removal while a restore
+//! inside the fence works. Like `actions.rs`, these FAIL (never skip) without the bed's `PXAGENT_*`
+//! variables.
 
 use serde_json::Value;
 

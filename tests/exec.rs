@@ -1,8 +1,8 @@
-//! Live tests for commands inside guests (issue 6) against the sandbox host: real sshd, real
-//! sudo with a sudoers file these tests render (`--ct-exec 200-299`), the PVE simulator's guest
-//! agent and `pct exec`, which run the guest commands for real in a sandbox account.
-//! `scripts/test.sh` brings the bed up and exports its `PXAGENT_*` variables; without them
-//! every test here FAILS with a message (never skips).
+//! Live tests for commands inside guests against the sandbox host: real sshd, real sudo with a
+//! sudoers file these tests render (`--ct-exec 200-299`), the PVE simulator's guest agent and `pct
+//! exec`, which run the guest commands for real in a sandbox account. `scripts/test.sh` brings the
+//! bed up and exports its `PXAGENT_*` variables; without them every test here FAILS with a message
+//! (never skips).
 //!
 //! Every test holds the one host [`lock`] (they change the sudoers file and the simulator's
 //! knobs) and puts back what it changed. Each runs pxagent in its own [`Home`], so rate-limit
@@ -225,9 +225,9 @@ fn ct_exec_without_ct_exec_in_the_render_is_refused_by_sudo() {
 fn push_run_pull_round_trips_files_byte_for_byte() {
     let _s = setup();
     let e = Home::new();
-    // Every byte value; small enough that file-read's JSON (about 2 bytes per byte) stays
-    // under 64 KiB: sudo 1.9.13 with log_output drops what a slow reader has not taken of a
-    // larger output once the command exited (see the issue 6 report).
+    // Every byte value; small enough that file-read's JSON (about 2 bytes per byte) stays under
+    // 64 KiB: sudo 1.9.13 with log_output drops what a slow reader has not taken of a larger
+    // output once the command exited.
     let binary: Vec<u8> = (0..=255u8).cycle().take(20_000).collect();
     e.write("bin.dat", &binary);
     e.write("empty.dat", b"");

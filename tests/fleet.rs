@@ -1,7 +1,7 @@
-//! Fleets on the bed (issue 14): `--hosts a,b,dead` where `a` and `b` are two config names for
-//! the bed and `dead` a closed port — both good results and the dead host's error, labelled
-//! with their hosts, exit non-zero; groups and `--all-hosts` for reads, never for changes;
-//! a batch on several hosts labels each line with its host.
+//! Fleets on the bed: `--hosts a,b,dead` where `a` and `b` are two config names for the bed and
+//! `dead` a closed port — both good results and the dead host's error, labelled with their hosts,
+//! exit non-zero; groups and `--all-hosts` for reads, never for changes; a batch on several hosts
+//! labels each line with its host.
 
 use serde_json::Value;
 

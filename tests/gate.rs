@@ -1,6 +1,6 @@
-//! The host gate on the gated bed (issue 11): what a plain `ssh` can no longer do, pxagent's
-//! operations through the gate, the host policy over the client's, signed approvals, host rate
-//! limits, the host audit, and `setup render` / `setup revoke` applied for real.
+//! The host gate on the gated bed: what a plain `ssh` can no longer do, pxagent's operations
+//! through the gate, the host policy over the client's, signed approvals, host rate limits, the
+//! host audit, and `setup render` / `setup revoke` applied for real.
 //!
 //! The gated bed shares the simulator with the ordinary one; every test holds the host lock.
 
@@ -741,9 +741,9 @@ fn host_exec_allowlists_cover_commands_and_file_transfers() {
     assert!(err.contains("policy_refused"), "{err}");
 }
 
-/// Issue 12 item 25: `scripts/test.sh` brings the gated bed up with `testbed.sh up --ct-exec
-/// 200-299`, so the range reaches its sudoers render and container exec works there, through
-/// the gate and under the host's allowlist like a VM's.
+/// `scripts/test.sh` brings the gated bed up with `testbed.sh up --ct-exec 200-299`, so the range
+/// reaches its sudoers render and container exec works there, through the gate and under the host's
+/// allowlist like a VM's.
 #[test]
 fn container_exec_on_a_bed_rendered_with_ct_exec_passes_the_gate_and_its_allowlist() {
     let _g = lock();

@@ -1,6 +1,6 @@
-//! `pxagent mcp`'s stdio layer through the real binary, without a host (issue 15 item 3):
-//! what a client that is not a well-behaved SDK gets. Nothing listens on the port the server
-//! is given; no call here needs the host.
+//! `pxagent mcp`'s stdio layer through the real binary, without a host: what a client that is not a
+//! well-behaved SDK gets. Nothing listens on the port the server is given; no call here needs the
+//! host.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};

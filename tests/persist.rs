@@ -1,8 +1,8 @@
-//! Persistent connections on the bed (issue 14): with `--persist 30s`, ten successive
-//! `pxagent vm list` calls open ONE SSH connection (the bed's sshd log shows one login with the
-//! test's own key, running all ten commands); `persist status` shows the holder, `persist stop`
-//! ends it; a holder is never a way around the caller's checks — a host key no longer in the
-//! caller's known_hosts is refused, and so is a socket open to others.
+//! Persistent connections on the bed: with `--persist 30s`, ten successive `pxagent vm list` calls
+//! open ONE SSH connection (the bed's sshd log shows one login with the test's own key, running all
+//! ten commands); `persist status` shows the holder, `persist stop` ends it; a holder is never a
+//! way around the caller's checks — a host key no longer in the caller's known_hosts is refused,
+//! and so is a socket open to others.
 //!
 //! To tell its connections from other tests' in sshd's log, each test logs in with a key of its
 //! own, added to the bed account's authorized_keys for the test (holding the host lock) and

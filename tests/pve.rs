@@ -1,7 +1,6 @@
-//! Live tests of Proxmox's error classes and the simulator's running tasks (issue 12 items
-//! 20–24) on the sandbox host: real sshd and sudo, the PVE simulator's `hold` and `pmxcfs-down`
-//! faults and its guest-agent knob (`sim/README.md`). Each test holds the host [`lock`] and
-//! puts back what it changed.
+//! Live tests of Proxmox's error classes and the simulator's running tasks on the sandbox host:
+//! real sshd and sudo, the PVE simulator's `hold` and `pmxcfs-down` faults and its guest-agent knob
+//! (`sim/README.md`). Each test holds the host [`lock`] and puts back what it changed.
 
 use std::time::{Duration, Instant};
 
@@ -34,8 +33,8 @@ fn archives(vmid: u64) -> usize {
     .count()
 }
 
-/// Issue 12 item 20 (done when): `ct exec 200 -- /nonexistent` on a bed rendered with
-/// `--ct-exec 200-299` reports the guest's exit code 127, `ok: true`.
+/// `ct exec 200 -- /nonexistent` on a bed rendered with `--ct-exec 200-299` reports the guest's
+/// exit code 127, `ok: true`.
 #[test]
 fn a_missing_program_in_a_container_is_exit_code_127() {
     let _g = lock();
@@ -52,7 +51,7 @@ fn a_missing_program_in_a_container_is_exit_code_127() {
             .ends_with("No such file or directory - Failed to exec \"/nonexistent\"\n"),
         "{doc}"
     );
-    // Issue 13 item 8 for containers: `--exit-code` passes the guest's code through.
+    // For containers too, `--exit-code` passes the guest's code through.
     let home = Home::new();
     let r = home.on_bed(&["ct", "exec", "200", "--exit-code", "--", "/nonexistent"]);
     assert_eq!(r.code, 127, "{}{}", r.stdout, r.stderr);
@@ -71,8 +70,8 @@ fn a_missing_program_in_a_container_is_exit_code_127() {
     assert_eq!(r.code, 0, "without --exit-code: {}{}", r.stdout, r.stderr);
 }
 
-/// Issue 12 item 24: a change during a backup is a clear `locked` error, exit 1; stopping the
-/// backup the way Proxmox does ends it `interrupted by signal` without an archive.
+/// A change during a backup is a clear `locked` error, exit 1; stopping the backup the way Proxmox
+/// does ends it `interrupted by signal` without an archive.
 #[test]
 fn a_change_during_a_backup_is_locked_and_a_stopped_backup_leaves_no_archive() {
     let _g = lock();
@@ -143,8 +142,8 @@ fn unknown_guests_are_not_found_and_stopped_ones_wrong_state() {
     );
 }
 
-/// Issue 12 item 21: pmxcfs down while pxagent runs as root through sudo is a host fault,
-/// exit 1, naming the pve-cluster service, not sudo.
+/// pmxcfs down while pxagent runs as root through sudo is a host fault, exit 1, naming the
+/// pve-cluster service, not sudo.
 #[test]
 fn pmxcfs_down_is_a_host_fault_naming_pve_cluster() {
     let _g = lock();
@@ -161,8 +160,7 @@ fn pmxcfs_down_is_a_host_fault_naming_pve_cluster() {
     );
 }
 
-/// Issue 12 item 22: a guest agent that refuses guest-exec (a RHEL-family guest) is exit 1 with
-/// the way to allow it.
+/// A guest agent that refuses guest-exec (a RHEL-family guest) is exit 1 with the way to allow it.
 #[test]
 fn a_guest_agent_without_guest_exec_says_how_to_allow_it() {
     let _g = lock();
@@ -175,8 +173,8 @@ fn a_guest_agent_without_guest_exec_says_how_to_allow_it() {
     assert!(msg.contains("--allow-rpcs"), "{msg}");
 }
 
-/// Issue 12 item 24: a task on another node comes back the way pvesh forwards it (one JSON
-/// string, the remote's lines run together); pxagent still finds and follows its UPID.
+/// A task on another node comes back the way pvesh forwards it (one JSON string, the remote's lines
+/// run together); pxagent still finds and follows its UPID.
 #[test]
 fn a_task_on_another_node_is_followed_through_the_proxy() {
     let _g = lock();

@@ -1,6 +1,6 @@
-//! Robustness on the bed (issue 12 items 14–17): explicit connection values beat implicit
-//! ones, the spinner never covers the confirmation prompt, container output stays bounded,
-//! and `--pull` never writes through a symlink.
+//! Robustness on the bed: explicit connection values beat implicit ones, the spinner never covers
+//! the confirmation prompt, container output stays bounded, and `--pull` never writes through a
+//! symlink.
 
 use std::time::Duration;
 

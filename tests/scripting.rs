@@ -1,9 +1,8 @@
-//! Live tests of what scripts and agents rely on (issue 13 items 4, 5, 7, 8, 17, and issue
-//! 15's `backup_create` of a container) against the sandbox host: actions with nothing to do
-//! (`changed: false`, nothing sent but the status read), bare values (`cluster nextid`, the
-//! UPID of `--no-wait`, a backup's archive), guests by name and list filters, `exec
-//! --exit-code`, and backups of containers through the CLI and over MCP. Like `live.rs`, these
-//! FAIL (never skip) without the bed's `PXAGENT_*` variables.
+//! Live tests of what scripts and agents rely on against the sandbox host: actions with nothing to
+//! do (`changed: false`, nothing sent but the status read), bare values (`cluster nextid`, the UPID
+//! of `--no-wait`, a backup's archive), guests by name and list filters, `exec --exit-code`, and
+//! backups of containers through the CLI and over MCP. Like `live.rs`, these FAIL (never skip)
+//! without the bed's `PXAGENT_*` variables.
 //!
 //! Every test that changes the simulator holds the one host [`lock`] and leaves its guests as
 //! it found them.
@@ -307,7 +306,7 @@ fn backups_name_their_archive_and_take_containers() {
 
 #[test]
 fn over_mcp_a_container_backs_up_and_a_second_start_changes_nothing() {
-    // Issue 15: `backup_create {vmid: 200}` backs up the container.
+    // `backup_create {vmid: 200}` backs up the container.
     let _g = lock();
     let home = Home::new();
     let before = backups("pve1", 200);

@@ -1,7 +1,7 @@
-//! `task wait` and `task stop` (issue 13 item 6) on the bed: a task followed to its end (exit
-//! 0), a failed one (exit 1), one still running at `--timeout` (exit 7), and a running backup
-//! stopped on its node (it ends `interrupted by signal`, no archive). The held-running tasks
-//! come from the simulator's `hold` fault.
+//! `task wait` and `task stop` on the bed: a task followed to its end (exit 0), a failed one (exit
+//! 1), one still running at `--timeout` (exit 7), and a running backup stopped on its node (it ends
+//! `interrupted by signal`, no archive). The held-running tasks come from the simulator's `hold`
+//! fault.
 
 use serde_json::Value;
 

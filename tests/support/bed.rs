@@ -253,9 +253,9 @@ impl Drop for Agent {
     }
 }
 
-/// The gated bed (`scripts/testbed.sh up --gate`, issue 11): the same simulator behind a second
-/// sshd and account whose key's forced command is `pxagent gate`. `scripts/test.sh` exports its
-/// `PXAGENT_*` variables prefixed `PXAGENT_GATED_`.
+/// The gated bed (`scripts/testbed.sh up --gate`): the same simulator behind a second sshd and
+/// account whose key's forced command is `pxagent gate`. `scripts/test.sh` exports its `PXAGENT_*`
+/// variables prefixed `PXAGENT_GATED_`.
 pub struct Gated {
     /// Connection variables, as `PXAGENT_*` names and values.
     pub env: Vec<(&'static str, String)>,
