@@ -13,8 +13,9 @@
 #    MCP SDK (tests/mcp_ts/package-lock.json, `npm ci`) into tests/mcp_ts/node_modules; the crates of Cargo.lock (`cargo fetch --locked`);
 # 2. checks formatting and lints (cargo fmt, clippy with -D warnings);
 # 3. builds pxagent and the PVE simulator, and checks that the generated files committed in the
-#    repository (templates/zen-agent-sudoers, README's MCP tool table) match the binary
-#    (`scripts/regen.sh --check`);
+#    repository (templates/zen-agent-sudoers, the lint corpus's renders in
+#    tests/fixtures/sudoers/corpus/safe/, the MCP tool table in docs/agents-and-mcp.md) match the
+#    binary (`scripts/regen.sh --check`);
 # 4. brings the sandbox host up (scripts/testbed.sh): real sshd on 127.0.0.1, real account, real
 #    sudo with the sudoers file pxagent rendered, the simulator at the PVE paths; proves it works;
 #    then a second, gated bed (port 2223, account zen-gate, `pxagent gate` as the forced command);
