@@ -82,7 +82,7 @@ fn fifty_status_requests_are_fifty_ordered_results_in_at_most_51_host_commands()
         .count();
     assert!(statuses >= 50, "{sudo:#?}");
     // Each request is one audit record, `via: batch`.
-    let audit = std::fs::read_to_string(home.state_dir().join("pxagent/audit.jsonl")).unwrap();
+    let audit = std::fs::read_to_string(home.audit_log()).unwrap();
     let records: Vec<Value> = audit
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())

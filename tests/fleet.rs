@@ -77,7 +77,7 @@ fn status_on_two_good_hosts_and_a_dead_one() {
         r.stdout
     );
     // Every host's run is audited on its own.
-    let audit = std::fs::read_to_string(home.state_dir().join("pxagent/audit.jsonl")).unwrap();
+    let audit = std::fs::read_to_string(home.audit_log()).unwrap();
     assert_eq!(audit.lines().count(), 6, "{audit}");
 }
 

@@ -11,16 +11,6 @@ use serde_json::Value;
 
 use crate::support::*;
 
-/// A snapshot name no earlier run used.
-fn fresh(prefix: &str) -> String {
-    let n = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos()
-        % 1_000_000_000;
-    format!("{prefix}{n}")
-}
-
 fn gated_run(home: &Home, args: &[&str]) -> Run {
     home.px().gated().args(args).run()
 }

@@ -10,7 +10,9 @@
 use serde_json::Value;
 
 use crate::sudo_rules::{Installed, allowed, render, w};
-use crate::support::{Home, assert_not_sent, gated, guest, lock, sim_get, status_of, sudo_log_len};
+use crate::support::{
+    Home, assert_not_sent, gated, lock, node_of, sim_get, status_of, sudo_log_len,
+};
 use pxagent::catalog::Profile;
 
 fn ok(r: &crate::support::Run) -> Value {
@@ -21,13 +23,6 @@ fn ok(r: &crate::support::Run) -> Value {
 /// The guest's config as the simulator holds it.
 fn config(node: &str, kind: &str, vmid: u64) -> Value {
     sim_get(&format!("/nodes/{node}/{kind}/{vmid}/config"), &[])
-}
-
-fn node_of(vmid: u64) -> String {
-    guest(vmid).expect("guest exists")["node"]
-        .as_str()
-        .unwrap()
-        .to_string()
 }
 
 #[test]

@@ -151,7 +151,7 @@ fn ten_calls_with_persist_open_one_ssh_connection() {
     assert_eq!(list[0]["idle_secs"], 30);
     assert_eq!(list[0]["auth_key"], own.fingerprint);
     // Every call is still audited by the calling process.
-    let audit = std::fs::read_to_string(own.home.state_dir().join("pxagent/audit.jsonl")).unwrap();
+    let audit = std::fs::read_to_string(own.home.audit_log()).unwrap();
     assert_eq!(audit.lines().count(), 10);
     // The guest map is shared too: statuses after a `vm list` need no map read of their own.
     let holder_port = ours[0].port;

@@ -2,43 +2,17 @@
 //! real sshd and sudo, the PVE simulator's `hold` and `pmxcfs-down` faults and its guest-agent knob
 //! (`sim/README.md`). Each test holds the host [`lock`] and puts back what it changed.
 
-use std::time::{Duration, Instant};
-
 use serde_json::Value;
 
-use crate::support::{Home, SudoersSwap, clear_faults, fault, guest, lock, sim, sim_get};
-
-/// The UPID of the running task of `kind` on pve1, once the simulator lists it.
-fn running_task(kind: &str) -> String {
-    let until = Instant::now() + Duration::from_secs(20);
-    loop {
-        let list = sim_get("/nodes/pve1/tasks", &["--source", "active"]);
-        if let Some(t) = list.as_array().unwrap().iter().find(|t| t["type"] == kind) {
-            return t["upid"].as_str().unwrap().to_string();
-        }
-        assert!(Instant::now() < until, "no running {kind} task: {list}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-fn archives(vmid: u64) -> usize {
-    sim_get(
-        "/nodes/pve1/storage/local/content",
-        &["--content", "backup"],
-    )
-    .as_array()
-    .unwrap()
-    .iter()
-    .filter(|v| v["vmid"] == vmid)
-    .count()
-}
+use crate::support::{
+    Home, backups, clear_faults, ct_exec_bed, fault, guest, lock, running_task, sim, sim_get,
+};
 
 /// `ct exec 200 -- /nonexistent` on a bed rendered with `--ct-exec 200-299` reports the guest's
 /// exit code 127, `ok: true`.
 #[test]
 fn a_missing_program_in_a_container_is_exit_code_127() {
-    let _g = lock();
-    let _swap = SudoersSwap::render(&["--ct-exec", "200-299"]);
+    let _s = ct_exec_bed();
     let r = Home::new().on_bed(&["-o", "json", "ct", "exec", "200", "--", "/nonexistent"]);
     assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
     let doc = r.json();
@@ -76,7 +50,7 @@ fn a_missing_program_in_a_container_is_exit_code_127() {
 fn a_change_during_a_backup_is_locked_and_a_stopped_backup_leaves_no_archive() {
     let _g = lock();
     clear_faults();
-    let before = archives(100);
+    let before = backups("pve1", 100).len();
     fault(r#"{"match":"/vzdump --vmid 100","action":"hold","seconds":60,"times":1}"#);
     let e = Home::new();
     let backup = e
@@ -84,7 +58,7 @@ fn a_change_during_a_backup_is_locked_and_a_stopped_backup_leaves_no_archive() {
         .bed()
         .args(["-o", "json", "backup", "create", "100"])
         .spawn();
-    let upid = running_task("vzdump");
+    let upid = running_task("pve1", "vzdump", None);
     assert_eq!(guest(100).unwrap()["lock"], "backup");
     // Through pxagent: the task list shows it running.
     let list = e.on_bed(&["-o", "json", "task", "list"]).data();
@@ -114,7 +88,11 @@ fn a_change_during_a_backup_is_locked_and_a_stopped_backup_leaves_no_archive() {
     assert!(r.stdout.contains("interrupted by signal"), "{}", r.stdout);
     let st = sim_get(&format!("/nodes/pve1/tasks/{upid}/status"), &[]);
     assert_eq!(st["exitstatus"], "interrupted by signal");
-    assert_eq!(archives(100), before, "a stopped backup leaves no archive");
+    assert_eq!(
+        backups("pve1", 100).len(),
+        before,
+        "a stopped backup leaves no archive"
+    );
     assert!(guest(100).unwrap().get("lock").is_none());
     clear_faults();
 }

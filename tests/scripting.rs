@@ -9,7 +9,7 @@
 
 use serde_json::Value;
 
-use crate::support::{Home, lock, sim_get, status_of};
+use crate::support::{Home, backups, lock, sim_get, status_of};
 
 /// Whether `s` is a UPID and nothing else (FORMATS.md §1.4).
 fn is_upid(s: &str) -> bool {
@@ -248,19 +248,6 @@ fn exec_exit_code_passes_the_guest_code_through() {
     // pxagent's own failures keep their codes: VM 9000 is a stopped template (exit 1).
     let r = home.on_bed(&["vm", "exec", "9000", "--exit-code", "--", "true"]);
     assert_eq!(r.code, 1, "{}", r.stderr);
-}
-
-/// The archives of guest `vmid` on `node`'s `local` storage.
-fn backups(node: &str, vmid: u64) -> Vec<String> {
-    sim_get(
-        &format!("/nodes/{node}/storage/local/content"),
-        &["--content", "backup", "--vmid", &vmid.to_string()],
-    )
-    .as_array()
-    .unwrap()
-    .iter()
-    .map(|b| b["volid"].as_str().unwrap().to_string())
-    .collect()
 }
 
 #[test]

@@ -447,7 +447,7 @@ mod local {
 }
 
 mod live {
-    use crate::support::{Home, assert_not_sent, lock, sim, sudo_log_len};
+    use crate::support::{Home, assert_not_sent, fresh, lock, sim, sudo_log_len};
 
     /// No 9+-digit number — a raw byte count or epoch — in a human view.
     fn no_raw_numbers(what: &str, text: &str) {
@@ -493,14 +493,7 @@ mod live {
             no_raw_numbers(&args.join(" "), &r.stdout);
         }
         // A task of our own, so that its status is always there to show.
-        let name = format!(
-            "ux{}",
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos()
-                % 1_000_000_000
-        );
+        let name = fresh("ux");
         let snap = home.on_bed(&["vm", "snapshot", "100", &name, "-o", "json"]);
         assert_eq!(snap.code, 0, "{}", snap.stderr);
         let upid = snap.data()["upid"].as_str().unwrap().to_string();

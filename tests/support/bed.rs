@@ -207,6 +207,15 @@ impl Drop for SudoersSwap {
     }
 }
 
+/// The host lock and the bed's sudoers rendered with container exec for 200-299 (the full
+/// profile plus `--ct-exec 200-299`). The swap comes first in the tuple because tuple fields drop
+/// in order: the original sudoers file must be back before the lock goes to the next test.
+pub fn ct_exec_bed() -> (SudoersSwap, MutexGuard<'static, ()>) {
+    let g = lock();
+    let swap = SudoersSwap::render(&["--ct-exec", "200-299"]);
+    (swap, g)
+}
+
 /// An `ssh-agent -D` child with its own socket, killed by PID on drop.
 pub struct Agent {
     child: Child,
