@@ -495,35 +495,16 @@ impl SetupAccount {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
+    /// `ssh` as the account with its own key to its own sshd (a throwaway host key: any is
+    /// accepted), running `line`.
     fn login_cmd(&self, line: &str) -> Command {
-        let mut c = Command::new("ssh");
-        c.args([
-            "-F",
-            "/dev/null",
-            "-T",
-            "-i",
-            &self.p("agent"),
-            "-p",
+        ssh_command(
+            &format!("{}@127.0.0.1", self.user),
             self.port,
-        ])
-        .args([
-            "-o",
-            "StrictHostKeyChecking=no",
-            "-o",
-            "UserKnownHostsFile=/dev/null",
-        ])
-        .args([
-            "-o",
-            "BatchMode=yes",
-            "-o",
-            "IdentitiesOnly=yes",
-            "-o",
-            "LogLevel=ERROR",
-        ])
-        .arg(format!("{}@127.0.0.1", self.user))
-        .arg(line)
-        .stdin(std::process::Stdio::null());
-        c
+            &self.p("agent"),
+            None,
+            Some(line.as_ref()),
+        )
     }
 
     fn login(&self, line: &str) -> std::process::Output {
