@@ -15,6 +15,17 @@ fn gated_run(home: &Home, args: &[&str]) -> Run {
     home.px().gated().args(args).run()
 }
 
+/// The gated bed with host policy `policy` (back to the old one when the swap drops) and
+/// container 200 started through the gate, as each container test there begins. Hold the host
+/// lock first.
+fn gated_ct_200(g: &Gated, policy: &str) -> (PolicySwap, Home) {
+    let swap = g.policy(policy);
+    let home = Home::new();
+    let r = gated_run(&home, &["ct", "start", "200"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    (swap, home)
+}
+
 #[test]
 fn only_catalog_lines_pass_the_gate() {
     let _g = lock();
@@ -719,11 +730,8 @@ fn host_exec_allowlists_cover_commands_and_file_transfers() {
 fn container_exec_on_a_bed_rendered_with_ct_exec_passes_the_gate_and_its_allowlist() {
     let _g = lock();
     let g = gated();
-    let _p = g.policy("ops:\n  ct.exec:\n    commands: [[echo, \"...\"]]\n");
-    let home = Home::new();
+    let (_p, home) = gated_ct_200(&g, "ops:\n  ct.exec:\n    commands: [[echo, \"...\"]]\n");
     let run = |args: &[&str]| gated_run(&home, args);
-    let r = run(&["ct", "start", "200"]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
     let r = run(&[
         "-o",
         "json",
@@ -751,12 +759,10 @@ fn container_exec_on_a_bed_rendered_with_ct_exec_passes_the_gate_and_its_allowli
 fn guest_paths_with_dot_segments_never_pass_a_transfer_glob() {
     let _g = lock();
     let g = gated();
-    let _p = g.policy(
+    let (_p, home) = gated_ct_200(
+        &g,
         "ops:\n  ct.exec:\n    commands: [[/usr/bin/uname]]\n    push: ['/srv/**']\n    pull: ['/srv/**']\n",
     );
-    let home = Home::new();
-    let r = gated_run(&home, &["ct", "start", "200"]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
     for line in [
         "sudo -n /usr/sbin/pct exec 200 -- /bin/cat /srv/../etc/hostname",
         "sudo -n /usr/sbin/pct exec 200 -- /usr/bin/tee /srv/../tmp/x",
@@ -800,12 +806,12 @@ fn transfer_steps_count_against_the_host_limits_of_their_op() {
     let _g = lock();
     let g = gated();
     let counter = fresh("x");
-    let _p = g.policy(&format!(
-        "ops:\n  ct.exec:\n    commands: [[/usr/bin/uname]]\n    push: ['/srv/**']\n    pull: ['/srv/**']\n    limits: [{{counter: {counter}, window: hour, max: 2}}]\n"
-    ));
-    let home = Home::new();
-    let r = gated_run(&home, &["ct", "start", "200"]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    let (_p, _home) = gated_ct_200(
+        &g,
+        &format!(
+            "ops:\n  ct.exec:\n    commands: [[/usr/bin/uname]]\n    push: ['/srv/**']\n    pull: ['/srv/**']\n    limits: [{{counter: {counter}, window: hour, max: 2}}]\n"
+        ),
+    );
     let uname = "sudo -n /usr/sbin/pct exec 200 -- /usr/bin/uname";
     for _ in 0..2 {
         let (code, _, err) = g.ssh(Some(uname));
