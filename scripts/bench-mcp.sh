@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# What a warm MCP tool call costs next to the same op through the CLI (issue 7, design §9).
-# Information only: it prints numbers and asserts nothing.
+# What a warm MCP tool call costs next to the same op through the CLI. Information only: it prints
+# numbers and asserts nothing.
 #
 #   scripts/bench-mcp.sh            # 50 MCP calls, 20 CLI runs
 #   N=200 RUNS=50 scripts/bench-mcp.sh

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# scripts/bench.sh — how fast pxagent is next to its peers, on the sandbox host (design §9).
+# scripts/bench.sh — how fast pxagent is next to its peers, on the sandbox host.
 #
-# Why this exists: design §9 says what "fast" means for pxagent (one SSH channel round trip plus
-# sudo and the tool on the host; no interpreter, no per-call process for SSH, one connection
-# reused for batches) and that it is shown by RATIOS against real peers measured side by side in
-# one run, medians over repeated runs, never by a timed unit test. This script is that run.
-# It PRINTS INFORMATION AND NEVER ASSERTS TIMINGS: a missed target is reported as "missed", not
-# failed. It exits non-zero only when the measurements themselves could not run (bed down and no
-# --up, build failure, a measured command that errors).
+# Why this exists: "fast" means something definite for pxagent (one SSH channel round trip plus sudo
+# and the tool on the host; no interpreter, no per-call process for SSH, one connection reused for
+# batches) and that it is shown by RATIOS against real peers measured side by side in one run,
+# medians over repeated runs, never by a timed unit test. This script is that run. It PRINTS
+# INFORMATION AND NEVER ASSERTS TIMINGS: a missed target is reported as "missed", not failed. It
+# exits non-zero only when the measurements themselves could not run (bed down and no --up, build
+# failure, a measured command that errors).
 #
 # What it measures (hyperfine when available, else a loop over $EPOCHREALTIME):
 #   1. local start-up: `pxagent catalog -o json`, `pxagent vm destroy 100 --dry-run` (< 5 ms)
@@ -438,7 +438,7 @@ abs_target() { # abs_target KEY LIMIT-MS LABEL
 }
 
 echo
-echo "== pxagent benchmark (design §9) — information, not a test"
+echo "== pxagent benchmark — information, not a test"
 echo "machine:   nproc=$(nproc), $(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo),"\
     "kernel $(uname -r)"
 echo "load avg:  $LOAD_START at start, $(cut -d' ' -f1-3 /proc/loadavg) at end (the machine and bed are shared)"
@@ -565,7 +565,7 @@ done
 echo "  (each measured command was run once first and its output checked: /version JSON, ok:true)"
 
 echo
-# 5. The host gate (issue 11): only when the gated bed is up too (scripts/test.sh brings both up).
+# 5. The host gate: only when the gated bed is up too (scripts/test.sh brings both up).
 if "$REPO_DIR/scripts/testbed.sh" status --gate --port 2223 --user zen-gate >/dev/null 2>&1; then
     "$REPO_DIR/scripts/bench/gate.sh" "$RUNS" || echo "  5. the gate's added latency: could not be measured (see above)"
 else

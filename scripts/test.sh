@@ -13,8 +13,9 @@
 #    MCP SDK (tests/mcp_ts/package-lock.json, `npm ci`) into tests/mcp_ts/node_modules; the crates of Cargo.lock (`cargo fetch --locked`);
 # 2. checks formatting and lints (cargo fmt, clippy with -D warnings);
 # 3. builds pxagent and the PVE simulator, and checks that the generated files committed in the
-#    repository (templates/zen-agent-sudoers, README's MCP tool table) match the binary
-#    (`scripts/regen.sh --check`);
+#    repository (templates/zen-agent-sudoers, the lint corpus's renders in
+#    tests/fixtures/sudoers/corpus/safe/, the MCP tool table in docs/agents-and-mcp.md) match the
+#    binary (`scripts/regen.sh --check`);
 # 4. brings the sandbox host up (scripts/testbed.sh): real sshd on 127.0.0.1, real account, real
 #    sudo with the sudoers file pxagent rendered, the simulator at the PVE paths; proves it works;
 #    then a second, gated bed (port 2223, account zen-gate, `pxagent gate` as the forced command);
@@ -74,9 +75,9 @@ echo "== generated files are up to date (scripts/regen.sh --check)"
 scripts/regen.sh --check
 
 echo "== bringing the sandbox host up"
-# Two beds on one simulator: the plain one, and a gated one (issue 11: `pxagent gate` is its
-# key's forced command, container exec rendered for 200-299) whose env the tests read with
-# the PXAGENT_GATED_ prefix.
+# Two beds on one simulator: the plain one, and a gated one (`pxagent gate` is its key's forced
+# command, container exec rendered for 200-299) whose env the tests read with the PXAGENT_GATED_
+# prefix.
 GATED=(--gate --port 2223 --user zen-gate --ct-exec 200-299)
 trap 'echo "== taking the sandbox hosts down"; scripts/testbed.sh down || true; scripts/testbed.sh down "${GATED[@]}" || true' EXIT
 scripts/testbed.sh up

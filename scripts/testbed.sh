@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/testbed.sh — bring a local sandbox "Proxmox host" up and down (design §8, issue 3).
+# scripts/testbed.sh — bring a local sandbox "Proxmox host" up and down.
 #
 # Why this exists: no Proxmox VE can run on a developer or CI machine, yet every pxagent feature
 # crosses SSH and sudo. This script builds a host that is real everywhere except Proxmox itself:
@@ -11,7 +11,7 @@
 #     `visudo -c`;
 #   * the PVE simulator (`pve-sim`, a multi-call binary) linked at the real PVE 9 paths.
 # Tests, benchmarks and scripts/demo.sh run against it. Two beds can run side by side when they
-# differ in port and account (a later issue fans out over several hosts).
+# differ in port and account.
 #
 # Usage: scripts/testbed.sh COMMAND [options]                         (root only)
 #   up        install what is missing, converge to a healthy bed, prove it end to end
@@ -20,7 +20,7 @@
 #   down      remove everything this bed installed (see ownership rules); twice is a no-op
 #   status    print each check; exit 0 if up and healthy, 1 otherwise
 #   env       print `export PXAGENT_…=…` lines for `eval "$(scripts/testbed.sh env)"`
-#   selftest  the issue's "Done when" against the live bed, then up (no-op) / down / down /
+#   selftest  the bed's acceptance checks against the live bed, then up (no-op) / down / down /
 #             up again, leaving the bed up; --quick skips that cycle. The down runs beside an
 #             sshd with this bed's config in another network namespace and a process named like
 #             it under another root (both must survive), and a stray named like it here (must
@@ -32,7 +32,7 @@
 #   --vmids R         passed to `pxagent sudoers render` (env TESTBED_VMIDS, default unset)
 #   --ctids R         passed to `pxagent sudoers render` (env TESTBED_CTIDS, default unset)
 #   --ct-exec R       passed to `pxagent sudoers render` (env TESTBED_CT_EXEC, default unset)
-#   --gate            put `pxagent gate` in front of the account (issue 11): the key's forced
+#   --gate            put `pxagent gate` in front of the account: the key's forced
 #                     command (authorized_keys `restrict,command=…` and sshd ForceCommand), with
 #                     this bed's own host policy and approvers files (root-owned, in the state dir;
 #                     a test may rewrite them: the gate rereads them on every request), its own
@@ -80,7 +80,7 @@ readonly ACCOUNT_MARK="pxagent testbed account"
 readonly SIM_DIR=/usr/local/lib/pve-sim
 readonly SIM_BIN="$SIM_DIR/pve-sim"
 readonly SIM_STATE_DIR=/var/lib/pve-sim
-# The real PVE 9 paths (design §6); a wrong path would silently turn into "a password is required".
+# The real PVE 9 paths; a wrong path would silently turn into "a password is required".
 readonly SIM_PATHS=(/usr/sbin/qm /usr/sbin/pct /usr/bin/pvesh /usr/sbin/pvesm /usr/bin/vzdump
     /usr/sbin/qmrestore /usr/bin/pveam /usr/sbin/ha-manager /usr/bin/pvecm)
 readonly SSHD=/usr/sbin/sshd # sshd must be started by absolute path (it re-execs itself)
@@ -502,9 +502,9 @@ ensure_account() {
         changed "created account $USER_NAME"
     fi
     [[ "$(getent passwd "$USER_NAME" | cut -d: -f7)" == /bin/bash ]] || usermod -s /bin/bash "$USER_NAME"
-    # '!*': locked, and even `usermod -U` would only yield '*', which matches no password.
-    # Key login still works: with UsePAM yes sshd leaves the account check to PAM, which only
-    # looks at expiry (design §6: a locked password stops neither key login nor NOPASSWD sudo).
+    # '!*': locked, and even `usermod -U` would only yield '*', which matches no password. Key login
+    # still works: with UsePAM yes sshd leaves the account check to PAM, which only looks at expiry
+    # (a locked password stops neither key login nor NOPASSWD sudo).
     if [[ "$(getent shadow "$USER_NAME" | cut -d: -f2)" != '!*' ]]; then
         usermod -p '!*' "$USER_NAME"
     fi
@@ -569,8 +569,8 @@ ensure_sudoers() {
         mv -f "$rendered" "$SUDOERS_COPY"
         return 0
     fi
-    # The safe install (design §6): sudo ignores names containing a dot, so a half-written or
-    # invalid temp file is never live; validate it alone, then the whole configuration.
+    # The safe install: sudo ignores names containing a dot, so a half-written or invalid temp file
+    # is never live; validate it alone, then the whole configuration.
     local tmp
     tmp="$(mktemp "/etc/sudoers.d/$USER_NAME.new.XXXXXX")"
     cat "$rendered" >"$tmp"
@@ -649,7 +649,7 @@ PermitEmptyPasswords no
 AllowUsers $USER_NAME
 LogLevel VERBOSE
 PrintMotd no
-# OpenSSH's default; pxagent stays at or below 8 channels per connection (design §5).
+# OpenSSH's default; pxagent stays at or below 8 channels per connection.
 MaxSessions 10
 # Tests open a dozen connections at once (host rate limits); OpenSSH's default 10:30:100 would
 # drop some of them before they authenticate.
@@ -967,7 +967,7 @@ do_env() {
 }
 
 # ---------------------------------------------------------------------------------------------
-# selftest: exactly the issue's "Done when", against the live bed
+# selftest: the bed's acceptance checks, against the live bed
 
 # A root directory for a process of "another machine": bash and sleep with their libraries.
 make_decoy_root() {

@@ -1,6 +1,6 @@
-//! Live tests of actions (issue 5) against the sandbox host: lifecycle, snapshots, backups,
-//! restore, create, downloads; the soft blacklist; dry-run; task failures; HA waiting.
-//! Like `live.rs`, these FAIL (never skip) without the bed's `PXAGENT_*` variables.
+//! Live tests of actions against the sandbox host: lifecycle, snapshots, backups, restore, create,
+//! downloads; the soft blacklist; dry-run; task failures; HA waiting. Like `live.rs`, these FAIL
+//! (never skip) without the bed's `PXAGENT_*` variables.
 //!
 //! Every test that changes the simulator holds the one host [`lock`] and works on its own
 //! guests where it can, so the order of tests does not matter. Each runs pxagent in its own
@@ -11,8 +11,8 @@ use std::process::Command as Proc;
 use serde_json::Value;
 
 use crate::support::{
-    Home, SIM, assert_not_sent, bed_env, bin, clear_faults, fault, guest, isolate, lock, sim_get,
-    status_of, sudo_log_len,
+    Home, SIM, assert_not_sent, backups, bed_env, bin, clear_faults, fault, guest, isolate, lock,
+    sim_get, status_of, sudo_log_len,
 };
 
 #[test]
@@ -56,7 +56,7 @@ fn start_snapshot_backup_restore_destroy_end_to_end() {
     assert_eq!(s["description"], "before the e2e test");
 
     // backup create
-    let before: Vec<String> = backups(102);
+    let before: Vec<String> = backups("pve1", 102);
     let r = px(&[
         "backup",
         "create",
@@ -71,7 +71,7 @@ fn start_snapshot_backup_restore_destroy_end_to_end() {
         "json",
     ]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    let after = backups(102);
+    let after = backups("pve1", 102);
     assert_eq!(after.len(), before.len() + 1, "{after:?}");
     let archive = after.iter().find(|a| !before.contains(a)).unwrap().clone();
     assert!(
@@ -159,18 +159,6 @@ fn start_snapshot_backup_restore_destroy_end_to_end() {
     let r = px(&["vm", "shutdown", "102", "--shutdown-timeout", "30"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(status_of(102), "stopped");
-}
-
-fn backups(vmid: u64) -> Vec<String> {
-    sim_get(
-        "/nodes/pve1/storage/local/content",
-        &["--content", "backup", "--vmid", &vmid.to_string()],
-    )
-    .as_array()
-    .unwrap()
-    .iter()
-    .map(|b| b["volid"].as_str().unwrap().to_string())
-    .collect()
 }
 
 #[test]
@@ -472,8 +460,8 @@ fn iso_and_template_downloads() {
         assert!(found, "no local:iso/{file} in {isos}");
     };
     has_iso(&name);
-    // A URL with a query (a signed mirror link): the file name comes from its path, and real
-    // sudo admits the line (issue 12, item 8).
+    // A URL with a query (a signed mirror link): the file name comes from its path, and real sudo
+    // admits the line.
     let signed = format!("q-{name}");
     let r = px(&[
         "iso",
@@ -653,7 +641,7 @@ fn the_audit_trail_records_everything_and_detects_tampering() {
     let r = px(&["audit", "verify"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     // edit one line: verify fails naming it
-    let path = home.state_dir().join("pxagent/audit.jsonl");
+    let path = home.audit_log();
     let text = std::fs::read_to_string(&path).unwrap();
     std::fs::write(&path, text.replacen("\"refused\"", "\"allowed\"", 1)).unwrap();
     let r = px(&["audit", "verify", "-o", "json"]);
@@ -682,7 +670,7 @@ fn twenty_concurrent_invocations_leave_twenty_intact_lines() {
     for c in children {
         assert_eq!(c.wait().code, 4);
     }
-    let text = std::fs::read_to_string(home.state_dir().join("pxagent/audit.jsonl")).unwrap();
+    let text = std::fs::read_to_string(home.audit_log()).unwrap();
     assert_eq!(text.lines().count(), 20);
     let r = home.on_bed(&["audit", "verify", "-o", "json"]);
     assert_eq!(r.code, 0, "{}", r.stdout);

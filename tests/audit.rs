@@ -1,13 +1,12 @@
-//! The audit trail on the bed (issue 12 items 10 and 11, issue 15 item 2): a change is two
-//! records (started before sending, its result after) shown as one operation; it fails closed
-//! when its record cannot be written (exit 10, nothing reaches the host) until `audit
-//! new-chain` starts a chain linked to the old head; reads go on with a warning; SIGTERM while
-//! the command runs — of the CLI and of `pxagent mcp` — still leaves the record.
+//! The audit trail on the bed: a change is two records (started before sending, its result after)
+//! shown as one operation; it fails closed when its record cannot be written (exit 10, nothing
+//! reaches the host) until `audit new-chain` starts a chain linked to the old head; reads go on
+//! with a warning; SIGTERM while the command runs — of the CLI and of `pxagent mcp` — still leaves
+//! the record.
 //!
 //! A command is held running with the simulator's `hang` fault (it sleeps before it acts).
 
 use std::io::{BufRead, BufReader, Write};
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -15,23 +14,9 @@ use serde_json::{Value, json};
 
 use crate::support::*;
 
-/// A snapshot name no earlier run used.
-fn fresh(prefix: &str) -> String {
-    let n = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos()
-        % 1_000_000_000;
-    format!("{prefix}{n}")
-}
-
-fn log_of(home: &Home) -> PathBuf {
-    home.state_dir().join("pxagent/audit.jsonl")
-}
-
 /// The records of the home's audit log, as written.
 fn records(home: &Home) -> Vec<Value> {
-    std::fs::read_to_string(log_of(home))
+    std::fs::read_to_string(home.audit_log())
         .unwrap_or_default()
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
@@ -40,7 +25,7 @@ fn records(home: &Home) -> Vec<Value> {
 
 /// VM 100's snapshot names, from the simulator itself.
 fn snapshots_of_100() -> Vec<String> {
-    let node = guest(100).unwrap()["node"].as_str().unwrap().to_string();
+    let node = node_of(100);
     sim_get(&format!("/nodes/{node}/qemu/100/snapshot"), &[])
         .as_array()
         .unwrap()
@@ -92,7 +77,7 @@ fn a_snapshot_with_a_broken_audit_tail_is_exit_10_and_no_snapshot_appears() {
     let home = Home::new();
     // One good record, then a torn line (a write cut short).
     assert_eq!(home.on_bed(&["vm", "status", "100"]).code, 0);
-    let log = log_of(&home);
+    let log = home.audit_log();
     let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
     f.write_all(b"{\"seq\":2,\"time\":\"2026-").unwrap();
     drop(f);
@@ -164,7 +149,7 @@ fn sigint_and_sighup_during_a_snapshot_leave_its_audit_record() {
     signal_during_a_snapshot_leaves_its_audit_record("HUP");
 }
 
-/// Issue 12, item 11: SIG`sig` while a snapshot runs is exit 7 with a completed record.
+/// SIG`sig` while a snapshot runs is exit 7 with a completed record.
 fn signal_during_a_snapshot_leaves_its_audit_record(sig: &str) {
     let _g = lock();
     let home = Home::new();
@@ -280,8 +265,8 @@ fn sighup_and_sigint_end_the_mcp_server_like_sigterm() {
     signal_during_vm_snapshot_over_mcp("INT");
 }
 
-/// Issue 15, item 2: the server exits 0 after its grace period, and the call in flight has an
-/// `interrupted` record naming the snapshot.
+/// Over MCP, the server exits 0 after its grace period, and the call in flight has an `interrupted`
+/// record naming the snapshot.
 fn signal_during_vm_snapshot_over_mcp(sig: &str) {
     let _g = lock();
     let home = Home::new();
@@ -315,8 +300,8 @@ fn signal_during_vm_snapshot_over_mcp(sig: &str) {
     remove_late_snapshot(&name, 12);
 }
 
-/// Issue 15 item 1, on the wire: a cancelled call gets no response at all — not an error, not
-/// a late result — while the server stops its task and answers the next request.
+/// On the wire, a cancelled call gets no response at all — not an error, not a late result — while
+/// the server stops its task and answers the next request.
 #[test]
 fn a_cancelled_call_gets_no_response_and_the_session_goes_on() {
     let _g = lock();
@@ -379,7 +364,7 @@ fn a_cancelled_call_whose_task_starts_late_still_has_its_task_stopped() {
     let _g = lock();
     let home = Home::new();
     clear_faults();
-    let node = guest(101).unwrap()["node"].as_str().unwrap().to_string();
+    let node = node_of(101);
     let tasks = || -> Vec<Value> {
         sim_get(
             &format!("/nodes/{node}/tasks"),
@@ -389,17 +374,7 @@ fn a_cancelled_call_whose_task_starts_late_still_has_its_task_stopped() {
         .unwrap()
         .clone()
     };
-    let archives = || -> usize {
-        sim_get(
-            &format!("/nodes/{node}/storage/local/content"),
-            &["--content", "backup"],
-        )
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|c| c["vmid"] == 101)
-        .count()
-    };
+    let archives = || backups(&node, 101).len();
     let before: Vec<Value> = tasks().iter().map(|t| t["upid"].clone()).collect();
     let archives_before = archives();
     fault(r#"{"match":"vzdump --vmid 101","action":"delay-task","seconds":10,"times":1}"#);

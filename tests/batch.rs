@@ -1,8 +1,8 @@
-//! `pxagent batch` on the bed (issue 14): 50 requests give 50 results in input order over one
-//! connection, and — the fewest host commands — a batch of 50 `vm status` sends at most 51
-//! commands (one guest-map read, then the statuses), as sudo's own log and sshd's show; an
-//! unconfirmed `vm destroy` line is refused without anything reaching the host; a garbage line
-//! is an error line and a non-zero exit; every request is audited.
+//! `pxagent batch` on the bed: 50 requests give 50 results in input order over one connection, and
+//! — the fewest host commands — a batch of 50 `vm status` sends at most 51 commands (one guest-map
+//! read, then the statuses), as sudo's own log and sshd's show; an unconfirmed `vm destroy` line is
+//! refused without anything reaching the host; a garbage line is an error line and a non-zero exit;
+//! every request is audited.
 
 use serde_json::Value;
 
@@ -82,7 +82,7 @@ fn fifty_status_requests_are_fifty_ordered_results_in_at_most_51_host_commands()
         .count();
     assert!(statuses >= 50, "{sudo:#?}");
     // Each request is one audit record, `via: batch`.
-    let audit = std::fs::read_to_string(home.state_dir().join("pxagent/audit.jsonl")).unwrap();
+    let audit = std::fs::read_to_string(home.audit_log()).unwrap();
     let records: Vec<Value> = audit
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())

@@ -207,7 +207,7 @@ fn bad_input_is_one_line_and_exit_2_with_nothing_on_stdout() {
         &["task", "status", "not-a-upid"],
         &["vm", "start", "100", "--bogus"],
         &["cluster", "resources", "--type", "lxc"],
-        // Durations are bounded (issue 12 item 12): above 24 hours, or past u64, is exit 2.
+        // Durations are bounded: above 24 hours, or past u64, is exit 2.
         &["vm", "status", "100", "--timeout", "18446744073709551615"],
         &["vm", "status", "100", "--timeout", "18446744073709551616"],
         &["vm", "status", "100", "--timeout", "86401"],
@@ -349,8 +349,7 @@ fn lint_flags_every_root_equivalent_line_of_the_published_template() {
     );
 }
 
-/// `run()` keeps no global state (issue 10): a second call in the same process works like the
-/// first.
+/// `run()` keeps no global state: a second call in the same process works like the first.
 #[test]
 fn run_can_be_called_twice_in_one_process() {
     for call in ["first", "second"] {
@@ -366,7 +365,7 @@ fn run_can_be_called_twice_in_one_process() {
 
 #[test]
 fn a_dry_run_of_a_refused_op_is_the_same_refusal() {
-    // Issue 12, item 9: exit 3 and the policy's message, not a report that says "refused".
+    // Exit 3 and the policy's message, not a report that says "refused".
     let home = crate::support::Home::new();
     home.write("deny.yaml", b"ops:\n  vm.destroy: {action: deny, reason: \"not here\"}\n  vm.exec: {commands: [[uname]]}\n");
     let r = home
@@ -458,7 +457,6 @@ fn a_dry_run_of_a_refused_op_is_the_same_refusal() {
 
 #[test]
 fn a_failed_write_to_stdout_is_an_error_and_a_closed_pipe_is_quiet() {
-    // Issue 12, item 13.
     use std::process::{Command, Stdio};
     let home = crate::support::Home::new();
     let full = std::fs::OpenOptions::new()
@@ -501,8 +499,8 @@ fn a_failed_write_to_stdout_is_an_error_and_a_closed_pipe_is_quiet() {
 
 #[test]
 fn a_policy_flag_cannot_widen_the_configs_policy() {
-    // Issue 12, item 6: the config says read_only; `--policy` allowing everything narrows, never
-    // widens (the dry run is refused like the run would be, before anything is sent).
+    // The config says read_only; `--policy` allowing everything narrows, never widens (the dry run
+    // is refused like the run would be, before anything is sent).
     let home = crate::support::Home::new();
     let cfg = home.config_dir().join("pxagent");
     std::fs::create_dir_all(&cfg).unwrap();
@@ -531,7 +529,7 @@ fn a_policy_flag_cannot_widen_the_configs_policy() {
 
 #[test]
 fn downloads_from_inside_the_hosts_network_are_refused_before_sending() {
-    // Issue 12, item 8: exit 2 and nothing sent (port 1 would be exit 7 had it connected).
+    // Exit 2 and nothing sent (port 1 would be exit 7 had it connected).
     for url in [
         "http://169.254.169.254/x.iso",
         "http://127.1/x.iso",
@@ -555,7 +553,6 @@ fn downloads_from_inside_the_hosts_network_are_refused_before_sending() {
 
 #[test]
 fn a_dry_run_and_the_audit_show_every_transfer() {
-    // Issue 12, item 7.
     let home = crate::support::Home::new();
     home.write("f", b"x");
     let r = home

@@ -1,27 +1,14 @@
-//! Live tests of backup restores under issue 12 (items 1 and 2) through pxagent, the bed's
-//! real sshd and sudo, and the simulator: a privileged container's backup comes back as an
-//! unprivileged container, and a fenced sudoers refuses (exit 9) a restore of another guest's
-//! archive and a storage removal while a restore inside the fence works.
-//! Like `actions.rs`, these FAIL (never skip) without the bed's `PXAGENT_*` variables.
+//! Live tests of backup restores through pxagent, the bed's real sshd and sudo, and the simulator:
+//! a privileged container's backup comes back as an unprivileged container, and a fenced sudoers
+//! refuses (exit 9) a restore of another guest's archive and a storage removal while a restore
+//! inside the fence works. Like `actions.rs`, these FAIL (never skip) without the bed's `PXAGENT_*`
+//! variables.
 
 use serde_json::Value;
 
 use crate::support::{
-    Home, SudoersSwap, guest, lock, sim, sim_get, sudo_commands_since, sudo_log_len,
+    Home, SudoersSwap, backups, guest, lock, sim, sim_get, sudo_commands_since, sudo_log_len,
 };
-
-/// The backup volids of guest `vmid` on `local`.
-fn backups(vmid: u32) -> Vec<String> {
-    sim_get(
-        "/nodes/pve1/storage/local/content",
-        &["--content", "backup", "--vmid", &vmid.to_string()],
-    )
-    .as_array()
-    .unwrap()
-    .iter()
-    .map(|b| b["volid"].as_str().unwrap().to_string())
-    .collect()
-}
 
 /// A VMID nobody uses yet, from the simulator.
 fn free_vmid() -> u32 {
@@ -44,7 +31,7 @@ fn a_privileged_containers_backup_comes_back_unprivileged() {
             .get("unprivileged")
             .is_none()
     );
-    let before = backups(202);
+    let before = backups("pve1", 202);
     sim(&[
         "pvesh",
         "create",
@@ -58,7 +45,7 @@ fn a_privileged_containers_backup_comes_back_unprivileged() {
         "--output-format",
         "json",
     ]);
-    let archive = backups(202)
+    let archive = backups("pve1", 202)
         .into_iter()
         .find(|a| !before.contains(a))
         .expect("a new backup of 202");
@@ -121,7 +108,7 @@ fn a_fenced_host_refuses_foreign_archives_and_storage_removal() {
             "json",
         ]);
     }
-    let before = backups(250);
+    let before = backups("pve1", 250);
     sim(&[
         "pvesh",
         "create",
@@ -133,7 +120,7 @@ fn a_fenced_host_refuses_foreign_archives_and_storage_removal() {
         "--output-format",
         "json",
     ]);
-    let foreign = backups(250)
+    let foreign = backups("pve1", 250)
         .into_iter()
         .find(|a| !before.contains(a))
         .expect("a new backup of 250");
@@ -157,7 +144,7 @@ fn a_fenced_host_refuses_foreign_archives_and_storage_removal() {
     let r = home.on_bed(&["backup", "remove", foreign, "--confirm", &phrase]);
     assert_eq!(r.code, 9, "{}{}", r.stdout, r.stderr);
     // Inside the fence the same restore works: VM 100's backup to a new VMID in 100-199.
-    let archive = backups(100)
+    let archive = backups("pve1", 100)
         .into_iter()
         .next()
         .expect("the bed has a backup of VM 100");

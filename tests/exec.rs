@@ -1,8 +1,8 @@
-//! Live tests for commands inside guests (issue 6) against the sandbox host: real sshd, real
-//! sudo with a sudoers file these tests render (`--ct-exec 200-299`), the PVE simulator's guest
-//! agent and `pct exec`, which run the guest commands for real in a sandbox account.
-//! `scripts/test.sh` brings the bed up and exports its `PXAGENT_*` variables; without them
-//! every test here FAILS with a message (never skips).
+//! Live tests for commands inside guests against the sandbox host: real sshd, real sudo with a
+//! sudoers file these tests render (`--ct-exec 200-299`), the PVE simulator's guest agent and `pct
+//! exec`, which run the guest commands for real in a sandbox account. `scripts/test.sh` brings the
+//! bed up and exports its `PXAGENT_*` variables; without them every test here FAILS with a message
+//! (never skips).
 //!
 //! Every test holds the one host [`lock`] (they change the sudoers file and the simulator's
 //! knobs) and puts back what it changed. Each runs pxagent in its own [`Home`], so rate-limit
@@ -10,20 +10,11 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::support::{Home, SudoersSwap, lock, sim};
-
-/// The bed with exec rules: full profile plus container exec for 200-299. The swap comes
-/// first in the tuple because tuple fields drop in order: the original sudoers file must be
-/// back before the lock is released to the next test.
-fn setup() -> (SudoersSwap, std::sync::MutexGuard<'static, ()>) {
-    let g = lock();
-    let swap = SudoersSwap::render(&["--ct-exec", "200-299"]);
-    (swap, g)
-}
+use crate::support::{Home, SudoersSwap, ct_exec_bed, lock, sim};
 
 #[test]
 fn vm_exec_returns_exit_code_and_output_from_any_node() {
-    let _s = setup();
+    let _s = ct_exec_bed();
     let e = Home::new();
     let d = e
         .on_bed(&["-o", "json", "vm", "exec", "100", "--", "uname", "-a"])
@@ -79,7 +70,7 @@ fn vm_exec_returns_exit_code_and_output_from_any_node() {
 
 #[test]
 fn truncation_flags_come_back() {
-    let _s = setup();
+    let _s = ct_exec_bed();
     let before = sim(&["sandbox"]);
     let limit = before
         .split_whitespace()
@@ -107,7 +98,7 @@ fn truncation_flags_come_back() {
 
 #[test]
 fn stopped_vm_missing_agent_dead_agent_and_timeout_have_their_own_errors() {
-    let _s = setup();
+    let _s = ct_exec_bed();
     let e = Home::new();
     let r = e.on_bed(&["-o", "json", "vm", "exec", "9000", "--", "true"]);
     assert_eq!(r.code, 1, "{}", r.stdout);
@@ -161,7 +152,7 @@ fn stopped_vm_missing_agent_dead_agent_and_timeout_have_their_own_errors() {
 
 #[test]
 fn ct_exec_returns_exit_code_output_and_stdin() {
-    let _s = setup();
+    let _s = ct_exec_bed();
     let e = Home::new();
     let d = e
         .on_bed(&[
@@ -223,11 +214,11 @@ fn ct_exec_without_ct_exec_in_the_render_is_refused_by_sudo() {
 
 #[test]
 fn push_run_pull_round_trips_files_byte_for_byte() {
-    let _s = setup();
+    let _s = ct_exec_bed();
     let e = Home::new();
-    // Every byte value; small enough that file-read's JSON (about 2 bytes per byte) stays
-    // under 64 KiB: sudo 1.9.13 with log_output drops what a slow reader has not taken of a
-    // larger output once the command exited (see the issue 6 report).
+    // Every byte value; small enough that file-read's JSON (about 2 bytes per byte) stays under
+    // 64 KiB: sudo 1.9.13 with log_output drops what a slow reader has not taken of a larger
+    // output once the command exited.
     let binary: Vec<u8> = (0..=255u8).cycle().take(20_000).collect();
     e.write("bin.dat", &binary);
     e.write("empty.dat", b"");
@@ -326,7 +317,7 @@ fn push_run_pull_round_trips_files_byte_for_byte() {
 
 #[test]
 fn the_allowlist_admits_the_example_shapes_and_refuses_the_rest() {
-    let _s = setup();
+    let _s = ct_exec_bed();
     let e = Home::new();
     let policy = concat!(
         env!("CARGO_MANIFEST_DIR"),
@@ -421,7 +412,7 @@ fn twenty_concurrent_processes_with_max_ten_admit_exactly_ten() {
 
 #[test]
 fn the_gateway_policy_loads_and_default_deny_refuses_unlisted_ops() {
-    let _s = setup();
+    let _s = ct_exec_bed();
     let e = Home::new();
     let gw = concat!(
         env!("CARGO_MANIFEST_DIR"),

@@ -1,7 +1,7 @@
-//! Fleets on the bed (issue 14): `--hosts a,b,dead` where `a` and `b` are two config names for
-//! the bed and `dead` a closed port — both good results and the dead host's error, labelled
-//! with their hosts, exit non-zero; groups and `--all-hosts` for reads, never for changes;
-//! a batch on several hosts labels each line with its host.
+//! Fleets on the bed: `--hosts a,b,dead` where `a` and `b` are two config names for the bed and
+//! `dead` a closed port — both good results and the dead host's error, labelled with their hosts,
+//! exit non-zero; groups and `--all-hosts` for reads, never for changes; a batch on several hosts
+//! labels each line with its host.
 
 use serde_json::Value;
 
@@ -77,7 +77,7 @@ fn status_on_two_good_hosts_and_a_dead_one() {
         r.stdout
     );
     // Every host's run is audited on its own.
-    let audit = std::fs::read_to_string(home.state_dir().join("pxagent/audit.jsonl")).unwrap();
+    let audit = std::fs::read_to_string(home.audit_log()).unwrap();
     assert_eq!(audit.lines().count(), 6, "{audit}");
 }
 

@@ -1,6 +1,6 @@
-//! The host gate on the gated bed (issue 11): what a plain `ssh` can no longer do, pxagent's
-//! operations through the gate, the host policy over the client's, signed approvals, host rate
-//! limits, the host audit, and `setup render` / `setup revoke` applied for real.
+//! The host gate on the gated bed: what a plain `ssh` can no longer do, pxagent's operations
+//! through the gate, the host policy over the client's, signed approvals, host rate limits, the
+//! host audit, and `setup render` / `setup revoke` applied for real.
 //!
 //! The gated bed shares the simulator with the ordinary one; every test holds the host lock.
 
@@ -11,18 +11,19 @@ use serde_json::Value;
 
 use crate::support::*;
 
-/// A snapshot name no earlier run used.
-fn fresh(prefix: &str) -> String {
-    let n = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos()
-        % 1_000_000_000;
-    format!("{prefix}{n}")
-}
-
 fn gated_run(home: &Home, args: &[&str]) -> Run {
     home.px().gated().args(args).run()
+}
+
+/// The gated bed with host policy `policy` (back to the old one when the swap drops) and
+/// container 200 started through the gate, as each container test there begins. Hold the host
+/// lock first.
+fn gated_ct_200(g: &Gated, policy: &str) -> (PolicySwap, Home) {
+    let swap = g.policy(policy);
+    let home = Home::new();
+    let r = gated_run(&home, &["ct", "start", "200"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    (swap, home)
 }
 
 #[test]
@@ -505,35 +506,16 @@ impl SetupAccount {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
+    /// `ssh` as the account with its own key to its own sshd (a throwaway host key: any is
+    /// accepted), running `line`.
     fn login_cmd(&self, line: &str) -> Command {
-        let mut c = Command::new("ssh");
-        c.args([
-            "-F",
-            "/dev/null",
-            "-T",
-            "-i",
-            &self.p("agent"),
-            "-p",
+        ssh_command(
+            &format!("{}@127.0.0.1", self.user),
             self.port,
-        ])
-        .args([
-            "-o",
-            "StrictHostKeyChecking=no",
-            "-o",
-            "UserKnownHostsFile=/dev/null",
-        ])
-        .args([
-            "-o",
-            "BatchMode=yes",
-            "-o",
-            "IdentitiesOnly=yes",
-            "-o",
-            "LogLevel=ERROR",
-        ])
-        .arg(format!("{}@127.0.0.1", self.user))
-        .arg(line)
-        .stdin(std::process::Stdio::null());
-        c
+            &self.p("agent"),
+            None,
+            Some(line.as_ref()),
+        )
     }
 
     fn login(&self, line: &str) -> std::process::Output {
@@ -741,18 +723,15 @@ fn host_exec_allowlists_cover_commands_and_file_transfers() {
     assert!(err.contains("policy_refused"), "{err}");
 }
 
-/// Issue 12 item 25: `scripts/test.sh` brings the gated bed up with `testbed.sh up --ct-exec
-/// 200-299`, so the range reaches its sudoers render and container exec works there, through
-/// the gate and under the host's allowlist like a VM's.
+/// `scripts/test.sh` brings the gated bed up with `testbed.sh up --ct-exec 200-299`, so the range
+/// reaches its sudoers render and container exec works there, through the gate and under the host's
+/// allowlist like a VM's.
 #[test]
 fn container_exec_on_a_bed_rendered_with_ct_exec_passes_the_gate_and_its_allowlist() {
     let _g = lock();
     let g = gated();
-    let _p = g.policy("ops:\n  ct.exec:\n    commands: [[echo, \"...\"]]\n");
-    let home = Home::new();
+    let (_p, home) = gated_ct_200(&g, "ops:\n  ct.exec:\n    commands: [[echo, \"...\"]]\n");
     let run = |args: &[&str]| gated_run(&home, args);
-    let r = run(&["ct", "start", "200"]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
     let r = run(&[
         "-o",
         "json",
@@ -780,12 +759,10 @@ fn container_exec_on_a_bed_rendered_with_ct_exec_passes_the_gate_and_its_allowli
 fn guest_paths_with_dot_segments_never_pass_a_transfer_glob() {
     let _g = lock();
     let g = gated();
-    let _p = g.policy(
+    let (_p, home) = gated_ct_200(
+        &g,
         "ops:\n  ct.exec:\n    commands: [[/usr/bin/uname]]\n    push: ['/srv/**']\n    pull: ['/srv/**']\n",
     );
-    let home = Home::new();
-    let r = gated_run(&home, &["ct", "start", "200"]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
     for line in [
         "sudo -n /usr/sbin/pct exec 200 -- /bin/cat /srv/../etc/hostname",
         "sudo -n /usr/sbin/pct exec 200 -- /usr/bin/tee /srv/../tmp/x",
@@ -829,12 +806,12 @@ fn transfer_steps_count_against_the_host_limits_of_their_op() {
     let _g = lock();
     let g = gated();
     let counter = fresh("x");
-    let _p = g.policy(&format!(
-        "ops:\n  ct.exec:\n    commands: [[/usr/bin/uname]]\n    push: ['/srv/**']\n    pull: ['/srv/**']\n    limits: [{{counter: {counter}, window: hour, max: 2}}]\n"
-    ));
-    let home = Home::new();
-    let r = gated_run(&home, &["ct", "start", "200"]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    let (_p, _home) = gated_ct_200(
+        &g,
+        &format!(
+            "ops:\n  ct.exec:\n    commands: [[/usr/bin/uname]]\n    push: ['/srv/**']\n    pull: ['/srv/**']\n    limits: [{{counter: {counter}, window: hour, max: 2}}]\n"
+        ),
+    );
     let uname = "sudo -n /usr/sbin/pct exec 200 -- /usr/bin/uname";
     for _ in 0..2 {
         let (code, _, err) = g.ssh(Some(uname));
@@ -925,13 +902,10 @@ fn host_audit_records_stay_whole_however_the_request_is_padded() {
     assert_eq!(code, 125);
     let recs = raw_records_since(&g, at, 4);
     assert_eq!(recs.len(), 4, "{recs:?}");
+    let who = format!(r#"{{"account":"{}","#, g.user);
     for (text, _) in &recs {
         assert!(text.len() <= 8000, "{} bytes", text.len());
-        assert!(
-            text.starts_with(r#"{"account":"zen-gate","#),
-            "{}",
-            &text[..200.min(text.len())]
-        );
+        assert!(text.starts_with(&who), "{}", &text[..200.min(text.len())]);
         assert!(
             !text.contains('\u{2028}') && !text.contains('\u{85}'),
             "{text}"
@@ -939,7 +913,9 @@ fn host_audit_records_stay_whole_however_the_request_is_padded() {
     }
     let (text, padded) = &recs[0];
     assert!(
-        text.starts_with(r#"{"account":"zen-gate","op":"ct.exec","decision":"refused","kind":"policy_refused","reason":"#),
+        text.starts_with(&format!(
+            r#"{who}"op":"ct.exec","decision":"refused","kind":"policy_refused","reason":"#
+        )),
         "{}",
         &text[..300]
     );

@@ -1,6 +1,6 @@
-//! Jump hosts (`-J`, `ProxyJump`; issue 13 item 12) and keepalives on a half-open link (issue
-//! 15 item 5), against real OpenSSH servers that each test starts for itself (the helpers of
-//! `ssh_transport`), and one run of the real binary through a jump host to the bed.
+//! Jump hosts (`-J`, `ProxyJump`) and keepalives on a half-open link, against real OpenSSH servers
+//! that each test starts for itself (the helpers of `ssh_transport`), and one run of the real
+//! binary through a jump host to the bed.
 //!
 //! Why real sshd: a jump is an SSH `direct-tcpip` channel that the jump host's sshd must
 //! accept, and the second handshake runs inside it; the point of the tests is that each hop's

@@ -1,6 +1,6 @@
-//! Live tests against the sandbox host (issue 4): real sshd, real sudo with the rendered
-//! sudoers, the PVE simulator. `scripts/test.sh` brings the bed up and exports its
-//! `PXAGENT_*` variables; without them every test here FAILS with a message (never skips).
+//! Live tests against the sandbox host: real sshd, real sudo with the rendered sudoers, the PVE
+//! simulator. `scripts/test.sh` brings the bed up and exports its `PXAGENT_*` variables; without
+//! them every test here FAILS with a message (never skips).
 //!
 //! Tests that change the host (sudoers, faults, sshd) hold the one host [`lock`] so they never
 //! overlap, and put back what they changed. The helpers are in `support`.
@@ -47,7 +47,7 @@ fn every_read_op_returns_what_the_simulator_holds() {
         assert_eq!(r.code, 0, "{args:?}: {}", r.stderr);
         r.json()["data"].clone()
     };
-    // `version` shows both sides (issue 13, item 3): the host's part is what pvesh says.
+    // `version` shows both sides: the host's part is what pvesh says.
     assert_eq!(data(&["version"])["server"], sim_get("/version", &[]));
     assert_eq!(
         data(&["cluster", "status"]),
@@ -675,7 +675,7 @@ fn logs_grow_with_v_and_never_touch_stdout() {
 
 #[test]
 fn node_version_reads_one_node() {
-    // The read op added to show the seam of issue 10: one catalog row, the simulator's route.
+    // A read op that is nothing but one catalog row and the simulator's route.
     let r = on_bed(&["node", "version", "pve2", "-o", "json"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(

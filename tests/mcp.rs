@@ -1,7 +1,6 @@
-//! `pxagent mcp` (issues 7 and 15) through the real stdio binary, driven by real MCP clients:
-//! the two official SDKs — Python in `tests/mcp_client.py`, TypeScript in
-//! `tests/mcp_ts/client.mjs` — each recording what happened as one JSON report that this file
-//! asserts.
+//! `pxagent mcp` through the real stdio binary, driven by real MCP clients: the two official SDKs —
+//! Python in `tests/mcp_client.py`, TypeScript in `tests/mcp_ts/client.mjs` — each recording what
+//! happened as one JSON report that this file asserts.
 //!
 //! Live: needs the sandbox host (`scripts/test.sh` brings it up and exports `PXAGENT_*`), the
 //! Python `mcp` package and the TypeScript SDK (`scripts/test.sh` installs both). Without any
@@ -157,7 +156,7 @@ fn a_real_mcp_client_drives_the_sandbox() {
     assert_eq!(tools["vm_start"]["open_world"], false);
     assert_eq!(tools["vm_start"]["required"], serde_json::json!(["vmid"]));
     assert_eq!(r["server"]["protocol"], "2025-11-25");
-    // Metadata per the spec's meaning (issue 15 item 4).
+    // The tool annotations mean what the MCP spec says they mean.
     assert_eq!(tools["vm_exec"]["destructive"], true);
     assert_eq!(tools["vm_exec"]["open_world"], true);
     assert_eq!(tools["vm_exec_status"]["read_only"], true);
@@ -304,7 +303,7 @@ fn a_real_mcp_client_drives_the_sandbox() {
         "a change was retried: {log}"
     );
 
-    // The exec rate limit (issue 6): the eleventh call within a minute is refused.
+    // The exec rate limit: the eleventh call within a minute is refused.
     if let Some(exec) = r.get("exec").and_then(Value::as_array) {
         for (i, step) in exec.iter().enumerate().take(10) {
             assert_ne!(
@@ -384,9 +383,9 @@ fn a_readonly_server_lists_and_runs_only_reads() {
     }
 }
 
-/// Issue 15 item 1: a cancelled `backup_create` on a backup the simulator holds running
-/// stops its task (`task.stop` on the task's node): no archive appears, the task list shows
-/// it stopped, and the audit trail records the cancellation, the task and the stop.
+/// A cancelled `backup_create` on a backup the simulator holds running stops its task (`task.stop`
+/// on the task's node): no archive appears, the task list shows it stopped, and the audit trail
+/// records the cancellation, the task and the stop.
 #[test]
 fn a_cancelled_backup_stops_its_task_and_leaves_no_archive() {
     let _host = lock();
@@ -452,9 +451,9 @@ fn a_cancelled_backup_stops_its_task_and_leaves_no_archive() {
     pxagent_audit_verifies(&home);
 }
 
-/// Issue 15 item 7: when the host's gate wants a signed approval — here for a read, which a
-/// host policy may mark `approve` too — the result carries `approval_request` (the text to
-/// relay), and the same call with `approval` runs.
+/// When the host's gate wants a signed approval — here for a read, which a host policy may mark
+/// `approve` too — the result carries `approval_request` (the text to relay), and the same call
+/// with `approval` runs.
 #[test]
 fn a_gated_host_asks_for_an_approval_and_the_tool_takes_it() {
     let _host = lock();
@@ -487,9 +486,9 @@ fn node() -> String {
         .unwrap_or_else(|| "node".to_string())
 }
 
-/// Issue 15 item 8: the official TypeScript SDK drives the real binary against the bed: list,
-/// read, confirm flow, invalid argument as isError, exec, progress, and a cancelled backup
-/// that leaves no archive and a stopped task.
+/// The official TypeScript SDK drives the real binary against the bed: list, read, confirm flow,
+/// invalid argument as isError, exec, progress, and a cancelled backup that leaves no archive and a
+/// stopped task.
 #[test]
 fn the_typescript_sdk_drives_the_sandbox() {
     let _host = lock();

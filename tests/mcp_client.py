@@ -260,9 +260,9 @@ async def scenario_logged(binary, log):
             steps["change_after_kill"] = await call(session, "vm_start", {"vmid": 100})
             steps["read_after_change_failed"] = await call(session, "vm_status", {"vmid": 100})
 
-            # The exec rate limit (issue 6): only when the catalog has an exec tool.
-            # The limit counts in fixed UTC minutes: start the burst early in a minute so all
-            # eleven calls land in the same window.
+            # The exec rate limit: only when the catalog has an exec tool. The limit counts in fixed
+            # UTC minutes: start the burst early in a minute so all eleven calls land in the same
+            # window.
             if "vm_exec" in report["tools"]:
                 if time.time() % 60 > 40:
                     await anyio.sleep(60 - time.time() % 60 + 0.5)

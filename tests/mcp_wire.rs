@@ -1,6 +1,6 @@
-//! `pxagent mcp`'s stdio layer through the real binary, without a host (issue 15 item 3):
-//! what a client that is not a well-behaved SDK gets. Nothing listens on the port the server
-//! is given; no call here needs the host.
+//! `pxagent mcp`'s stdio layer through the real binary, without a host: what a client that is not a
+//! well-behaved SDK gets. Nothing listens on the port the server is given; no call here needs the
+//! host.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
@@ -98,7 +98,7 @@ fn bad_lines_get_json_rpc_errors_and_the_session_goes_on() {
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(0));
     // Every refused call left an audit record whose message is cut to a kibibyte.
-    let audit = std::fs::read_to_string(home.state_dir().join("pxagent/audit.jsonl")).unwrap();
+    let audit = std::fs::read_to_string(home.audit_log()).unwrap();
     for line in audit.lines() {
         assert!(line.len() < 4096, "{} bytes: {}", line.len(), &line[..200]);
     }

@@ -1,9 +1,8 @@
-//! The operations issue 13 added (items 13-16 and 18), live on the sandbox host and against
-//! real sudo: `vm|ct set` (the safe options), `vm|ct resize` (grow only), `vm|ct migrate`,
-//! `vm ips`, `iso|template remove`, `cluster tasks`, `ha status`, `vm|ct|node rrd` and
-//! `node network`. Like `live.rs` these FAIL (never skip) without the bed's `PXAGENT_*`
-//! variables; the sudoers tests need root and sudo like `sudo_rules.rs`, whose helpers they
-//! use.
+//! Guest-changing and observing operations, live on the sandbox host and against real sudo: `vm|ct
+//! set` (the safe options), `vm|ct resize` (grow only), `vm|ct migrate`, `vm ips`, `iso|template
+//! remove`, `cluster tasks`, `ha status`, `vm|ct|node rrd` and `node network`. Like `live.rs` these
+//! FAIL (never skip) without the bed's `PXAGENT_*` variables; the sudoers tests need root and sudo
+//! like `sudo_rules.rs`, whose helpers they use.
 //!
 //! Every test holds the host [`lock`] and puts back what it changed (settings, sizes only
 //! grow, guests go back to their node), so the order of tests does not matter.
@@ -11,7 +10,9 @@
 use serde_json::Value;
 
 use crate::sudo_rules::{Installed, allowed, render, w};
-use crate::support::{Home, assert_not_sent, gated, guest, lock, sim_get, status_of, sudo_log_len};
+use crate::support::{
+    Home, assert_not_sent, gated, lock, node_of, sim_get, status_of, sudo_log_len,
+};
 use pxagent::catalog::Profile;
 
 fn ok(r: &crate::support::Run) -> Value {
@@ -22,13 +23,6 @@ fn ok(r: &crate::support::Run) -> Value {
 /// The guest's config as the simulator holds it.
 fn config(node: &str, kind: &str, vmid: u64) -> Value {
     sim_get(&format!("/nodes/{node}/{kind}/{vmid}/config"), &[])
-}
-
-fn node_of(vmid: u64) -> String {
-    guest(vmid).expect("guest exists")["node"]
-        .as_str()
-        .unwrap()
-        .to_string()
 }
 
 #[test]
@@ -746,9 +740,8 @@ fn new_rules_deny_every_neighbouring_line_and_allow_the_catalogs() {
                 profile.name()
             );
         }
-        // All seven options at once, and the grow and the live migration (the catalog's
-        // samples of every op are proven in sudo_rules.rs; these are the ones this issue
-        // is about).
+        // All seven options at once, and the grow and the live migration (the catalog's samples of
+        // every op are proven in sudo_rules.rs; these are the options these ops exist for).
         let all = w(&[
             "/usr/bin/pvesh",
             "set",

@@ -1,8 +1,8 @@
-//! Persistent connections on the bed (issue 14): with `--persist 30s`, ten successive
-//! `pxagent vm list` calls open ONE SSH connection (the bed's sshd log shows one login with the
-//! test's own key, running all ten commands); `persist status` shows the holder, `persist stop`
-//! ends it; a holder is never a way around the caller's checks — a host key no longer in the
-//! caller's known_hosts is refused, and so is a socket open to others.
+//! Persistent connections on the bed: with `--persist 30s`, ten successive `pxagent vm list` calls
+//! open ONE SSH connection (the bed's sshd log shows one login with the test's own key, running all
+//! ten commands); `persist status` shows the holder, `persist stop` ends it; a holder is never a
+//! way around the caller's checks — a host key no longer in the caller's known_hosts is refused,
+//! and so is a socket open to others.
 //!
 //! To tell its connections from other tests' in sshd's log, each test logs in with a key of its
 //! own, added to the bed account's authorized_keys for the test (holding the host lock) and
@@ -151,7 +151,7 @@ fn ten_calls_with_persist_open_one_ssh_connection() {
     assert_eq!(list[0]["idle_secs"], 30);
     assert_eq!(list[0]["auth_key"], own.fingerprint);
     // Every call is still audited by the calling process.
-    let audit = std::fs::read_to_string(own.home.state_dir().join("pxagent/audit.jsonl")).unwrap();
+    let audit = std::fs::read_to_string(own.home.audit_log()).unwrap();
     assert_eq!(audit.lines().count(), 10);
     // The guest map is shared too: statuses after a `vm list` need no map read of their own.
     let holder_port = ours[0].port;

@@ -1,7 +1,7 @@
-//! Local and host policy against the real binary (issue 12 items 4 and 5): an entry for an op
-//! covers its variants (the CLI, the dry run, the MCP tool list and the host gate alike), and
-//! `protect` covers a guest's backups. The dry-run and listing tests need no host; the others
-//! run on the bed (or the gated bed) and prove that nothing reached sudo.
+//! Local and host policy against the real binary: an entry for an op covers its variants (the CLI,
+//! the dry run, the MCP tool list and the host gate alike), and `protect` covers a guest's backups.
+//! The dry-run and listing tests need no host; the others run on the bed (or the gated bed) and
+//! prove that nothing reached sudo.
 
 use crate::support::*;
 

@@ -1,45 +1,18 @@
-//! Live tests of Proxmox's error classes and the simulator's running tasks (issue 12 items
-//! 20–24) on the sandbox host: real sshd and sudo, the PVE simulator's `hold` and `pmxcfs-down`
-//! faults and its guest-agent knob (`sim/README.md`). Each test holds the host [`lock`] and
-//! puts back what it changed.
-
-use std::time::{Duration, Instant};
+//! Live tests of Proxmox's error classes and the simulator's running tasks on the sandbox host:
+//! real sshd and sudo, the PVE simulator's `hold` and `pmxcfs-down` faults and its guest-agent knob
+//! (`sim/README.md`). Each test holds the host [`lock`] and puts back what it changed.
 
 use serde_json::Value;
 
-use crate::support::{Home, SudoersSwap, clear_faults, fault, guest, lock, sim, sim_get};
+use crate::support::{
+    Home, backups, clear_faults, ct_exec_bed, fault, guest, lock, running_task, sim, sim_get,
+};
 
-/// The UPID of the running task of `kind` on pve1, once the simulator lists it.
-fn running_task(kind: &str) -> String {
-    let until = Instant::now() + Duration::from_secs(20);
-    loop {
-        let list = sim_get("/nodes/pve1/tasks", &["--source", "active"]);
-        if let Some(t) = list.as_array().unwrap().iter().find(|t| t["type"] == kind) {
-            return t["upid"].as_str().unwrap().to_string();
-        }
-        assert!(Instant::now() < until, "no running {kind} task: {list}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-fn archives(vmid: u64) -> usize {
-    sim_get(
-        "/nodes/pve1/storage/local/content",
-        &["--content", "backup"],
-    )
-    .as_array()
-    .unwrap()
-    .iter()
-    .filter(|v| v["vmid"] == vmid)
-    .count()
-}
-
-/// Issue 12 item 20 (done when): `ct exec 200 -- /nonexistent` on a bed rendered with
-/// `--ct-exec 200-299` reports the guest's exit code 127, `ok: true`.
+/// `ct exec 200 -- /nonexistent` on a bed rendered with `--ct-exec 200-299` reports the guest's
+/// exit code 127, `ok: true`.
 #[test]
 fn a_missing_program_in_a_container_is_exit_code_127() {
-    let _g = lock();
-    let _swap = SudoersSwap::render(&["--ct-exec", "200-299"]);
+    let _s = ct_exec_bed();
     let r = Home::new().on_bed(&["-o", "json", "ct", "exec", "200", "--", "/nonexistent"]);
     assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
     let doc = r.json();
@@ -52,7 +25,7 @@ fn a_missing_program_in_a_container_is_exit_code_127() {
             .ends_with("No such file or directory - Failed to exec \"/nonexistent\"\n"),
         "{doc}"
     );
-    // Issue 13 item 8 for containers: `--exit-code` passes the guest's code through.
+    // For containers too, `--exit-code` passes the guest's code through.
     let home = Home::new();
     let r = home.on_bed(&["ct", "exec", "200", "--exit-code", "--", "/nonexistent"]);
     assert_eq!(r.code, 127, "{}{}", r.stdout, r.stderr);
@@ -71,13 +44,13 @@ fn a_missing_program_in_a_container_is_exit_code_127() {
     assert_eq!(r.code, 0, "without --exit-code: {}{}", r.stdout, r.stderr);
 }
 
-/// Issue 12 item 24: a change during a backup is a clear `locked` error, exit 1; stopping the
-/// backup the way Proxmox does ends it `interrupted by signal` without an archive.
+/// A change during a backup is a clear `locked` error, exit 1; stopping the backup the way Proxmox
+/// does ends it `interrupted by signal` without an archive.
 #[test]
 fn a_change_during_a_backup_is_locked_and_a_stopped_backup_leaves_no_archive() {
     let _g = lock();
     clear_faults();
-    let before = archives(100);
+    let before = backups("pve1", 100).len();
     fault(r#"{"match":"/vzdump --vmid 100","action":"hold","seconds":60,"times":1}"#);
     let e = Home::new();
     let backup = e
@@ -85,7 +58,7 @@ fn a_change_during_a_backup_is_locked_and_a_stopped_backup_leaves_no_archive() {
         .bed()
         .args(["-o", "json", "backup", "create", "100"])
         .spawn();
-    let upid = running_task("vzdump");
+    let upid = running_task("pve1", "vzdump", None);
     assert_eq!(guest(100).unwrap()["lock"], "backup");
     // Through pxagent: the task list shows it running.
     let list = e.on_bed(&["-o", "json", "task", "list"]).data();
@@ -115,7 +88,11 @@ fn a_change_during_a_backup_is_locked_and_a_stopped_backup_leaves_no_archive() {
     assert!(r.stdout.contains("interrupted by signal"), "{}", r.stdout);
     let st = sim_get(&format!("/nodes/pve1/tasks/{upid}/status"), &[]);
     assert_eq!(st["exitstatus"], "interrupted by signal");
-    assert_eq!(archives(100), before, "a stopped backup leaves no archive");
+    assert_eq!(
+        backups("pve1", 100).len(),
+        before,
+        "a stopped backup leaves no archive"
+    );
     assert!(guest(100).unwrap().get("lock").is_none());
     clear_faults();
 }
@@ -143,8 +120,8 @@ fn unknown_guests_are_not_found_and_stopped_ones_wrong_state() {
     );
 }
 
-/// Issue 12 item 21: pmxcfs down while pxagent runs as root through sudo is a host fault,
-/// exit 1, naming the pve-cluster service, not sudo.
+/// pmxcfs down while pxagent runs as root through sudo is a host fault, exit 1, naming the
+/// pve-cluster service, not sudo.
 #[test]
 fn pmxcfs_down_is_a_host_fault_naming_pve_cluster() {
     let _g = lock();
@@ -161,8 +138,7 @@ fn pmxcfs_down_is_a_host_fault_naming_pve_cluster() {
     );
 }
 
-/// Issue 12 item 22: a guest agent that refuses guest-exec (a RHEL-family guest) is exit 1 with
-/// the way to allow it.
+/// A guest agent that refuses guest-exec (a RHEL-family guest) is exit 1 with the way to allow it.
 #[test]
 fn a_guest_agent_without_guest_exec_says_how_to_allow_it() {
     let _g = lock();
@@ -175,8 +151,8 @@ fn a_guest_agent_without_guest_exec_says_how_to_allow_it() {
     assert!(msg.contains("--allow-rpcs"), "{msg}");
 }
 
-/// Issue 12 item 24: a task on another node comes back the way pvesh forwards it (one JSON
-/// string, the remote's lines run together); pxagent still finds and follows its UPID.
+/// A task on another node comes back the way pvesh forwards it (one JSON string, the remote's lines
+/// run together); pxagent still finds and follows its UPID.
 #[test]
 fn a_task_on_another_node_is_followed_through_the_proxy() {
     let _g = lock();

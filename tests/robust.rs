@@ -1,6 +1,6 @@
-//! Robustness on the bed (issue 12 items 14–17): explicit connection values beat implicit
-//! ones, the spinner never covers the confirmation prompt, container output stays bounded,
-//! and `--pull` never writes through a symlink.
+//! Robustness on the bed: explicit connection values beat implicit ones, the spinner never covers
+//! the confirmation prompt, container output stays bounded, and `--pull` never writes through a
+//! symlink.
 
 use std::time::Duration;
 
@@ -117,15 +117,9 @@ fn the_spinner_starts_after_the_confirmation_prompt() {
     assert_eq!(home.on_bed(&["vm", "start", "100"]).code, 0);
 }
 
-/// The bed's sudoers with container exec for 200-299, and the host lock.
-fn ct_exec() -> (SudoersSwap, std::sync::MutexGuard<'static, ()>) {
-    let g = lock();
-    (SudoersSwap::render(&["--ct-exec", "200-299"]), g)
-}
-
 #[test]
 fn container_output_is_kept_to_16_mib_per_stream() {
-    let _s = ct_exec();
+    let _s = ct_exec_bed();
     let e = Home::new();
     const MAX: usize = 16 * 1024 * 1024;
     // 17 MB on stdout, a little on stderr; the command lingers so sudo's I/O log keeps

@@ -1,16 +1,15 @@
-//! Live tests of what scripts and agents rely on (issue 13 items 4, 5, 7, 8, 17, and issue
-//! 15's `backup_create` of a container) against the sandbox host: actions with nothing to do
-//! (`changed: false`, nothing sent but the status read), bare values (`cluster nextid`, the
-//! UPID of `--no-wait`, a backup's archive), guests by name and list filters, `exec
-//! --exit-code`, and backups of containers through the CLI and over MCP. Like `live.rs`, these
-//! FAIL (never skip) without the bed's `PXAGENT_*` variables.
+//! Live tests of what scripts and agents rely on against the sandbox host: actions with nothing to
+//! do (`changed: false`, nothing sent but the status read), bare values (`cluster nextid`, the UPID
+//! of `--no-wait`, a backup's archive), guests by name and list filters, `exec --exit-code`, and
+//! backups of containers through the CLI and over MCP. Like `live.rs`, these FAIL (never skip)
+//! without the bed's `PXAGENT_*` variables.
 //!
 //! Every test that changes the simulator holds the one host [`lock`] and leaves its guests as
 //! it found them.
 
 use serde_json::Value;
 
-use crate::support::{Home, lock, sim_get, status_of};
+use crate::support::{Home, backups, lock, sim_get, status_of};
 
 /// Whether `s` is a UPID and nothing else (FORMATS.md §1.4).
 fn is_upid(s: &str) -> bool {
@@ -251,19 +250,6 @@ fn exec_exit_code_passes_the_guest_code_through() {
     assert_eq!(r.code, 1, "{}", r.stderr);
 }
 
-/// The archives of guest `vmid` on `node`'s `local` storage.
-fn backups(node: &str, vmid: u64) -> Vec<String> {
-    sim_get(
-        &format!("/nodes/{node}/storage/local/content"),
-        &["--content", "backup", "--vmid", &vmid.to_string()],
-    )
-    .as_array()
-    .unwrap()
-    .iter()
-    .map(|b| b["volid"].as_str().unwrap().to_string())
-    .collect()
-}
-
 #[test]
 fn backups_name_their_archive_and_take_containers() {
     // Done-when: `backup create 101` returns `…vzdump-qemu-101-…`; `backup create 200` works.
@@ -307,7 +293,7 @@ fn backups_name_their_archive_and_take_containers() {
 
 #[test]
 fn over_mcp_a_container_backs_up_and_a_second_start_changes_nothing() {
-    // Issue 15: `backup_create {vmid: 200}` backs up the container.
+    // `backup_create {vmid: 200}` backs up the container.
     let _g = lock();
     let home = Home::new();
     let before = backups("pve1", 200);

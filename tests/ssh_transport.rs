@@ -1,5 +1,5 @@
-//! Live tests of the SSH transport (`pxagent::ssh`) against a real OpenSSH `sshd` that each
-//! test starts for itself on 127.0.0.1 (design §5, §8; issue 4's security tests).
+//! Live tests of the SSH transport (`pxagent::ssh`), its security rules among them, against a real
+//! OpenSSH `sshd` that each test starts for itself on 127.0.0.1.
 //!
 //! Why real sshd: host-key checking, "no password attempt", remote quoting, signals on timeout
 //! and a lost connection are all about what actually crosses the wire, which a fake server

@@ -1,9 +1,8 @@
-//! Proof against real sudo (issue 12, items 1 and 2) that VMID fences cover backups: with a
-//! `--vmids`/`--ctids` render installed and checked by `visudo -c`, `sudo -n -l CMD` admits a
-//! restore only when both the target VMID and the archive's own VMID are inside the fence, a
-//! removal or prune only for guests inside it, and nothing that no fence can restrict
-//! (`pvesh delete /storage/…`) unless the render was asked for it with `--unfenced-ops`; and
-//! a container restore only with `--unprivileged 1`.
+//! Proof against real sudo that VMID fences cover backups: with a `--vmids`/`--ctids` render
+//! installed and checked by `visudo -c`, `sudo -n -l CMD` admits a restore only when both the
+//! target VMID and the archive's own VMID are inside the fence, a removal or prune only for guests
+//! inside it, and nothing that no fence can restrict (`pvesh delete /storage/…`) unless the render
+//! was asked for it with `--unfenced-ops`; and a container restore only with `--unprivileged 1`.
 //!
 //! Same environment as `sudo_rules` (root, sudo, the bed's simulator at the PVE paths), whose
 //! helpers these tests share; they FAIL, never skip, without it.
@@ -42,7 +41,7 @@ fn fenced_restores_need_both_vmids_inside_the_fence() {
         "full",
         &["--vmids", "100-199", "--ctids", "300-309"],
     ));
-    // The issue's case: a VM backup of 250 restored to 177.
+    // The case that must fail: a VM backup of 250 (outside the fence) restored to 177.
     assert!(!allowed(&restore(&ops::BACKUP_RESTORE, "qemu", 250, 177)));
     for op in [&ops::BACKUP_RESTORE, &ops::BACKUP_RESTORE_OVERWRITE] {
         for (from, to, ok) in [

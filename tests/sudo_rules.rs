@@ -1,6 +1,6 @@
-//! Proof against real sudo (issue 2): the rendered sudoers passes `visudo -c`, allows every
-//! catalog op's command line in the profiles that contain it, denies it in the others, and
-//! denies every escape attempt in every profile.
+//! Proof against real sudo: the rendered sudoers passes `visudo -c`, allows every catalog op's
+//! command line in the profiles that contain it, denies it in the others, and denies every escape
+//! attempt in every profile.
 //!
 //! Needs root, `sudo` and `visudo`, and the PVE tool paths to exist (sudo answers "command
 //! not found" otherwise): `scripts/test.sh` installs sudo and brings up the test bed, which
@@ -143,7 +143,8 @@ pub(crate) fn w(words: &[&str]) -> Vec<String> {
     words.iter().map(|s| s.to_string()).collect()
 }
 
-/// Escape attempts from design §1: none may be allowed in any profile.
+/// Escape attempts, the ways from a broad PVE rule to a root shell on the host: none may be allowed
+/// in any profile.
 fn escapes() -> Vec<Vec<String>> {
     let pvesh = "/usr/bin/pvesh";
     let qm = "/usr/sbin/qm";
@@ -225,9 +226,8 @@ fn escapes() -> Vec<Vec<String>> {
             j[0],
             j[1],
         ]),
-        // (guest-agent exec is the catalog's vm.exec since issue 6: in `full` only, see
-        // vm_exec_rules_are_full_only_and_fenced)
-        // vzdump hooks and output redirection
+        // (guest-agent exec is the catalog's vm.exec: in `full` only, see
+        // vm_exec_rules_are_full_only_and_fenced) vzdump hooks and output redirection
         w(&["/usr/bin/vzdump", "100", "--script", "/tmp/x"]),
         w(&["/usr/bin/vzdump", "100", "--dumpdir", "/etc/sudoers.d"]),
         w(&[
@@ -532,8 +532,8 @@ fn fences_admit_only_their_ids() {
     ])));
 }
 
-/// Issue 6: `pct exec` is in no profile; `--ct-exec RANGES` adds it for those containers only,
-/// and only as `pct exec ID -- …` (never `pct enter`, `push`, `pull` or an option before `--`).
+/// `pct exec` is in no profile; `--ct-exec RANGES` adds it for those containers only, and only as
+/// `pct exec ID -- …` (never `pct enter`, `push`, `pull` or an option before `--`).
 #[test]
 fn container_exec_only_with_ct_exec_and_only_in_its_fence() {
     let _guard = lock();
@@ -583,8 +583,8 @@ fn container_exec_only_with_ct_exec_and_only_in_its_fence() {
     }
 }
 
-/// Issue 6: guest-agent exec is in `full` only, fenced like every VM op, and its rules admit
-/// nothing but the agent endpoints (no monitor, no other path on the same tool).
+/// Guest-agent exec is in `full` only, fenced like every VM op, and its rules admit nothing but the
+/// agent endpoints (no monitor, no other path on the same tool).
 #[test]
 fn vm_exec_rules_are_full_only_and_fenced() {
     let _guard = lock();
@@ -703,9 +703,9 @@ fn vm_exec_rules_are_full_only_and_fenced() {
     }
 }
 
-/// Snapshot descriptions (issue 13, item 20): every description the client accepts is admitted
-/// by real sudo, and none of the accepted characters lets a line break out of the rule — no
-/// extra option, no smuggled `--vmstate`, no second command — whatever the quoting.
+/// Snapshot descriptions: every description the client accepts is admitted by real sudo, and none
+/// of the accepted characters lets a line break out of the rule — no extra option, no smuggled
+/// `--vmstate`, no second command — whatever the quoting.
 #[test]
 fn every_accepted_description_is_admitted_and_none_breaks_out() {
     use pxagent::catalog::{Kind, find};
@@ -818,10 +818,10 @@ fn every_accepted_description_is_admitted_and_none_breaks_out() {
     }
 }
 
-/// Issue 12 item 23: every UPID `Kind::Upid` accepts — PVE's own decoding (any character but
-/// `:`, whitespace and `/` in type, id and user), narrowed to printable ASCII without `=` — is admitted by
-/// real sudo in the task rules, and every one it refuses is denied there too: the client's
-/// validation and the sudoers regex are the same rule.
+/// Every UPID `Kind::Upid` accepts — PVE's own decoding (any character but `:`, whitespace and `/`
+/// in type, id and user), narrowed to printable ASCII without `=` — is admitted by real sudo in the
+/// task rules, and every one it refuses is denied there too: the client's validation and the
+/// sudoers regex are the same rule.
 #[test]
 fn every_upid_the_client_accepts_is_admitted_by_sudo_and_no_other() {
     use pxagent::catalog::kind::Kind;
@@ -871,9 +871,9 @@ fn every_upid_the_client_accepts_is_admitted_by_sudo_and_no_other() {
     assert_eq!((admitted, refused), (4 + 91 * 3, 8 * 3));
 }
 
-/// Download URLs with a query (issue 12, item 8): every URL the client accepts — the file name
-/// taken from the path, not the query — is admitted by real sudo, and a hostile caller cannot
-/// use a query to add a word, an option or a second command.
+/// Download URLs with a query: every URL the client accepts — the file name taken from the path,
+/// not the query — is admitted by real sudo, and a hostile caller cannot use a query to add a word,
+/// an option or a second command.
 #[test]
 fn download_urls_with_a_query_are_admitted_and_none_breaks_out() {
     use pxagent::catalog::find;

@@ -1,5 +1,5 @@
-//! Black-box tests of `pxagent sudoers lint --user U --groups G` (issue 12, item 3): whose rules
-//! are errors. Needs no host: the binary reads the file from stdin.
+//! Black-box tests of `pxagent sudoers lint --user U --groups G`: whose rules are errors. Needs no
+//! host: the binary reads the file from stdin.
 
 use serde_json::Value;
 

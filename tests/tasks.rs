@@ -1,43 +1,11 @@
-//! `task wait` and `task stop` (issue 13 item 6) on the bed: a task followed to its end (exit
-//! 0), a failed one (exit 1), one still running at `--timeout` (exit 7), and a running backup
-//! stopped on its node (it ends `interrupted by signal`, no archive). The held-running tasks
-//! come from the simulator's `hold` fault.
+//! `task wait` and `task stop` on the bed: a task followed to its end (exit 0), a failed one (exit
+//! 1), one still running at `--timeout` (exit 7), and a running backup stopped on its node (it ends
+//! `interrupted by signal`, no archive). The held-running tasks come from the simulator's `hold`
+//! fault.
 
 use serde_json::Value;
 
-use crate::support::{Home, clear_faults, fault, lock, sim_get};
-
-/// The node of VM `vmid` on the bed.
-fn node_of(vmid: u64) -> String {
-    sim_get("/cluster/resources", &["--type", "vm"])
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|g| g["vmid"] == vmid)
-        .and_then(|g| g["node"].as_str())
-        .unwrap()
-        .to_string()
-}
-
-/// The running task of `kind` for `vmid` on `node`, once it shows up.
-fn running_task(node: &str, vmid: u64, kind: &str) -> String {
-    for _ in 0..100 {
-        let tasks = sim_get(
-            &format!("/nodes/{node}/tasks"),
-            &["--source", "active", "--vmid", &vmid.to_string()],
-        );
-        if let Some(t) = tasks
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|t| t["type"] == kind && t["status"] == "RUNNING")
-        {
-            return t["upid"].as_str().unwrap().to_string();
-        }
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
-    panic!("no running {kind} task for {vmid} on {node}");
-}
+use crate::support::{Home, clear_faults, fault, lock, node_of, running_task};
 
 #[test]
 fn task_wait_follows_a_task_to_its_end() {
@@ -74,7 +42,7 @@ fn task_stop_ends_a_running_backup_and_task_wait_reports_it() {
     let r = home.on_bed(&["--no-wait", "backup", "create", "101"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let upid = r.stdout.trim().to_string();
-    assert_eq!(upid, running_task(&node, 101, "vzdump"));
+    assert_eq!(upid, running_task(&node, "vzdump", Some(101)));
     // Still running at the timeout: exit 7, and the message says how to go on.
     let r = home.on_bed(&["--timeout", "2", "task", "wait", &upid]);
     assert_eq!(r.code, 7, "{}", r.stderr);

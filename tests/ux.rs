@@ -1,8 +1,8 @@
-//! What a person at a terminal sees (issues 13 items 1–3, 9–11, 19, 20 and 12 item 18):
-//! focused help, completions and the manual, `version`, colour, refusal texts, `audit show`
-//! filters, and — on the bed — humane status views, snapshot descriptions people type, and
-//! host data that cannot drive the terminal. The first half needs no bed (`cargo test --test
-//! integration ux::local`), the second (`ux::live`) needs the bed like `live::`.
+//! What a person at a terminal sees: focused help, completions and the manual, `version`, colour,
+//! refusal texts, `audit show` filters, and — on the bed — humane status views, snapshot
+//! descriptions people type, and host data that cannot drive the terminal. The first half needs no
+//! bed (`cargo test --test integration ux::local`), the second (`ux::live`) needs the bed like
+//! `live::`.
 
 mod local {
     use crate::support::{Home, PATH, bin, isolate, local, px};
@@ -597,9 +597,9 @@ mod local {
 }
 
 mod live {
-    use crate::support::{Home, assert_not_sent, lock, sim, sudo_log_len};
+    use crate::support::{Home, assert_not_sent, fresh, lock, sim, sudo_log_len};
 
-    /// No 9+-digit number — a raw byte count or epoch — in a human view (issue 13's done-when).
+    /// No 9+-digit number — a raw byte count or epoch — in a human view.
     fn no_raw_numbers(what: &str, text: &str) {
         // A number standing alone (a hash such as a config's digest has digit runs inside it).
         let re = regex::Regex::new(r"\b[0-9]{9,}\b").unwrap();
@@ -643,14 +643,7 @@ mod live {
             no_raw_numbers(&args.join(" "), &r.stdout);
         }
         // A task of our own, so that its status is always there to show.
-        let name = format!(
-            "ux{}",
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos()
-                % 1_000_000_000
-        );
+        let name = fresh("ux");
         let snap = home.on_bed(&["vm", "snapshot", "100", &name, "-o", "json"]);
         assert_eq!(snap.code, 0, "{}", snap.stderr);
         let upid = snap.data()["upid"].as_str().unwrap().to_string();

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# scripts/bench/actions.sh — host commands per action (issue 14, scripts/bench.sh section 8).
+# scripts/bench/actions.sh — host commands per action (scripts/bench.sh section 8).
 #
-# Why this exists: on a real Proxmox host every `pvesh`/`qm` is a Perl process that loads much
-# of the PVE API, so the number of host commands one action costs is what users feel most
-# (design §9). This counts them in sudo's own log (every command pxagent sends is one sudo
-# line), for one CLI call (a fresh process: it reads the guest map first) and for a call whose
-# connection's guest map is already warm (a batch, an MCP session, or --persist: here a
-# persistent connection warmed by `vm list`), and prints the command lines.
+# Why this exists: on a real Proxmox host every `pvesh`/`qm` is a Perl process that loads much of
+# the PVE API, so the number of host commands one action costs is what users feel most. This counts
+# them in sudo's own log (every command pxagent sends is one sudo line), for one CLI call (a fresh
+# process: it reads the guest map first) and for a call whose connection's guest map is already warm
+# (a batch, an MCP session, or --persist: here a persistent connection warmed by `vm list`), and
+# prints the command lines.
 #
 # It CHANGES THE BED: starts and stops VM 103, makes and deletes a snapshot of VM 100, makes
 # and removes a backup of VM 100, runs `uname -a` in VM 100 — and it counts every sudo line of

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# scripts/bench/gate.sh — the host gate's added latency per operation (issue 11), called by
-# scripts/bench.sh (section 5) or alone: sudo scripts/bench/gate.sh [RUNS].
+# scripts/bench/gate.sh — the host gate's added latency per operation, called by scripts/bench.sh
+# (section 5) or alone: sudo scripts/bench/gate.sh [RUNS].
 #
 # Side by side on the two beds scripts/test.sh uses (plain: zen-agent@2222; gated: zen-gate@2223,
 # `pxagent gate` as the key's forced command), each op's exact command line is sent RUNS times

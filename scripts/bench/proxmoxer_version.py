@@ -1,4 +1,4 @@
-"""proxmoxer's SSH backend as a peer for scripts/bench.sh (design §9).
+"""proxmoxer's SSH backend as a peer for scripts/bench.sh.
 
 Why this exists: proxmoxer (Python, pvesh over paramiko) is the usual way a script talks to a
 Proxmox host over SSH instead of the HTTPS API. This helper does what such a script does for one

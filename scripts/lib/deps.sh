@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # scripts/lib/deps.sh — the one place that knows what pxagent's scripts need from the machine and
-# how to get it (issue 10). Sourced by scripts/test.sh, demo.sh, testbed.sh, bench.sh and
-# bench-mcp.sh; never run on its own.
+# how to get it. Sourced by scripts/test.sh, demo.sh, testbed.sh, bench.sh and bench-mcp.sh; never
+# run on its own.
 #
 # What is installed, and only when missing (Debian packages: one `apt-get update`, then
 # `apt-get install -y --no-install-recommends` of the missing ones; services are not started):

@@ -2,7 +2,8 @@
 //! `vzdump`, `qmrestore`, `pveam`, `ha-manager` and `pvecm` (chosen by `argv[0]`'s basename, or by
 //! the first argument when called as `pve-sim TOOL …`), keeps a small cluster's state in one
 //! root-owned file, and prints the formats recorded in `tests/fixtures/pve` (FORMATS.md there is
-//! the reference every printer cites). It is the project's only test double (design.md §8).
+//! the reference every printer cites). It is the project's only test double (ARCHITECTURE.md,
+//! "Tests and the simulator").
 //!
 //! Flow of one call: identity check (non-root is refused like pmxcfs refuses it) → fault rules
 //! (`faults`, evaluated and slept on *before* the state lock) → the tool, run inside one exclusive

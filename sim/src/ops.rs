@@ -3,6 +3,9 @@
 //!
 //! Every operation returns either a [`Failure`] (raised before `fork_worker`: no UPID) or a
 //! [`TaskRun`] (a recorded task, possibly failed). The front ends decide how to print them.
+//!
+//! Builds on [`crate::state`], [`crate::task`], [`crate::locks`] and [`crate::running`]; the
+//! front ends (`qm`, `pvesh`, …) and the operations in their own modules build on it.
 
 use serde_json::{Value, json};
 
@@ -48,8 +51,7 @@ pub fn run_task(
         }
     };
     let error = result.err().map(|e| task::fold(&e));
-    let upid = task::record(
-        st,
+    let upid = st.record_task(
         node,
         kind,
         id,

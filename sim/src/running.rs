@@ -45,14 +45,15 @@
 //! interrupted task. A running entry whose holding process died (killed, like a worker killed
 //! with SIGKILL) ends as `unexpected status` and keeps its config lock, as in PVE (`qm unlock`
 //! removes it); its flock is gone with the process.
+//!
+//! Builds on [`crate::state`] and [`crate::task`] (which hold a running entry's data: [`Running`],
+//! [`Held`], [`How`]); neither of them imports this module.
 
 use std::cell::RefCell;
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
-
 use crate::state::{State, Store, Task};
-use crate::task::Worker;
+use crate::task::{Held, How, Running, Worker, me};
 use crate::{Ctx, Failure, Output};
 
 /// How often a waiting process looks at the state again.
@@ -64,43 +65,6 @@ const STOP_WAIT: Duration = Duration::from_secs(5);
 pub const FLOCK_TIMEOUT: Duration = Duration::from_secs(10);
 /// vzdump's `lockwait` default: 180 minutes (PVE::VZDump::Common `$confdesc`).
 pub const VZDUMP_LOCKWAIT: Duration = Duration::from_secs(180 * 60);
-
-/// What a running task holds and how it was asked to end (stored in [`Task::running`]).
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
-pub struct Running {
-    /// The simulator process holding the task (the CLI call that waits for it).
-    pub holder: u32,
-    /// That process's start (`/proc/PID/stat` field 22), so a reused PID is not taken for it.
-    pub holder_start: u64,
-    /// The lock it holds on a guest, if any.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lock: Option<Held>,
-    /// A stop was requested (`pvesh delete …/tasks/{upid}`).
-    #[serde(default)]
-    pub stop: bool,
-}
-
-/// A lock on one guest.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
-pub struct Held {
-    /// The guest.
-    pub vmid: u32,
-    /// What kind of lock.
-    pub how: How,
-}
-
-/// The two kinds of guest locks PVE has.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum How {
-    /// The `lock:` property of the config (visible, survives the process).
-    Config(String),
-    /// The flock on the guest's lock file, exclusive or shared (gone with the process).
-    Flock {
-        /// Exclusive (`lock_config_full`) or shared (`lock_config_shared`).
-        exclusive: bool,
-    },
-}
 
 /// A lock another running task holds, which made this call wait.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -214,28 +178,6 @@ pub fn interrupted(kind: &str, full: &[String], now: i64) -> (Vec<String>, Strin
             full.iter().take(1).cloned().collect(),
             "received interrupt".into(),
         ),
-    }
-}
-
-/// This process's PID and start time.
-pub fn me() -> (u32, u64) {
-    let pid = std::process::id();
-    (pid, proc_start(pid).unwrap_or(0))
-}
-
-/// The start time of process `pid` (`/proc/PID/stat` field 22, clock ticks since boot), like
-/// `PVE::ProcFSTools::read_proc_starttime`.
-pub fn proc_start(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Field 2 (comm) is in parentheses and may hold spaces; count from the last ')'.
-    let rest = stat.get(stat.rfind(')')? + 2..)?;
-    rest.split(' ').nth(19)?.parse().ok()
-}
-
-impl Running {
-    /// The holding process still runs (`check_process_running($pid, $pstart)`).
-    pub fn alive(&self) -> bool {
-        proc_start(self.holder) == Some(self.holder_start)
     }
 }
 

@@ -11,6 +11,10 @@
 //! The path can be moved with `PVE_SIM_STATE`. That is safe on the test bed: sudo's `env_reset`
 //! strips the variable, so a caller going through sudo always gets the default root-owned file;
 //! the override is for tests that run the binary directly (as root) against a temp file.
+//!
+//! Of the crate this module imports only [`crate::task`] (UPIDs, worker identities, what a
+//! running task holds) and [`crate::timefmt`]: the modules that act on the world, running tasks
+//! ([`crate::running`]) among them, build on it, never the other way round.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, DirBuilder, File, OpenOptions};
@@ -21,6 +25,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use crate::task::{self, Running, Worker};
 use crate::timefmt;
 
 /// Default location of the state file (overridable by `PVE_SIM_STATE`, see the module doc).
@@ -443,7 +448,7 @@ pub struct Task {
     /// Set while the task runs (a `hold` fault): who holds it, what it locks, whether a stop
     /// was asked ([`crate::running`]). `endtime` and `exitstatus` mean nothing meanwhile.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub running: Option<crate::running::Running>,
+    pub running: Option<Running>,
 }
 
 impl State {
@@ -478,6 +483,68 @@ impl State {
         if self.tasks.len() > MAX_TASKS {
             let drop = self.tasks.len() - MAX_TASKS;
             self.tasks.drain(..drop);
+        }
+    }
+    /// Record a finished task and return its UPID. `log` is what the worker printed; the stored
+    /// log gets the closing `TASK OK` / `TASK ERROR: <msg>` line that only the log file shows.
+    /// `worker` is the identity of a task that started earlier (else a new one starts at `start`).
+    #[allow(clippy::too_many_arguments)]
+    pub fn record_task(
+        &mut self,
+        node: &str,
+        kind: &str,
+        id: &str,
+        start: i64,
+        end: i64,
+        mut log: Vec<String>,
+        error: Option<&str>,
+        worker: Option<Worker>,
+    ) -> String {
+        let Worker {
+            pid,
+            pstart,
+            starttime: start,
+        } = worker.unwrap_or_else(|| self.new_worker(node, start));
+        let upid = task::format_upid(node, pid, pstart, start, kind, id, task::USER);
+        let exitstatus = match error {
+            None => "OK".to_string(),
+            Some(e) => task::fold(e),
+        };
+        log.push(match error {
+            None => "TASK OK".to_string(),
+            Some(_) => format!("TASK ERROR: {exitstatus}"),
+        });
+        self.push_task(Task {
+            upid: upid.clone(),
+            node: node.to_string(),
+            kind: kind.to_string(),
+            id: id.to_string(),
+            user: task::USER.to_string(),
+            pid,
+            pstart,
+            starttime: start,
+            endtime: end,
+            exitstatus,
+            log,
+            running: None,
+        });
+        upid
+    }
+    /// A fresh worker identity on `node`, starting at `start`.
+    pub fn new_worker(&mut self, node: &str, start: i64) -> Worker {
+        let seq = self.next_seq();
+        let boot = self
+            .node(node)
+            .map(|n| n.boot_time)
+            .unwrap_or(start - 86_400);
+        let pid = 1_000_000 + u32::try_from(seq % 3_000_000).unwrap_or(0) * 7 % 3_000_000;
+        // pstart is the worker's start in clock ticks (USER_HZ 100) since boot; `seq` keeps it
+        // unique.
+        let pstart = u64::try_from((start - boot).max(1)).unwrap_or(1) * 100 + seq % 100;
+        Worker {
+            pid,
+            pstart,
+            starttime: start,
         }
     }
     /// Bytes used on `storage` at `node`: the base plus the modelled files; for LVM-thin a fifth
@@ -993,17 +1060,7 @@ pub fn initial(now: i64) -> State {
         ("pve1", "vzstart", "200", now - 86_400 * 3, vec![]),
     ];
     for (node, kind, id, start, log) in history {
-        crate::task::record(
-            &mut state,
-            node,
-            kind,
-            id,
-            start,
-            start + 20,
-            log,
-            None,
-            None,
-        );
+        state.record_task(node, kind, id, start, start + 20, log, None, None);
     }
     state
 }

@@ -1,10 +1,14 @@
-//! Task ("worker") bookkeeping: UPIDs, the finished-task list, and the shape of a task's log.
+//! Task ("worker") bookkeeping: UPIDs, worker identities, what a running task holds, and the
+//! shape of a task's log.
 //!
 //! Real PVE runs every mutating guest operation through `fork_worker`; in CLI mode the worker runs
 //! synchronously and its log goes to stdout (FORMATS §1.3). The simulator runs the operation inside
-//! the state lock and records the finished task here, so `/nodes/N/tasks…` can report it later.
+//! the state lock and records the finished task in the state
+//! ([`crate::state::State::record_task`]), so `/nodes/N/tasks…` can report it later.
+//!
+//! Imports nothing of the crate: [`crate::state`] and [`crate::running`] build on it.
 
-use crate::state::State;
+use serde::{Deserialize, Serialize};
 
 /// The user every CLI task runs as (`setup_default_cli_env`, FORMATS §1.1).
 pub const USER: &str = "root@pam";
@@ -94,66 +98,63 @@ pub struct Worker {
     pub starttime: i64,
 }
 
-/// Record a finished task and return its UPID. `log` is what the worker printed; the stored log
-/// gets the closing `TASK OK` / `TASK ERROR: <msg>` line that only the log file shows. `worker`
-/// is the identity of a task that started earlier (else a new one starts at `start`).
-#[allow(clippy::too_many_arguments)]
-pub fn record(
-    state: &mut State,
-    node: &str,
-    kind: &str,
-    id: &str,
-    start: i64,
-    end: i64,
-    mut log: Vec<String>,
-    error: Option<&str>,
-    worker: Option<Worker>,
-) -> String {
-    let Worker {
-        pid,
-        pstart,
-        starttime: start,
-    } = worker.unwrap_or_else(|| new_worker(state, node, start));
-    let upid = format_upid(node, pid, pstart, start, kind, id, USER);
-    let exitstatus = match error {
-        None => "OK".to_string(),
-        Some(e) => fold(e),
-    };
-    log.push(match error {
-        None => "TASK OK".to_string(),
-        Some(_) => format!("TASK ERROR: {exitstatus}"),
-    });
-    state.push_task(crate::state::Task {
-        upid: upid.clone(),
-        node: node.to_string(),
-        kind: kind.to_string(),
-        id: id.to_string(),
-        user: USER.to_string(),
-        pid,
-        pstart,
-        starttime: start,
-        endtime: end,
-        exitstatus,
-        log,
-        running: None,
-    });
-    upid
+/// What a running task holds and how it was asked to end (stored in
+/// [`crate::state::Task::running`]; [`crate::running`] acts on it).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct Running {
+    /// The simulator process holding the task (the CLI call that waits for it).
+    pub holder: u32,
+    /// That process's start (`/proc/PID/stat` field 22), so a reused PID is not taken for it.
+    pub holder_start: u64,
+    /// The lock it holds on a guest, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lock: Option<Held>,
+    /// A stop was requested (`pvesh delete …/tasks/{upid}`).
+    #[serde(default)]
+    pub stop: bool,
 }
 
-/// A fresh worker identity on `node`, starting at `start`.
-pub fn new_worker(state: &mut State, node: &str, start: i64) -> Worker {
-    let seq = state.next_seq();
-    let boot = state
-        .node(node)
-        .map(|n| n.boot_time)
-        .unwrap_or(start - 86_400);
-    let pid = 1_000_000 + u32::try_from(seq % 3_000_000).unwrap_or(0) * 7 % 3_000_000;
-    // pstart is the worker's start in clock ticks (USER_HZ 100) since boot; `seq` keeps it unique.
-    let pstart = u64::try_from((start - boot).max(1)).unwrap_or(1) * 100 + seq % 100;
-    Worker {
-        pid,
-        pstart,
-        starttime: start,
+/// A lock on one guest.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct Held {
+    /// The guest.
+    pub vmid: u32,
+    /// What kind of lock.
+    pub how: How,
+}
+
+/// The two kinds of guest locks PVE has.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum How {
+    /// The `lock:` property of the config (visible, survives the process).
+    Config(String),
+    /// The flock on the guest's lock file, exclusive or shared (gone with the process).
+    Flock {
+        /// Exclusive (`lock_config_full`) or shared (`lock_config_shared`).
+        exclusive: bool,
+    },
+}
+
+/// This process's PID and start time.
+pub fn me() -> (u32, u64) {
+    let pid = std::process::id();
+    (pid, proc_start(pid).unwrap_or(0))
+}
+
+/// The start time of process `pid` (`/proc/PID/stat` field 22, clock ticks since boot), like
+/// `PVE::ProcFSTools::read_proc_starttime`.
+pub fn proc_start(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Field 2 (comm) is in parentheses and may hold spaces; count from the last ')'.
+    let rest = stat.get(stat.rfind(')')? + 2..)?;
+    rest.split(' ').nth(19)?.parse().ok()
+}
+
+impl Running {
+    /// The holding process still runs (`check_process_running($pid, $pstart)`).
+    pub fn alive(&self) -> bool {
+        proc_start(self.holder) == Some(self.holder_start)
     }
 }
 

@@ -1,7 +1,7 @@
-//! The pvesh endpoints added for issue 13, called the way pxagent calls them: setting a
-//! guest's options, growing a disk, migrating, the guest agent's interfaces, RRD history,
-//! cluster tasks, HA status, a node's network, deleting a volume. Their formats and texts are
-//! cited in `settings.rs`, `migrate.rs` and `observe.rs`.
+//! The pvesh endpoints that change and observe guests, called the way pxagent calls them: setting a
+//! guest's options, growing a disk, migrating, the guest agent's interfaces, RRD history, cluster
+//! tasks, HA status, a node's network, deleting a volume. Their formats and texts are cited in
+//! `settings.rs`, `migrate.rs` and `observe.rs`.
 
 use pve_sim::state::{State, initial};
 use pve_sim::{Ctx, Output, pvesh};

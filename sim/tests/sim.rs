@@ -1109,10 +1109,10 @@ mod provisioning {
         );
     }
 
-    /// Issue 12: pxagent restores every container with `--unprivileged 1`. Like pve-container's
-    /// `create_vm` [SRC src/PVE/API2/LXC.pm: `$conf->{unprivileged} = 1 if $unprivileged`, and
-    /// the backed-up value only `if !defined($unprivileged)`], the flag wins over a privileged
-    /// backup's config, and without it the backup's privilege comes back.
+    /// pxagent restores every container with `--unprivileged 1`. Like pve-container's `create_vm`
+    /// [SRC src/PVE/API2/LXC.pm: `$conf->{unprivileged} = 1 if $unprivileged`, and the backed-up
+    /// value only `if !defined($unprivileged)`], the flag wins over a privileged backup's config,
+    /// and without it the backup's privilege comes back.
     #[test]
     fn container_restore_honours_unprivileged() {
         let bed = Bed::new();

@@ -207,6 +207,56 @@ impl Drop for SudoersSwap {
     }
 }
 
+/// The host lock and the bed's sudoers rendered with container exec for 200-299 (the full
+/// profile plus `--ct-exec 200-299`). The swap comes first in the tuple because tuple fields drop
+/// in order: the original sudoers file must be back before the lock goes to the next test.
+pub fn ct_exec_bed() -> (SudoersSwap, MutexGuard<'static, ()>) {
+    let g = lock();
+    let swap = SudoersSwap::render(&["--ct-exec", "200-299"]);
+    (swap, g)
+}
+
+/// A plain OpenSSH client logging in as `login` (`user@host`) on `port` with the key
+/// `identity` and nothing of the caller's ssh setup: no config file, no agent, no tty, no
+/// prompt, stdin closed. The host key is checked against `known_hosts`; `None` accepts any
+/// host key, records none and keeps ssh's own warnings quiet (a throwaway sshd's). `line` is
+/// the remote command line (none: an interactive login attempt).
+pub fn ssh_command(
+    login: &str,
+    port: &str,
+    identity: &str,
+    known_hosts: Option<&str>,
+    line: Option<&std::ffi::OsStr>,
+) -> Command {
+    let mut cmd = Command::new("ssh");
+    cmd.args(["-F", "/dev/null", "-T", "-i", identity, "-p", port]);
+    match known_hosts {
+        Some(file) => cmd.args(["-o", &format!("UserKnownHostsFile={file}")]),
+        None => cmd.args([
+            "-o",
+            "StrictHostKeyChecking=no",
+            "-o",
+            "UserKnownHostsFile=/dev/null",
+            "-o",
+            "LogLevel=ERROR",
+        ]),
+    };
+    cmd.args([
+        "-o",
+        "BatchMode=yes",
+        "-o",
+        "IdentitiesOnly=yes",
+        "-o",
+        "IdentityAgent=none",
+    ])
+    .arg(login)
+    .stdin(Stdio::null());
+    if let Some(l) = line {
+        cmd.arg(l);
+    }
+    cmd
+}
+
 /// An `ssh-agent -D` child with its own socket, killed by PID on drop.
 pub struct Agent {
     child: Child,
@@ -253,9 +303,9 @@ impl Drop for Agent {
     }
 }
 
-/// The gated bed (`scripts/testbed.sh up --gate`, issue 11): the same simulator behind a second
-/// sshd and account whose key's forced command is `pxagent gate`. `scripts/test.sh` exports its
-/// `PXAGENT_*` variables prefixed `PXAGENT_GATED_`.
+/// The gated bed (`scripts/testbed.sh up --gate`): the same simulator behind a second sshd and
+/// account whose key's forced command is `pxagent gate`. `scripts/test.sh` exports its `PXAGENT_*`
+/// variables prefixed `PXAGENT_GATED_`.
 pub struct Gated {
     /// Connection variables, as `PXAGENT_*` names and values.
     pub env: Vec<(&'static str, String)>,
@@ -312,34 +362,15 @@ impl Gated {
                 .map(|(_, v)| v.clone())
                 .unwrap_or_default()
         };
-        let mut cmd = Command::new("ssh");
-        cmd.args([
-            "-F",
-            "/dev/null",
-            "-T",
-            "-i",
-            &get("PXAGENT_IDENTITY"),
-            "-p",
+        let out = ssh_command(
+            &format!("{}@{}", get("PXAGENT_USER"), get("PXAGENT_HOST")),
             &get("PXAGENT_PORT"),
-        ])
-        .args([
-            "-o",
-            &format!("UserKnownHostsFile={}", get("PXAGENT_KNOWN_HOSTS")),
-        ])
-        .args([
-            "-o",
-            "BatchMode=yes",
-            "-o",
-            "IdentitiesOnly=yes",
-            "-o",
-            "IdentityAgent=none",
-        ])
-        .arg(format!("{}@{}", get("PXAGENT_USER"), get("PXAGENT_HOST")))
-        .stdin(Stdio::null());
-        if let Some(l) = line {
-            cmd.arg(l);
-        }
-        let out = cmd.output().expect("ssh");
+            &get("PXAGENT_IDENTITY"),
+            Some(&get("PXAGENT_KNOWN_HOSTS")),
+            line,
+        )
+        .output()
+        .expect("ssh");
         (
             out.status.code().unwrap_or(-1),
             String::from_utf8_lossy(&out.stdout).into_owned(),

@@ -87,6 +87,11 @@ impl Home {
         self.path().join("state")
     }
 
+    /// The local audit trail of runs in this home (`pxagent/audit.jsonl` in the state dir).
+    pub fn audit_log(&self) -> PathBuf {
+        self.state_dir().join("pxagent/audit.jsonl")
+    }
+
     /// A run of pxagent in this home.
     pub fn px(&self) -> Px {
         Px::in_home(self.path(), None)
