@@ -18,6 +18,7 @@ mod audit;
 mod batch;
 mod cli;
 mod ct_restore;
+mod docs_examples;
 mod exec;
 mod fleet;
 mod gate;
