@@ -496,7 +496,7 @@ Exit 0 when all succeeded, 2 when any line was invalid, 3/4/8 when every failure
                 .arg(Arg::new("ttl").long("ttl").value_name("DURATION")
                     .help("Give the statement a new expiry this long from now: 30m, 1h, or seconds; at most 1h"))
                 .arg(Arg::new("statement").required(true).value_name("STATEMENT")
-                    .help("The statement: a file, - for stdin, or the text itself (starting `pxagent-approval/1`)")),
+                    .help("The statement: a file, - for stdin, or the text itself (starting `pxagent-approval/2`)")),
         )
         .subcommand(
             Command::new("sudoers")
