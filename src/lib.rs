@@ -21,6 +21,7 @@
 //! - [`batch`]    front end: JSON Lines of requests
 //! - [`mcp`]      front end: the MCP server (the only rmcp user)
 //! - [`cli`]      front end: the command line (the only clap user), fleets, logging
+//! - `fuzzing`    the fuzz targets' bodies (tests and the `fuzzing` feature only)
 
 pub mod approval;
 pub mod audit;
@@ -30,6 +31,8 @@ pub mod catalog;
 pub mod cli;
 pub mod config;
 pub mod engine;
+#[cfg(any(test, feature = "fuzzing"))]
+pub mod fuzzing;
 pub mod host;
 pub mod mcp;
 pub mod output;
