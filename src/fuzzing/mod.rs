@@ -23,6 +23,14 @@ use crate::host::sudoers::lint::{self, Principal};
 use crate::policy::Policy;
 use crate::views::{self, status};
 
+/// The input as text, when it is UTF-8 of at most `max` bytes (longer inputs only slow a
+/// target down without reaching new code).
+fn text_within(data: &[u8], max: usize) -> Option<&str> {
+    (data.len() <= max)
+        .then(|| std::str::from_utf8(data).ok())
+        .flatten()
+}
+
 /// The gate's first look at a request: `SSH_ORIGINAL_COMMAND` through
 /// `protocol::parse_command` (canonical plain lines and `pxagent-gate/1` envelopes), then what
 /// the gate does with the words: the catalog's inverse parse, and the envelope's approval
@@ -41,10 +49,7 @@ pub fn gate_command(data: &[u8]) {
             }
         }
     }
-    if data.len() > protocol::MAX_LINE + 16 {
-        return;
-    }
-    let Ok(line) = std::str::from_utf8(data) else {
+    let Some(line) = text_within(data, protocol::MAX_LINE + 16) else {
         return;
     };
     match protocol::parse_command(Some(line)) {
@@ -95,10 +100,7 @@ pub fn approval(data: &[u8]) {
     // empty private one under the temporary directory: a forged signature never verifies,
     // so no nonce is ever written.
     static FIXTURE: OnceLock<(Approvers, NonceStore)> = OnceLock::new();
-    if data.len() > 64 * 1024 {
-        return;
-    }
-    let Ok(text) = std::str::from_utf8(data) else {
+    let Some(text) = text_within(data, 64 * 1024) else {
         return;
     };
     let (approvers, nonces) = FIXTURE.get_or_init(|| {
@@ -140,10 +142,7 @@ pub fn approval(data: &[u8]) {
 /// grows with the number of rules times their regex size, and a bigger file only makes each
 /// execution slower without reaching new code.
 pub fn sudoers_lint(data: &[u8]) {
-    if data.len() > 4096 {
-        return;
-    }
-    let Ok(text) = std::str::from_utf8(data) else {
+    let Some(text) = text_within(data, 4096) else {
         return;
     };
     let findings = lint::lint(text);
@@ -162,10 +161,7 @@ pub fn sudoers_lint(data: &[u8]) {
 /// longest real listing; each listed command is linted, so the time per input grows with its
 /// commands.
 pub fn sudo_listing(data: &[u8]) {
-    if data.len() > 16 * 1024 {
-        return;
-    }
-    let Ok(text) = std::str::from_utf8(data) else {
+    let Some(text) = text_within(data, 16 * 1024) else {
         return;
     };
     let listing = parse_listing(text);
@@ -179,10 +175,7 @@ pub fn sudo_listing(data: &[u8]) {
 /// are capped at 64 KiB: YAML anchors and aliases can expand a small text a lot, and the YAML
 /// parser's own limits are what this target should exercise, not the fuzzer's memory.
 pub fn policy_config(data: &[u8]) {
-    if data.len() > 64 * 1024 {
-        return;
-    }
-    let Ok(text) = std::str::from_utf8(data) else {
+    let Some(text) = text_within(data, 64 * 1024) else {
         return;
     };
     let _ = Policy::from_text(text, "fuzz.yaml");
