@@ -434,7 +434,12 @@ pub fn status_current(g: &Guest, now: i64) -> Value {
 
 /// `…/{vmid}/config` (FORMATS §2.13): the config keys plus `digest`.
 pub fn config(g: &Guest) -> Value {
-    let mut m: Map<String, Value> = g.config.clone().into_iter().collect();
+    let mut m: Map<String, Value> = g
+        .config
+        .clone()
+        .into_iter()
+        .filter(|(k, _)| k != crate::cloudinit::SECTION)
+        .collect();
     m.insert("digest".into(), json!(digest(&g.config)));
     Value::Object(m)
 }

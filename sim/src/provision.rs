@@ -69,7 +69,7 @@ fn size_of(spec: &str) -> Option<u64> {
 fn drive_opts(spec: &str) -> Vec<String> {
     spec.split(',')
         .skip(1)
-        .filter(|kv| !kv.starts_with("size="))
+        .filter(|kv| !kv.starts_with("size=") && !kv.starts_with("import-from="))
         .map(str::to_string)
         .collect()
 }
@@ -358,6 +358,21 @@ fn new_disk(spec: &str) -> Option<(Option<&str>, f64)> {
     Some((sid, num.parse().ok()?))
 }
 
+/// The source of a drive's `import-from=` option.
+fn import_from(spec: &str) -> Option<&str> {
+    spec.split(',')
+        .find_map(|kv| kv.strip_prefix("import-from="))
+}
+
+/// The cloud-init drive's volume: `vm-<vmid>-cloudinit` (LVM), `<vmid>/vm-<vmid>-cloudinit.qcow2`
+/// (a directory) [SRC qemu-server PVE/QemuServer/Cloudinit.pm].
+fn cloudinit_volume(storage: &Storage, vmid: u32) -> String {
+    match storage.path {
+        Some(_) => format!("{}:{vmid}/vm-{vmid}-cloudinit.qcow2", storage.id),
+        None => format!("{}:vm-{vmid}-cloudinit", storage.id),
+    }
+}
+
 fn param_exc(key: &str, msg: String) -> Failure {
     Failure::die(format!(
         "400 Parameter verification failed.\n{key}: {msg}\n"
@@ -461,6 +476,29 @@ pub fn qemu_create(
         if file == "none" || file == "cdrom" {
             continue;
         }
+        // `import-from=VOLUME` [SRC qemu-server API2/Qemu.pm $check_storage_access /
+        // import_from_volume]: the source must exist and be a disk image (`images`) or on
+        // `import` content; an absolute path is root's alone, and the sandbox has none.
+        if let Some(src) = import_from(&spec) {
+            let t = vtype(src);
+            if !src.contains(':') || find_file(st, node, src).is_none() {
+                return Err(param_exc(&key, format!("volume '{src}' does not exist")));
+            }
+            if t != "images" && t != "import" {
+                return Err(param_exc(
+                    &key,
+                    format!(
+                        "'import-from' volume {src} has content type '{t}', needs 'images' or 'import'"
+                    ),
+                ));
+            }
+        }
+        // `STORAGE:cloudinit` allocates the cloud-init drive [SRC qemu-server
+        // PVE/API2/Qemu.pm create_disks, `$volid =~ /^(\S+):cloudinit$/`].
+        if let Some(sid) = file.strip_suffix(":cloudinit") {
+            storage_of(st, &format!("{sid}:x"))?;
+            continue;
+        }
         if !cdrom && let Some((sid, _)) = new_disk(&spec) {
             let Some(sid) = sid.or(default_storage) else {
                 return Err(Failure::die(
@@ -544,13 +582,43 @@ pub fn qemu_create(
                     config.insert(key, json!(spec));
                     continue;
                 }
+                if let Some(sid) = file.strip_suffix(":cloudinit") {
+                    let storage = st.storage(sid).cloned().ok_or("storage vanished")?;
+                    let volid = cloudinit_volume(&storage, vmid);
+                    if storage.path.is_none() {
+                        log.push(format!(
+                            "  Logical volume \"{}\" created.",
+                            vol_name(&volid)
+                        ));
+                    }
+                    let drive = format!("{volid},media=cdrom");
+                    log.push(format!("{key}: successfully created disk '{drive}'"));
+                    created.push(volid);
+                    config.insert(key, json!(drive));
+                    continue;
+                }
                 if !cdrom && let Some((sid, gib)) = new_disk(&spec) {
                     let sid = sid
                         .map(str::to_string)
                         .or_else(|| storage_default.clone())
                         .unwrap_or_default();
                     let storage = st.storage(&sid).cloned().ok_or("storage vanished")?;
-                    let size = (gib * 1_073_741_824.0) as u64;
+                    // An imported disk takes its source's size (`STORAGE:0,import-from=…`).
+                    let source = import_from(&spec).and_then(|src| {
+                        find_file(st, &node_s, src).map(|v| (src.to_string(), v.size))
+                    });
+                    let size = match &source {
+                        Some((_, bytes)) => *bytes,
+                        None => (gib * 1_073_741_824.0) as u64,
+                    };
+                    if let Some((src, _)) = &source {
+                        // [INFER] qemu-img convert's progress lines, as qm importdisk prints them.
+                        log.push(format!("importing disk '{src}' to VM {vmid} ..."));
+                        log.push(format!(
+                            "transferred {0} of {0} (100.00%)",
+                            format_size(size)
+                        ));
+                    }
                     match alloc_disk(st, &node_s, &storage, vmid, size, &mut taken, log) {
                         Ok(volid) => {
                             let drive = print_drive(&volid, drive_opts(&spec), Some(size));
@@ -583,7 +651,9 @@ pub fn qemu_create(
                 }
                 return Err(format!("{emsg} {e}"));
             }
-            config.insert("boot".into(), json!(default_boot(&config)));
+            if !config.contains_key("boot") {
+                config.insert("boot".into(), json!(default_boot(&config)));
+            }
             config.insert(
                 "meta".into(),
                 json!(format!("creation-qemu=10.1.2,ctime={}", ctx.now)),

@@ -85,6 +85,9 @@ enum Route {
     ClusterTasks,
     HaStatus,
     ContentDelete(String, String, String),
+    CloudinitPending(String, String),
+    CloudinitRegenerate(String, String),
+    Template(String, String),
 }
 
 fn kind_of(s: &str) -> Option<Kind> {
@@ -115,6 +118,9 @@ fn route(verb: &str, segs: &[&str]) -> Option<Route> {
         ("create", ["nodes", _, "qemu", _, "agent", "file-write"]) => R::AgentFileWrite(s(1), s(3)),
         ("get", ["nodes", _, "qemu", _, "agent", "file-read"]) => R::AgentFileRead(s(1), s(3)),
         ("set", ["nodes", _, k, _, "config"]) => R::ConfigSet(s(1), kind_of(k)?, s(3)),
+        ("get", ["nodes", _, "qemu", _, "cloudinit"]) => R::CloudinitPending(s(1), s(3)),
+        ("set", ["nodes", _, "qemu", _, "cloudinit"]) => R::CloudinitRegenerate(s(1), s(3)),
+        ("create", ["nodes", _, "qemu", _, "template"]) => R::Template(s(1), s(3)),
         ("set", ["nodes", _, k, _, "resize"]) => R::Resize(s(1), kind_of(k)?, s(3)),
         ("create", ["nodes", _, k, _, "migrate"]) => R::Migrate(s(1), kind_of(k)?, s(3)),
         ("get", ["nodes", _, "qemu", _, "agent", "network-get-interfaces"]) => {
@@ -236,6 +242,13 @@ fn schema(r: &Route) -> Vec<Param> {
                     ]),
                 ),
                 p("cdrom", Ty::Str),
+                p("serial0", Ty::Str),
+                p("vga", Ty::Str),
+                p("ciuser", Ty::Str),
+                p("sshkeys", Ty::Str),
+                p("ipconfig0", Ty::Str),
+                p("nameserver", Ty::Str),
+                p("searchdomain", Ty::Str),
             ];
             v.extend(
                 [
@@ -403,6 +416,11 @@ fn schema(r: &Route) -> Vec<Param> {
                     p("balloon", Ty::Int(Some(0), None)),
                     p("name", Ty::Str),
                     p("skiplock", Ty::Bool),
+                    p("ciuser", Ty::Str),
+                    p("sshkeys", Ty::Str),
+                    p("ipconfig0", Ty::Str),
+                    p("nameserver", Ty::Str),
+                    p("searchdomain", Ty::Str),
                 ]),
                 Kind::Lxc => v.extend([
                     p("memory", Ty::Int(Some(16), None)),
@@ -591,7 +609,10 @@ fn route_vmid(r: &Route) -> Option<&str> {
         | R::Resize(_, _, v)
         | R::Migrate(_, _, v)
         | R::AgentInterfaces(_, v)
-        | R::GuestRrd(_, _, v) => Some(v),
+        | R::GuestRrd(_, _, v)
+        | R::CloudinitPending(_, v)
+        | R::CloudinitRegenerate(_, v)
+        | R::Template(_, v) => Some(v),
         _ => None,
     }
 }
@@ -1092,6 +1113,11 @@ fn execute(
         }
         R::ClusterTasks => data(observe::cluster_tasks(st)),
         R::HaStatus => data(observe::ha_status(st, ctx)),
+        R::CloudinitPending(n, _) => data(crate::cloudinit::pending(st, n, vmid)?),
+        // Returns null: pvesh prints nothing for a `null` result.
+        R::CloudinitRegenerate(n, _) => crate::cloudinit::regenerate(st, n, vmid)
+            .map(|_| Reply::Printed(String::new(), Vec::new())),
+        R::Template(n, _) => crate::cloudinit::template(st, ctx, n, vmid).map(Reply::Task),
         R::ContentDelete(n, sid, volume) => {
             storage_ops::free_on(st, ctx, n, volume, Some(sid)).map(Reply::Task)
         }

@@ -87,7 +87,7 @@ fn dns_name_ok(s: &str) -> bool {
 }
 
 /// The options `PUT …/config` takes here, in the order pxagent can send them.
-pub const QEMU_SETTABLE: [&str; 7] = [
+pub const QEMU_SETTABLE: [&str; 12] = [
     "cores",
     "memory",
     "balloon",
@@ -95,6 +95,11 @@ pub const QEMU_SETTABLE: [&str; 7] = [
     "description",
     "tags",
     "onboot",
+    "ciuser",
+    "sshkeys",
+    "ipconfig0",
+    "nameserver",
+    "searchdomain",
 ];
 /// The container options.
 pub const LXC_SETTABLE: [&str; 7] = [

@@ -921,7 +921,15 @@ pub fn initial(now: i64) -> State {
         Storage {
             id: "local".into(),
             kind: "dir".into(),
-            content: vec!["backup".into(), "iso".into(), "vztmpl".into()],
+            // With `import` (PVE ≥ 8.4), which an admin enables for cloud images
+            // (`pvesm set local --content backup,iso,vztmpl,import`) [INFER: a fresh install's
+            // `local` has `backup,iso,vztmpl`]; the sandbox has it so that `image download` runs.
+            content: vec![
+                "backup".into(),
+                "iso".into(),
+                "vztmpl".into(),
+                "import".into(),
+            ],
             shared: false,
             path: Some("/var/lib/vz".into()),
             total: 100_861_726_720,

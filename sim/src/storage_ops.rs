@@ -623,7 +623,13 @@ pub fn download_url(st: &mut State, ctx: &Ctx, d: &DownloadUrl) -> Result<TaskRu
                 .iter()
                 .any(|e| lower.ends_with(e)),
         ),
-        _ => ("import", true),
+        // pve-storage `$UPLOAD_IMPORT_EXT_RE_1 = qr/\.(ova|qcow2|raw|vmdk)/` [SRC]: no `.img`.
+        _ => (
+            "import",
+            [".ova", ".qcow2", ".raw", ".vmdk"]
+                .iter()
+                .any(|e| lower.ends_with(e)),
+        ),
     };
     if !ok {
         return Err(param_exc("filename", "wrong file extension"));
@@ -676,10 +682,11 @@ pub fn download_url(st: &mut State, ctx: &Ctx, d: &DownloadUrl) -> Result<TaskRu
                     storage: sid.clone(),
                     volname: volname.clone(),
                     content: content_s.clone(),
-                    format: if content_s == "iso" {
-                        "iso".into()
-                    } else {
-                        tmpl_format(&name).into()
+                    // Import content's format is its extension (pve-storage parse_volname).
+                    format: match content_s.as_str() {
+                        "iso" => "iso".into(),
+                        "import" => name.rsplit('.').next().unwrap_or("raw").into(),
+                        _ => tmpl_format(&name).into(),
                     },
                     size,
                     ctime: ctx.now,

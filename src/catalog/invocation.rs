@@ -77,7 +77,10 @@ impl Invocation {
                     // The last path segment: a URL's query is not part of the file name.
                     let path = values.get(of).map(|v| v.split('?').next().unwrap_or(v));
                     if let Some(base) = path.and_then(|v| v.rsplit('/').next()) {
-                        let base = base.to_string();
+                        let base = match p.kind {
+                            Kind::ImageFile => super::cloud::image_name_from(base),
+                            _ => base.to_string(),
+                        };
                         let label = format!(
                             "{} (from <{of}>; pass --{} to choose one)",
                             p.name,

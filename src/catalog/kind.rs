@@ -50,6 +50,14 @@ const ISO_FILE: &str = "[A-Za-z0-9][A-Za-z0-9_.-]{0,250}[.]iso";
 /// The file name of a container template volume.
 const TEMPLATE_FILE: &str = "[A-Za-z0-9][A-Za-z0-9_.-]{0,250}[.]tar[.](gz|xz|zst)";
 /// One PVE tag (`$PVE_TAG_RE`, pve-common JSONSchema.pm), lower case, at most 64 characters.
+/// A disk image file on `import` content.
+const IMAGE_FILE: &str = "[A-Za-z0-9][A-Za-z0-9_.-]{0,240}[.](qcow2|raw|vmdk)";
+/// An IPv4 address's shape (the client checks each part exactly: a small rule beats an
+/// exact one that sudo's and Rust's regex size limits would refuse inside a long rule).
+const IPV4: &str = "[0-9]{1,3}([.][0-9]{1,3}){3}";
+/// An IPv4 or IPv6 address (IPv6 loosely; the client checks it exactly).
+const IP_ANY: &str = "([0-9.]{7,15}|[0-9a-fA-F:]{2,39})";
+
 const TAG: &str = "[a-z0-9_][a-z0-9_+.-]{0,63}";
 
 /// The kind of a parameter value.
@@ -124,6 +132,21 @@ pub enum Kind {
     /// Proxmox takes a size without `+` as the new absolute size and cannot shrink a disk;
     /// pxagent only ever grows one.
     GrowSize,
+    /// A disk image's file name on a storage's `import` content: `NAME.qcow2`, `.raw` or
+    /// `.vmdk` (what PVE's download-url stores there).
+    ImageFile,
+    /// A disk image on a storage's `import` content: `local:import/debian-13.qcow2`. The only
+    /// source `import-from` ever gets: never a host path.
+    ImportVolume,
+    /// A cloud-init user name: `[a-z_][a-z0-9_-]{0,31}`.
+    CiUser,
+    /// OpenSSH public keys, one per line; URL-encoded on the wire ([`super::cloud`]).
+    SshKeys,
+    /// A VM's IPv4 configuration for cloud-init: `dhcp`, `CIDR`, `CIDR,gw=ADDR`; on the wire
+    /// `ip=…` ([`super::cloud::parse_ipconfig`]).
+    IpConfig,
+    /// One to three DNS servers joined by `,`.
+    Nameservers,
 }
 
 /// Most words a guest command may have.
@@ -233,6 +256,17 @@ impl Kind {
                 "(rootfs|mp([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5]))".into()
             }
             Kind::GrowSize => "[+][1-9][0-9]{0,5}[KMGT]".into(),
+            Kind::ImageFile => IMAGE_FILE.into(),
+            Kind::ImportVolume => format!("{}:import/{IMAGE_FILE}", Kind::StorageId.regex()),
+            Kind::CiUser => "[a-z_][a-z0-9_-]{0,31}".into(),
+            // URL-encoded keys: letters, digits, `-_.` and `%XX` (cloud.rs checks each key).
+            // It starts with a key type, so it never reads as an option (`--sshkeys -args`).
+            Kind::SshKeys => "(ssh-|ecdsa-|sk-)[A-Za-z0-9%._-]+".into(),
+            // `=` and `,` in brackets: outside them sudoers' lexer would read them as syntax.
+            Kind::IpConfig => format!(
+                "ip[=](dhcp|{IPV4}/([89]|[12][0-9]|3[0-2])([,]gw[=]{IPV4})?)"
+            ),
+            Kind::Nameservers => format!("{IP_ANY}([,]{IP_ANY}){{0,2}}"),
             Kind::Choice(choices) => {
                 let mut wires: Vec<&str> = Vec::new();
                 for c in choices {
@@ -286,6 +320,12 @@ impl Kind {
             Kind::VmDisk => "a VM disk: scsi0-30, virtio0-15, sata0-5 or ide0-3".into(),
             Kind::CtDisk => "a container volume: rootfs or mp0-255".into(),
             Kind::GrowSize => "the size to add: '+', a whole number and K, M, G or T, e.g. +1G (disks only grow)".into(),
+            Kind::ImageFile => "an image file name ending in .qcow2, .raw or .vmdk (letters, digits, '.', '_', '-')".into(),
+            Kind::ImportVolume => "a disk image on import content (STORAGE:import/NAME.qcow2|raw|vmdk, see `pxagent image list`)".into(),
+            Kind::CiUser => "a user name (lower-case letters, digits, '_', '-'; at most 32)".into(),
+            Kind::SshKeys => "OpenSSH public keys, one per line (no authorized_keys options)".into(),
+            Kind::IpConfig => "dhcp, or an IPv4 address with its prefix (10.0.0.5/24), optionally ,gw=GATEWAY".into(),
+            Kind::Nameservers => "one to three DNS server addresses joined by ','".into(),
         }
     }
 
@@ -327,6 +367,14 @@ impl Kind {
             Kind::VmDisk => "scsi0",
             Kind::CtDisk => "rootfs",
             Kind::GrowSize => "+1G",
+            Kind::ImageFile => "debian-13-genericcloud-amd64.qcow2",
+            Kind::ImportVolume => "local:import/debian-13-genericcloud-amd64.qcow2",
+            Kind::CiUser => "debian",
+            Kind::SshKeys => {
+                "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBRQPGL2CEQuW0392R+C9lGvfVuz1GCljUYKWbWiGOiw alice@laptop"
+            }
+            Kind::IpConfig => "10.0.0.5/24,gw=10.0.0.1",
+            Kind::Nameservers => "10.0.0.1",
         }
     }
 
@@ -370,6 +418,21 @@ impl Kind {
         match self {
             Kind::GuestArgv => return parse_guest_argv(raw).map_err(bad),
             Kind::GuestPath => return parse_guest_path(raw).map_err(bad),
+            // Checked by their own parsers, then their wire form by the regex sudoers has.
+            Kind::SshKeys | Kind::IpConfig | Kind::Nameservers => {
+                let wire = match self {
+                    Kind::SshKeys => super::cloud::parse_sshkeys(raw),
+                    Kind::IpConfig => super::cloud::parse_ipconfig(raw),
+                    _ => super::cloud::parse_nameservers(raw),
+                }
+                .map_err(bad)?;
+                let re = regex::Regex::new(&format!("^(?:{})$", self.regex()))
+                    .map_err(|e| Error::Internal(format!("kind regex for {what}: {e}")))?;
+                if !re.is_match(&wire) {
+                    return Err(bad(format!("expected {}", self.describe())));
+                }
+                return Ok(wire);
+            }
             Kind::GuestData => {
                 if raw.contains('\0') {
                     return Err(bad("NUL bytes cannot travel in a command line".into()));
@@ -428,7 +491,9 @@ impl Kind {
             Kind::GuestName if raw.len() > 253 => {
                 return Err(bad("longer than 253 characters".into()));
             }
-            Kind::FileName | Kind::TemplateName if raw.contains("..") => {
+            Kind::FileName | Kind::TemplateName | Kind::ImageFile | Kind::ImportVolume
+                if raw.contains("..") =>
+            {
                 return Err(bad("'..' is not allowed".into()));
             }
             _ => {}
@@ -518,7 +583,7 @@ pub(crate) mod tests {
     use super::*;
     use crate::base::text::{ECHO_MAX, cut};
 
-    const ALL: [Kind; 26] = [
+    const ALL: [Kind; 32] = [
         Kind::Vmid,
         Kind::Node,
         Kind::SnapName,
@@ -545,6 +610,12 @@ pub(crate) mod tests {
         Kind::VmDisk,
         Kind::CtDisk,
         Kind::GrowSize,
+        Kind::ImageFile,
+        Kind::ImportVolume,
+        Kind::CiUser,
+        Kind::SshKeys,
+        Kind::IpConfig,
+        Kind::Nameservers,
     ];
 
     #[test]

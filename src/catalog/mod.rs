@@ -12,6 +12,7 @@
 //!
 //! Layer: catalog. May import: `base`.
 
+pub mod cloud;
 pub mod guest;
 pub mod inverse;
 pub mod invocation;

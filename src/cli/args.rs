@@ -227,6 +227,16 @@ fn param_arg(p: &Param, required: bool) -> Arg {
     } else {
         format!("{} — {}", p.help, p.kind.describe())
     };
+    // Public keys come from a file on the command line (an agent's MCP call sends the keys).
+    if p.kind == Kind::SshKeys {
+        return Arg::new(p.name)
+            .long("sshkey")
+            .value_name("FILE")
+            .help(format!(
+                "{} — a file of OpenSSH public keys, one per line (e.g. ~/.ssh/id_ed25519.pub)",
+                p.help
+            ));
+    }
     match p.how {
         How::Positional => Arg::new(p.name)
             .required(true)
@@ -348,6 +358,16 @@ fn op_command(name: &str, ops: &[&'static Op]) -> Command {
                     .iter()
                     .all(|o| o.param(p.name).is_some_and(|q| q.how == How::Required));
                 cmd = cmd.arg(param_arg(p, required));
+                // `--ip CIDR --gw ADDR`: the gateway joins the one ipconfig value.
+                if p.kind == Kind::IpConfig {
+                    cmd = cmd.arg(
+                        Arg::new("gw")
+                            .long("gw")
+                            .value_name("ADDR")
+                            .requires(p.name)
+                            .help("cloud-init: the IPv4 gateway of --ip's network"),
+                    );
+                }
             }
         }
     }

@@ -14,7 +14,7 @@ use clap::ArgMatches;
 
 use crate::base::error::{Error, Result};
 use crate::catalog::invocation::{Invocation, Named};
-use crate::catalog::{self, How, Op, Profile};
+use crate::catalog::{self, How, Kind, Op, Profile};
 use crate::config::context::{self, ConnectArgs};
 use crate::engine::guest::GuestRequest;
 use crate::host::setup::{
@@ -635,9 +635,9 @@ fn filter(m: &ArgMatches) -> Result<Filter> {
 
 /// The op at `path` when its guest was given by name instead of VMID.
 fn named(path: &[&str], m: &ArgMatches) -> Result<Option<Named>> {
-    let raw = raw_values(path, m);
+    let mut raw = raw_values(path, m);
+    cli_forms(path, m, &mut raw)?;
     let op = catalog::select(path, &raw)?;
-    let mut raw = raw;
     raw.retain(|k, _| op.param(k).is_some());
     Named::from_raw(op, &raw)
 }
@@ -647,6 +647,7 @@ fn named(path: &[&str], m: &ArgMatches) -> Result<Option<Named>> {
 /// choose the op (e.g. `vm snapshot --vmstate`, a qemu or lxc archive).
 pub fn invocation(path: &[&str], m: &ArgMatches) -> Result<Invocation> {
     let mut raw = raw_values(path, m);
+    cli_forms(path, m, &mut raw)?;
     let op = catalog::select(path, &raw)?;
     raw.retain(|k, _| op.param(k).is_some());
     Invocation::new(op, raw)
@@ -672,6 +673,55 @@ fn raw_values(path: &[&str], m: &ArgMatches) -> BTreeMap<&'static str, String> {
         }
     }
     raw
+}
+
+/// The CLI's own forms of two values: `--sshkey FILE` (the keys are read here, at most
+/// 64 KiB of a regular file) and `--ip CIDR --gw ADDR` (one ipconfig value).
+fn cli_forms(
+    path: &[&str],
+    m: &ArgMatches,
+    raw: &mut BTreeMap<&'static str, String>,
+) -> Result<()> {
+    for op in catalog::ops_at(path) {
+        for p in op.params {
+            match p.kind {
+                Kind::SshKeys => {
+                    if let Some(file) = string(m, p.name) {
+                        raw.insert(p.name, read_key_file(&file)?);
+                    }
+                }
+                Kind::IpConfig => {
+                    if let (Some(ip), Some(gw)) = (string(m, p.name), string(m, "gw")) {
+                        raw.insert(p.name, format!("{ip},gw={gw}"));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A public key file: a regular file of at most 64 KiB, as text.
+fn read_key_file(file: &str) -> Result<String> {
+    let fail = |source| Error::ReadFile {
+        path: file.into(),
+        source,
+    };
+    let meta = std::fs::metadata(file).map_err(fail)?;
+    if !meta.is_file() || meta.len() > 64 * 1024 {
+        return Err(Error::usage(format!(
+            "--sshkey {}: expected a public key file (a regular file of at most 64 KiB)",
+            crate::base::text::printable(file)
+        )));
+    }
+    let bytes = std::fs::read(file).map_err(fail)?;
+    String::from_utf8(bytes).map_err(|_| {
+        Error::usage(format!(
+            "--sshkey {}: not a text file of public keys",
+            crate::base::text::printable(file)
+        ))
+    })
 }
 
 /// A guest command's request: the argv after `--`, stdin (read now: a file or `-`), file

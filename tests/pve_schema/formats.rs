@@ -68,6 +68,7 @@ const KNOWN: &[&str] = &[
     "pve-startup-order",
     "pve-lxc-mp-string",
     "prune-backups",
+    "pve-qm-boot",
 ];
 
 fn known(name: &str) -> bool {
@@ -149,6 +150,19 @@ fn one(name: &str, v: &str) -> Result<(), String> {
         // pve-container `verify_lxc_mp_string`: no `.` or `..` path component.
         "pve-lxc-mp-string" => !re(r"(.*/)?\.\.?(/.*)?", v),
         "prune-backups" => return prune_backups(v),
+        // qemu-server's `pve-qm-boot`: `[legacy=]<[acdn]{1,4}>` or `order=DEV[;DEV…]`, each
+        // device a drive or NIC key (`pve_verify_bootdev`).
+        "pve-qm-boot" => v.split(',').all(|part| match part.split_once('=') {
+            Some(("order", devs)) => devs.split(';').all(|d| {
+                re(
+                    r"(ide|sata|scsi|virtio|net|usb|hostpci)\d+|efidisk0|tpmstate0",
+                    d,
+                )
+            }),
+            Some(("legacy", l)) => re("[acdn]{1,4}", l),
+            None => re("[acdn]{1,4}", part),
+            _ => false,
+        }),
         other => {
             return Err(format!(
                 "format `{other}` has no checker in tests/pve_schema/formats.rs"

@@ -44,6 +44,7 @@ mod backup;
 mod cluster;
 mod ct;
 mod exec;
+mod image;
 mod iso;
 mod node;
 mod storage;
@@ -64,15 +65,17 @@ pub use ct::{
     CT_STOP,
 };
 pub use exec::{CT_EXEC, VM_EXEC, VM_EXEC_STATUS, VM_FILE_READ, VM_FILE_WRITE};
+pub use image::{IMAGE_DOWNLOAD, IMAGE_LIST};
 pub use iso::{ISO_DOWNLOAD, ISO_LIST, ISO_REMOVE};
 pub use node::{NODE_LIST, NODE_NETWORK, NODE_RRD, NODE_STATUS, NODE_VERSION};
 pub use storage::{STORAGE_CONTENT, STORAGE_LIST, STORAGE_REMOVE};
 pub use task::{TASK_LIST, TASK_LOG, TASK_STATUS, TASK_STOP, TASK_WAIT};
 pub use template::{TEMPLATE_DOWNLOAD, TEMPLATE_LIST, TEMPLATE_REMOVE};
 pub use vm::{
-    VM_CLONE, VM_CONFIG, VM_CREATE, VM_DELSNAPSHOT, VM_DESTROY, VM_IPS, VM_LIST, VM_MIGRATE,
-    VM_REBOOT, VM_RESIZE, VM_RESUME, VM_ROLLBACK, VM_RRD, VM_SET, VM_SHUTDOWN, VM_SNAPSHOT,
-    VM_SNAPSHOT_VMSTATE, VM_SNAPSHOTS, VM_START, VM_STATUS, VM_STOP, VM_SUSPEND,
+    VM_CLONE, VM_CLOUDINIT, VM_CLOUDINIT_REGENERATE, VM_CLOUDINIT_SET, VM_CONFIG, VM_CREATE,
+    VM_CREATE_IMAGE, VM_DELSNAPSHOT, VM_DESTROY, VM_IPS, VM_LIST, VM_MIGRATE, VM_REBOOT, VM_RESIZE,
+    VM_RESUME, VM_ROLLBACK, VM_RRD, VM_SET, VM_SHUTDOWN, VM_SNAPSHOT, VM_SNAPSHOT_VMSTATE,
+    VM_SNAPSHOTS, VM_START, VM_STATUS, VM_STOP, VM_SUSPEND, VM_TEMPLATE,
 };
 
 /// Every operation pxagent knows. Order is the order of `pxagent catalog`, of the sudoers
@@ -96,6 +99,7 @@ pub static OPS: &[&Op] = &[
     &VM_SNAPSHOTS,
     &VM_IPS,
     &VM_RRD,
+    &VM_CLOUDINIT,
     // containers: reads
     &CT_LIST,
     &CT_STATUS,
@@ -156,10 +160,16 @@ pub static OPS: &[&Op] = &[
     &TEMPLATE_LIST,
     &TEMPLATE_DOWNLOAD,
     &TEMPLATE_REMOVE,
+    &IMAGE_LIST,
+    &IMAGE_DOWNLOAD,
     &CLUSTER_NEXTID,
     // creating guests
     &VM_CREATE,
+    &VM_CREATE_IMAGE,
     &VM_CLONE,
+    &VM_CLOUDINIT_SET,
+    &VM_CLOUDINIT_REGENERATE,
+    &VM_TEMPLATE,
     &CT_CREATE,
     // commands inside guests
     &VM_EXEC,

@@ -476,6 +476,162 @@ pub static VM_CREATE: Op = Op {
     ..ROW
 };
 
+/// `pxagent vm create --image STORAGE:import/NAME`: a VM whose first disk is a cloud image,
+/// imported by PVE itself (`import-from`, only ever a volume of a storage's `import`
+/// content: never a host path), with a cloud-init drive on the same storage, a serial
+/// console (cloud images expect one), the guest agent on, and the cloud-init user, keys and
+/// IPv4 given (DNS with `vm cloudinit-set`: sudo refuses a rule over 1024 bytes, and this
+/// one is near it). The image's disk keeps its own size: grow it with `vm resize`.
+pub static VM_CREATE_IMAGE: Op = Op {
+    id: "vm.create-image",
+    cli: &["vm", "create"],
+    about: "Create a VM from a cloud image (see `pxagent image download`) with cloud-init",
+    risk: Risk::Change,
+    area: Area::Vm,
+    params: &[
+        NEW_VMID,
+        VM_NAME,
+        IMAGE,
+        memory("2048"),
+        cores("2"),
+        DISK_STORAGE,
+        BRIDGE,
+        OSTYPE,
+        CIUSER,
+        SSHKEYS,
+        IPCONFIG,
+        LOCAL_NODE,
+    ],
+    args: pvesh!(
+        "create",
+        "/nodes/{node}/qemu",
+        Arg::Word("--vmid"),
+        Arg::Word("{vmid}"),
+        Arg::Word("--name"),
+        Arg::Word("{name}"),
+        Arg::Word("--memory"),
+        Arg::Word("{memory}"),
+        Arg::Word("--cores"),
+        Arg::Word("{cores}"),
+        Arg::Word("--scsihw"),
+        Arg::Word("virtio-scsi-single"),
+        Arg::Word("--scsi0"),
+        Arg::Word("{disk_storage}:0,import-from={image}"),
+        Arg::Word("--ide2"),
+        Arg::Word("{disk_storage}:cloudinit"),
+        Arg::Word("--boot"),
+        Arg::Word("order=scsi0"),
+        Arg::Word("--serial0"),
+        Arg::Word("socket"),
+        Arg::Word("--vga"),
+        Arg::Word("serial0"),
+        Arg::Word("--agent"),
+        Arg::Word("1"),
+        Arg::Word("--net0"),
+        Arg::Word("virtio,bridge={bridge}"),
+        Arg::Word("--ostype"),
+        Arg::Word("{ostype}"),
+        Arg::Opt("ciuser", &["--ciuser", "{ciuser}"]),
+        Arg::Opt("sshkeys", &["--sshkeys", "{sshkeys}"]),
+        Arg::Opt("ip", &["--ipconfig0", "{ip}"])
+    ),
+    view: View::Task,
+    select: &[Select::Contains(
+        "image",
+        ":import/",
+        "local:import/debian-13-genericcloud-amd64.qcow2",
+    )],
+    variant_of: &[&VM_CREATE],
+    prechecks: &[Precheck::NewVmid("vmid")],
+    ..ROW
+};
+
+/// `pxagent vm cloudinit VMID`: the cloud-init values the VM's drive carries and those
+/// pending until it is regenerated (`GET …/cloudinit`).
+pub static VM_CLOUDINIT: Op = Op {
+    id: "vm.cloudinit",
+    cli: &["vm", "cloudinit"],
+    about: "Show a VM's cloud-init settings, with those pending until the drive is regenerated",
+    risk: Risk::Read,
+    area: Area::Vm,
+    params: &[VMID, GUEST_NODE],
+    args: pvesh!("get", "/nodes/{node}/qemu/{vmid}/cloudinit"),
+    view: View::Table(&[
+        ("key", "KEY"),
+        ("value", "VALUE"),
+        ("pending", "PENDING"),
+        ("delete", "DELETE"),
+    ]),
+    ..ROW
+};
+
+/// `pxagent vm cloudinit-set VMID …`: the cloud-init user, SSH keys, IPv4 configuration and
+/// DNS. Never a password (`cipassword` is not in the catalog: keys only) and never
+/// `cicustom` (its snippets are files on the host).
+pub static VM_CLOUDINIT_SET: Op = Op {
+    id: "vm.cloudinit-set",
+    cli: &["vm", "cloudinit-set"],
+    about: "Set a VM's cloud-init user, SSH keys, IP configuration and DNS",
+    risk: Risk::Change,
+    area: Area::Vm,
+    params: &[
+        VMID,
+        CIUSER,
+        SSHKEYS,
+        IPCONFIG,
+        NAMESERVER,
+        SEARCHDOMAIN,
+        GUEST_NODE,
+    ],
+    args: pvesh!(
+        "set",
+        "/nodes/{node}/qemu/{vmid}/config",
+        Arg::Opt("ciuser", &["--ciuser", "{ciuser}"]),
+        Arg::Opt("sshkeys", &["--sshkeys", "{sshkeys}"]),
+        Arg::Opt("ip", &["--ipconfig0", "{ip}"]),
+        Arg::Opt("nameserver", &["--nameserver", "{nameserver}"]),
+        Arg::Opt("searchdomain", &["--searchdomain", "{searchdomain}"])
+    ),
+    view: View::Done,
+    needs_one_of: &["ciuser", "sshkeys", "ip", "nameserver", "searchdomain"],
+    ..ROW
+};
+
+/// `pxagent vm cloudinit-regenerate VMID`: write the pending cloud-init values onto the
+/// VM's cloud-init drive (`PUT …/cloudinit`); the guest reads them at its next boot.
+pub static VM_CLOUDINIT_REGENERATE: Op = Op {
+    id: "vm.cloudinit-regenerate",
+    cli: &["vm", "cloudinit-regenerate"],
+    about: "Regenerate a VM's cloud-init drive from its settings (read at the next boot)",
+    risk: Risk::Change,
+    area: Area::Vm,
+    params: &[VMID, GUEST_NODE],
+    args: pvesh!("set", "/nodes/{node}/qemu/{vmid}/cloudinit"),
+    view: View::Done,
+    ..ROW
+};
+
+/// `pxagent vm template VMID`: turn a stopped VM into a template (its disks become
+/// read-only base images for linked clones). There is no way back.
+pub static VM_TEMPLATE: Op = Op {
+    id: "vm.template",
+    cli: &["vm", "template"],
+    about: "Turn a stopped VM into a template for clones (irreversible)",
+    risk: Risk::Confirm,
+    area: Area::Vm,
+    params: &[VMID, GUEST_NODE],
+    args: pvesh!("create", "/nodes/{node}/qemu/{vmid}/template"),
+    view: View::Task,
+    confirm: Some(Confirm {
+        phrase: "yes template {vmid}",
+        consequence: "this turns VM {vmid} into a template irreversibly: it can no longer be started, only cloned",
+        hint: Some(
+            "clone it first (`pxagent vm clone {vmid} NEWID --full`) if you still need a VM to run",
+        ),
+    }),
+    ..ROW
+};
+
 /// `pxagent vm clone VMID NEWID`
 pub static VM_CLONE: Op = Op {
     id: "vm.clone",
@@ -514,6 +670,42 @@ const ISO: Param = Param {
     kind: Kind::IsoVolume,
     how: How::Required,
     help: "the installer ISO (see `pxagent iso list`)",
+};
+const IMAGE: Param = Param {
+    name: "image",
+    kind: Kind::ImportVolume,
+    how: How::Required,
+    help: "the cloud image to import as the first disk (see `pxagent image list`)",
+};
+const CIUSER: Param = Param {
+    name: "ciuser",
+    kind: Kind::CiUser,
+    how: How::Option,
+    help: "cloud-init: the user to create (default: the image's own, e.g. debian or ubuntu)",
+};
+const SSHKEYS: Param = Param {
+    name: "sshkeys",
+    kind: Kind::SshKeys,
+    how: How::Option,
+    help: "cloud-init: the public keys that may log in as that user (on the command line: --sshkey FILE)",
+};
+const IPCONFIG: Param = Param {
+    name: "ip",
+    kind: Kind::IpConfig,
+    how: How::Option,
+    help: "cloud-init: the first NIC's IPv4 (dhcp, or CIDR; on the command line --gw ADDR adds the gateway)",
+};
+const NAMESERVER: Param = Param {
+    name: "nameserver",
+    kind: Kind::Nameservers,
+    how: How::Option,
+    help: "cloud-init: DNS servers",
+};
+const SEARCHDOMAIN: Param = Param {
+    name: "searchdomain",
+    kind: Kind::GuestName,
+    how: How::Option,
+    help: "cloud-init: the DNS search domain",
 };
 const OSTYPE: Param = Param {
     name: "ostype",

@@ -65,6 +65,17 @@ const NARROWED: &[(Kind, &str)] = &[
         "`.`, `..`, `//`, control characters, a trailing `/`, over 4096 bytes",
     ),
     (Kind::GuestData, "no NUL, at most 64 KiB"),
+    (Kind::ImageFile, "no `..` anywhere"),
+    (Kind::ImportVolume, "no `..` anywhere"),
+    (
+        Kind::SshKeys,
+        "each key's type, base64 body and blob type, its comment, at most 16 keys and 16 KiB",
+    ),
+    (
+        Kind::IpConfig,
+        "each address part 0-255 without leading zeros, the gateway inside the address's network",
+    ),
+    (Kind::Nameservers, "IPv4 and IPv6 addresses exactly"),
     (
         Kind::GuestArgv,
         "a JSON array, a non-empty program, at most 256 words and 32 KiB",

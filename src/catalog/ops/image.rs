@@ -1,0 +1,75 @@
+//! Cloud images: let the host download a disk image into a storage's `import` content (PVE
+//! 8.4+), and list the images there. `vm create --image` imports one onto a new VM's disk.
+
+use super::*;
+
+/// `pxagent image download URL`: `download-url` with `content=import`. The host fetches the
+/// URL itself (the policy refuses addresses inside the host's own network, as for ISOs). A
+/// `.img` URL is stored as `.qcow2` (cloud `.img` files are qcow2, and PVE stores import
+/// content only as `.qcow2`, `.raw` or `.vmdk`); `--filename NAME.raw` for a raw one.
+pub static IMAGE_DOWNLOAD: Op = Op {
+    id: "image.download",
+    cli: &["image", "download"],
+    about: "Let the host download a cloud disk image (qcow2, raw, vmdk) into a storage's import content",
+    risk: Risk::Change,
+    area: Area::Storage,
+    params: &[URL, LOCAL_STORAGE, IMAGE_NAME, CHECKSUM, LOCAL_NODE],
+    args: pvesh!(
+        "create",
+        "/nodes/{node}/storage/{storage}/download-url",
+        Arg::Word("--content"),
+        Arg::Word("import"),
+        Arg::Word("--url"),
+        Arg::Word("{url}"),
+        Arg::Word("--filename"),
+        Arg::Word("{filename}"),
+        Arg::Opt(
+            "checksum",
+            &[
+                "--checksum-algorithm",
+                "{checksum:0}",
+                "--checksum",
+                "{checksum:1}",
+            ],
+        )
+    ),
+    view: View::Task,
+    ..ROW
+};
+
+/// `pxagent image list`
+pub static IMAGE_LIST: Op = Op {
+    id: "image.list",
+    cli: &["image", "list"],
+    about: "List the disk images on a storage's import content",
+    risk: Risk::Read,
+    area: Area::Storage,
+    params: &[LOCAL_STORAGE, LOCAL_NODE],
+    args: pvesh!(
+        "get",
+        "/nodes/{node}/storage/{storage}/content",
+        Arg::Word("--content"),
+        Arg::Word("import")
+    ),
+    view: View::Content,
+    ..ROW
+};
+
+const URL: Param = Param {
+    name: "url",
+    kind: Kind::Url,
+    how: How::Positional,
+    help: "where the host downloads the image from",
+};
+const IMAGE_NAME: Param = Param {
+    name: "filename",
+    kind: Kind::ImageFile,
+    how: How::BasenameOf("url"),
+    help: "the file name on the storage (default: the URL's last path segment, .img as .qcow2)",
+};
+const CHECKSUM: Param = Param {
+    name: "checksum",
+    kind: Kind::Checksum,
+    how: How::Option,
+    help: "verify the download, e.g. sha256:HEX",
+};
