@@ -6,7 +6,7 @@
 //! Filter by topic: `cargo test --test integration cli::` (and `approve::`, `mcp_wire::`,
 //! `sudoers_lint::`, and `setup::`, which needs only this machine's sshd binary) runs what needs
 //! no host. The live topics (`live`, `actions`, `audit`, `batch`, `exec`, `fleet`, `mcp`,
-//! `newops`, `persist`, `policy`, `pve`, `robust`, `scripting`, `sudo_rules`, `sudo_fences`,
+//! `newops`, `cloud_images`, `persist`, `policy`, `pve`, `robust`, `scripting`, `sudo_rules`, `sudo_fences`,
 //! `ct_restore`, `ssh_transport`, `tasks`, `gate`, `jump`, `ux`) need root and the beds that
 //! `scripts/test.sh` brings up; without them they fail with what to run.
 
@@ -17,6 +17,7 @@ mod approve;
 mod audit;
 mod batch;
 mod cli;
+mod cloud_images;
 mod ct_restore;
 mod docs_examples;
 mod exec;

@@ -193,7 +193,10 @@ impl Kind {
             (Kind::Checksum, 1) => CHECKSUM_HEX.into(),
             // `STORAGE:iso/NAME.iso`: the storage (for the `/storage/{id}` path segment), then
             // the volume name.
-            (Kind::IsoVolume | Kind::TemplateVolume, 0) => Kind::StorageId.regex(),
+            (Kind::IsoVolume | Kind::TemplateVolume | Kind::ImportVolume, 0) => {
+                Kind::StorageId.regex()
+            }
+            (Kind::ImportVolume, 1) => format!("import/{IMAGE_FILE}"),
             (Kind::IsoVolume, 1) => format!("iso/{ISO_FILE}"),
             (Kind::TemplateVolume, 1) => format!("vztmpl/{TEMPLATE_FILE}"),
             _ => panic!("{self:?} has no part {idx}"),

@@ -56,6 +56,7 @@ pub const GROUPS: &[Group] = &[
             "storage.remove",
             "iso.remove",
             "template.remove",
+            "image.remove",
             "vm.exec",
             "ct.exec",
         ],
@@ -68,7 +69,7 @@ pub const GROUPS: &[Group] = &[
     Group {
         name: "@downloads",
         about: "make the host fetch a file from a URL",
-        ops: &["iso.download", "template.download"],
+        ops: &["iso.download", "template.download", "image.download"],
     },
 ];
 

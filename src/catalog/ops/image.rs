@@ -1,5 +1,5 @@
 //! Cloud images: let the host download a disk image into a storage's `import` content (PVE
-//! 8.4+), and list the images there. `vm create --image` imports one onto a new VM's disk.
+//! 8.4+), list the images there, remove one. `vm create --image` imports one onto a new VM's disk.
 
 use super::*;
 
@@ -55,6 +55,34 @@ pub static IMAGE_LIST: Op = Op {
     ..ROW
 };
 
+/// `pxagent image remove VOLUME`: `DELETE …/storage/{storage}/content/{volume}` (an `imgdel`
+/// task), as for ISOs. VMs imported from the image keep their own copy.
+pub static IMAGE_REMOVE: Op = Op {
+    id: "image.remove",
+    cli: &["image", "remove"],
+    about: "Delete a disk image from a storage's import content",
+    risk: Risk::Confirm,
+    area: Area::Storage,
+    params: &[IMPORT_VOLUME, LOCAL_NODE],
+    args: pvesh!(
+        "delete",
+        "/nodes/{node}/storage/{image:0}/content/{image:0}:{image:1}"
+    ),
+    view: View::Task,
+    confirm: Some(Confirm {
+        phrase: "yes remove {image}",
+        consequence: "this deletes the disk image {image} irrecoverably (VMs made from it keep their own disks)",
+        hint: None,
+    }),
+    ..ROW
+};
+
+const IMPORT_VOLUME: Param = Param {
+    name: "image",
+    kind: Kind::ImportVolume,
+    how: How::Positional,
+    help: "the image volume (see `pxagent image list`)",
+};
 const URL: Param = Param {
     name: "url",
     kind: Kind::Url,

@@ -65,7 +65,7 @@ pub use ct::{
     CT_STOP,
 };
 pub use exec::{CT_EXEC, VM_EXEC, VM_EXEC_STATUS, VM_FILE_READ, VM_FILE_WRITE};
-pub use image::{IMAGE_DOWNLOAD, IMAGE_LIST};
+pub use image::{IMAGE_DOWNLOAD, IMAGE_LIST, IMAGE_REMOVE};
 pub use iso::{ISO_DOWNLOAD, ISO_LIST, ISO_REMOVE};
 pub use node::{NODE_LIST, NODE_NETWORK, NODE_RRD, NODE_STATUS, NODE_VERSION};
 pub use storage::{STORAGE_CONTENT, STORAGE_LIST, STORAGE_REMOVE};
@@ -162,6 +162,7 @@ pub static OPS: &[&Op] = &[
     &TEMPLATE_REMOVE,
     &IMAGE_LIST,
     &IMAGE_DOWNLOAD,
+    &IMAGE_REMOVE,
     &CLUSTER_NEXTID,
     // creating guests
     &VM_CREATE,
