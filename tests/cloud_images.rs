@@ -14,7 +14,8 @@ use pxagent::catalog::{Profile, ops};
 
 /// A real ed25519 public key (made with ssh-keygen for these tests; its private half was
 /// thrown away).
-const KEY: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBRQPGL2CEQuW0392R+C9lGvfVuz1GCljUYKWbWiGOiw alice@laptop";
+const KEY: &str =
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBRQPGL2CEQuW0392R+C9lGvfVuz1GCljUYKWbWiGOiw alice@laptop";
 const DEBIAN: &str =
     "https://cloud.debian.org/images/cloud/trixie/latest/debian-13-genericcloud-amd64.qcow2";
 const UBUNTU: &str =
@@ -30,12 +31,15 @@ fn config(vmid: u64) -> Value {
 }
 
 fn imports() -> Vec<String> {
-    sim_get("/nodes/pve1/storage/local/content", &["--content", "import"])
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v["volid"].as_str().unwrap().to_string())
-        .collect()
+    sim_get(
+        "/nodes/pve1/storage/local/content",
+        &["--content", "import"],
+    )
+    .as_array()
+    .unwrap()
+    .iter()
+    .map(|v| v["volid"].as_str().unwrap().to_string())
+    .collect()
 }
 
 /// Remove what a test made (VMs, images), whatever state it left them in.
@@ -88,7 +92,12 @@ fn cloud_image_to_vm_with_cloud_init_then_template_then_clone_with_a_static_ip()
         assert!(have.iter().any(|h| h == v), "{v} not in {have:?}");
     }
     let listed = ok(&home.on_bed(&["image", "list", "-o", "json"]));
-    assert!(listed.to_string().contains("debian-13-genericcloud-amd64.qcow2"), "{listed}");
+    assert!(
+        listed
+            .to_string()
+            .contains("debian-13-genericcloud-amd64.qcow2"),
+        "{listed}"
+    );
     // Like ISO downloads: nothing inside the host's own network, no other extension.
     let r = home.on_bed(&["image", "download", "http://169.254.169.254/latest/x.qcow2"]);
     assert_eq!(r.code, 2, "{}", r.stderr);
@@ -115,16 +124,33 @@ fn cloud_image_to_vm_with_cloud_init_then_template_then_clone_with_a_static_ip()
         "json",
     ]));
     assert_eq!(made["task"]["exitstatus"], "OK", "{made}");
+    // import-from keeps the image's size; the step after it grows the disk to --disk-size
+    // (default 32 GiB), as an op of its own.
+    assert_eq!(made["then"][0]["op"], "vm.resize", "{made}");
+    assert!(
+        made["then"][0]["argv"].to_string().contains("--size"),
+        "{made}"
+    );
     let cfg = config(730);
-    assert!(cfg["scsi0"].as_str().unwrap().starts_with("local-lvm:vm-730-disk-0,"), "{cfg}");
+    let scsi0 = cfg["scsi0"].as_str().unwrap();
+    assert!(
+        scsi0.starts_with("local-lvm:vm-730-disk-0,") && scsi0.ends_with("size=32G"),
+        "{cfg}"
+    );
     assert!(!cfg.to_string().contains("import-from"), "{cfg}");
-    assert_eq!(cfg["ide2"], "local-lvm:vm-730-cloudinit,media=cdrom", "{cfg}");
+    assert_eq!(
+        cfg["ide2"], "local-lvm:vm-730-cloudinit,media=cdrom",
+        "{cfg}"
+    );
     assert_eq!(cfg["ciuser"], "debian");
     assert_eq!(cfg["ipconfig0"], "ip=dhcp");
     assert_eq!(cfg["serial0"], "socket");
     // The key travels URL-encoded, as PVE stores it.
     let sshkeys = cfg["sshkeys"].as_str().unwrap();
-    assert!(sshkeys.starts_with("ssh-ed25519%20AAAA") && !sshkeys.contains(' '), "{sshkeys}");
+    assert!(
+        sshkeys.starts_with("ssh-ed25519%20AAAA") && !sshkeys.contains(' '),
+        "{sshkeys}"
+    );
 
     // cloud-init shows what is pending until the drive is regenerated.
     let pending = ok(&home.on_bed(&["vm", "cloudinit", "730", "-o", "json"]));
@@ -147,15 +173,27 @@ fn cloud_image_to_vm_with_cloud_init_then_template_then_clone_with_a_static_ip()
     assert_eq!(r.code, 4, "{}", r.stderr);
     assert!(r.stderr.contains("yes template 730"), "{}", r.stderr);
     assert!(config(730)["template"].is_null());
-    ok(&home.on_bed(&["vm", "template", "730", "--confirm", "yes template 730", "-o", "json"]));
-    assert_eq!(config(730)["template"], 1);
-
-    // A full clone, then its own static address and DNS, then a snapshot before a change.
-    ok(&home.on_bed(&["vm", "clone", "730", "731", "--name", "ci-731", "--full", "-o", "json"]));
     ok(&home.on_bed(&[
         "vm",
-        "cloudinit-set",
+        "template",
+        "730",
+        "--confirm",
+        "yes template 730",
+        "-o",
+        "json",
+    ]));
+    assert_eq!(config(730)["template"], 1);
+
+    // A full clone with its own static address and DNS (PVE's clone takes no cloud-init
+    // settings: a `vm cloudinit-set` step follows it), then a snapshot before a change.
+    let cloned = ok(&home.on_bed(&[
+        "vm",
+        "clone",
+        "730",
         "731",
+        "--name",
+        "ci-731",
+        "--full",
         "--ip",
         "10.0.0.31/24",
         "--gw",
@@ -167,19 +205,95 @@ fn cloud_image_to_vm_with_cloud_init_then_template_then_clone_with_a_static_ip()
         "-o",
         "json",
     ]));
+    assert_eq!(cloned["then"][0]["op"], "vm.cloudinit-set", "{cloned}");
     let cfg = config(731);
     assert_eq!(cfg["ipconfig0"], "ip=10.0.0.31/24,gw=10.0.0.1", "{cfg}");
     assert_eq!(cfg["nameserver"], "10.0.0.1");
     assert_eq!(cfg["searchdomain"], "example.org");
-    assert_eq!(cfg["ciuser"], "debian", "the clone keeps the template's cloud-init user");
+    assert_eq!(
+        cfg["ciuser"], "debian",
+        "the clone keeps the template's cloud-init user"
+    );
     ok(&home.on_bed(&["vm", "snapshot", "731", "pre-change", "-o", "json"]));
+    // Each step has its own audit record, after its op's.
+    let audit = home.on_bed(&["audit", "show", "-o", "json"]);
+    let ops_in_order: Vec<String> = ok(&audit)
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["phase"] != "started")
+        .map(|r| r["op"].as_str().unwrap_or_default().to_string())
+        .collect();
+    let pos = |op: &str| ops_in_order.iter().position(|o| o == op);
+    assert!(
+        pos("vm.create-image") < pos("vm.resize"),
+        "{ops_in_order:?}"
+    );
+    assert!(
+        pos("vm.clone") < pos("vm.cloudinit-set"),
+        "{ops_in_order:?}"
+    );
+    // The dry run shows the steps, and --no-wait refuses them (it could not run them).
+    let dry = ok(&home.on_bed(&[
+        "vm",
+        "create",
+        "--name",
+        "x",
+        "--image",
+        "local:import/debian-13-genericcloud-amd64.qcow2",
+        "--dry-run",
+        "-o",
+        "json",
+    ]));
+    assert!(
+        dry["then"][0]["then"].as_str().unwrap().contains("32 GiB"),
+        "{dry}"
+    );
+    let r = home.on_bed(&[
+        "vm",
+        "create",
+        "--name",
+        "x",
+        "--image",
+        "local:import/debian-13-genericcloud-amd64.qcow2",
+        "--no-wait",
+    ]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
 
     // What the client refuses before anything is sent.
     for (args, why) in [
-        (vec!["vm", "cloudinit-set", "731", "--ip", "10.0.0.31/24", "--gw", "10.0.1.1"], "gateway"),
-        (vec!["vm", "cloudinit-set", "731", "--ip", "dhcp", "--gw", "10.0.0.1"], "DHCP"),
-        (vec!["vm", "cloudinit-set", "731", "--ip", "10.0.0.31"], "prefix"),
-        (vec!["vm", "cloudinit-set", "731", "--ciuser", "Root Admin"], "ciuser"),
+        (
+            vec![
+                "vm",
+                "cloudinit-set",
+                "731",
+                "--ip",
+                "10.0.0.31/24",
+                "--gw",
+                "10.0.1.1",
+            ],
+            "gateway",
+        ),
+        (
+            vec![
+                "vm",
+                "cloudinit-set",
+                "731",
+                "--ip",
+                "dhcp",
+                "--gw",
+                "10.0.0.1",
+            ],
+            "DHCP",
+        ),
+        (
+            vec!["vm", "cloudinit-set", "731", "--ip", "10.0.0.31"],
+            "prefix",
+        ),
+        (
+            vec!["vm", "cloudinit-set", "731", "--ciuser", "Root Admin"],
+            "ciuser",
+        ),
         (vec!["vm", "cloudinit-set", "731"], "one of"),
     ] {
         let r = home.on_bed(&args);
@@ -188,7 +302,13 @@ fn cloud_image_to_vm_with_cloud_init_then_template_then_clone_with_a_static_ip()
     }
     let bad = home.path().join("bad.pub");
     std::fs::write(&bad, "command=\"id\" ".to_string() + KEY).unwrap();
-    let r = home.on_bed(&["vm", "cloudinit-set", "731", "--sshkey", bad.to_str().unwrap()]);
+    let r = home.on_bed(&[
+        "vm",
+        "cloudinit-set",
+        "731",
+        "--sshkey",
+        bad.to_str().unwrap(),
+    ]);
     assert_eq!(r.code, 2, "{}", r.stderr);
     let r = home.on_bed(&["vm", "cloudinit-set", "731", "--sshkey", "/etc"]);
     assert_eq!(r.code, 2, "{}", r.stderr);
@@ -308,13 +428,34 @@ fn escapes() -> Vec<Vec<String>> {
         create("local-lvm:0,import-from=/dev/sda", &[]),
         create("local-lvm:0,import-from=/dev/disk/by-id/x", &[]),
         create("local-lvm:0,import-from=local:iso/debian.iso", &[]),
-        create("local-lvm:0,import-from=local:import/../../../etc/shadow.raw", &[]),
-        create("local-lvm:0,import-from=local:import/a.qcow2,cache=unsafe", &[]),
-        create("local-lvm:0,import-from=local:import/a.qcow2", &["--cicustom", "user=local:snippets/u.yaml"]),
-        create("local-lvm:0,import-from=local:import/a.qcow2", &["--cipassword", "hunter2"]),
-        create("local-lvm:0,import-from=local:import/a.qcow2", &["--hookscript", "local:snippets/h.pl"]),
-        create("local-lvm:0,import-from=local:import/a.qcow2", &["--sshkeys", "-args"]),
-        create("local-lvm:0,import-from=local:import/a.qcow2", &["--ipconfig0", "ip=dhcp --args -x"]),
+        create(
+            "local-lvm:0,import-from=local:import/../../../etc/shadow.raw",
+            &[],
+        ),
+        create(
+            "local-lvm:0,import-from=local:import/a.qcow2,cache=unsafe",
+            &[],
+        ),
+        create(
+            "local-lvm:0,import-from=local:import/a.qcow2",
+            &["--cicustom", "user=local:snippets/u.yaml"],
+        ),
+        create(
+            "local-lvm:0,import-from=local:import/a.qcow2",
+            &["--cipassword", "hunter2"],
+        ),
+        create(
+            "local-lvm:0,import-from=local:import/a.qcow2",
+            &["--hookscript", "local:snippets/h.pl"],
+        ),
+        create(
+            "local-lvm:0,import-from=local:import/a.qcow2",
+            &["--sshkeys", "-args"],
+        ),
+        create(
+            "local-lvm:0,import-from=local:import/a.qcow2",
+            &["--ipconfig0", "ip=dhcp --args -x"],
+        ),
         set(&["--cicustom", "user=local:snippets/u.yaml"]),
         set(&["--cipassword", "hunter2"]),
         set(&["--ciuser", "debian", "--cipassword", "x"]),
@@ -325,9 +466,29 @@ fn escapes() -> Vec<Vec<String>> {
         download("import", "../a.qcow2"),
         download("snippets", "a.qcow2"),
         download("images", "a.qcow2"),
-        w(&[p, "create", "/nodes/pve1/qemu/100/template", "--disk", "scsi0", j[0], j[1]]),
-        w(&[p, "delete", "/nodes/pve1/storage/local/content/local:import/../images/100/vm-100-disk-0.qcow2", j[0], j[1]]),
-        w(&[p, "delete", "/nodes/pve1/storage/local/content/local:snippets/h.pl", j[0], j[1]]),
+        w(&[
+            p,
+            "create",
+            "/nodes/pve1/qemu/100/template",
+            "--disk",
+            "scsi0",
+            j[0],
+            j[1],
+        ]),
+        w(&[
+            p,
+            "delete",
+            "/nodes/pve1/storage/local/content/local:import/../images/100/vm-100-disk-0.qcow2",
+            j[0],
+            j[1],
+        ]),
+        w(&[
+            p,
+            "delete",
+            "/nodes/pve1/storage/local/content/local:snippets/h.pl",
+            j[0],
+            j[1],
+        ]),
     ]
 }
 
@@ -347,12 +508,22 @@ fn cloud_image_rules_admit_the_catalogs_lines_and_refuse_their_neighbours() {
     for profile in Profile::ALL {
         let _installed = Installed::new(&render(profile.name(), &[]));
         for argv in escapes() {
-            assert!(!allowed(&argv), "profile {}: allowed: {argv:?}", profile.name());
+            assert!(
+                !allowed(&argv),
+                "profile {}: allowed: {argv:?}",
+                profile.name()
+            );
         }
         for op in new {
             let inside = profile.allows_op(op);
             for argv in samples(op) {
-                assert_eq!(allowed(&argv), inside, "profile {} {}: {argv:?}", profile.name(), op.id);
+                assert_eq!(
+                    allowed(&argv),
+                    inside,
+                    "profile {} {}: {argv:?}",
+                    profile.name(),
+                    op.id
+                );
             }
         }
     }

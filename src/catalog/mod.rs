@@ -21,11 +21,13 @@ pub mod ops;
 pub mod pve;
 #[cfg(test)]
 pub mod testing;
+pub mod then;
 
 use std::collections::BTreeMap;
 
 pub use kind::{Choice, Kind};
 pub use ops::OPS;
+pub use then::Then;
 
 use crate::base::error::{Error, Result};
 use crate::catalog::pve::Tool;
@@ -406,6 +408,9 @@ pub struct Op {
     /// backup op whose target and archive are one kind of guest (`Some(Area::Vm)` for a VM
     /// restore), so only that kind's fence admits it. `None`: see [`Op::fence_area`].
     pub fence: Option<Area>,
+    /// What runs after the op succeeded, each step an op of its own (its policy, audit record
+    /// and sudoers rule): a cloud image's disk grown, a clone's cloud-init set. Empty for most.
+    pub then: &'static [Then],
 }
 
 /// Two ops are the same op when their ids are (ids are unique: the catalog tests check).

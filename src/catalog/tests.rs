@@ -147,6 +147,10 @@ fn every_placeholder_is_a_param_and_every_param_is_used() {
                 rest = &rest[e + 1..];
             }
         }
+        // Parameters that travel only in a follow-up step are used there.
+        for t in op.then {
+            used.extend(t.params());
+        }
         // A variant's selector is used by its presence: the variant's template carries it.
         for p in op
             .params

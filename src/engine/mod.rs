@@ -29,6 +29,7 @@ use crate::policy::{Decision, GuestTags, Policy};
 use crate::remote::Remote;
 
 pub mod guest;
+mod then;
 mod trail;
 
 pub use trail::{Begun, Trail};
@@ -221,6 +222,8 @@ impl<C: Connector> Engine<'_, C> {
         let mut prepared = remote.prepare(inv).await?;
         prepared.attach.confirmed = trail.phrase.clone().or_else(|| given.map(str::to_string));
         trail.argv = prepared.remote_argv();
+        // Follow-up steps are judged now, before anything is sent.
+        let steps = then::planned(self.policy, &prepared)?;
         if let Some(slot) = started {
             let before = if inv.op.runs_task() {
                 task_upids(
@@ -278,6 +281,13 @@ impl<C: Connector> Engine<'_, C> {
             if let Some(y) = inv.op.yields {
                 obj.insert(yield_key(y).into(), json!(yielded(y, &prepared, &log)));
             }
+        }
+        if !steps.is_empty() {
+            let node = prepared.values.get("node").cloned().unwrap_or_default();
+            let done = self
+                .follow_up(&prepared, &node, &steps, trail, progress)
+                .await?;
+            data["then"] = json!(done);
         }
         Ok(Done {
             data,
@@ -338,6 +348,12 @@ impl<C: Connector> Engine<'_, C> {
         trail: &mut Trail,
         spawn: &mut dyn FnMut(Option<&str>) -> Result<std::process::Child>,
     ) -> Result<Value> {
+        if inv.op.then.iter().any(|t| t.wanted(inv)) {
+            return Err(Error::usage(format!(
+                "`{}` has steps after it (a disk grown, cloud-init set) that --no-wait cannot run: run it without --no-wait",
+                inv.op.cli.join(" ")
+            )));
+        }
         let inv = match self.admit(inv, given, trail).await? {
             Ok(inv) => inv,
             Err(unchanged) => return Ok(unchanged),
@@ -426,6 +442,9 @@ pub fn dry_run(policy: &Policy, inv: &Invocation, trail: &mut Trail) -> Result<V
     let mut data = inv.dry_run();
     data["approval_statement"] = json!(crate::approval::preview::preview(inv));
     data["policy"] = json!(verdict);
+    if inv.op.then.iter().any(|t| t.wanted(inv)) {
+        data["then"] = then::dry_run(inv);
+    }
     Ok(data)
 }
 

@@ -3,7 +3,7 @@
 //! Every row is a `pub static` [`Op`] written the same way: a struct literal that names
 //! `id`, `cli`, `about`, `risk`, `area`, `params`, `args` and `view`, then whatever else
 //! differs from [`ROW`] (`tool`, `confirm`, `select`, `settles`, `interrupts`, `prechecks`,
-//! `needs_one_of`, `step`, `already`, `yields`, `variant_of`, `fence`), then `..ROW`. The static
+//! `needs_one_of`, `step`, `already`, `yields`, `variant_of`, `fence`, `then`), then `..ROW`. The static
 //! is the op's handle: code outside the catalog names an op by it (`ops::CLUSTER_RESOURCES`),
 //! never by its id string. A handle is the id upper-cased with `.` and `-` as `_`, and lives in
 //! the file named by the id's prefix (`vm.status` → `vm.rs`), except `pve.version` and
@@ -22,7 +22,7 @@
 
 use super::{
     Already, Area, Arg, Choice, Confirm, How, Kind, NodeFrom, Op, Param, Precheck, Risk, Select,
-    View, Yield,
+    Then, View, Yield,
 };
 use crate::catalog::pve::Tool;
 
@@ -204,6 +204,7 @@ const ROW: Op = Op {
     already: None,
     yields: None,
     fence: None,
+    then: &[],
 };
 
 // --- parameters shared by several areas ---------------------------------------------------

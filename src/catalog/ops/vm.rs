@@ -481,7 +481,8 @@ pub static VM_CREATE: Op = Op {
 /// content: never a host path), with a cloud-init drive on the same storage, a serial
 /// console (cloud images expect one), the guest agent on, and the cloud-init user, keys and
 /// IPv4 given (DNS with `vm cloudinit-set`: sudo refuses a rule over 1024 bytes, and this
-/// one is near it). The image's disk keeps its own size: grow it with `vm resize`.
+/// one is near it). `import-from` keeps the image's size, so the disk is then grown to
+/// `--disk-size` by `vm resize` (a step of its own, [`Then::GrowTo`]).
 pub static VM_CREATE_IMAGE: Op = Op {
     id: "vm.create-image",
     cli: &["vm", "create"],
@@ -494,6 +495,7 @@ pub static VM_CREATE_IMAGE: Op = Op {
         IMAGE,
         memory("2048"),
         cores("2"),
+        disk_size("32"),
         DISK_STORAGE,
         BRIDGE,
         OSTYPE,
@@ -542,7 +544,15 @@ pub static VM_CREATE_IMAGE: Op = Op {
         "local:import/debian-13-genericcloud-amd64.qcow2",
     )],
     variant_of: &[&VM_CREATE],
-    prechecks: &[Precheck::NewVmid("vmid")],
+    prechecks: &[
+        Precheck::NewVmid("vmid"),
+        Precheck::SpaceGib("disk_size", "disk_storage"),
+    ],
+    then: &[Then::GrowTo {
+        vmid: "vmid",
+        disk: "scsi0",
+        size: "disk_size",
+    }],
     ..ROW
 };
 
@@ -632,14 +642,26 @@ pub static VM_TEMPLATE: Op = Op {
     ..ROW
 };
 
-/// `pxagent vm clone VMID NEWID`
+/// `pxagent vm clone VMID NEWID [--ciuser …] [--sshkey FILE] [--ip …]`: the clone, then (when
+/// cloud-init values are given) `vm cloudinit-set NEWID` with them.
 pub static VM_CLONE: Op = Op {
     id: "vm.clone",
     cli: &["vm", "clone"],
     about: "Clone a VM (linked from a template, or --full)",
     risk: Risk::Change,
     area: Area::Vm,
-    params: &[VMID, NEWID, CLONE_NAME, FULL, GUEST_NODE],
+    params: &[
+        VMID,
+        NEWID,
+        CLONE_NAME,
+        FULL,
+        CIUSER,
+        SSHKEYS,
+        IPCONFIG,
+        NAMESERVER,
+        SEARCHDOMAIN,
+        GUEST_NODE,
+    ],
     args: pvesh!(
         "create",
         "/nodes/{node}/qemu/{vmid}/clone",
@@ -650,6 +672,8 @@ pub static VM_CLONE: Op = Op {
     ),
     view: View::Task,
     prechecks: &[Precheck::NewVmid("newid")],
+    // PVE's clone takes no cloud-init settings: they are set on the clone afterwards.
+    then: &[Then::CloudInit { vmid: "newid" }],
     ..ROW
 };
 
