@@ -68,6 +68,9 @@ const KNOWN: &[&str] = &[
     "pve-startup-order",
     "pve-lxc-mp-string",
     "prune-backups",
+    "pve-storage-path",
+    "pve-storage-vgname",
+    "pve-storage-server",
 ];
 
 fn known(name: &str) -> bool {
@@ -149,6 +152,13 @@ fn one(name: &str, v: &str) -> Result<(), String> {
         // pve-container `verify_lxc_mp_string`: no `.` or `..` path component.
         "pve-lxc-mp-string" => !re(r"(.*/)?\.\.?(/.*)?", v),
         "prune-backups" => return prune_backups(v),
+        // pve-storage `src/PVE/Storage/Plugin.pm`: `verify_path` (`m|^/[^;\(\)]+|`, anchored
+        // at the start only),
+        // `verify_vgname` (lvm(8): `[a-zA-Z0-9\.\+\_][a-zA-Z0-9\.\+\_\-]+`) and
+        // `verify_server` (an IP address or a DNS name).
+        "pve-storage-path" => re(r"/[^;()]+.*", v),
+        "pve-storage-vgname" => re(r"[a-zA-Z0-9.+_][a-zA-Z0-9.+_\-]+", v),
+        "pve-storage-server" => ipv4(v) || ipv6(v) || dns_name(v),
         other => {
             return Err(format!(
                 "format `{other}` has no checker in tests/pve_schema/formats.rs"
