@@ -6,9 +6,9 @@
 //! Filter by topic: `cargo test --test integration cli::` (and `approve::`, `mcp_wire::`,
 //! `sudoers_lint::`, and `setup::`, which needs only this machine's sshd binary) runs what needs
 //! no host. The live topics (`live`, `actions`, `audit`, `batch`, `exec`, `fleet`, `mcp`,
-//! `newops`, `cloud_images`, `persist`, `policy`, `pve`, `robust`, `scripting`, `sudo_rules`, `sudo_fences`,
-//! `ct_restore`, `ssh_transport`, `tasks`, `gate`, `jump`, `ux`) need root and the beds that
-//! `scripts/test.sh` brings up; without them they fail with what to run.
+//! `newops`, `cloud_images`, `persist`, `policy`, `pve`, `robust`, `scripting`, `storage_ops`,
+//! `sudo_rules`, `sudo_fences`, `ct_restore`, `ssh_transport`, `tasks`, `gate`, `jump`, `ux`) need
+//! root and the beds that `scripts/test.sh` brings up; without them they fail with what to run.
 
 mod support;
 
@@ -37,6 +37,7 @@ mod robust;
 mod scripting;
 mod setup;
 mod ssh_transport;
+mod storage_ops;
 mod sudo_fences;
 mod sudo_rules;
 mod sudoers_lint;

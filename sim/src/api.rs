@@ -475,6 +475,16 @@ pub fn storage_list(st: &State, node: &str, content: Option<&str>) -> Value {
         if content.is_some_and(|c| !s.content.iter().any(|x| x == c)) {
             continue;
         }
+        // Inactive or disabled: no space figures but zeros, and no `used_fraction` (FORMATS
+        // §2.10).
+        if !s.active() {
+            out.push(json!({
+                "active": 0, "avail": 0, "content": s.content.join(","),
+                "enabled": i32::from(!s.disable), "shared": i32::from(s.shared), "storage": s.id,
+                "total": 0, "type": s.kind, "used": 0
+            }));
+            continue;
+        }
         let used = st.storage_used(node, s);
         out.push(json!({
             "active": 1, "avail": s.total - used, "content": s.content.join(","), "enabled": 1,
@@ -501,7 +511,7 @@ pub fn storage_content(
     for v in st
         .volumes
         .iter()
-        .filter(|v| v.storage == sid && v.node == node)
+        .filter(|v| v.storage == sid && (storage.shared || v.node == node))
     {
         if content.is_some_and(|c| c != v.content) || vmid.is_some_and(|id| Some(id) != v.vmid) {
             continue;

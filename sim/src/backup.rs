@@ -55,6 +55,8 @@ fn compress_ext(c: &str) -> (&'static str, f64) {
 /// The job-wide settings of one vzdump run.
 struct Job<'a> {
     storage: &'a str,
+    /// The storage is a Proxmox Backup Server datastore (type `pbs`).
+    pbs: bool,
     dump_dir: &'a str,
     mode: &'a str,
     compress: &'a str,
@@ -64,10 +66,26 @@ struct Job<'a> {
 fn backup_guest(g: &Guest, job: &Job, stamp_t: i64, now: i64, log: &mut Vec<String>) -> Volume {
     let Job {
         storage,
+        pbs,
         dump_dir,
         mode,
         compress,
     } = *job;
+    // To a PBS datastore the archive is a snapshot `vm|ct/<vmid>/<UTC RFC 3339>`, printed as
+    // `creating Proxmox Backup Server archive '…'` (FORMATS §3.10), listed as
+    // `<storage>:backup/vm/<vmid>/<time>` with format `pbs-vm`/`pbs-ct` (pve-storage
+    // `PBSPlugin` `list_volumes`); there is no local file, so no file size line [INFER].
+    let pbs_snapshot = pbs.then(|| {
+        let btype = if g.kind == Kind::Qemu { "vm" } else { "ct" };
+        let when = chrono::DateTime::from_timestamp(stamp_t, 0)
+            .map(|d| d.format("%Y-%m-%dT%H:%M:%SZ").to_string())
+            .unwrap_or_default();
+        (btype, format!("{btype}/{}/{when}", g.vmid))
+    });
+    let archive_line = match &pbs_snapshot {
+        Some((_, snap)) => format!("creating Proxmox Backup Server archive '{snap}'"),
+        None => String::new(),
+    };
     let kind = g.kind.api();
     let info = |log: &mut Vec<String>, m: String| log.push(format!("INFO: {m}"));
     let mode = if g.running { mode } else { "stop" };
@@ -102,7 +120,11 @@ fn backup_guest(g: &Guest, job: &Job, stamp_t: i64, now: i64, log: &mut Vec<Stri
             } else if g.running && mode == "suspend" {
                 info(log, "suspending guest".into());
             }
-            info(log, format!("creating vzdump archive '{dump_dir}/{file}'"));
+            if pbs {
+                info(log, archive_line.clone());
+            } else {
+                info(log, format!("creating vzdump archive '{dump_dir}/{file}'"));
+            }
             if !g.running || mode == "stop" {
                 info(log, "starting kvm to execute backup task".into());
             }
@@ -150,7 +172,11 @@ fn backup_guest(g: &Guest, job: &Job, stamp_t: i64, now: i64, log: &mut Vec<Stri
             if g.running && mode == "snapshot" {
                 info(log, "create storage snapshot 'vzdump'".into());
             }
-            info(log, format!("creating vzdump archive '{dump_dir}/{file}'"));
+            if pbs {
+                info(log, archive_line.clone());
+            } else {
+                info(log, format!("creating vzdump archive '{dump_dir}/{file}'"));
+            }
             let written = g.maxdisk / 6;
             info(
                 log,
@@ -165,17 +191,26 @@ fn backup_guest(g: &Guest, job: &Job, stamp_t: i64, now: i64, log: &mut Vec<Stri
             }
         }
     }
-    info(log, format!("archive file size: {}", format_size(size)));
+    if !pbs {
+        info(log, format!("archive file size: {}", format_size(size)));
+    }
     info(log, format!("Finished Backup of VM {} (00:00:03)", g.vmid));
     info(log, format!("Backup finished at {}", timefmt::iso(now)));
     let mut config = g.config.clone();
     config.remove("parent");
+    let (volname, format) = match &pbs_snapshot {
+        Some((btype, snap)) => (format!("backup/{snap}"), format!("pbs-{btype}")),
+        None => (
+            format!("backup/{file}"),
+            format!("{base}{ext}").trim_start_matches('.').to_string(),
+        ),
+    };
     Volume {
         node: g.node.clone(),
         storage: storage.to_string(),
-        volname: format!("backup/{file}"),
+        volname,
         content: "backup".into(),
-        format: format!("{base}{ext}").trim_start_matches('.').to_string(),
+        format,
         size,
         ctime: stamp_t,
         vmid: Some(g.vmid),
@@ -369,8 +404,11 @@ pub fn vzdump_job(
                     let kind = g.kind.api();
                     let prefix =
                         format!("backup/vzdump-{kind}-{vmid}-{}.", timefmt::archive_stamp(t));
+                    // A PBS snapshot is named by its second alone, on every node.
                     st.volumes.iter().any(|v| {
-                        v.node == local && v.storage == sid && v.volname.starts_with(&prefix)
+                        v.storage == sid
+                            && ((v.node == local && v.volname.starts_with(&prefix))
+                                || (v.vmid == Some(*vmid) && v.ctime == t))
                     })
                 };
                 while taken(st, t) {
@@ -380,6 +418,7 @@ pub fn vzdump_job(
                     &g,
                     &Job {
                         storage: &sid,
+                        pbs: storage.kind == "pbs",
                         dump_dir: &dump_dir,
                         mode: &mode,
                         compress: &compress,

@@ -21,7 +21,10 @@ use serde_json::Value;
 use crate::args::{self, Param, Parsed, Ty, p};
 use crate::ops::{self, Power, TaskRun};
 use crate::state::{Kind, State};
-use crate::{Ctx, Failure, Output, api, guest, migrate, observe, provision, settings, storage_ops};
+use crate::{
+    Ctx, Failure, Output, api, guest, hostinfo, migrate, observe, provision, settings, storage_cfg,
+    storage_ops,
+};
 
 const OUTPUT_OPTS: [Param; 5] = [
     p(
@@ -88,6 +91,15 @@ enum Route {
     CloudinitPending(String, String),
     CloudinitRegenerate(String, String),
     Template(String, String),
+    // host observation and storage configuration (issue 23)
+    NodeDisks(String),
+    NodeSmart(String),
+    NodeJournal(String),
+    NodeServices(String),
+    NodeService(String, String),
+    AptUpdates(String),
+    StorageCreate,
+    StorageSet(String),
 }
 
 fn kind_of(s: &str) -> Option<Kind> {
@@ -103,6 +115,16 @@ fn route(verb: &str, segs: &[&str]) -> Option<Route> {
     let s = |i: usize| segs[i].to_string();
     Some(match (verb, segs) {
         ("get", ["version"]) => R::Version,
+        // host observation and storage configuration (issue 23), before the generic
+        // `nodes/{node}/{kind}` arms below, whose `kind_of(k)?` ends the match
+        ("get", ["nodes", _, "disks", "list"]) => R::NodeDisks(s(1)),
+        ("get", ["nodes", _, "disks", "smart"]) => R::NodeSmart(s(1)),
+        ("get", ["nodes", _, "journal"]) => R::NodeJournal(s(1)),
+        ("get", ["nodes", _, "services"]) => R::NodeServices(s(1)),
+        ("get", ["nodes", _, "services", _, "state"]) => R::NodeService(s(1), s(3)),
+        ("get", ["nodes", _, "apt", "update"]) => R::AptUpdates(s(1)),
+        ("create", ["storage"]) => R::StorageCreate,
+        ("set", ["storage", _]) => R::StorageSet(s(1)),
         ("get", ["nodes", _, "aplinfo"]) => R::AplInfo(s(1)),
         ("create", ["nodes", _, "aplinfo"]) => R::AplDownload(s(1)),
         ("create", ["nodes", _, "vzdump"]) => R::Vzdump(s(1)),
@@ -494,6 +516,22 @@ fn schema(r: &Route) -> Vec<Param> {
             ]),
         )],
         R::ContentDelete(..) => vec![p("delay", Ty::Int(Some(1), Some(30)))],
+        // host observation and storage configuration (issue 23)
+        R::NodeDisks(_) => vec![
+            p("include-partitions", Ty::Bool),
+            p("skipsmart", Ty::Bool),
+            p("type", Ty::Enum(&["unused", "journal_disks"])),
+        ],
+        R::NodeSmart(_) => vec![p("disk", Ty::Str), p("healthonly", Ty::Bool)],
+        R::NodeJournal(_) => vec![
+            p("since", Ty::Int(Some(0), None)),
+            p("until", Ty::Int(Some(0), None)),
+            p("lastentries", Ty::Int(Some(0), None)),
+            p("startcursor", Ty::Str),
+            p("endcursor", Ty::Str),
+        ],
+        R::StorageCreate => storage_cfg::CREATE_OPTS.to_vec(),
+        R::StorageSet(_) => storage_cfg::SET_OPTS.to_vec(),
         R::Destroy(_, kind, _) => {
             let mut v = vec![
                 p("purge", Ty::Bool),
@@ -549,7 +587,13 @@ fn route_node(r: &Route) -> Option<&str> {
         | R::GuestRrd(n, ..)
         | R::NodeRrd(n)
         | R::NodeNetwork(n)
-        | R::ContentDelete(n, ..) => Some(n),
+        | R::ContentDelete(n, ..)
+        | R::NodeDisks(n)
+        | R::NodeSmart(n)
+        | R::NodeJournal(n)
+        | R::NodeServices(n)
+        | R::NodeService(n, _)
+        | R::AptUpdates(n) => Some(n),
         _ => None,
     }
 }
@@ -562,7 +606,8 @@ fn route_storage(r: &Route) -> Option<&str> {
         | R::PruneDelete(_, s)
         | R::DownloadUrl(_, s)
         | R::StorageDelete(s)
-        | R::ContentDelete(_, s, _) => Some(s),
+        | R::ContentDelete(_, s, _)
+        | R::StorageSet(s) => Some(s),
         _ => None,
     }
 }
@@ -585,6 +630,8 @@ fn required(r: &Route) -> &'static [&'static str] {
         R::Resize(..) => &["disk", "size"],
         R::Migrate(..) => &["target"],
         R::GuestRrd(..) | R::NodeRrd(_) => &["timeframe"],
+        R::NodeSmart(_) => &["disk"],
+        R::StorageCreate => &["storage", "type"],
         _ => &[],
     }
 }
@@ -741,6 +788,31 @@ pub fn run(st: &mut State, ctx: &Ctx, argv: &[String]) -> Output {
         path_errors.push((
             "target".into(),
             format!("invalid format - value does not look like a valid node name ({t})"),
+        ));
+    }
+    // host observation (issue 23): the `service` path enum and the `disk` pattern
+    // `^/dev/[a-zA-Z0-9\/]+$` of the schema (PVE 9.1.11, 9.2).
+    if let Route::NodeService(_, svc) = &route
+        && !hostinfo::service_names().contains(&svc.as_str())
+    {
+        path_errors.push((
+            "service".into(),
+            format!(
+                "value '{svc}' does not have a value in the enumeration '{}'",
+                hostinfo::service_names().join(", ")
+            ),
+        ));
+    }
+    if let Route::NodeSmart(_) = route
+        && parsed.get("disk").is_some_and(|d| {
+            !d.strip_prefix("/dev/").is_some_and(|r| {
+                !r.is_empty() && r.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'/')
+            })
+        })
+    {
+        path_errors.push((
+            "disk".into(),
+            "value does not match the regex pattern".into(),
         ));
     }
     if !path_errors.is_empty() {
@@ -1121,6 +1193,27 @@ fn execute(
         R::ContentDelete(n, sid, volume) => {
             storage_ops::free_on(st, ctx, n, volume, Some(sid)).map(Reply::Task)
         }
+        // host observation and storage configuration (issue 23)
+        R::NodeDisks(n) => data(hostinfo::disks(&node_of(st, n)?)),
+        R::NodeSmart(n) => data(hostinfo::smart(
+            &node_of(st, n)?,
+            o.get("disk").unwrap_or_default(),
+            o.flag("healthonly"),
+        )?),
+        R::NodeJournal(n) => data(hostinfo::journal(
+            &node_of(st, n)?,
+            now,
+            o.int("since"),
+            o.int("until"),
+            o.int("lastentries")
+                .and_then(|v| usize::try_from(v).ok())
+                .filter(|v| *v > 0),
+        )),
+        R::NodeServices(_) => data(hostinfo::services()),
+        R::NodeService(_, svc) => data(hostinfo::service(svc)?),
+        R::AptUpdates(_) => data(hostinfo::updates()),
+        R::StorageCreate => data(storage_cfg::create(st, o)?),
+        R::StorageSet(sid) => data(storage_cfg::set(st, sid, o)?),
         R::AgentFileRead(n, _) => {
             let (v, warnings) = guest::file_read(
                 st,
@@ -1140,6 +1233,13 @@ fn execute(
             Ok(Reply::DataWarn(v, warnings))
         }
     }
+}
+
+/// The node a path names (its existence is checked before any route runs).
+fn node_of(st: &State, n: &str) -> Result<crate::state::Node, Failure> {
+    st.node(n)
+        .cloned()
+        .ok_or_else(|| Failure::die("no such node"))
 }
 
 /// A parameter exception raised by a handler (`raise_param_exc`), printed like a schema error.

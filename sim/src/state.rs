@@ -377,6 +377,26 @@ pub struct Storage {
     pub total: u64,
     /// Bytes used by things the simulator does not model.
     pub base_used: u64,
+    /// `disable 1` in storage.cfg: listed, but neither active nor enabled.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub disable: bool,
+    /// The plugin's other options as storage.cfg holds them (`is_mountpoint`, `vgname`,
+    /// `thinpool`, `pool`, `server`, `export`, `datastore`, …).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub options: BTreeMap<String, String>,
+}
+
+impl Storage {
+    /// Whether PVE can use the storage now: enabled, and for a directory marked as an external
+    /// mount point (`is_mountpoint yes` or a path), mounted, which nothing is in the simulator
+    /// (pve-storage `DirPlugin` `status`: an unmounted mount point is offline).
+    pub fn active(&self) -> bool {
+        !self.disable
+            && !self
+                .options
+                .get("is_mountpoint")
+                .is_some_and(|v| v != "no" && v != "0")
+    }
 }
 
 /// One file on a storage (backup archive, ISO, container template).
@@ -934,6 +954,8 @@ pub fn initial(now: i64) -> State {
             path: Some("/var/lib/vz".into()),
             total: 100_861_726_720,
             base_used: 4_521_984_000,
+            disable: false,
+            options: BTreeMap::new(),
         },
         Storage {
             id: "local-lvm".into(),
@@ -943,6 +965,35 @@ pub fn initial(now: i64) -> State {
             path: None,
             total: 366_988_017_664,
             base_used: 0,
+            disable: false,
+            options: BTreeMap::new(),
+        },
+        // A Proxmox Backup Server datastore, added by the admin with `pvesm add pbs` (its
+        // password lives in /etc/pve/priv, never in storage.cfg): storage.cfg's `pbs: pbs1` with
+        // `datastore`, `server`, `content backup`, `username` and `fingerprint`; pbs is one of
+        // pve-storage's `@SHARED_STORAGE` types (src/PVE/Storage/Plugin.pm), so every node lists
+        // the same backups (FORMATS.md §2.15).
+        Storage {
+            id: "pbs1".into(),
+            kind: "pbs".into(),
+            content: vec!["backup".into()],
+            shared: true,
+            path: None,
+            total: 4_000_787_030_016,
+            base_used: 1_211_180_777_472,
+            disable: false,
+            options: [
+                ("datastore", "store1"),
+                ("server", "192.0.2.20"),
+                ("username", "pve1@pbs"),
+                (
+                    "fingerprint",
+                    "61:0c:a5:4e:15:a3:e8:42:07:7c:52:b5:d3:31:f1:72:d5:3b:91:c5:a7:4d:98:54:26:cf:73:92:66:06:e6:50",
+                ),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
         },
     ];
 

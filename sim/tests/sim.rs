@@ -1476,15 +1476,21 @@ mod provisioning {
             let s = bed.json(&format!(
                 "pvesh get /nodes/{node}/storage --output-format json"
             ));
-            assert_eq!(s.as_array().unwrap().len(), 1);
-            assert_eq!(s[0]["storage"], "local");
+            // `local` and the PBS datastore `pbs1` remain.
+            let ids: Vec<&str> = s
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| e["storage"].as_str().unwrap())
+                .collect();
+            assert_eq!(ids, ["local", "pbs1"]);
         }
         let res = bed.json("pvesh get /cluster/resources --type storage --output-format json");
         assert!(
             res.as_array()
                 .unwrap()
                 .iter()
-                .all(|e| e["storage"] == "local")
+                .all(|e| e["storage"] != "local-lvm")
         );
         assert!(!bed.run("pvesm status").stdout.contains("local-lvm"));
     }

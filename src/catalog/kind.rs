@@ -49,7 +49,6 @@ const CHECKSUM_HEX: &str = "[0-9a-fA-F]{32,128}";
 const ISO_FILE: &str = "[A-Za-z0-9][A-Za-z0-9_.-]{0,250}[.]iso";
 /// The file name of a container template volume.
 const TEMPLATE_FILE: &str = "[A-Za-z0-9][A-Za-z0-9_.-]{0,250}[.]tar[.](gz|xz|zst)";
-/// One PVE tag (`$PVE_TAG_RE`, pve-common JSONSchema.pm), lower case, at most 64 characters.
 /// A disk image file on `import` content.
 const IMAGE_FILE: &str = "[A-Za-z0-9][A-Za-z0-9_.-]{0,240}[.](qcow2|raw|vmdk)";
 /// An IPv4 address's shape (the client checks each part exactly: a small rule beats an
@@ -57,8 +56,24 @@ const IMAGE_FILE: &str = "[A-Za-z0-9][A-Za-z0-9_.-]{0,240}[.](qcow2|raw|vmdk)";
 const IPV4: &str = "[0-9]{1,3}([.][0-9]{1,3}){3}";
 /// An IPv4 or IPv6 address (IPv6 loosely; the client checks it exactly).
 const IP_ANY: &str = "([0-9.]{7,15}|[0-9a-fA-F:]{2,39})";
-
+/// One PVE tag (`$PVE_TAG_RE`, pve-common JSONSchema.pm), lower case, at most 64 characters.
 const TAG: &str = "[a-z0-9_][a-z0-9_+.-]{0,63}";
+/// One segment of a storage path (a directory storage's path, an NFS export): never `.` or
+/// `..` (the first character is no dot) and never empty, at most 64 characters.
+const PATH_SEGMENT: &str = "/[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}";
+/// The content types pxagent lets a storage hold. Never `snippets`: hook scripts live there,
+/// and a hook script runs as root on the host.
+pub const STORAGE_CONTENT_TYPES: &[&str] =
+    &["iso", "vztmpl", "backup", "images", "rootdir", "import"];
+/// The directories a directory storage may live below unless the sudoers render names others
+/// (`sudoers render --storage-roots`).
+pub const STORAGE_ROOTS_DEFAULT: &[&str] = &["/mnt", "/srv"];
+/// Top-level directories that hold the host's system, its configuration, or kernel and device
+/// files: no storage path and no storage root may be at or below them (nor `/` itself), whatever
+/// roots a render names. `lib` stands for every `lib*` (`lib32`, `lib64`, `libx32`).
+pub const SYSTEM_DIRS: &[&str] = &[
+    "etc", "root", "usr", "var", "boot", "proc", "sys", "dev", "bin", "sbin", "lib", "run", "tmp",
+];
 
 /// The kind of a parameter value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -147,6 +162,74 @@ pub enum Kind {
     IpConfig,
     /// One to three DNS servers joined by `,`.
     Nameservers,
+    /// A whole disk of the host by its device path: `/dev/sdX`, `/dev/vdX` or
+    /// `/dev/nvmeNnM` (strictly inside PVE's `^/dev/[a-zA-Z0-9\/]+$`: no partition, no
+    /// `/dev/disk/by-…` link, no other device).
+    BlockDevice,
+    /// A point in time for the host's journal: Unix seconds on the wire; the client also
+    /// takes an RFC 3339 time or a date (midnight UTC) and sends its seconds.
+    Epoch,
+    /// A directory storage's path: absolute, at least two segments, each of letters, digits,
+    /// `_`, `-` and `.` but never `.`, `..` or empty, and never at or below a [`SYSTEM_DIRS`]
+    /// directory. The host's sudoers admits only paths below its storage roots (by default
+    /// [`STORAGE_ROOTS_DEFAULT`]; see [`storage_path_regex`]).
+    StoragePath,
+    /// An NFS export on the server: an absolute path with the segments of
+    /// [`Kind::StoragePath`] (it names a directory of another machine, so no roots apply).
+    ExportPath,
+    /// An NFS server: an IPv4 address or a DNS name (PVE `pve-storage-server`).
+    Server,
+    /// An LVM volume group or thin pool name (PVE `pve-storage-vgname`, lvm(8)): letters,
+    /// digits, `_`, `.`, `+`, `-`, not `-` or `.` first, 2-127 characters.
+    VgName,
+    /// A ZFS pool or dataset: `tank`, `rpool/data`; letters, digits, `_`, `.`, `-` per
+    /// component, at most 8 components.
+    ZfsPool,
+    /// Storage content types joined by `,` (`iso,backup`), each one of
+    /// [`STORAGE_CONTENT_TYPES`], none twice. Never `snippets`.
+    ContentList,
+}
+
+/// The ERE of a directory storage's path below one of the roots in `roots_group`, an ERE
+/// group of absolute paths (`(/mnt|/srv)`, see [`storage_roots_group`]): [`Kind::StoragePath`]'s
+/// sudoers regex. A render with other roots (`--storage-roots`) puts its own group here.
+pub fn storage_path_regex(roots_group: &str) -> String {
+    format!("{roots_group}({PATH_SEGMENT}){{1,15}}")
+}
+
+/// The ERE group of these storage roots: `(/mnt|/srv)`, each `.` in a bracket so that it is
+/// literal. The roots are checked first ([`storage_root_problem`]).
+pub fn storage_roots_group<S: AsRef<str>>(roots: &[S]) -> String {
+    let alts: Vec<String> = roots
+        .iter()
+        .map(|r| r.as_ref().replace('.', "[.]"))
+        .collect();
+    format!("({})", alts.join("|"))
+}
+
+/// Why `path` may not be a storage root, if it may not: it must be absolute, of one to eight
+/// segments of [`Kind::StoragePath`]'s characters (no `.`, `..`, empty segment or trailing
+/// `/`), and neither `/` nor at or below one of the [`SYSTEM_DIRS`].
+pub fn storage_root_problem(path: &str) -> Option<String> {
+    let re = regex::Regex::new(&format!("^({PATH_SEGMENT}){{1,8}}$")).expect("static regex");
+    if path == "/" {
+        return Some("`/` is the whole host".into());
+    }
+    if !re.is_match(path) {
+        return Some(
+            "a root is an absolute path of 1-8 segments of letters, digits, '_', '-' and '.' (never '.', '..', '//' or a trailing '/')".into(),
+        );
+    }
+    system_dir_problem(path)
+}
+
+/// Why `path` (absolute, checked segments) is at or below a system directory, if it is.
+fn system_dir_problem(path: &str) -> Option<String> {
+    let first = path.trim_start_matches('/').split('/').next().unwrap_or("");
+    SYSTEM_DIRS
+        .iter()
+        .any(|d| first == *d || (*d == "lib" && first.starts_with("lib")))
+        .then(|| format!("/{first} holds the host's system; no storage may live there"))
 }
 
 /// Most words a guest command may have.
@@ -270,6 +353,23 @@ impl Kind {
                 "ip[=](dhcp|{IPV4}/([89]|[12][0-9]|3[0-2])([,]gw[=]{IPV4})?)"
             ),
             Kind::Nameservers => format!("{IP_ANY}([,]{IP_ANY}){{0,2}}"),
+            Kind::BlockDevice => {
+                "/dev/(sd[a-z]{1,3}|vd[a-z]{1,3}|nvme[0-9]{1,3}n[0-9]{1,3})".into()
+            }
+            Kind::Epoch => "(0|[1-9][0-9]{0,10})".into(),
+            Kind::StoragePath => {
+                storage_path_regex(&storage_roots_group(STORAGE_ROOTS_DEFAULT))
+            }
+            Kind::ExportPath => format!("({PATH_SEGMENT}){{1,16}}"),
+            Kind::Server => Kind::GuestName.regex(),
+            Kind::VgName => "[a-zA-Z0-9_+][a-zA-Z0-9_.+-]{1,126}".into(),
+            Kind::ZfsPool => {
+                "[a-zA-Z0-9_][a-zA-Z0-9_.-]{0,63}(/[a-zA-Z0-9_][a-zA-Z0-9_.-]{0,63}){0,7}".into()
+            }
+            Kind::ContentList => {
+                let one = format!("({})", STORAGE_CONTENT_TYPES.join("|"));
+                format!("{one}([,]{one}){{0,{}}}", STORAGE_CONTENT_TYPES.len() - 1)
+            }
             Kind::Choice(choices) => {
                 let mut wires: Vec<&str> = Vec::new();
                 for c in choices {
@@ -329,6 +429,20 @@ impl Kind {
             Kind::SshKeys => "OpenSSH public keys, one per line (no authorized_keys options)".into(),
             Kind::IpConfig => "dhcp, or an IPv4 address with its prefix (10.0.0.5/24), optionally ,gw=GATEWAY".into(),
             Kind::Nameservers => "one to three DNS server addresses joined by ','".into(),
+            Kind::BlockDevice => "a whole disk: /dev/sdX, /dev/vdX or /dev/nvmeNnM (see `pxagent node disks`)".into(),
+            Kind::Epoch => "Unix seconds, an RFC 3339 time (2026-01-02T03:04:05Z) or a date (2026-01-02, midnight UTC)".into(),
+            Kind::StoragePath => format!(
+                "a directory below the host's storage roots (by default {}): an absolute path whose segments are letters, digits, '_', '-' and '.', never '.', '..' or empty, and never below a system directory (/etc, /root, /usr, /var, …)",
+                STORAGE_ROOTS_DEFAULT.join(" and ")
+            ),
+            Kind::ExportPath => "an absolute export path whose segments are letters, digits, '_', '-' and '.', never '.', '..' or empty".into(),
+            Kind::Server => "an IPv4 address or a DNS name".into(),
+            Kind::VgName => "an LVM name (letters, digits, '_', '.', '+', '-'; 2-127 characters, not '-' or '.' first)".into(),
+            Kind::ZfsPool => "a ZFS pool or dataset such as rpool/data (letters, digits, '_', '.', '-' per component)".into(),
+            Kind::ContentList => format!(
+                "content types joined by ',', each one of {} (never snippets), none twice",
+                STORAGE_CONTENT_TYPES.join(", ")
+            ),
         }
     }
 
@@ -378,6 +492,14 @@ impl Kind {
             }
             Kind::IpConfig => "10.0.0.5/24,gw=10.0.0.1",
             Kind::Nameservers => "10.0.0.1",
+            Kind::BlockDevice => "/dev/sda",
+            Kind::Epoch => "1767225600",
+            Kind::StoragePath => "/mnt/store1",
+            Kind::ExportPath => "/export/pve",
+            Kind::Server => "192.0.2.10",
+            Kind::VgName => "pve",
+            Kind::ZfsPool => "rpool/data",
+            Kind::ContentList => "iso,backup",
         }
     }
 
@@ -435,6 +557,16 @@ impl Kind {
                     return Err(bad(format!("expected {}", self.describe())));
                 }
                 return Ok(wire);
+            }
+            Kind::StoragePath => return parse_storage_path(raw).map_err(bad),
+            Kind::Epoch if !raw.is_empty() && !raw.bytes().all(|b| b.is_ascii_digit()) => {
+                let t = crate::base::time::parse_time(raw)
+                    .ok_or_else(|| bad(format!("expected {}", self.describe())))?;
+                let secs = t
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_err(|_| bad("before 1970".into()))?
+                    .as_secs();
+                return Ok(secs.to_string());
             }
             Kind::GuestData => {
                 if raw.contains('\0') {
@@ -499,6 +631,18 @@ impl Kind {
             {
                 return Err(bad("'..' is not allowed".into()));
             }
+            Kind::Server if raw.len() > 253 => {
+                return Err(bad("longer than 253 characters".into()));
+            }
+            Kind::ContentList => {
+                let mut seen: Vec<&str> = Vec::new();
+                for c in raw.split(',') {
+                    if seen.contains(&c) {
+                        return Err(bad(format!("'{c}' is given twice")));
+                    }
+                    seen.push(c);
+                }
+            }
             _ => {}
         }
         Ok(raw.to_string())
@@ -561,6 +705,27 @@ pub fn guest_path_problem(path: &str) -> Option<&'static str> {
     None
 }
 
+/// Validate a directory storage's path ([`Kind::StoragePath`]): absolute, 2-16 segments of
+/// [`PATH_SEGMENT`], not at or below a system directory. Which roots the host admits is the
+/// host's sudoers' business: the client cannot know them, so it checks only what holds for
+/// every render.
+fn parse_storage_path(raw: &str) -> std::result::Result<String, String> {
+    let re = regex::Regex::new(&format!("^({PATH_SEGMENT}){{2,16}}$")).expect("static regex");
+    if raw == "/" {
+        return Err("`/` is the whole host".into());
+    }
+    if !re.is_match(raw) {
+        if raw.split('/').skip(1).any(|s| s == "." || s == "..") {
+            return Err("'.' and '..' segments are not allowed".into());
+        }
+        return Err(format!("expected {}", Kind::StoragePath.describe()));
+    }
+    if let Some(why) = system_dir_problem(raw) {
+        return Err(why);
+    }
+    Ok(raw.to_string())
+}
+
 /// Validate an absolute guest path (what [`guest_path_problem`] refuses, and more).
 fn parse_guest_path(raw: &str) -> std::result::Result<String, String> {
     if !raw.starts_with('/') {
@@ -586,7 +751,7 @@ pub(crate) mod tests {
     use super::*;
     use crate::base::text::{ECHO_MAX, cut};
 
-    const ALL: [Kind; 32] = [
+    const ALL: [Kind; 40] = [
         Kind::Vmid,
         Kind::Node,
         Kind::SnapName,
@@ -619,6 +784,14 @@ pub(crate) mod tests {
         Kind::SshKeys,
         Kind::IpConfig,
         Kind::Nameservers,
+        Kind::BlockDevice,
+        Kind::Epoch,
+        Kind::StoragePath,
+        Kind::ExportPath,
+        Kind::Server,
+        Kind::VgName,
+        Kind::ZfsPool,
+        Kind::ContentList,
     ];
 
     #[test]
@@ -986,6 +1159,131 @@ pub(crate) mod tests {
             let whole =
                 regex::Regex::new(&format!("^{}:{}$", k.part_regex(0), k.part_regex(1))).unwrap();
             assert!(whole.is_match(k.example()), "{k:?}");
+        }
+    }
+
+    #[test]
+    fn host_observation_and_storage_kinds() {
+        for ok in [
+            "/dev/sda",
+            "/dev/sdab",
+            "/dev/vdc",
+            "/dev/nvme0n1",
+            "/dev/nvme12n3",
+        ] {
+            assert!(Kind::BlockDevice.parse("disk", ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "/dev/sda1",
+            "/dev/nvme0n1p1",
+            "/dev/disk/by-id/x",
+            "/dev/../etc/shadow",
+            "/dev/mapper/pve-root",
+            "sda",
+            "/dev/sda --healthonly 1",
+        ] {
+            assert!(Kind::BlockDevice.parse("disk", bad).is_err(), "{bad}");
+        }
+        assert_eq!(
+            Kind::Epoch.parse("since", "1767225600").unwrap(),
+            "1767225600"
+        );
+        assert_eq!(
+            Kind::Epoch.parse("since", "2026-01-01").unwrap(),
+            "1767225600"
+        );
+        assert_eq!(
+            Kind::Epoch
+                .parse("since", "2026-01-01T01:00:00+01:00")
+                .unwrap(),
+            "1767225600"
+        );
+        for bad in ["-1", "01", "yesterday", "1969-12-31", "", "1 2"] {
+            assert!(Kind::Epoch.parse("since", bad).is_err(), "{bad}");
+        }
+        // A gate takes only the seconds a client sends.
+        assert!(Kind::Epoch.from_wire("since", "2026-01-01").is_err());
+        for ok in [
+            "/mnt/a",
+            "/srv/iso-store",
+            "/data/pools/x.y",
+            "/mnt/-x",
+            "/opt/pve",
+        ] {
+            assert!(Kind::StoragePath.parse("path", ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "/",
+            "/mnt",
+            "/etc/pve",
+            "/root/x",
+            "/usr/local/x",
+            "/var/lib/vz",
+            "/lib64/x",
+            "/proc/1",
+            "/dev/shm/x",
+            "/tmp/x",
+            "/mnt/../etc",
+            "/mnt/./x",
+            "/mnt/.hidden",
+            "/mnt//x",
+            "/mnt/x/",
+            "mnt/x",
+            "/mnt/a b",
+            "/mnt/x\ny",
+        ] {
+            assert!(Kind::StoragePath.parse("path", bad).is_err(), "{bad:?}");
+        }
+        assert!(
+            Kind::StoragePath
+                .parse("path", "/mnt/../etc")
+                .unwrap_err()
+                .to_string()
+                .contains("'..'")
+        );
+        for ok in ["/export/pve", "/srv/nfs/a.b"] {
+            assert!(Kind::ExportPath.parse("export", ok).is_ok(), "{ok}");
+        }
+        for bad in ["/", "export", "/a/../b", "/a/", "/a --options vers=3"] {
+            assert!(Kind::ExportPath.parse("export", bad).is_err(), "{bad}");
+        }
+        for ok in ["192.0.2.10", "nas", "nas.example.org"] {
+            assert!(Kind::Server.parse("server", ok).is_ok(), "{ok}");
+        }
+        for bad in ["-nas", "nas..x", "a b", "[::1]", "nas:2049", "user@nas"] {
+            assert!(Kind::Server.parse("server", bad).is_err(), "{bad}");
+        }
+        for ok in ["pve", "data_vg", "vg-1.x", "+vg"] {
+            assert!(Kind::VgName.parse("vgname", ok).is_ok(), "{ok}");
+        }
+        for bad in ["v", "-vg", ".vg", "vg/x", "vg x"] {
+            assert!(Kind::VgName.parse("vgname", bad).is_err(), "{bad}");
+        }
+        for ok in ["tank", "rpool/data", "tank/pve/vm-disks"] {
+            assert!(Kind::ZfsPool.parse("pool", ok).is_ok(), "{ok}");
+        }
+        for bad in ["/tank", "tank/", "tank//x", "-tank", "tank x", "tank/../x"] {
+            assert!(Kind::ZfsPool.parse("pool", bad).is_err(), "{bad}");
+        }
+        for ok in [
+            "iso",
+            "iso,backup",
+            "images,rootdir",
+            "iso,vztmpl,backup,images,rootdir,import",
+        ] {
+            assert!(Kind::ContentList.parse("content", ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "snippets",
+            "iso,snippets",
+            "iso,iso",
+            "iso,",
+            ",iso",
+            "iso;backup",
+            "iso backup",
+            "",
+        ] {
+            assert!(Kind::ContentList.parse("content", bad).is_err(), "{bad}");
         }
     }
 

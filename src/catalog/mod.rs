@@ -274,6 +274,8 @@ pub enum View {
     Snapshots,
     /// A task's log lines.
     Log,
+    /// An array of text lines (the host's journal), shown one per line.
+    Lines,
     /// The QEMU guest agent's `network-get-interfaces` (`{"result":[…]}`): interfaces with
     /// their MAC and addresses.
     Interfaces,
@@ -596,8 +598,15 @@ impl Op {
     }
 
     /// The anchored sudoers regex over the joined arguments, with `vmid` replaced by a fence
-    /// regex when one is given.
+    /// regex when one is given, and a directory storage's path below the default storage roots.
     pub fn args_regex(&self, vmid_regex: Option<&str>) -> String {
+        self.args_regex_in(vmid_regex, None)
+    }
+
+    /// [`Op::args_regex`] with the storage roots of a render: `roots_group` is the ERE group
+    /// of the roots a [`Kind::StoragePath`] must be below ([`kind::storage_roots_group`]);
+    /// `None` is the default roots.
+    pub fn args_regex_in(&self, vmid_regex: Option<&str>, roots_group: Option<&str>) -> String {
         let param_re = |name: &str| -> String {
             let (name, part) = split_part(name);
             let p = self
@@ -605,6 +614,10 @@ impl Op {
                 .unwrap_or_else(|| panic!("op {} template names unknown param {name}", self.id));
             match (p.kind, vmid_regex, part) {
                 (kind, _, Some(i)) => kind.part_regex(i),
+                (Kind::StoragePath, _, None) => match roots_group {
+                    Some(g) => format!("({})", kind::storage_path_regex(g)),
+                    None => wrap(&Kind::StoragePath.regex()),
+                },
                 (Kind::Vmid, Some(fence), None) => format!("({fence})"),
                 // A restore takes one kind of guest's archives (its `fence`); the archive's
                 // own VMID is fenced like the target's.
@@ -664,7 +677,16 @@ impl Op {
 
     /// The sudoers command spec: absolute path and anchored argument regex.
     pub fn sudoers_rule(&self, vmid_regex: Option<&str>) -> String {
-        format!("{} {}", self.tool.path(), self.args_regex(vmid_regex))
+        self.sudoers_rule_in(vmid_regex, None)
+    }
+
+    /// [`Op::sudoers_rule`] with the storage roots of a render (see [`Op::args_regex_in`]).
+    pub fn sudoers_rule_in(&self, vmid_regex: Option<&str>, roots_group: Option<&str>) -> String {
+        format!(
+            "{} {}",
+            self.tool.path(),
+            self.args_regex_in(vmid_regex, roots_group)
+        )
     }
 
     /// Build the remote argv (tool path first) from validated wire values. A `node` value

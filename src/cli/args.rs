@@ -534,7 +534,8 @@ Exit 0 when all succeeded, 2 when any line was invalid, 3/4/8 when every failure
                             .help("Allow only these container ids in every container rule (default: --vmids)"))
                         .arg(Arg::new("ct_exec").long("ct-exec").value_name("RANGES")
                             .help("Allow `pct exec` (ct exec: root in the container) in these containers only; without it no profile allows container exec"))
-                        .arg(unfenced_ops_arg()),
+                        .arg(unfenced_ops_arg())
+                        .arg(storage_roots_arg()),
                 )
                 .subcommand(
                     Command::new("lint")
@@ -602,6 +603,14 @@ Exit 0 when all succeeded, 2 when any line was invalid, 3/4/8 when every failure
         root = root.subcommand(reaches_host(group, Reach::All));
     }
     root
+}
+
+/// `--storage-roots` of `sudoers render` and `setup render`.
+fn storage_roots_arg() -> Arg {
+    Arg::new("storage_roots")
+        .long("storage-roots")
+        .value_name("DIRS")
+        .help("Directory storages (storage add-dir) only below these directories, joined by ',' (default /mnt,/srv; never /, /etc, /root, /usr, /var, /boot, /proc, /sys, /dev, /bin, /sbin, /lib*, /run, /tmp)")
 }
 
 /// `--user` of the local commands that name the agent account (`sudoers render`, `setup`).
@@ -686,6 +695,7 @@ fn setup_command() -> Command {
                 .arg(Arg::new("ct_exec").long("ct-exec").value_name("RANGES")
                     .help("Allow `pct exec` in these containers only"))
                 .arg(unfenced_ops_arg())
+                .arg(storage_roots_arg())
                 .arg(Arg::new("approvers").long("approvers").value_name("FILE")
                     .help("Install these approvers' public keys (one per line; replaces the installed file)"))
                 .arg(Arg::new("gate_bin").long("gate-bin").value_name("PATH")

@@ -565,6 +565,10 @@ fn render_options(s: &Settings, r: &ArgMatches) -> Result<RenderOptions> {
         opts.ct_exec = Some(Ranges::parse("--ct-exec", &v)?);
     }
     opts.unfenced_ops = r.get_flag("unfenced_ops");
+    if let Some(v) = string(r, "storage_roots") {
+        opts.storage_roots =
+            crate::host::sudoers::render::parse_storage_roots("--storage-roots", &v)?;
+    }
     Ok(opts)
 }
 

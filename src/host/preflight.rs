@@ -484,14 +484,21 @@ fn split_list(text: &str) -> Vec<String> {
         .collect()
 }
 
-/// A regex matching the op's rule as sudo lists it, whatever VMID fence it was rendered with.
+/// A regex matching the op's rule as sudo lists it, whatever VMID fence and storage roots
+/// (`--storage-roots`: a group of absolute paths, `(/mnt|/srv)`) it was rendered with.
 fn rule_matcher(op: &Op) -> Regex {
     const SENTINEL: &str = "PXAVMIDFENCE";
-    let rule = op.sudoers_rule(Some(SENTINEL));
-    let escaped = regex::escape(&rule).replace(
-        &format!(r"\({SENTINEL}\)"),
-        r"(?:\[1-9\]\[0-9\]\{2,8\}|\([0-9\[\]{}|-]+\))",
-    );
+    const ROOTS: &str = "PXASTORAGEROOTS";
+    let rule = op.sudoers_rule_in(Some(SENTINEL), Some(ROOTS));
+    let escaped = regex::escape(&rule)
+        .replace(
+            &format!(r"\({SENTINEL}\)"),
+            r"(?:\[1-9\]\[0-9\]\{2,8\}|\([0-9\[\]{}|-]+\))",
+        )
+        .replace(
+            ROOTS,
+            r"\((?:/[A-Za-z0-9_\[\].-]+)+(?:\|(?:/[A-Za-z0-9_\[\].-]+)+)*\)",
+        );
     Regex::new(&format!("^{escaped}$")).expect("escaped rule is a valid regex")
 }
 
@@ -760,6 +767,29 @@ mod tests {
         let rules = checks.iter().find(|c| c.name == "sudo-rules").unwrap();
         assert_eq!(rules.status, Status::Fail, "{rules:?}");
         assert!(format!("{rules:?}").contains("storage.remove"), "{rules:?}");
+    }
+
+    #[test]
+    fn rules_with_other_storage_roots_count_as_present() {
+        let mut o = crate::host::sudoers::render::RenderOptions::new("u").unwrap();
+        o.storage_roots = crate::host::sudoers::render::parse_storage_roots(
+            "--storage-roots",
+            "/data/pve.1,/srv",
+        )
+        .unwrap();
+        let cmds: Vec<String> = o.ops().map(|op| o.rule(op)).collect();
+        assert!(
+            cmds.iter().any(|c| c.contains("(/data/pve[.]1|/srv)")),
+            "{cmds:?}"
+        );
+        let listing = format!(
+            "Matching Defaults entries for u on h:\n    log_input, log_output\n\nUser u may run the following commands on h:\n    (root) NOPASSWD: {}\n",
+            cmds.join(", ")
+        );
+        let checks = sudo_rules(Some(&ok(&listing)), Profile::Full, "u");
+        assert!(!failed(&checks), "{checks:#?}");
+        let rules = checks.iter().find(|c| c.name == "sudo-rules").unwrap();
+        assert_eq!(rules.status, Status::Pass, "{rules:?}");
     }
 
     #[test]

@@ -354,6 +354,11 @@ pub fn data_schema(view: View) -> Value {
         View::Snapshots => of::<Vec<Snapshot>>(),
         View::Content => of::<Vec<ContentEntry>>(),
         View::Log => of::<Vec<LogLine>>(),
+        View::Lines => serde_json::json!({
+            "type": "array",
+            "items": {"type": "string"},
+            "description": "the host's lines, oldest first, as pvesh returned them"
+        }),
         View::Task => of::<TaskResult>(),
         View::Done => of::<DoneResult>(),
         View::ClusterStatus | View::Tasks | View::Table(_) => serde_json::json!({
@@ -471,6 +476,10 @@ pub fn normalize(view: View, data: &Value, keep_type: Option<&str>) -> Result<Va
             let list: Vec<LogLine> = parse(data, "task log")?;
             value(&list)
         }
+        View::Lines => {
+            let list: Vec<String> = parse(data, "lines")?;
+            value(&list)
+        }
         View::Interfaces => crate::views::observe::interfaces(data)?,
         View::Rrd => crate::views::observe::rrd(data)?,
         View::Number => {
@@ -575,7 +584,7 @@ pub fn human(view: View, data: &Value) -> String {
                 .collect::<Vec<_>>(),
         ),
         View::Storages => table(
-            &["STORAGE", "TYPE", "CONTENT", "ACTIVE", "USED"],
+            &["STORAGE", "TYPE", "CONTENT", "ACTIVE", "USED", "FREE"],
             &rows(data)
                 .iter()
                 .map(|st| {
@@ -589,6 +598,11 @@ pub fn human(view: View, data: &Value) -> String {
                             "no".into()
                         },
                         usage(st.get("used"), st.get("total")),
+                        // A disabled or inactive storage reports no space (FORMATS.md §2.10).
+                        num(st.get("avail"))
+                            .filter(|_| s(st, "active") == "1")
+                            .map(bytes)
+                            .unwrap_or_default(),
                     ]
                 })
                 .collect::<Vec<_>>(),
@@ -682,6 +696,12 @@ pub fn human(view: View, data: &Value) -> String {
         View::Log => rows(data)
             .iter()
             .map(|l| crate::output::escape::cell(&s(l, "t")).into_owned())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        // Each line escaped on its own (the journal is host text).
+        View::Lines => rows(data)
+            .iter()
+            .map(|l| crate::output::escape::cell(l.as_str().unwrap_or_default()).into_owned())
             .collect::<Vec<_>>()
             .join("\n"),
         View::GuestStatus => status::layout(status::Layout::Guest, data),

@@ -427,7 +427,17 @@ const NODE: &[Line] = &[
     Line {
         label: "root fs",
         keys: &["rootfs"],
-        show: |o| used_of(o, "rootfs"),
+        // Then what is left: `avail` is `df`'s Avail (statvfs `bavail`: without the blocks
+        // reserved for root), what a guest image or backup can still take; `free` is total -
+        // used (pve-manager `PVE/API2/Nodes.pm` `status`, from `PVE::Tools::df('/')`).
+        show: |o| {
+            let used = used_of(o, "rootfs")?;
+            let m = get(o, "rootfs")?.as_object()?;
+            Some(match num(m, "avail") {
+                Some(a) => format!("{used}, {} free", units::bytes(a)),
+                None => used,
+            })
+        },
     },
     Line {
         label: "ksm shared",
@@ -767,7 +777,7 @@ mod tests {
         let raw = json!({"cpu":0.12,"cpuinfo":{"cpus":16,"model":"AMD Ryzen 7 5800X","sockets":1,"flags":"fpu vme"},
             "kversion":"Linux 6.17.2-1-pve #1 SMP","loadavg":["0.15","0.25","0.30"],
             "memory":{"available":60000000000u64,"free":50000000000u64,"total":67108864000u64,"used":7108864000u64},
-            "pveversion":"pve-manager/9.1.1/42db4a6cf33dac83","rootfs":{"avail":1,"free":1,"total":107374182400u64,"used":10737418240u64},
+            "pveversion":"pve-manager/9.1.1/42db4a6cf33dac83","rootfs":{"avail":91268055040u64,"free":96636764160u64,"total":107374182400u64,"used":10737418240u64},
             "swap":{"free":8589930496u64,"total":8589930496u64,"used":0},"uptime":90061,"wait":0.0008,"ksm":{"shared":0},
             "boot-info":{"mode":"efi","secureboot":0},"idle":0});
         let text = style::render(&layout(Layout::Node, &raw), false).into_owned();
@@ -781,6 +791,8 @@ mod tests {
             text.contains("root fs     10.0 GiB / 100.0 GiB (10%)"),
             "{text}"
         );
+        // What is left for images and backups: `avail`, not `free` (root's reserve).
+        assert!(text.contains("(10%), 85.0 GiB free"), "{text}");
         assert!(!text.contains("fpu vme"), "{text}");
         no_raw_numbers(&text);
     }

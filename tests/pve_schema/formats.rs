@@ -69,6 +69,9 @@ const KNOWN: &[&str] = &[
     "pve-lxc-mp-string",
     "prune-backups",
     "pve-qm-boot",
+    "pve-storage-path",
+    "pve-storage-vgname",
+    "pve-storage-server",
 ];
 
 fn known(name: &str) -> bool {
@@ -163,6 +166,13 @@ fn one(name: &str, v: &str) -> Result<(), String> {
             None => re("[acdn]{1,4}", part),
             _ => false,
         }),
+        // pve-storage `src/PVE/Storage/Plugin.pm`: `verify_path` (`m|^/[^;\(\)]+|`, anchored
+        // at the start only),
+        // `verify_vgname` (lvm(8): `[a-zA-Z0-9\.\+\_][a-zA-Z0-9\.\+\_\-]+`) and
+        // `verify_server` (an IP address or a DNS name).
+        "pve-storage-path" => re(r"/[^;()]+.*", v),
+        "pve-storage-vgname" => re(r"[a-zA-Z0-9.+_][a-zA-Z0-9.+_\-]+", v),
+        "pve-storage-server" => ipv4(v) || ipv6(v) || dns_name(v),
         other => {
             return Err(format!(
                 "format `{other}` has no checker in tests/pve_schema/formats.rs"

@@ -154,8 +154,9 @@ fn fits(t: &str, v: &Value) -> bool {
     }
 }
 
-/// Where real PVE answers otherwise than its own `returns` says, the real answer wins. Both
-/// cases are strings where the schema says number, because Perl did not numify them:
+/// Where real PVE answers otherwise than its own `returns` says, the real answer wins: a
+/// disk list without `mounted` and with `osdid-list: null` (below), and two cases of strings
+/// where the schema says number, because Perl did not numify them:
 /// - `/cluster/nextid` is declared an integer and is a JSON string on the wire
 ///   (tests/fixtures/pve/pvesh_create_start_stop_upid_nextid_pvesm_list_pve8.transcript.txt,
 ///   FORMATS.md §2.13);
@@ -166,6 +167,13 @@ fn real_answer_where_the_schema_is_wrong(path: &str, returns: &Value) -> Value {
         return serde_json::json!({"type": "string"});
     }
     let mut r = returns.clone();
+    // A node's disk list has no `mounted` and a `null` `osdid-list` without Ceph
+    // (tests/fixtures/pve/pvesh_nodes_disks_list_json_pretty_pve8.json, FORMATS.md §2.14).
+    if path.ends_with("/disks/list") {
+        let props = &mut r["items"]["properties"];
+        props["mounted"]["optional"] = serde_json::json!(1);
+        props["osdid-list"]["type"] = serde_json::json!(["array", "null"]);
+    }
     if path.contains("/lxc") {
         let props = if r["type"] == "array" {
             &mut r["items"]["properties"]

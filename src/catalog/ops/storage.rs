@@ -1,6 +1,11 @@
 //! Storage: a node's storages, what one holds, and removing one from the cluster
-//! configuration. ISOs and container templates, which are downloaded into a storage, are
-//! in iso.rs and template.rs.
+//! configuration; adding directory, LVM-thin, ZFS and NFS storages, and enabling, disabling or
+//! marking one as a mount point. ISOs and container templates, which are downloaded into a
+//! storage, are in iso.rs and template.rs.
+//!
+//! Storages that carry secrets (PBS, CIFS: a password, an encryption key) are not agent
+//! operations: the admin adds them with `pvesm add` (docs/usage.md). No row here takes a
+//! password, a key, mount options or the `snippets` content type (hook scripts live there).
 
 use super::*;
 
@@ -8,7 +13,7 @@ use super::*;
 pub static STORAGE_LIST: Op = Op {
     id: "storage.list",
     cli: &["storage", "list"],
-    about: "List a node's storages with usage",
+    about: "List a node's storages with usage and free space",
     risk: Risk::Read,
     area: Area::Storage,
     params: &[LOCAL_NODE],
@@ -69,4 +74,241 @@ const CONTENT: Param = Param {
     ]),
     how: How::Option,
     help: "only this kind of content",
+};
+
+// --- adding and configuring storages (issue 23) -------------------------------------------
+
+/// `pxagent storage add-dir STORAGE --path /mnt/NAME --content iso,backup`: `POST /storage
+/// --type dir` (pve-storage `PVE/API2/Storage/Config.pm` `create`, `DirPlugin`). PVE creates
+/// the directory and its content subdirectories. The host's sudoers admits only paths below its
+/// storage roots (`sudoers render --storage-roots`, by default /mnt and /srv).
+pub static STORAGE_ADD_DIR: Op = Op {
+    id: "storage.add-dir",
+    cli: &["storage", "add-dir"],
+    about: "Add a directory storage below the host's storage roots (/mnt, /srv by default)",
+    risk: Risk::Change,
+    area: Area::Storage,
+    params: &[NEW_STORAGE, DIR_PATH, CONTENT_REQUIRED, IS_MOUNTPOINT],
+    args: pvesh!(
+        "create",
+        "/storage",
+        Arg::Word("--storage"),
+        Arg::Word("{storage}"),
+        Arg::Word("--type"),
+        Arg::Word("dir"),
+        Arg::Word("--path"),
+        Arg::Word("{path}"),
+        Arg::Word("--content"),
+        Arg::Word("{content}"),
+        Arg::Opt("is_mountpoint", &["--is_mountpoint", "{is_mountpoint}"])
+    ),
+    view: View::Done,
+    ..ROW
+};
+
+/// `pxagent storage add-lvmthin STORAGE --vgname VG --thinpool POOL`: `POST /storage --type
+/// lvmthin` (pve-storage `LvmThinPlugin`): an existing thin pool; nothing is created on disk.
+pub static STORAGE_ADD_LVMTHIN: Op = Op {
+    id: "storage.add-lvmthin",
+    cli: &["storage", "add-lvmthin"],
+    about: "Add an existing LVM thin pool as a storage",
+    risk: Risk::Change,
+    area: Area::Storage,
+    params: &[NEW_STORAGE, VGNAME, THINPOOL, CONTENT_OPTION],
+    args: pvesh!(
+        "create",
+        "/storage",
+        Arg::Word("--storage"),
+        Arg::Word("{storage}"),
+        Arg::Word("--type"),
+        Arg::Word("lvmthin"),
+        Arg::Word("--vgname"),
+        Arg::Word("{vgname}"),
+        Arg::Word("--thinpool"),
+        Arg::Word("{thinpool}"),
+        Arg::Opt("content", &["--content", "{content}"])
+    ),
+    view: View::Done,
+    ..ROW
+};
+
+/// `pxagent storage add-zfspool STORAGE --pool POOL`: `POST /storage --type zfspool`
+/// (pve-storage `ZFSPoolPlugin`): an existing pool or dataset; nothing is created on disk.
+pub static STORAGE_ADD_ZFSPOOL: Op = Op {
+    id: "storage.add-zfspool",
+    cli: &["storage", "add-zfspool"],
+    about: "Add an existing ZFS pool or dataset as a storage",
+    risk: Risk::Change,
+    area: Area::Storage,
+    params: &[NEW_STORAGE, ZFS_POOL, CONTENT_OPTION],
+    args: pvesh!(
+        "create",
+        "/storage",
+        Arg::Word("--storage"),
+        Arg::Word("{storage}"),
+        Arg::Word("--type"),
+        Arg::Word("zfspool"),
+        Arg::Word("--pool"),
+        Arg::Word("{pool}"),
+        Arg::Opt("content", &["--content", "{content}"])
+    ),
+    view: View::Done,
+    ..ROW
+};
+
+/// `pxagent storage add-nfs STORAGE --server ADDR --export /PATH`: `POST /storage --type nfs`
+/// (pve-storage `NFSPlugin`): PVE mounts the export below `/mnt/pve/STORAGE`. No mount options
+/// (`--options` could carry anything `mount` takes).
+pub static STORAGE_ADD_NFS: Op = Op {
+    id: "storage.add-nfs",
+    cli: &["storage", "add-nfs"],
+    about: "Add an NFS export as a storage (mounted at /mnt/pve/STORAGE)",
+    risk: Risk::Change,
+    area: Area::Storage,
+    params: &[NEW_STORAGE, SERVER, EXPORT, CONTENT_OPTION],
+    args: pvesh!(
+        "create",
+        "/storage",
+        Arg::Word("--storage"),
+        Arg::Word("{storage}"),
+        Arg::Word("--type"),
+        Arg::Word("nfs"),
+        Arg::Word("--server"),
+        Arg::Word("{server}"),
+        Arg::Word("--export"),
+        Arg::Word("{export}"),
+        Arg::Opt("content", &["--content", "{content}"])
+    ),
+    view: View::Done,
+    ..ROW
+};
+
+/// `pxagent storage set STORAGE --is-mountpoint yes|no`: `PUT /storage/{storage}` (pve-storage
+/// `Config.pm` `update`). With `yes`, PVE takes the storage as offline while nothing is mounted
+/// at its path, instead of filling the root file system.
+pub static STORAGE_SET: Op = Op {
+    id: "storage.set",
+    cli: &["storage", "set"],
+    about: "Mark a directory storage as an external mount point (or not)",
+    risk: Risk::Change,
+    area: Area::Storage,
+    params: &[STORAGE, IS_MOUNTPOINT_REQUIRED],
+    args: pvesh!(
+        "set",
+        "/storage/{storage}",
+        Arg::Word("--is_mountpoint"),
+        Arg::Word("{is_mountpoint}")
+    ),
+    view: View::Done,
+    ..ROW
+};
+
+/// `pxagent storage enable STORAGE`: `PUT /storage/{storage} --disable 0`.
+pub static STORAGE_ENABLE: Op = Op {
+    id: "storage.enable",
+    cli: &["storage", "enable"],
+    about: "Enable a storage on every node",
+    risk: Risk::Change,
+    area: Area::Storage,
+    params: &[STORAGE],
+    args: pvesh!(
+        "set",
+        "/storage/{storage}",
+        Arg::Word("--disable"),
+        Arg::Word("0")
+    ),
+    view: View::Done,
+    ..ROW
+};
+
+/// `pxagent storage disable STORAGE`: `PUT /storage/{storage} --disable 1`. Guests with disks
+/// there no longer start, and backups to it fail: a confirm op.
+pub static STORAGE_DISABLE: Op = Op {
+    id: "storage.disable",
+    cli: &["storage", "disable"],
+    about: "Disable a storage on every node (its data stays; guests using it stop working)",
+    risk: Risk::Confirm,
+    area: Area::Storage,
+    params: &[STORAGE],
+    args: pvesh!(
+        "set",
+        "/storage/{storage}",
+        Arg::Word("--disable"),
+        Arg::Word("1")
+    ),
+    view: View::Done,
+    confirm: Some(Confirm {
+        phrase: "yes disable {storage}",
+        consequence: "this disables storage {storage} on every node; guests with disks there no longer start and backups to it fail",
+        hint: Some("`pxagent storage enable {storage}` turns it back on"),
+    }),
+    ..ROW
+};
+
+const NEW_STORAGE: Param = Param {
+    name: "storage",
+    kind: Kind::StorageId,
+    how: How::Positional,
+    help: "the new storage's id",
+};
+const DIR_PATH: Param = Param {
+    name: "path",
+    kind: Kind::StoragePath,
+    how: How::Required,
+    help: "the directory, below the host's storage roots (/mnt or /srv by default)",
+};
+const CONTENT_REQUIRED: Param = Param {
+    name: "content",
+    kind: Kind::ContentList,
+    how: How::Required,
+    help: "what it may hold, joined by ',': iso, vztmpl, backup, images, rootdir, import",
+};
+const CONTENT_OPTION: Param = Param {
+    name: "content",
+    kind: Kind::ContentList,
+    how: How::Option,
+    help: "what it may hold, joined by ',' (default: images,rootdir)",
+};
+const YES_NO: Kind = Kind::Choice(&[same("yes"), same("no")]);
+const IS_MOUNTPOINT: Param = Param {
+    name: "is_mountpoint",
+    kind: YES_NO,
+    how: How::Option,
+    help: "yes: the path is an external mount point, offline while nothing is mounted there",
+};
+const IS_MOUNTPOINT_REQUIRED: Param = Param {
+    name: "is_mountpoint",
+    kind: YES_NO,
+    how: How::Required,
+    help: "yes: the path is an external mount point, offline while nothing is mounted there",
+};
+const VGNAME: Param = Param {
+    name: "vgname",
+    kind: Kind::VgName,
+    how: How::Required,
+    help: "the LVM volume group",
+};
+const THINPOOL: Param = Param {
+    name: "thinpool",
+    kind: Kind::VgName,
+    how: How::Required,
+    help: "the thin pool in that volume group",
+};
+const ZFS_POOL: Param = Param {
+    name: "pool",
+    kind: Kind::ZfsPool,
+    how: How::Required,
+    help: "the ZFS pool or dataset, e.g. rpool/data",
+};
+const SERVER: Param = Param {
+    name: "server",
+    kind: Kind::Server,
+    how: How::Required,
+    help: "the NFS server: an IPv4 address or a DNS name",
+};
+const EXPORT: Param = Param {
+    name: "export",
+    kind: Kind::ExportPath,
+    how: How::Required,
+    help: "the export's path on the server, e.g. /export/pve",
 };

@@ -134,6 +134,8 @@ fn header(o: &SetupOptions) -> String {
             .as_ref()
             .map(|r| format!("ct-exec {}", r.display())),
         (s.fenced() && s.unfenced_ops).then(|| "unfenced ops".to_string()),
+        s.custom_storage_roots()
+            .then(|| format!("storage roots {}", s.storage_roots.join(","))),
     ]
     .into_iter()
     .flatten()

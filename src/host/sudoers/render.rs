@@ -10,6 +10,7 @@ use std::fmt::Write as _;
 
 use crate::base::error::{Error, Result};
 use crate::base::text::printable;
+use crate::catalog::kind::{STORAGE_ROOTS_DEFAULT, storage_root_problem, storage_roots_group};
 use crate::catalog::{Area, OPS, Op, Profile, Risk};
 
 use super::ranges::Ranges;
@@ -31,6 +32,9 @@ pub struct RenderOptions {
     /// `storage remove`, downloads … (see [`Op::per_guest`]). Without a fence it changes
     /// nothing: every op of the profile is there anyway.
     pub unfenced_ops: bool,
+    /// The directories a directory storage's path must be below (`--storage-roots`; by
+    /// default `/mnt` and `/srv`), each checked by [`parse_storage_roots`].
+    pub storage_roots: Vec<String>,
 }
 
 impl RenderOptions {
@@ -43,7 +47,24 @@ impl RenderOptions {
             ctids: None,
             ct_exec: None,
             unfenced_ops: false,
+            storage_roots: STORAGE_ROOTS_DEFAULT
+                .iter()
+                .map(|r| r.to_string())
+                .collect(),
         })
+    }
+
+    /// Whether the storage roots are other than the default ones.
+    pub fn custom_storage_roots(&self) -> bool {
+        self.storage_roots != STORAGE_ROOTS_DEFAULT
+    }
+
+    /// The op's rule in this render: its VMID fence and the storage roots.
+    pub fn rule(&self, op: &Op) -> String {
+        op.sudoers_rule_in(
+            self.fence_for(op).as_deref(),
+            Some(&storage_roots_group(&self.storage_roots)),
+        )
     }
 
     /// Whether a VMID fence (`--vmids`/`--ctids`) is set.
@@ -96,6 +117,33 @@ fn is_ct_exec(op: &Op) -> bool {
     op.risk == Risk::Exec && op.area == Area::Ct
 }
 
+/// Parse `--storage-roots`: absolute directories joined by `,` (`/mnt,/srv,/data/pools`),
+/// at most 8, none twice. A root that is `/`, or at or below a system directory (`/etc`,
+/// `/root`, `/usr`, `/var`, `/boot`, `/proc`, `/sys`, `/dev`, `/bin`, `/sbin`, `/lib*`, `/run`,
+/// `/tmp`), is refused with the reason: a storage there could overwrite the host's own files.
+pub fn parse_storage_roots(flag: &str, text: &str) -> Result<Vec<String>> {
+    let mut roots: Vec<String> = Vec::new();
+    for root in text.split(',') {
+        if let Some(why) = storage_root_problem(root) {
+            return Err(Error::usage(format!(
+                "{flag}: refusing storage root '{}': {why}",
+                printable(root)
+            )));
+        }
+        if roots.iter().any(|r| r == root) {
+            return Err(Error::usage(format!(
+                "{flag}: '{}' is given twice",
+                printable(root)
+            )));
+        }
+        roots.push(root.to_string());
+    }
+    if roots.len() > 8 {
+        return Err(Error::usage(format!("{flag}: at most 8 storage roots")));
+    }
+    Ok(roots)
+}
+
 /// Validate an account name: a plain POSIX login name, never root. It appears unquoted in
 /// sudoers and in alias names, so anything else is refused.
 pub fn validate_user(user: &str) -> Result<String> {
@@ -135,9 +183,14 @@ pub fn render(opts: &RenderOptions) -> String {
     let w = &mut s;
     let _ = writeln!(
         w,
-        "# /etc/sudoers.d/{user}: rendered by pxagent {} (profile {}{}{}{}{})",
+        "# /etc/sudoers.d/{user}: rendered by pxagent {} (profile {}{}{}{}{}{})",
         env!("CARGO_PKG_VERSION"),
         opts.profile.name(),
+        if opts.custom_storage_roots() {
+            format!(", storage roots {}", opts.storage_roots.join(","))
+        } else {
+            String::new()
+        },
         opts.ct_exec
             .as_ref()
             .map(|r| format!(", ct-exec {}", r.display()))
@@ -251,7 +304,7 @@ pub fn render(opts: &RenderOptions) -> String {
         );
         let mut rules: Vec<String> = Vec::new();
         for op in ops {
-            let rule = op.sudoers_rule(opts.fence_for(op).as_deref());
+            let rule = opts.rule(op);
             // Several reads share one command line (vm list, ct list); one rule suffices.
             if !rules.contains(&rule) {
                 rules.push(rule);
@@ -339,7 +392,100 @@ mod tests {
 
     /// The rule of `op` in a render, as a Rust regex over the joined arguments.
     fn rule_re(o: &RenderOptions, op: &Op) -> regex::Regex {
-        regex::Regex::new(&op.args_regex(o.fence_for(op).as_deref())).unwrap()
+        let rule = o.rule(op);
+        regex::Regex::new(rule.split_once(' ').unwrap().1).unwrap()
+    }
+
+    #[test]
+    fn directory_storages_stay_below_the_storage_roots() {
+        use crate::catalog::ops;
+        let line = |path: &str| {
+            format!(
+                "create /storage --storage s1 --type dir --path {path} --content iso --output-format json"
+            )
+        };
+        let mut o = RenderOptions::new("zen-agent").unwrap();
+        let re = rule_re(&o, &ops::STORAGE_ADD_DIR);
+        for ok in ["/mnt/a", "/srv/iso-store", "/mnt/pve/x.y/z_1"] {
+            assert!(re.is_match(&line(ok)), "{ok}");
+        }
+        for bad in [
+            "/",
+            "/mnt",
+            "/etc",
+            "/root/x",
+            "/mnt/../etc",
+            "/mnt/./x",
+            "/mnt//x",
+            "/mnt/x/",
+            "/mnta/x",
+            "/data/x",
+            "/mnt/x --type pbs",
+        ] {
+            assert!(!re.is_match(&line(bad)), "{bad}");
+        }
+        assert!(!render(&o).contains("storage roots"));
+        o.storage_roots = parse_storage_roots("--storage-roots", "/data/pools,/srv").unwrap();
+        let re = rule_re(&o, &ops::STORAGE_ADD_DIR);
+        assert!(re.is_match(&line("/data/pools/a")));
+        assert!(re.is_match(&line("/srv/a")));
+        assert!(!re.is_match(&line("/mnt/a")));
+        assert!(!re.is_match(&line("/data/a")));
+        assert!(!re.is_match(&line("/data/pools")));
+        let s = render(&o);
+        assert!(s.contains("storage roots /data/pools,/srv)"), "{s}");
+        // A `.` in a root is literal.
+        o.storage_roots = parse_storage_roots("--storage-roots", "/mnt/a.b").unwrap();
+        let re = rule_re(&o, &ops::STORAGE_ADD_DIR);
+        assert!(re.is_match(&line("/mnt/a.b/c")));
+        assert!(!re.is_match(&line("/mnt/axb/c")));
+    }
+
+    #[test]
+    fn system_directories_are_never_storage_roots() {
+        for bad in [
+            "/",
+            "/etc",
+            "/etc/pve",
+            "/root",
+            "/usr",
+            "/usr/local",
+            "/var",
+            "/var/lib/vz",
+            "/boot",
+            "/proc",
+            "/sys",
+            "/dev",
+            "/bin",
+            "/sbin",
+            "/lib",
+            "/lib64",
+            "/libx32",
+            "/run",
+            "/tmp",
+            "mnt",
+            "/mnt/",
+            "/mnt/../etc",
+            "/mnt/./x",
+            "/mnt//x",
+            "",
+            "/mnt,/etc",
+            "/mnt,/mnt",
+            "/mnt x",
+        ] {
+            let e = parse_storage_roots("--storage-roots", bad).unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{bad}");
+            assert!(e.to_string().contains("--storage-roots"), "{e}");
+        }
+        let e = parse_storage_roots("--storage-roots", "/etc").unwrap_err();
+        assert!(
+            e.to_string().contains("/etc holds the host's system"),
+            "{e}"
+        );
+        assert_eq!(
+            parse_storage_roots("--storage-roots", "/mnt,/srv/pve,/data").unwrap(),
+            ["/mnt", "/srv/pve", "/data"]
+        );
     }
 
     #[test]

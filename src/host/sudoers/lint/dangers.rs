@@ -70,6 +70,9 @@ const BEFORE: &str = "(?:.* )?";
 fn opt(names: &str) -> String {
     format!("--?(?:{names})[= ].*")
 }
+/// A storage path that is the host's system: `/`, at or below a system directory (pxagent's
+/// `SYSTEM_DIRS`), relative, or with a `.`, `..` or empty segment.
+const SYSTEM_PATH: &str = "(?:/+|/+(?:etc|root|usr|var|boot|proc|sys|dev|bin|sbin|lib[^ /]*|run|tmp)(?:/[^ ]*)?|[^ /][^ ]*|[^ ]*/[.][.]?(?:/[^ ]*)?|[^ ]*//[^ ]*)";
 /// An option nobody listed, for the "open" dangers.
 const UNLISTED: &str = "--unlisted-option x";
 /// A boolean option set true.
@@ -341,12 +344,23 @@ fn pvesh_table() -> Vec<Danger> {
             ),
         ),
         err(
-            "adds or rewires a storage (`--path /`, `--content snippets`): any host directory becomes one, \
-             hook scripts and raw volumes follow",
+            "adds or rewires a storage at a host system directory (`--path /`, `--path /etc`, a `..` \
+             segment), for hook scripts (`--content snippets`) or with options of the caller's choosing \
+             (`--content-dirs`, `--options`, `--keyring` …): host files become volumes, hook scripts follow",
             format!(
-                "(?:{}|{})",
-                pvesh("create", "storage", TAIL),
-                pvesh("set", "storage/*", TAIL)
+                "(?:{}|{}|{}|{})",
+                pvesh("create", "storage", &format!(" {BEFORE}{UNLISTED}{TAIL}")),
+                pvesh("set", "storage/*", &format!(" {BEFORE}{UNLISTED}{TAIL}")),
+                pvesh(
+                    "create|set",
+                    "storage(?:/+[^ /]+)?",
+                    &format!(" {BEFORE}--?path[= ]{SYSTEM_PATH}{TAIL}")
+                ),
+                pvesh(
+                    "create|set",
+                    "storage(?:/+[^ /]+)?",
+                    &format!(" {BEFORE}--?content[= ](?:[^ ]*,)?snippets(?:,[^ ]*)?{TAIL}")
+                )
             ),
         ),
         err(

@@ -1,0 +1,326 @@
+//! The cluster's storage configuration (issue 23): `pvesh create /storage` and `pvesh set
+//! /storage/{storage}` for the plugin types the simulator models (`dir`, `lvmthin`, `zfspool`,
+//! `nfs`; `pbs` and the rest are refused as the simulator cannot act on them). Removing one is
+//! [`crate::storage_ops::delete_storage`].
+//!
+//! Both are pve-storage `src/PVE/API2/Storage/Config.pm` `create` and `update` [SRC, find_string
+//! index id 12024645782]: they run under the storage-config lock, whose errors read
+//! `create storage failed: …` and `update storage failed: …` (exit 255), and return
+//! `{"storage": ID, "type": TYPE}` (FORMATS.md §2.15).
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use crate::Failure;
+use crate::args::{Param, Parsed, Ty, p};
+use crate::state::{State, Storage};
+
+/// The types `POST /storage` takes (its `type` enum in PVE 9.1.11 and 9.2).
+const TYPES: &[&str] = &[
+    "btrfs",
+    "cephfs",
+    "cifs",
+    "dir",
+    "esxi",
+    "iscsi",
+    "iscsidirect",
+    "lvm",
+    "lvmthin",
+    "nfs",
+    "pbs",
+    "rbd",
+    "zfs",
+    "zfspool",
+];
+
+/// The options of `POST /storage` the simulator reads (a subset of the schema's: an option it
+/// does not know is refused like one PVE does not know).
+pub const CREATE_OPTS: [Param; 12] = [
+    p("storage", Ty::StorageId),
+    p("type", Ty::Enum(TYPES)),
+    p("path", Ty::Str),
+    p("content", Ty::Str),
+    p("is_mountpoint", Ty::Str),
+    p("vgname", Ty::Str),
+    p("thinpool", Ty::Str),
+    p("pool", Ty::Str),
+    p("server", Ty::Str),
+    p("export", Ty::Str),
+    p("disable", Ty::Bool),
+    p("shared", Ty::Bool),
+];
+
+/// The options of `PUT /storage/{storage}` the simulator reads.
+pub const SET_OPTS: [Param; 3] = [
+    p("content", Ty::Str),
+    p("is_mountpoint", Ty::Str),
+    p("disable", Ty::Bool),
+];
+
+/// The options each simulated type requires and takes besides `content`, `disable`, `shared`
+/// (its plugin's `options`, fixed and not optional ones first) and the content types it may
+/// hold (its `plugindata`) [SRC pve-storage src/PVE/Storage/{Dir,LvmThin,ZFSPool,NFS}Plugin.pm].
+fn plugin(
+    kind: &str,
+) -> Option<(
+    &'static [&'static str],
+    &'static [&'static str],
+    &'static [&'static str],
+)> {
+    Some(match kind {
+        "dir" => (
+            &["path"],
+            &["is_mountpoint"],
+            &[
+                "images", "rootdir", "vztmpl", "iso", "backup", "snippets", "import",
+            ],
+        ),
+        "lvmthin" => (&["vgname", "thinpool"], &[], &["images", "rootdir"]),
+        "zfspool" => (&["pool"], &[], &["images", "rootdir"]),
+        "nfs" => (
+            &["server", "export"],
+            &[],
+            &[
+                "images", "rootdir", "vztmpl", "iso", "backup", "snippets", "import",
+            ],
+        ),
+        _ => return None,
+    })
+}
+
+/// The size the simulator gives a new storage: a directory shares the root file system's
+/// size; the others are a fixed 500 GiB, empty.
+fn new_size(st: &State, kind: &str) -> u64 {
+    match kind {
+        "dir" => st
+            .node(&st.local_node)
+            .map_or(100_861_726_720, |n| n.maxdisk),
+        _ => 536_870_912_000,
+    }
+}
+
+/// The content list of `content` checked against what the type holds, sorted (storage.cfg
+/// keeps a set): `PVE::Storage::Plugin::check_config` → `content` `verify_content` dies with
+/// `content type 'x' is not allowed` [INFER wording].
+fn content_list(kind: &str, content: &str, allowed: &[&str]) -> Result<Vec<String>, Failure> {
+    let mut out: Vec<String> = Vec::new();
+    for c in content.split([',', ';', ' ']).filter(|c| !c.is_empty()) {
+        if !allowed.contains(&c) {
+            return Err(param_exc(
+                "content",
+                &format!("storage type '{kind}' does not support content type '{c}'"),
+            ));
+        }
+        if !out.iter().any(|x| x == c) {
+            out.push(c.to_string());
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+fn param_exc(key: &str, msg: &str) -> Failure {
+    Failure::die(format!(
+        "400 Parameter verification failed.\n{key}: {msg}\n"
+    ))
+}
+
+/// `pvesh create /storage --storage ID --type T …`: the new storage on every node, active at
+/// once (an NFS export is taken as mounted; a directory marked `is_mountpoint` is offline, as
+/// nothing is mounted there).
+pub fn create(st: &mut State, o: &Parsed) -> Result<Value, Failure> {
+    let sid = o.get("storage").unwrap_or_default().to_string();
+    let kind = o.get("type").unwrap_or_default().to_string();
+    let Some((required, optional, allowed)) = plugin(&kind) else {
+        return Err(Failure::die(format!(
+            "pve-sim: storage type '{kind}' is not simulated"
+        )));
+    };
+    for key in required {
+        if o.get(key).is_none() {
+            return Err(param_exc(key, "property is missing and it is not optional"));
+        }
+    }
+    let known = |k: &str| {
+        ["storage", "type", "content", "disable", "shared"].contains(&k)
+            || required.contains(&k)
+            || optional.contains(&k)
+    };
+    if let Some(k) = o.opts.keys().find(|k| !known(k) && !is_output_opt(k)) {
+        // SectionConfig `check_config` refuses an option of another type's plugin [INFER
+        // wording].
+        return Err(param_exc(
+            k,
+            &format!("unexpected property (storage type '{kind}' has no such option)"),
+        ));
+    }
+    if let Some(path) = o.get("path").filter(|p| !p.starts_with('/')) {
+        return Err(param_exc(
+            "path",
+            &format!("invalid format - value does not look like a valid absolute path ({path})"),
+        ));
+    }
+    // Without `content` a type gets its plugin's default: images and rootdir for these.
+    let content = match o.get("content") {
+        Some(c) => content_list(&kind, c, allowed)?,
+        None => vec!["images".into(), "rootdir".into()],
+    };
+    if st.storage(&sid).is_some() {
+        return Err(Failure::die(format!(
+            "create storage failed: storage ID '{sid}' already defined"
+        )));
+    }
+    let mut options = BTreeMap::new();
+    for key in required.iter().chain(optional).filter(|k| **k != "path") {
+        if let Some(v) = o.get(key) {
+            options.insert((*key).to_string(), v.to_string());
+        }
+    }
+    let total = new_size(st, &kind);
+    st.storages.push(Storage {
+        id: sid.clone(),
+        kind: kind.clone(),
+        content,
+        shared: o.flag("shared") || kind == "nfs",
+        path: match kind.as_str() {
+            "dir" => o.get("path").map(str::to_string),
+            // NFSPlugin mounts the export at /mnt/pve/<storage> (its `path` default).
+            "nfs" => Some(format!("/mnt/pve/{sid}")),
+            _ => None,
+        },
+        total,
+        base_used: 0,
+        disable: o.flag("disable"),
+        options,
+    });
+    Ok(json!({"storage": sid, "type": kind}))
+}
+
+/// `pvesh set /storage/{storage} [--content …] [--is_mountpoint …] [--disable 0|1]`.
+pub fn set(st: &mut State, sid: &str, o: &Parsed) -> Result<Value, Failure> {
+    let Some(idx) = st.storages.iter().position(|s| s.id == sid) else {
+        return Err(Failure::die(format!(
+            "update storage failed: storage '{sid}' does not exist"
+        )));
+    };
+    let kind = st.storages[idx].kind.clone();
+    if o.get("is_mountpoint").is_some() && !matches!(kind.as_str(), "dir" | "btrfs") {
+        return Err(param_exc(
+            "is_mountpoint",
+            &format!("unexpected property (storage type '{kind}' has no such option)"),
+        ));
+    }
+    let content = match (o.get("content"), plugin(&kind)) {
+        (Some(c), Some((_, _, allowed))) => Some(content_list(&kind, c, allowed)?),
+        (Some(_), None) => {
+            return Err(Failure::die(format!(
+                "pve-sim: changing the content of a '{kind}' storage is not simulated"
+            )));
+        }
+        (None, _) => None,
+    };
+    let s = &mut st.storages[idx];
+    if let Some(c) = content {
+        s.content = c;
+    }
+    if let Some(m) = o.get("is_mountpoint") {
+        s.options.insert("is_mountpoint".into(), m.to_string());
+    }
+    if o.get("disable").is_some() {
+        s.disable = o.flag("disable");
+    }
+    Ok(json!({"storage": sid, "type": kind}))
+}
+
+fn is_output_opt(k: &str) -> bool {
+    [
+        "output-format",
+        "quiet",
+        "noborder",
+        "noheader",
+        "human-readable",
+    ]
+    .contains(&k)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::initial;
+
+    fn parsed(pairs: &[(&str, &str)]) -> Parsed {
+        let mut p = Parsed::default();
+        for (k, v) in pairs {
+            p.opts.insert((*k).to_string(), (*v).to_string());
+        }
+        p
+    }
+
+    #[test]
+    fn create_set_and_their_errors() {
+        let mut st = initial(1_790_000_000);
+        let v = create(
+            &mut st,
+            &parsed(&[
+                ("storage", "store1"),
+                ("type", "dir"),
+                ("path", "/mnt/store1"),
+                ("content", "iso,backup"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(v, json!({"storage": "store1", "type": "dir"}));
+        let s = st.storage("store1").unwrap();
+        assert_eq!(
+            (s.content.clone(), s.path.as_deref(), s.active()),
+            (
+                vec!["backup".into(), "iso".into()],
+                Some("/mnt/store1"),
+                true
+            )
+        );
+        let again = create(
+            &mut st,
+            &parsed(&[("storage", "store1"), ("type", "dir"), ("path", "/mnt/x")]),
+        )
+        .unwrap_err();
+        assert_eq!(
+            again.msg,
+            "create storage failed: storage ID 'store1' already defined"
+        );
+        let e = create(
+            &mut st,
+            &parsed(&[("storage", "t1"), ("type", "lvmthin"), ("vgname", "pve")]),
+        )
+        .unwrap_err();
+        assert!(e.msg.contains("thinpool: property is missing"), "{}", e.msg);
+        let e = create(
+            &mut st,
+            &parsed(&[
+                ("storage", "z1"),
+                ("type", "zfspool"),
+                ("pool", "tank"),
+                ("content", "iso"),
+            ]),
+        )
+        .unwrap_err();
+        assert!(
+            e.msg.contains("does not support content type 'iso'"),
+            "{}",
+            e.msg
+        );
+        assert!(create(&mut st, &parsed(&[("storage", "b1"), ("type", "pbs")])).is_err());
+        set(&mut st, "store1", &parsed(&[("is_mountpoint", "yes")])).unwrap();
+        assert!(!st.storage("store1").unwrap().active());
+        set(&mut st, "local", &parsed(&[("disable", "1")])).unwrap();
+        assert!(st.storage("local").unwrap().disable);
+        let e = set(&mut st, "nosuch", &parsed(&[("disable", "0")])).unwrap_err();
+        assert_eq!(
+            e.msg,
+            "update storage failed: storage 'nosuch' does not exist"
+        );
+        let e = set(&mut st, "local-lvm", &parsed(&[("is_mountpoint", "yes")])).unwrap_err();
+        assert!(e.msg.contains("is_mountpoint"), "{}", e.msg);
+    }
+}
