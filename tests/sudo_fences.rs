@@ -170,6 +170,15 @@ fn fenced_render_admits_every_sample_inside_its_fence() {
         &ops::ISO_REMOVE,
         &ops::TEMPLATE_DOWNLOAD,
         &ops::TEMPLATE_REMOVE,
+        &ops::IMAGE_DOWNLOAD,
+        &ops::IMAGE_REMOVE,
+        &ops::STORAGE_ADD_DIR,
+        &ops::STORAGE_ADD_LVMTHIN,
+        &ops::STORAGE_ADD_ZFSPOOL,
+        &ops::STORAGE_ADD_NFS,
+        &ops::STORAGE_SET,
+        &ops::STORAGE_ENABLE,
+        &ops::STORAGE_DISABLE,
     ];
     for op in OPS {
         let expected = Profile::Full.allows_op(op) && !left_out.contains(op);

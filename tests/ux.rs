@@ -288,10 +288,16 @@ mod local {
         let r = local(&["vm", "create", "-o", "json"]);
         assert_eq!(r.code, 2);
         let msg = r.json()["error"]["message"].as_str().unwrap().to_string();
-        assert!(msg.contains("--name") && msg.contains("--iso"), "{msg}");
+        assert!(msg.contains("--name"), "{msg}");
+        // An installer ISO or a cloud image (the vm.create-image variant): both ways are named.
+        let r = local(&["vm", "create", "--name", "web", "-o", "json"]);
+        assert_eq!(r.code, 2);
+        let msg = r.json()["error"]["message"].as_str().unwrap().to_string();
+        assert!(msg.contains("--iso") && msg.contains("--image"), "{msg}");
         let help = local(&["vm", "create", "--help"]).stdout;
         assert!(
-            help.contains("Usage: pxagent vm create [OPTIONS] --name <NAME> --iso <ISO>"),
+            help.contains("Usage: pxagent vm create [OPTIONS] --name <NAME>")
+                && help.contains("op vm.create-image"),
             "{help}"
         );
     }

@@ -64,8 +64,28 @@ impl Invocation {
                     return Err(Error::usage(format!("{} needs <{}>", op.id, p.name)));
                 }
                 How::Required if !values.contains_key(p.name) => {
+                    // A variant at the same path that a value selects is the other way
+                    // (`vm create --image STORAGE:import/NAME` instead of `--iso`).
+                    let others: Vec<String> = catalog::ops_at(op.cli)
+                        .iter()
+                        .filter(|o| o.id != op.id)
+                        .flat_map(|o| o.select.iter())
+                        .filter_map(|s| match s {
+                            catalog::Select::Contains(q, _, example) => Some(format!(
+                                "--{} {example} ({})",
+                                q.replace('_', "-"),
+                                op.cli.join(" ")
+                            )),
+                            catalog::Select::Flag(_) => None,
+                        })
+                        .collect();
+                    let or = if others.is_empty() {
+                        String::new()
+                    } else {
+                        format!(", or {}", others.join(", or "))
+                    };
                     return Err(Error::usage(format!(
-                        "{} needs --{}",
+                        "{} needs --{}{or}",
                         op.id,
                         p.name.replace('_', "-")
                     )));
