@@ -1352,9 +1352,35 @@ pub fn clone(
     // The new config: everything but snapshot info; new MACs, uuid, vmgenid; name.
     let mut newconf: BTreeMap<String, Value> = BTreeMap::new();
     for (k, v) in &src.config {
-        if ["parent", "snaptime", "vmstate", "template", "lock"].contains(&k.as_str())
+        // The clone's cloud-init drive is a new one, not yet generated [SRC qemu-server
+        // API2/Qemu.pm clone_vm: a cloud-init drive is allocated anew for the target].
+        if [
+            "parent",
+            "snaptime",
+            "vmstate",
+            "template",
+            "lock",
+            crate::cloudinit::SECTION,
+        ]
+        .contains(&k.as_str())
             || k.starts_with("unused")
         {
+            continue;
+        }
+        if let Some(s) = v
+            .as_str()
+            .filter(|s| s.contains(&format!("vm-{vmid}-cloudinit")))
+        {
+            let renamed = s
+                .replace(
+                    &format!("{vmid}/vm-{vmid}-cloudinit"),
+                    &format!("{newid}/vm-{newid}-cloudinit"),
+                )
+                .replace(
+                    &format!("vm-{vmid}-cloudinit"),
+                    &format!("vm-{newid}-cloudinit"),
+                );
+            newconf.insert(k.clone(), json!(renamed));
             continue;
         }
         if k.strip_prefix("net")

@@ -530,12 +530,33 @@ pub fn human(inv: &Invocation, data: &Value) -> String {
         );
     }
     match inv.op.view {
-        catalog::View::Task => format!(
-            "{}: {} (task {})",
-            inv.display(),
-            data["task"]["exitstatus"].as_str().unwrap_or("done"),
-            data["upid"].as_str().unwrap_or("")
-        ),
+        catalog::View::Task => {
+            let mut s = format!(
+                "{}: {} (task {})",
+                inv.display(),
+                data["task"]["exitstatus"].as_str().unwrap_or("done"),
+                data["upid"].as_str().unwrap_or("")
+            );
+            // Its follow-up steps, one line each.
+            for step in data["then"].as_array().into_iter().flatten() {
+                let what = step["command"]
+                    .as_str()
+                    .or(step["op"].as_str())
+                    .unwrap_or("");
+                let how = match step["message"].as_str() {
+                    Some(m) => format!("nothing to do, {m}"),
+                    None => step["result"]["task"]["exitstatus"]
+                        .as_str()
+                        .unwrap_or("done")
+                        .to_string(),
+                };
+                s.push_str(&format!(
+                    "\nthen {}: {how}",
+                    crate::base::text::printable(&what)
+                ));
+            }
+            s
+        }
         catalog::View::Done => format!("{}: done", inv.display()),
         catalog::View::Wait => format!(
             "task {}: {}",

@@ -119,6 +119,7 @@ impl<C: Connector> Engine<'_, C> {
             match r {
                 Ok(d) => done.push(json!({
                     "op": step.op.id,
+                    "command": step.display(),
                     "argv": step.remote_argv(),
                     "changed": true,
                     "result": d.data,
