@@ -552,7 +552,7 @@ pub fn human(inv: &Invocation, data: &Value) -> String {
                 };
                 s.push_str(&format!(
                     "\nthen {}: {how}",
-                    crate::base::text::printable(&what)
+                    crate::base::text::printable(what)
                 ));
             }
             s
