@@ -635,6 +635,20 @@ fn storage_rules_refuse_system_paths_secrets_and_other_types() {
         ],
     );
     assert!(allowed(&nfs));
+    // Always mounted nosuid,nodev,noexec: a line without those options, or with others, is refused.
+    let at = nfs
+        .iter()
+        .position(|x| x == "--options")
+        .expect("the NFS line sets options");
+    assert_eq!(nfs[at + 1], "nosuid,nodev,noexec");
+    let mut bare = nfs.clone();
+    bare.drain(at..at + 2);
+    assert!(!allowed(&bare), "{bare:?}");
+    for opts in ["vers=3", "nosuid,nodev", "nosuid,nodev,noexec,suid", "suid"] {
+        let mut other = nfs.clone();
+        other[at + 1] = opts.to_string();
+        assert!(!allowed(&other), "{other:?}");
+    }
     for extra in [
         &["--options", "vers=3"][..],
         &["--password", "x"],

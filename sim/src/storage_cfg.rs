@@ -36,7 +36,7 @@ const TYPES: &[&str] = &[
 
 /// The options of `POST /storage` the simulator reads (a subset of the schema's: an option it
 /// does not know is refused like one PVE does not know).
-pub const CREATE_OPTS: [Param; 12] = [
+pub const CREATE_OPTS: [Param; 13] = [
     p("storage", Ty::StorageId),
     p("type", Ty::Enum(TYPES)),
     p("path", Ty::Str),
@@ -47,6 +47,7 @@ pub const CREATE_OPTS: [Param; 12] = [
     p("pool", Ty::Str),
     p("server", Ty::Str),
     p("export", Ty::Str),
+    p("options", Ty::Str),
     p("disable", Ty::Bool),
     p("shared", Ty::Bool),
 ];
@@ -80,7 +81,7 @@ fn plugin(
         "zfspool" => (&["pool"], &[], &["images", "rootdir"]),
         "nfs" => (
             &["server", "export"],
-            &[],
+            &["options"],
             &[
                 "images", "rootdir", "vztmpl", "iso", "backup", "snippets", "import",
             ],

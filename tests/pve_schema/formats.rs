@@ -72,6 +72,7 @@ const KNOWN: &[&str] = &[
     "pve-storage-path",
     "pve-storage-vgname",
     "pve-storage-server",
+    "pve-storage-options",
 ];
 
 fn known(name: &str) -> bool {
@@ -173,6 +174,8 @@ fn one(name: &str, v: &str) -> Result<(), String> {
         "pve-storage-path" => re(r"/[^;()]+.*", v),
         "pve-storage-vgname" => re(r"[a-zA-Z0-9.+_][a-zA-Z0-9.+_\-]+", v),
         "pve-storage-server" => ipv4(v) || ipv6(v) || dns_name(v),
+        // pve-storage `src/PVE/Storage/Plugin.pm` `verify_options` (mount options): `^\S+$`.
+        "pve-storage-options" => re(r"\S+", v),
         other => {
             return Err(format!(
                 "format `{other}` has no checker in tests/pve_schema/formats.rs"

@@ -162,7 +162,7 @@ pub static STORAGE_ADD_ZFSPOOL: Op = Op {
 pub static STORAGE_ADD_NFS: Op = Op {
     id: "storage.add-nfs",
     cli: &["storage", "add-nfs"],
-    about: "Add an NFS export as a storage (mounted at /mnt/pve/STORAGE)",
+    about: "Add an NFS export as a storage (mounted at /mnt/pve/STORAGE, nosuid, nodev, noexec)",
     risk: Risk::Change,
     area: Area::Storage,
     params: &[NEW_STORAGE, SERVER, EXPORT, CONTENT_OPTION],
@@ -177,6 +177,10 @@ pub static STORAGE_ADD_NFS: Op = Op {
         Arg::Word("{server}"),
         Arg::Word("--export"),
         Arg::Word("{export}"),
+        // Always: the server is the agent's choice, so nothing on it may run or act as a
+        // device on the host (a setuid-root file on an export would be a root shell).
+        Arg::Word("--options"),
+        Arg::Word("nosuid,nodev,noexec"),
         Arg::Opt("content", &["--content", "{content}"])
     ),
     view: View::Done,
