@@ -1,6 +1,6 @@
 //! VMs from cloud images, live on the sandbox host and against real sudo: `image download`
 //! (import content), `vm create --image` with cloud-init (`--ciuser`, `--sshkey FILE`, `--ip`),
-//! `vm cloudinit` and `cloudinit-set|regenerate`, `vm template` (its phrase), a full clone with a
+//! `vm cloudinit` and `cloudinit-set|keys|regenerate`, `vm template` (its phrase), a full clone with a
 //! static IP, and `image remove`; through the gate too. The sudo test proves the new rules
 //! admit the catalog's lines and refuse their dangerous neighbours: `import-from` a host path or a
 //! device, `cicustom`, `cipassword`, a key that reads as an option, a `.img` or `..` file name.
@@ -291,10 +291,11 @@ fn cloud_image_to_vm_with_cloud_init_then_template_then_clone_with_a_static_ip()
             "prefix",
         ),
         (
-            vec!["vm", "cloudinit-set", "731", "--ciuser", "Root Admin"],
+            vec!["vm", "cloudinit-keys", "731", "--ciuser", "Root Admin"],
             "ciuser",
         ),
         (vec!["vm", "cloudinit-set", "731"], "one of"),
+        (vec!["vm", "cloudinit-keys", "731"], "one of"),
     ] {
         let r = home.on_bed(&args);
         assert_eq!(r.code, 2, "{args:?}: {}", r.stderr);
@@ -304,13 +305,13 @@ fn cloud_image_to_vm_with_cloud_init_then_template_then_clone_with_a_static_ip()
     std::fs::write(&bad, "command=\"id\" ".to_string() + KEY).unwrap();
     let r = home.on_bed(&[
         "vm",
-        "cloudinit-set",
+        "cloudinit-keys",
         "731",
         "--sshkey",
         bad.to_str().unwrap(),
     ]);
     assert_eq!(r.code, 2, "{}", r.stderr);
-    let r = home.on_bed(&["vm", "cloudinit-set", "731", "--sshkey", "/etc"]);
+    let r = home.on_bed(&["vm", "cloudinit-keys", "731", "--sshkey", "/etc"]);
     assert_eq!(r.code, 2, "{}", r.stderr);
 }
 
@@ -345,7 +346,7 @@ fn the_gate_runs_the_cloud_image_ops_and_refuses_their_dangerous_neighbours() {
     ]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(config(732)["ipconfig0"], "ip=10.0.0.32/24,gw=10.0.0.1");
-    let r = run(&["vm", "cloudinit-set", "732", "--ciuser", "ops"]);
+    let r = run(&["vm", "cloudinit-keys", "732", "--ciuser", "ops"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let create = "sudo -n /usr/bin/pvesh create /nodes/pve1/qemu --vmid 733 --name x --memory 2048 --cores 2 --scsihw virtio-scsi-single";
     for line in [
@@ -502,9 +503,21 @@ fn cloud_image_rules_admit_the_catalogs_lines_and_refuse_their_neighbours() {
         &ops::VM_CREATE_IMAGE,
         &ops::VM_CLOUDINIT,
         &ops::VM_CLOUDINIT_SET,
+        &ops::VM_CLOUDINIT_KEYS,
         &ops::VM_CLOUDINIT_REGENERATE,
         &ops::VM_TEMPLATE,
     ];
+    // Keys for an existing VM are root in it: `full` only, like guest exec; a new VM from an
+    // image and a clone (whose keys travel in a `vm cloudinit-keys` step) are `operator`.
+    assert!(!Profile::Operator.allows_op(&ops::VM_CLOUDINIT_KEYS));
+    assert!(Profile::Full.allows_op(&ops::VM_CLOUDINIT_KEYS));
+    for op in [
+        &ops::VM_CREATE_IMAGE,
+        &ops::VM_CLONE,
+        &ops::VM_CLOUDINIT_SET,
+    ] {
+        assert!(Profile::Operator.allows_op(op), "{}", op.id);
+    }
     for profile in Profile::ALL {
         let _installed = Installed::new(&render(profile.name(), &[]));
         for argv in escapes() {

@@ -112,6 +112,8 @@ impl Profile {
     pub fn allows_op(self, op: &Op) -> bool {
         match (op.risk, op.area) {
             (Risk::Exec, Area::Vm) => self >= Profile::Full,
+            // Letting a key log in to an existing VM is root in it, like guest exec.
+            (Risk::Change, Area::Vm) if op.grants_guest_login() => self >= Profile::Full,
             (Risk::Exec, _) => false,
             (risk, _) => self.allows(risk),
         }
@@ -508,6 +510,23 @@ impl Op {
                 .params
                 .iter()
                 .any(|p| matches!(p.kind, Kind::Url | Kind::TemplateName))
+    }
+
+    /// Whether the op sets who may log in to an existing VM (cloud-init's user or SSH keys on
+    /// the command line it sends): whoever holds the key is root in that VM at its next boot,
+    /// so it ranks with guest exec (`full`). A new VM from an image (`vm create --image`, its
+    /// VMID new) holds nothing yet, and a clone's keys travel in its follow-up step.
+    pub fn grants_guest_login(&self) -> bool {
+        let login = |name: &str| {
+            self.param(name)
+                .is_some_and(|p| matches!(p.kind, Kind::SshKeys | Kind::CiUser))
+        };
+        self.area == Area::Vm
+            && !self.params.iter().any(|p| p.how == How::NextId)
+            && self
+                .args
+                .iter()
+                .any(|a| matches!(a, Arg::Opt(n, _) if login(n)))
     }
 
     /// Find a parameter by name.

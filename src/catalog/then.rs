@@ -25,16 +25,24 @@ pub enum Then {
         /// The parameter with the size in GiB.
         size: &'static str,
     },
-    /// Set the cloud-init values given ([`CLOUD_INIT`]) on the guest in parameter `vmid`
-    /// with `vm cloudinit-set`.
+    /// Set the cloud-init address and DNS given ([`CLOUD_INIT`]) on the guest in parameter
+    /// `vmid` with `vm cloudinit-set`.
     CloudInit {
+        /// The parameter naming the guest.
+        vmid: &'static str,
+    },
+    /// Set the cloud-init user and keys given ([`CLOUD_INIT_KEYS`]) on the guest in parameter
+    /// `vmid` with `vm cloudinit-keys` (`full` profile: root in the guest).
+    CloudInitKeys {
         /// The parameter naming the guest.
         vmid: &'static str,
     },
 }
 
 /// The parameters a [`Then::CloudInit`] carries over to `vm cloudinit-set`.
-pub const CLOUD_INIT: [&str; 5] = ["ciuser", "sshkeys", "ip", "nameserver", "searchdomain"];
+pub const CLOUD_INIT: [&str; 3] = ["ip", "nameserver", "searchdomain"];
+/// The parameters a [`Then::CloudInitKeys`] carries over to `vm cloudinit-keys`.
+pub const CLOUD_INIT_KEYS: [&str; 2] = ["ciuser", "sshkeys"];
 
 impl Then {
     /// The parameters of its op that this step uses (so the catalog's "every parameter is
@@ -43,6 +51,7 @@ impl Then {
         match self {
             Then::GrowTo { vmid, size, .. } => vec![vmid, size],
             Then::CloudInit { vmid } => std::iter::once(*vmid).chain(CLOUD_INIT).collect(),
+            Then::CloudInitKeys { vmid } => std::iter::once(*vmid).chain(CLOUD_INIT_KEYS).collect(),
         }
     }
 
@@ -51,6 +60,9 @@ impl Then {
         match self {
             Then::GrowTo { size, .. } => inv.values.contains_key(size),
             Then::CloudInit { .. } => CLOUD_INIT.iter().any(|k| inv.values.contains_key(k)),
+            Then::CloudInitKeys { .. } => {
+                CLOUD_INIT_KEYS.iter().any(|k| inv.values.contains_key(k))
+            }
         }
     }
 
@@ -64,8 +76,12 @@ impl Then {
         };
         match self {
             Then::GrowTo { vmid, disk, .. } => grow(&guest(vmid)?, disk, "+1G", node),
-            Then::CloudInit { vmid } => {
-                let mut raw: BTreeMap<&'static str, String> = CLOUD_INIT
+            Then::CloudInit { vmid } | Then::CloudInitKeys { vmid } => {
+                let (keys, op): (&[&str], _) = match self {
+                    Then::CloudInit { .. } => (&CLOUD_INIT, &ops::VM_CLOUDINIT_SET),
+                    _ => (&CLOUD_INIT_KEYS, &ops::VM_CLOUDINIT_KEYS),
+                };
+                let mut raw: BTreeMap<&'static str, String> = keys
                     .iter()
                     .filter_map(|k| inv.values.get(k).map(|v| (*k, v.clone())))
                     .collect();
@@ -73,7 +89,7 @@ impl Then {
                 if let Some(n) = node {
                     raw.insert("node", n.to_string());
                 }
-                Invocation::new(&ops::VM_CLOUDINIT_SET, raw)
+                Invocation::new(op, raw)
             }
         }
     }

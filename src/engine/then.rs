@@ -46,7 +46,8 @@ pub fn dry_run(inv: &Invocation) -> Value {
                     "vm resize: {disk} grown to {} GiB (the growth is computed from its size once the VM exists)",
                     inv.values.get(size).map(String::as_str).unwrap_or("?")
                 ),
-                Then::CloudInit { .. } => "vm cloudinit-set: the cloud-init values given".into(),
+                Then::CloudInit { .. } => "vm cloudinit-set: the address and DNS given".into(),
+                Then::CloudInitKeys { .. } => "vm cloudinit-keys: the user and keys given".into(),
             };
             let argv = t
                 .planned(inv, inv.values.get("node").map(String::as_str))
@@ -71,7 +72,9 @@ impl<C: Connector> Engine<'_, C> {
         let mut done = Vec::new();
         for t in steps {
             let step = match t {
-                Then::CloudInit { .. } => t.planned(inv, Some(node))?,
+                Then::CloudInit { .. } | Then::CloudInitKeys { .. } => {
+                    t.planned(inv, Some(node))?
+                }
                 Then::GrowTo { vmid, disk, size } => {
                     let id = inv.values.get(vmid).map(String::as_str).unwrap_or_default();
                     let cfg = self

@@ -575,35 +575,46 @@ pub static VM_CLOUDINIT: Op = Op {
     ..ROW
 };
 
-/// `pxagent vm cloudinit-set VMID …`: the cloud-init user, SSH keys, IPv4 configuration and
-/// DNS. Never a password (`cipassword` is not in the catalog: keys only) and never
-/// `cicustom` (its snippets are files on the host).
+/// `pxagent vm cloudinit-set VMID …`: the IPv4 configuration and DNS cloud-init gives the
+/// VM. Who may log in is `vm cloudinit-keys`. Never `cicustom` (its snippets are host files).
 pub static VM_CLOUDINIT_SET: Op = Op {
     id: "vm.cloudinit-set",
     cli: &["vm", "cloudinit-set"],
-    about: "Set a VM's cloud-init user, SSH keys, IP configuration and DNS",
+    about: "Set a VM's cloud-init IP configuration and DNS",
     risk: Risk::Change,
     area: Area::Vm,
-    params: &[
-        VMID,
-        CIUSER,
-        SSHKEYS,
-        IPCONFIG,
-        NAMESERVER,
-        SEARCHDOMAIN,
-        GUEST_NODE,
-    ],
+    params: &[VMID, IPCONFIG, NAMESERVER, SEARCHDOMAIN, GUEST_NODE],
     args: pvesh!(
         "set",
         "/nodes/{node}/qemu/{vmid}/config",
-        Arg::Opt("ciuser", &["--ciuser", "{ciuser}"]),
-        Arg::Opt("sshkeys", &["--sshkeys", "{sshkeys}"]),
         Arg::Opt("ip", &["--ipconfig0", "{ip}"]),
         Arg::Opt("nameserver", &["--nameserver", "{nameserver}"]),
         Arg::Opt("searchdomain", &["--searchdomain", "{searchdomain}"])
     ),
     view: View::Done,
-    needs_one_of: &["ciuser", "sshkeys", "ip", "nameserver", "searchdomain"],
+    needs_one_of: &["ip", "nameserver", "searchdomain"],
+    ..ROW
+};
+
+/// `pxagent vm cloudinit-keys VMID [--ciuser USER] [--sshkey FILE]`: who may log in to an
+/// existing VM through cloud-init. Whoever holds such a key logs in at the VM's next boot and
+/// is root there, as with `vm exec`: so it is in the `full` profile only
+/// ([`crate::catalog::Op::grants_guest_login`]). Never a password: `cipassword` is in no rule.
+pub static VM_CLOUDINIT_KEYS: Op = Op {
+    id: "vm.cloudinit-keys",
+    cli: &["vm", "cloudinit-keys"],
+    about: "Set who may log in to a VM through cloud-init: its user and SSH keys (root in the VM)",
+    risk: Risk::Change,
+    area: Area::Vm,
+    params: &[VMID, CIUSER, SSHKEYS, GUEST_NODE],
+    args: pvesh!(
+        "set",
+        "/nodes/{node}/qemu/{vmid}/config",
+        Arg::Opt("ciuser", &["--ciuser", "{ciuser}"]),
+        Arg::Opt("sshkeys", &["--sshkeys", "{sshkeys}"])
+    ),
+    view: View::Done,
+    needs_one_of: &["ciuser", "sshkeys"],
     ..ROW
 };
 
@@ -642,8 +653,8 @@ pub static VM_TEMPLATE: Op = Op {
     ..ROW
 };
 
-/// `pxagent vm clone VMID NEWID [--ciuser …] [--sshkey FILE] [--ip …]`: the clone, then (when
-/// cloud-init values are given) `vm cloudinit-set NEWID` with them.
+/// `pxagent vm clone VMID NEWID [--ip …] [--ciuser …] [--sshkey FILE]`: the clone, then (when
+/// cloud-init values are given) `vm cloudinit-set NEWID` and `vm cloudinit-keys NEWID`.
 pub static VM_CLONE: Op = Op {
     id: "vm.clone",
     cli: &["vm", "clone"],
@@ -672,8 +683,12 @@ pub static VM_CLONE: Op = Op {
     ),
     view: View::Task,
     prechecks: &[Precheck::NewVmid("newid")],
-    // PVE's clone takes no cloud-init settings: they are set on the clone afterwards.
-    then: &[Then::CloudInit { vmid: "newid" }],
+    // PVE's clone takes no cloud-init settings: they are set on the clone afterwards, the
+    // address and DNS, then (full profile) who may log in.
+    then: &[
+        Then::CloudInit { vmid: "newid" },
+        Then::CloudInitKeys { vmid: "newid" },
+    ],
     ..ROW
 };
 
