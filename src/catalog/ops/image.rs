@@ -23,15 +23,7 @@ pub static IMAGE_DOWNLOAD: Op = Op {
         Arg::Word("{url}"),
         Arg::Word("--filename"),
         Arg::Word("{filename}"),
-        Arg::Opt(
-            "checksum",
-            &[
-                "--checksum-algorithm",
-                "{checksum:0}",
-                "--checksum",
-                "{checksum:1}",
-            ],
-        )
+        DOWNLOAD_CHECKSUM
     ),
     view: View::Task,
     ..ROW
@@ -94,10 +86,4 @@ const IMAGE_NAME: Param = Param {
     kind: Kind::ImageFile,
     how: How::BasenameOf("url"),
     help: "the file name on the storage (default: the URL's last path segment, .img as .qcow2)",
-};
-const CHECKSUM: Param = Param {
-    name: "checksum",
-    kind: Kind::Checksum,
-    how: How::Option,
-    help: "verify the download, e.g. sha256:HEX",
 };

@@ -19,15 +19,7 @@ pub static ISO_DOWNLOAD: Op = Op {
         Arg::Word("{url}"),
         Arg::Word("--filename"),
         Arg::Word("{filename}"),
-        Arg::Opt(
-            "checksum",
-            &[
-                "--checksum-algorithm",
-                "{checksum:0}",
-                "--checksum",
-                "{checksum:1}",
-            ],
-        )
+        DOWNLOAD_CHECKSUM
     ),
     view: View::Task,
     ..ROW
@@ -90,10 +82,4 @@ const FILENAME: Param = Param {
     kind: Kind::FileName,
     how: How::BasenameOf("url"),
     help: "the file name on the storage (default: the URL's last path segment)",
-};
-const CHECKSUM: Param = Param {
-    name: "checksum",
-    kind: Kind::Checksum,
-    how: How::Option,
-    help: "verify the download, e.g. sha256:HEX",
 };

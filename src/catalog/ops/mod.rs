@@ -396,6 +396,24 @@ const RRD_CF: Param = Param {
     help: "how each step sums up its samples: AVERAGE (Proxmox's default) or MAX",
 };
 
+/// `--checksum ALGO:HEX` of a download (`download-url` verifies it on the host).
+const CHECKSUM: Param = Param {
+    name: "checksum",
+    kind: Kind::Checksum,
+    how: How::Option,
+    help: "verify the download, e.g. sha256:HEX",
+};
+/// The checksum's words of a `download-url` line, when one was given.
+const DOWNLOAD_CHECKSUM: Arg = Arg::Opt(
+    "checksum",
+    &[
+        "--checksum-algorithm",
+        "{checksum:0}",
+        "--checksum",
+        "{checksum:1}",
+    ],
+);
+
 /// The choices of a [`Kind::Choice`] whose CLI and wire values are the same.
 const fn same(word: &'static str) -> Choice {
     Choice {
