@@ -125,7 +125,20 @@ POLICY_SAVED="$PXAGENT_TESTBED_STATE/gate/policy.yaml"
 cp "$POLICY_SAVED" "$POLICY_SAVED.demo-orig"
 printf 'ops:\n  vm.config: approve\n' >"$POLICY_SAVED"
 ask() { local rc=0; pxagent -o json vm config "$DEMO_VM" >refused.json || rc=$?
-    python3 -c 'import json,sys; e=json.load(open(sys.argv[1]))["error"]; print(e["message"]); open("statement.txt","w").write(e["approval_request"]["statement"])' refused.json
+    # The answer's message, and the statement it carries; a step that went otherwise says why
+    # in one line (never a traceback).
+    python3 - refused.json <<'PY' || rc=1
+import json, sys
+try:
+    e = json.load(open(sys.argv[1])).get("error") or {}
+except (OSError, ValueError) as x:
+    sys.exit(f"(the answer is not pxagent's JSON: {x})")
+print(e.get("message", "(no message)"))
+req = e.get("approval_request")
+if not req:
+    sys.exit(f"(no approval request in the answer: kind {e.get('kind')})")
+open("statement.txt", "w").write(req["statement"])
+PY
     return $rc; }
 step 4 "The host policy says 'vm.config: approve': the gate answers with a statement to sign" \
     --show "pxagent vm config $DEMO_VM" ask

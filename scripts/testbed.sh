@@ -183,8 +183,27 @@ readonly GATE_SOCKET="$STATE_DIR/gate-log.sock"      # stands in for /dev/log
 readonly GATE_LOG="$STATE_DIR/gate-audit.log"        # what the listener received
 readonly GATE_LOG_PID="$STATE_DIR/gate-log.pid"
 readonly APPROVER_KEY="$STATE_DIR/approver_ed25519"  # a human approver's key, for tests
-GATE_CMD="$GATE_BIN gate --policy $GATE_POLICY --approvers $GATE_APPROVERS --state-dir $GATE_STATE --nonce-dir $GATE_NONCES --log-socket $GATE_SOCKET"
+# The host's machine id, which every approval names. A machine without one (a container, a
+# debootstrap root: no systemd) gets one for its beds here, never in /etc/machine-id: the bed must
+# not change the machine's identity. The gate reads it with --machine-id (a root-owned file named
+# by the forced command). Kept on `down`, like the nonces: it is the "host's".
+readonly BED_MACHINE_ID="$TESTBED_ROOT/machine-id"
+machine_id_of() { grep -sxE '[0-9a-f]{32}' "$1" | head -n 1; }
+GATE_ID_OPT=""
+if [[ -z "$(machine_id_of /etc/machine-id)" && -z "$(machine_id_of /var/lib/dbus/machine-id)" ]]; then
+    GATE_ID_OPT=" --machine-id $BED_MACHINE_ID"
+fi
+readonly GATE_ID_OPT
+GATE_CMD="$GATE_BIN gate --policy $GATE_POLICY --approvers $GATE_APPROVERS --state-dir $GATE_STATE --nonce-dir $GATE_NONCES --log-socket $GATE_SOCKET$GATE_ID_OPT"
 readonly GATE_CMD
+# The machine id the gate reads, whichever file holds it (empty when none does yet).
+gate_machine_id() {
+    local f
+    [[ -z "$GATE_ID_OPT" ]] || { machine_id_of "$BED_MACHINE_ID" || true; return 0; }
+    for f in /etc/machine-id /var/lib/dbus/machine-id; do
+        [[ -z "$(machine_id_of "$f")" ]] || { machine_id_of "$f"; return 0; }
+    done
+}
 
 need_root() { [[ $EUID -eq 0 ]] || die "'$CMD' must run as root (it manages an account, sudoers and sshd)"; }
 
@@ -731,6 +750,14 @@ ensure_gate() {
     chmod 0700 "$GATE_STATE"
     install -d -o root -g root -m 1777 "$GATE_NONCES"
     chmod 1777 "$GATE_NONCES"
+    if [[ -n "$GATE_ID_OPT" && -z "$(machine_id_of "$BED_MACHINE_ID")" ]]; then
+        od -An -tx1 -N16 /dev/urandom | tr -d ' \n' >"$BED_MACHINE_ID.new"
+        echo >>"$BED_MACHINE_ID.new"
+        chown root:root "$BED_MACHINE_ID.new"
+        chmod 0444 "$BED_MACHINE_ID.new"
+        mv -f "$BED_MACHINE_ID.new" "$BED_MACHINE_ID"
+        changed "this machine has no /etc/machine-id: the beds' gate reads $BED_MACHINE_ID ($(machine_id_of "$BED_MACHINE_ID")) instead; the machine's own identity is unchanged"
+    fi
     if [[ -z "$(listener_pid)" ]]; then
         rm -f "$GATE_SOCKET"
         touch "$GATE_LOG"
@@ -963,6 +990,7 @@ do_env() {
         printf 'export PXAGENT_TESTBED_GATE_LOG=%q\n' "$GATE_LOG"
         printf 'export PXAGENT_TESTBED_GATE_STATE=%q\n' "$GATE_STATE"
         printf 'export PXAGENT_TESTBED_GATE_NONCES=%q\n' "$GATE_NONCES"
+        printf 'export PXAGENT_TESTBED_MACHINE_ID=%q\n' "$(gate_machine_id)"
     fi
 }
 

@@ -997,10 +997,10 @@ fn approvals_hold_for_one_account_on_one_host_once() {
     let g = gated();
     let _p = g.policy("ops:\n  vm.snapshot: approve\n");
     let home = Home::new();
-    let machine_id = std::fs::read_to_string("/etc/machine-id")
-        .unwrap()
-        .trim()
-        .to_string();
+    // The id the bed's gate reads: /etc/machine-id, or the bed's own where the machine has none.
+    let machine_id = std::env::var("PXAGENT_GATED_TESTBED_MACHINE_ID")
+        .expect("PXAGENT_GATED_TESTBED_MACHINE_ID (scripts/testbed.sh env --gate)");
+    assert_eq!(machine_id.len(), 32, "{machine_id:?}");
     let nonces = PathBuf::from(std::env::var("PXAGENT_GATED_TESTBED_GATE_NONCES").unwrap());
     let snap = fresh("m");
     let args = ["vm", "snapshot", "100", snap.as_str(), "-o", "json"];

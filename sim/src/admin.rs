@@ -20,7 +20,7 @@ pub const USAGE: &str = "USAGE: pve-sim <TOOL> [ARGS]     (TOOL: qm pct pvesh pv
                                     guest-exec and files (RHEL's allow list)
        pve-sim sandbox [out-limit=BYTES] [timeout=SECONDS]
                                     show/set the guest-command limits (output kept per stream, kill after)
-       (internal: pve-sim guest-run …, pve-sim guest-io … are the sandbox's helpers, see sandbox.rs)
+       (internal: pve-sim guest-run …, guest-io …, guest-tool … are the sandbox's helpers, see sandbox.rs and guest_tools.rs)
 State file: $PVE_SIM_STATE or /var/lib/pve-sim/state.json; faults: $PVE_SIM_FAULTS or /var/lib/pve-sim/faults.json";
 
 /// Run an admin subcommand.

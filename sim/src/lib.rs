@@ -25,6 +25,7 @@ pub mod backup;
 pub mod cloudinit;
 pub mod faults;
 pub mod guest;
+pub mod guest_tools;
 pub mod hostinfo;
 pub mod locks;
 pub mod migrate;
@@ -214,6 +215,11 @@ pub fn run(argv: &[String], env: &Env) -> Output {
             None => return Output::err(admin::USAGE, 255),
         }
     };
+    if tool == "guest-tool" {
+        // A program of the simulated guests ([`guest_tools`]), run as the sandbox account like
+        // the guest command it stands for.
+        return guest_tools::run(args);
+    }
     if tool == "guest-io" {
         // The sandbox's file helper, run *as the sandbox account* (so not behind the root
         // check): plain file I/O with the caller's own identity, nothing more.

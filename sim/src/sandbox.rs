@@ -19,6 +19,9 @@
 //!   under `root/`, so `sort -o /tmp/out.txt /tmp/in.txt` reads and writes the files
 //!   `file-write`/`file-read` see. Other absolute paths (`/etc/os-release`, `/usr/bin/env`) are
 //!   the host's, read as the unprivileged account.
+//! * Programs: the guest has the machine's essential tools and the programs of
+//!   [`crate::guest_tools`] (`systemctl`), which the simulator answers itself, so a guest command
+//!   behaves the same on a machine without systemd.
 //! * Time limit: a command still running after the limit (`pve-sim sandbox timeout=S`, default
 //!   300 s) is killed with its process group (SIGKILL).
 
@@ -246,7 +249,17 @@ impl Sandbox {
     /// The command for guest argv `argv` (non-empty), as the module doc describes; stdio is
     /// left to the caller.
     pub fn command(&self, argv: &[String]) -> Command {
-        let mut c = Command::new(self.rewrite(&argv[0]));
+        // A program every simulated guest has is the simulator's, never the machine's own
+        // ([`crate::guest_tools`]).
+        let mut c = match crate::guest_tools::simulated(&argv[0]) {
+            Some(name) => {
+                let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("pve-sim"));
+                let mut c = Command::new(exe);
+                c.args(["guest-tool", name]);
+                c
+            }
+            None => Command::new(self.rewrite(&argv[0])),
+        };
         c.args(argv[1..].iter().map(|a| self.rewrite(a)))
             .env_clear()
             .env("PATH", GUEST_PATH)

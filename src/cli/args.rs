@@ -456,7 +456,9 @@ by the keys in --approvers), counts host rate limits, logs each decision to sysl
                 .arg(Arg::new("nonce_dir").long("nonce-dir").value_name("DIR")
                     .help("The host's used approvals, shared by every gated account (root-owned, sticky; default /var/lib/pxagent/.nonces)"))
                 .arg(Arg::new("log_socket").long("log-socket").value_name("PATH")
-                    .help("The syslog socket for the host audit (default /dev/log)")),
+                    .help("The syslog socket for the host audit (default /dev/log)"))
+                .arg(Arg::new("machine_id").long("machine-id").value_name("FILE")
+                    .help("A root-owned file holding the host's machine id, for a host without /etc/machine-id that must not get one (a test bed in a container; default /etc/machine-id, then /var/lib/dbus/machine-id)")),
         )
         .subcommand(reaches_host(
             Command::new("status").about("One summary of the host or cluster: version, nodes, storages, guests by state"),

@@ -509,12 +509,14 @@ fn gate_options(root: &ArgMatches, g: &ArgMatches) -> Result<crate::host::gate::
     if let Some(p) = typed(g, "log_socket") {
         o.log_socket = p;
     }
+    o.machine_id = typed(g, "machine_id");
     for p in [
         Some(&o.policy),
         Some(&o.approvers),
         o.state_dir.as_ref(),
         Some(&o.nonce_dir),
         Some(&o.log_socket),
+        o.machine_id.as_ref(),
     ]
     .into_iter()
     .flatten()

@@ -43,10 +43,10 @@ pub(super) fn check(
         .iter()
         .map(|(k, v)| (k.to_string(), v.clone()))
         .collect();
-    let machine_id = ctx.machine_id.as_deref().ok_or_else(|| {
-        unavailable(
-            "this host has no machine id (/etc/machine-id), which every approval names to tell this host from another of the same name, so no approval can be issued or checked; create it as root: systemd-machine-id-setup (or dbus-uuidgen --ensure=/etc/machine-id)".to_string(),
-        )
+    let machine_id = ctx.machine_id.as_deref().map_err(|why| {
+        unavailable(format!(
+            "{why}: every approval names the host's machine id to tell this host from another of the same name, so no approval can be issued or checked; create it as root: systemd-machine-id-setup (or dbus-uuidgen --ensure=/etc/machine-id)"
+        ))
     })?;
     let place = Place {
         host: &ctx.host,

@@ -60,6 +60,10 @@ pub struct Options {
     pub log_socket: PathBuf,
     /// sudo.
     pub sudo: PathBuf,
+    /// A root-owned file holding this host's machine id, read instead of `/etc/machine-id`
+    /// (then D-Bus's copy). Only for a host that has none and must not be given one, such as a
+    /// test bed in a container: a real Proxmox host always has `/etc/machine-id`.
+    pub machine_id: Option<PathBuf>,
 }
 
 impl Default for Options {
@@ -71,6 +75,7 @@ impl Default for Options {
             nonce_dir: PathBuf::from(crate::host::setup::NONCE_DIR),
             log_socket: PathBuf::from("/dev/log"),
             sudo: PathBuf::from("/usr/bin/sudo"),
+            machine_id: None,
         }
     }
 }
@@ -83,16 +88,17 @@ struct RequestFacts {
     account: String,
     uid: u32,
     host: String,
-    /// `/etc/machine-id` (or D-Bus's copy), when the host has one: what tells this host from
-    /// another of the same name.
-    machine_id: Option<String>,
+    /// `/etc/machine-id` (or D-Bus's copy, or the file `--machine-id` names), when the host
+    /// has one: what tells this host from another of the same name. `Err` says why there is
+    /// none.
+    machine_id: Result<String, String>,
     /// `SSH_CONNECTION`'s first word: the client's address.
     client: String,
     now: u64,
 }
 
 impl RequestFacts {
-    fn read() -> RequestFacts {
+    fn read(opts: &Options) -> RequestFacts {
         let uid = std::fs::metadata("/proc/self")
             .map(|m| m.uid())
             .unwrap_or(u32::MAX);
@@ -100,12 +106,7 @@ impl RequestFacts {
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
             .map(|h| h.trim().to_string())
             .unwrap_or_default();
-        let machine_id = ["/etc/machine-id", "/var/lib/dbus/machine-id"]
-            .iter()
-            .find_map(|p| {
-                let id = std::fs::read_to_string(p).ok()?.trim().to_string();
-                crate::approval::valid_machine_id(&id).then_some(id)
-            });
+        let machine_id = read_machine_id(opts.machine_id.as_deref(), uid);
         let client = std::env::var("SSH_CONNECTION")
             .ok()
             .and_then(|c| c.split(' ').next().map(str::to_string))
@@ -131,6 +132,29 @@ impl RequestFacts {
     }
 }
 
+/// This host's machine id: from `named` (the gate's `--machine-id`, which must be a trusted
+/// file, since an id the account could change would let it pass off one host's approvals as
+/// another's), else from `/etc/machine-id`, else from D-Bus's copy. `Err` says what is missing.
+fn read_machine_id(named: Option<&Path>, uid: u32) -> Result<String, String> {
+    let read = |p: &Path| -> Option<String> {
+        let id = std::fs::read_to_string(p).ok()?.trim().to_string();
+        crate::approval::valid_machine_id(&id).then_some(id)
+    };
+    if let Some(p) = named {
+        trusted_file(p, uid)?;
+        return read(p).ok_or_else(|| {
+            format!(
+                "the machine id file {} (the gate's --machine-id) does not hold 32 lower-case hex digits",
+                p.display()
+            )
+        });
+    }
+    ["/etc/machine-id", "/var/lib/dbus/machine-id"]
+        .iter()
+        .find_map(|p| read(Path::new(p)))
+        .ok_or_else(|| "this host has no machine id (/etc/machine-id)".to_string())
+}
+
 /// The account name of `uid` from /etc/passwd.
 fn account_name(uid: u32) -> Option<String> {
     let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
@@ -154,7 +178,7 @@ enum Verdict {
 
 /// Serve one request; returns the exit status when it does not `exec` sudo.
 pub fn run(opts: &Options) -> u8 {
-    let ctx = RequestFacts::read();
+    let ctx = RequestFacts::read(opts);
     let raw = std::env::var_os("SSH_ORIGINAL_COMMAND");
     let line = raw.as_ref().map(|r| r.to_str().ok_or(r.as_encoded_bytes()));
     let mut audit = json!({
@@ -664,6 +688,36 @@ fn hello(opts: &Options, ctx: &RequestFacts) -> Hello {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A machine id named by `--machine-id` is read only from a trusted file that holds one;
+    /// anything else says why, and never falls back to another file.
+    #[test]
+    fn a_named_machine_id_must_be_trusted_and_valid() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let f = dir.path().join("machine-id");
+        let id = "0123456789abcdef0123456789abcdef";
+        std::fs::write(&f, format!("{id}\n")).unwrap();
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o444)).unwrap();
+        let me = std::fs::metadata("/proc/self").unwrap().uid();
+        if me == 0 {
+            assert_eq!(read_machine_id(Some(&f), 4242).unwrap(), id);
+            std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o666)).unwrap();
+            let e = read_machine_id(Some(&f), 4242).unwrap_err();
+            assert!(e.contains("writable by"), "{e}");
+            std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o444)).unwrap();
+            std::fs::write(&f, "0123456789ABCDEF0123456789ABCDEF\n").unwrap();
+            let e = read_machine_id(Some(&f), 4242).unwrap_err();
+            assert!(
+                e.contains("--machine-id") && e.contains("32 lower-case hex"),
+                "{e}"
+            );
+        }
+        // The account's own file is never its host's identity.
+        assert!(read_machine_id(Some(&f), me).is_err());
+        assert!(read_machine_id(Some(&dir.path().join("missing")), 4242).is_err());
+    }
 
     #[test]
     fn files_writable_by_others_are_not_trusted() {
