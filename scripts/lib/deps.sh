@@ -21,8 +21,9 @@
 #               with Debian's `npm` package) keeps it.
 # Rust: `cargo`/`rustc` at least the MSRV (Cargo.toml's rust-version). When missing or older,
 # rustup installs the stable toolchain (the `rustup` already on PATH, else the official
-# https://sh.rustup.rs installer with curl); when its download cannot be reached the script
-# stops with exit 2 and prints the commands to run.
+# rustup-init from static.rust-lang.org, checked against its published SHA-256, as
+# https://sh.rustup.rs would fetch it); when its download cannot be reached the script stops with
+# exit 2 and prints the commands to run.
 #
 # Functions (all print what they do on stderr, prefixed with $DEPS_WHO):
 #   deps_apt PKG...        install the missing packages; returns 1 (with a message) on failure
@@ -143,6 +144,36 @@ EOF
     exit 2
 }
 
+# rustup-init from Rust's own download server, checked against its published SHA-256, run with
+# the given arguments: what https://sh.rustup.rs does, without needing that host (a machine that
+# reaches static.rust-lang.org but not sh.rustup.rs still gets Rust).
+deps_rustup_init() {
+    local triple dir url
+    case "$(uname -m)" in
+    x86_64) triple=x86_64-unknown-linux-gnu ;;
+    aarch64) triple=aarch64-unknown-linux-gnu ;;
+    *) deps_say "no rustup-init for $(uname -m) here"; return 1 ;;
+    esac
+    url="https://static.rust-lang.org/rustup/dist/$triple/rustup-init"
+    dir="$(mktemp -d)"
+    deps_say "downloading $url (and its .sha256)"
+    if ! curl --proto '=https' --tlsv1.2 -sSf --connect-timeout 20 -o "$dir/rustup-init" "$url" ||
+        ! curl --proto '=https' --tlsv1.2 -sSf --connect-timeout 20 -o "$dir/rustup-init.sha256" "$url.sha256"; then
+        rm -rf "$dir"
+        return 1
+    fi
+    if [[ "$(sha256sum "$dir/rustup-init" | cut -d' ' -f1)" != "$(cut -d' ' -f1 "$dir/rustup-init.sha256")" ]]; then
+        deps_say "rustup-init does not match its published SHA-256; not running it"
+        rm -rf "$dir"
+        return 1
+    fi
+    chmod 0755 "$dir/rustup-init"
+    local rc=0
+    "$dir/rustup-init" "$@" || rc=$?
+    rm -rf "$dir"
+    return $rc
+}
+
 # shellcheck disable=SC2120 # the components are optional
 deps_rust() {
     local comps="$*" msrv problem c
@@ -161,11 +192,7 @@ deps_rust() {
             fi
         else
             deps_apt curl ca-certificates || deps_rust_fail "$problem" "$comps"
-            local init
-            init="$(curl --proto '=https' --tlsv1.2 -sSf --connect-timeout 20 https://sh.rustup.rs)" ||
-                deps_rust_fail "$problem" "$comps"
-            sh -s -- -y --profile minimal "${c_args[@]}" <<<"$init" ||
-                deps_rust_fail "$problem" "$comps"
+            deps_rustup_init -y --profile minimal "${c_args[@]}" || deps_rust_fail "$problem" "$comps"
         fi
         # shellcheck source=/dev/null
         [[ ! -f "$HOME/.cargo/env" ]] || . "$HOME/.cargo/env"
