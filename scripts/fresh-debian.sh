@@ -71,6 +71,17 @@ for missing in /etc/machine-id /var/lib/dbus/machine-id /usr/bin/systemctl /bin/
     [[ ! -e "$ROOT$missing" ]] || { echo "fresh-debian.sh: the fresh root has $missing, so it is not the machine this check is for" >&2; exit 2; }
 done
 cp /etc/resolv.conf "$ROOT/etc/resolv.conf"
+# The machine's own network trust travels into the root, as its administrator set it up: the CA
+# certificates it added (a TLS-inspecting egress proxy's, say), which ca-certificates adds to
+# the root's bundle when a command installs it, and below the variables that name that bundle.
+if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
+    mkdir -p "$ROOT/usr/local/share/ca-certificates"
+    cp /usr/local/share/ca-certificates/*.crt "$ROOT/usr/local/share/ca-certificates/"
+fi
+PASS_ENV=()
+for v in SSL_CERT_FILE SSL_CERT_DIR CURL_CA_BUNDLE PIP_CERT REQUESTS_CA_BUNDLE NODE_EXTRA_CA_CERTS GIT_SSL_CAINFO; do
+    [[ -z "${!v:-}" ]] || PASS_ENV+=("$v=${!v}")
+done
 git clone --quiet --no-hardlinks "$REPO" "$ROOT/root/pxagent"
 echo "root: $ROOT ($(. "$ROOT/etc/os-release" && echo "$PRETTY_NAME")), repository at $(git -C "$REPO" rev-parse --short HEAD)"
 
@@ -82,7 +93,7 @@ mount -t tmpfs -o mode=0755 tmpfs "$ROOT/run"
 # A clean environment, as a fresh login as root would have it.
 in_root() {
     chroot "$ROOT" /usr/bin/env -i HOME=/root TERM=dumb LANG=C.UTF-8 \
-        PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+        PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "${PASS_ENV[@]}" \
         /bin/bash -c "cd /root/pxagent && $1"
 }
 
@@ -101,7 +112,7 @@ if [[ "$ONLY" != demo ]]; then
         say "scripts/test.sh (in the root, in a network namespace with only a loopback)"
         # Everything was fetched above: cargo must not look for the network it no longer has.
         unshare --net -- chroot "$ROOT" /usr/bin/env -i HOME=/root TERM=dumb LANG=C.UTF-8 \
-            PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin CARGO_NET_OFFLINE=true \
+            PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin CARGO_NET_OFFLINE=true "${PASS_ENV[@]}" \
             /bin/bash -c 'ip link set lo up && cd /root/pxagent && scripts/test.sh' || TEST_RC=$?
     else
         TEST_RC=$?
