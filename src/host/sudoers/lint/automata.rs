@@ -277,7 +277,7 @@ fn witness(states: &[(State, u32, u8)], mut at: usize) -> String {
 fn alphabet(machines: &[(&Lang, Role)]) -> Vec<u8> {
     let readable = (b'a'..=b'z')
         .chain(b'0'..=b'9')
-        .chain([b' ', b'-', b'/', b'.', b'_', b':', b'='])
+        .chain(*b" -/._:=")
         .chain(b'A'..=b'Z')
         .chain(0x21..=0x7e)
         .chain(1..=0xff);
