@@ -188,6 +188,9 @@ readonly APPROVER_KEY="$STATE_DIR/approver_ed25519"  # a human approver's key, f
 # not change the machine's identity. The gate reads it with --machine-id (a root-owned file named
 # by the forced command). Kept on `down`, like the nonces: it is the "host's".
 readonly BED_MACHINE_ID="$TESTBED_ROOT/machine-id"
+# The NFS servers every bed's admin names (`sudoers render --nfs-servers`, host policy
+# `nfs_servers`): documentation addresses and a name, nothing that exists.
+readonly BED_NFS_SERVERS="192.0.2.10,192.0.2.30,nas"
 machine_id_of() { grep -sxE '[0-9a-f]{32}' "$1" | head -n 1; }
 GATE_ID_OPT=""
 if [[ -z "$(machine_id_of /etc/machine-id)" && -z "$(machine_id_of /var/lib/dbus/machine-id)" ]]; then
@@ -577,6 +580,8 @@ ensure_sudoers() {
     [[ -z "$VMIDS" ]] || args+=(--vmids "$VMIDS")
     [[ -z "$CTIDS" ]] || args+=(--ctids "$CTIDS")
     [[ -z "$CT_EXEC" ]] || args+=(--ct-exec "$CT_EXEC")
+    # The NFS servers a bed's admin names (the simulator's shares; the tests add storages there).
+    args+=(--nfs-servers "$BED_NFS_SERVERS")
     rendered="$(mktemp "$STATE_DIR/sudoers.rendered.XXXXXX")"
     if ! "$PXAGENT_BIN" "${args[@]}" >"$rendered"; then
         rm -f "$rendered"
@@ -735,7 +740,7 @@ ensure_gate() {
     fi
     if [[ ! -f "$GATE_POLICY" ]]; then
         printf '%s\n' "# Host policy of test bed $BED_ID (tests rewrite it; the gate rereads it per request)." \
-            "ops: {}" >"$GATE_POLICY"
+            "nfs_servers: [${BED_NFS_SERVERS//,/, }]" "ops: {}" >"$GATE_POLICY"
         changed "wrote the host policy $GATE_POLICY (allows what sudoers allows)"
     fi
     if [[ ! -f "$APPROVER_KEY" ]]; then

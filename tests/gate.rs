@@ -114,6 +114,96 @@ fn pxagent_works_unchanged_through_the_gate() {
     }
 }
 
+/// Issue 39: marking a storage as a mount point takes it offline, so the gate judges the line
+/// as the disable it is: a host policy that denies `storage.disable` refuses it, past an entry
+/// that allows `storage.set`, and one that wants `storage.disable` confirmed wants its phrase.
+/// (The storage does not exist: should anything get through, Proxmox refuses it.)
+#[test]
+fn the_gate_judges_a_mount_point_mark_as_a_disable() {
+    let _g = lock();
+    let g = gated();
+    let line =
+        "sudo -n /usr/bin/pvesh set /storage/gmissing --is_mountpoint yes --output-format json";
+    {
+        let _p = g.policy("ops:\n  storage.disable: deny\n  storage.set: allow\n");
+        let (code, _, err) = g.ssh(Some(line));
+        assert_eq!(code, 125, "{err}");
+        assert!(err.contains("policy_refused"), "{err}");
+        let home = Home::new();
+        let r = gated_run(
+            &home,
+            &[
+                "storage",
+                "set",
+                "gmissing",
+                "--is-mountpoint",
+                "yes",
+                "--confirm",
+                "yes disable gmissing",
+                "-o",
+                "json",
+            ],
+        );
+        assert_eq!(r.code, 3, "{}", r.stdout);
+    }
+    let _p = g.policy("ops:\n  storage.disable: confirm\n");
+    let (code, _, err) = g.ssh(Some(line));
+    assert_eq!(code, 125, "{err}");
+    assert!(err.contains("confirmation_required"), "{err}");
+    assert!(err.contains("yes disable gmissing"), "{err}");
+}
+
+/// Issue 39: the gate admits an NFS storage only on a server its host policy names, and none
+/// while the host policy names no server at all (sudo's rule names the render's servers too).
+#[test]
+fn the_gate_admits_nfs_storages_only_on_the_admins_servers() {
+    let _g = lock();
+    let g = gated();
+    let line = |server: &str| {
+        let mut v = std::collections::BTreeMap::new();
+        v.insert("storage", "gnfs".to_string());
+        v.insert("server", server.to_string());
+        v.insert("export", "/export/pve".to_string());
+        let argv = pxagent::catalog::ops::STORAGE_ADD_NFS.argv(&v);
+        let mut words = vec!["sudo".to_string(), "-n".to_string()];
+        words.extend(argv);
+        pxagent::base::text::quote_argv(&words)
+    };
+    {
+        let _p = g.policy("ops: {}\n");
+        let (code, _, err) = g.ssh(Some(&line("nas")));
+        assert_eq!(code, 125, "{err}");
+        assert!(
+            err.contains("policy_refused") && err.contains("names no NFS servers"),
+            "{err}"
+        );
+    }
+    let _p = g.policy("nfs_servers: [nas]\nops: {}\n");
+    for server in ["192.0.2.30", "evil.example.org"] {
+        let (code, _, err) = g.ssh(Some(&line(server)));
+        assert_eq!(code, 125, "{server}: {err}");
+        assert!(err.contains("not one the admin named"), "{err}");
+    }
+    // The client says the same, with its exit code, when the agent goes through pxagent.
+    let home = Home::new();
+    let r = gated_run(
+        &home,
+        &[
+            "storage",
+            "add-nfs",
+            "gnfs",
+            "--server",
+            "evil.example.org",
+            "--export",
+            "/export/pve",
+            "-o",
+            "json",
+        ],
+    );
+    assert_eq!(r.code, 3, "{}", r.stdout);
+    assert_eq!(r.json()["error"]["kind"], "policy_refused");
+}
+
 #[test]
 fn the_host_policy_wins_over_the_client_policy() {
     let _g = lock();

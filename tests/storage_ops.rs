@@ -226,12 +226,34 @@ fn directory_storages_are_added_marked_disabled_enabled_and_removed() {
     assert_eq!(again.code, 1, "{}", again.stderr);
     assert!(again.stderr.contains("already defined"), "{}", again.stderr);
 
-    // An external mount point with nothing mounted is offline; `no` brings it back.
-    assert_eq!(
-        home.on_bed(&["storage", "set", &id, "--is-mountpoint", "yes"])
-            .code,
-        0
-    );
+    // An external mount point with nothing mounted is offline, so marking one is a disable
+    // (issue 39): its phrase first, nothing sent without it; `no` brings it back.
+    let at = sudo_log_len();
+    let r = home.on_bed(&[
+        "storage",
+        "set",
+        &id,
+        "--is-mountpoint",
+        "yes",
+        "-o",
+        "json",
+    ]);
+    assert_eq!(r.code, 4, "{}", r.stdout);
+    let doc: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(doc["error"]["phrase"], format!("yes disable {id}"));
+    assert_eq!(sudo_log_len(), at, "nothing may be sent without the phrase");
+    assert_eq!(storage_entry(&id).unwrap()["active"], 1);
+    let phrase = format!("yes disable {id}");
+    let r = home.on_bed(&[
+        "storage",
+        "set",
+        &id,
+        "--is-mountpoint",
+        "yes",
+        "--confirm",
+        &phrase,
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(storage_entry(&id).unwrap()["active"], 0);
     assert_eq!(
         home.on_bed(&["storage", "set", &id, "--is-mountpoint", "no"])
@@ -553,8 +575,15 @@ fn storage_rules_refuse_system_paths_secrets_and_other_types() {
         "/mntx/y",
         "/data/x",
         "mnt/x",
+        // Proxmox's own network mounts, and inside them (issue 39).
+        "/mnt/pve",
+        "/mnt/pve/nfs1",
+        "/mnt/pve/nfs1/images",
     ] {
         assert!(!allowed(&add_dir(path, "iso")), "{path}");
+    }
+    for path in ["/mnt/pvex", "/mnt/p", "/mnt/pve-data", "/mnt/x/pve"] {
+        assert!(allowed(&add_dir(path, "iso")), "{path}");
     }
     for content in [
         "snippets",
@@ -640,11 +669,18 @@ fn storage_rules_refuse_system_paths_secrets_and_other_types() {
         .iter()
         .position(|x| x == "--options")
         .expect("the NFS line sets options");
-    assert_eq!(nfs[at + 1], "nosuid,nodev,noexec");
+    assert_eq!(nfs[at + 1], "nosuid,nodev,noexec,nosymfollow");
     let mut bare = nfs.clone();
     bare.drain(at..at + 2);
     assert!(!allowed(&bare), "{bare:?}");
-    for opts in ["vers=3", "nosuid,nodev", "nosuid,nodev,noexec,suid", "suid"] {
+    for opts in [
+        "vers=3",
+        "nosuid,nodev",
+        "nosuid,nodev,noexec",
+        "nosuid,nodev,noexec,suid",
+        "nosuid,nodev,noexec,nosymfollow,symfollow",
+        "suid",
+    ] {
         let mut other = nfs.clone();
         other[at + 1] = opts.to_string();
         assert!(!allowed(&other), "{other:?}");
@@ -656,6 +692,24 @@ fn storage_rules_refuse_system_paths_secrets_and_other_types() {
     ] {
         assert!(!allowed(&with(&nfs, extra)), "{extra:?}");
     }
+    // Only the servers the admin named (issue 39): another server, or a name that merely
+    // starts or ends like one, is refused by sudo itself.
+    let server_at = nfs.iter().position(|x| x == "--server").unwrap() + 1;
+    for other in [
+        "evil.example.org",
+        "nasx",
+        "xnas",
+        "192.0.2.300",
+        "192.0.2.1",
+        "192a0.2.10",
+    ] {
+        let mut line = nfs.clone();
+        line[server_at] = other.to_string();
+        assert!(!allowed(&line), "{other}");
+    }
+    let mut named = nfs.clone();
+    named[server_at] = "192.0.2.30".to_string();
+    assert!(allowed(&named));
     // `set` takes only the mount point flag and the switch; never content or options.
     let set = |words: &[&str]| {
         let mut v = w(&["/usr/bin/pvesh", "set", "/storage/local"]);
@@ -731,11 +785,68 @@ fn storage_roots_of_the_render_are_the_only_directories_admitted() {
         "/sbin",
         "/lib64",
         "/mnt/../etc",
+        // Where the account or a share's server writes (issue 39).
+        "/home",
+        "/home/zen-agent",
+        "/mnt/pve",
+        "/mnt/pve/nfs1",
+        "/var/tmp",
+        "/dev/shm",
+        "/tmp",
     ] {
         let r = px()
             .args(["sudoers", "render", "--storage-roots", bad])
             .run();
         assert_eq!(r.code, 2, "{bad}: {}", r.stdout);
         assert!(r.stderr.contains("--storage-roots"), "{}", r.stderr);
+    }
+}
+
+/// Issue 39: without `--nfs-servers` the render has no NFS rule at all, so real sudo refuses
+/// every NFS storage, on any server; the render says why in its header, and refuses a server
+/// list that is not one.
+#[test]
+fn without_named_nfs_servers_no_nfs_storage_is_admitted() {
+    let _guard = lock();
+    let text = render("full", &["--nfs-servers", "nas"]);
+    assert!(
+        text.contains(", nfs servers nas)"),
+        "{}",
+        text.lines().next().unwrap()
+    );
+    let bare = px()
+        .args([
+            "sudoers",
+            "render",
+            "--user",
+            crate::sudo_rules::ACCOUNT,
+            "--profile",
+            "full",
+        ])
+        .run();
+    assert_eq!(bare.code, 0, "{}", bare.stderr);
+    assert!(
+        !bare.stdout.contains("--type nfs"),
+        "an NFS rule without named servers"
+    );
+    assert!(bare.stdout.contains("No NFS servers named (--nfs-servers)"));
+    let _installed = Installed::new(&bare.stdout);
+    for server in ["nas", "192.0.2.30", "evil.example.org"] {
+        let line = argv(
+            &ops::STORAGE_ADD_NFS,
+            &[
+                ("storage", "n1"),
+                ("server", server),
+                ("export", "/export/pve"),
+            ],
+        );
+        assert!(!allowed(&line), "{server}");
+    }
+    for bad in ["", "nas,nas", "-x", "a b", "nas,,x", "1.2.3.4/8"] {
+        let r = px()
+            .args(["sudoers", "render", &format!("--nfs-servers={bad}")])
+            .run();
+        assert_eq!(r.code, 2, "{bad:?}: {}", r.stdout);
+        assert!(r.stderr.contains("--nfs-servers"), "{}", r.stderr);
     }
 }

@@ -177,6 +177,7 @@ fn fenced_render_admits_every_sample_inside_its_fence() {
         &ops::STORAGE_ADD_ZFSPOOL,
         &ops::STORAGE_ADD_NFS,
         &ops::STORAGE_SET,
+        &ops::STORAGE_SET_MOUNTPOINT,
         &ops::STORAGE_ENABLE,
         &ops::STORAGE_DISABLE,
     ];

@@ -18,7 +18,7 @@ use pxagent::catalog::{OPS, Op, Profile};
 use crate::support::{lock, px};
 
 /// The throwaway account these tests install rules for.
-const ACCOUNT: &str = "pxa-sudo-test";
+pub(crate) const ACCOUNT: &str = "pxa-sudo-test";
 const SUDOERS: &str = "/etc/sudoers.d/pxa-sudo-test";
 
 pub(crate) fn require_environment() {
@@ -53,11 +53,19 @@ fn pxagent(args: &[&str]) -> String {
     out.stdout
 }
 
+/// The render of `profile` with `extra` options; unless they name NFS servers, with the bed's
+/// (`scripts/testbed.sh`), so that `storage add-nfs` is in it.
 pub(crate) fn render(profile: &str, extra: &[&str]) -> String {
     let mut args = vec!["sudoers", "render", "--user", ACCOUNT, "--profile", profile];
     args.extend_from_slice(extra);
+    if !extra.contains(&"--nfs-servers") {
+        args.extend_from_slice(&["--nfs-servers", NFS_SERVERS]);
+    }
     pxagent(&args)
 }
+
+/// The NFS servers the beds' admin names (`BED_NFS_SERVERS` in scripts/testbed.sh).
+pub(crate) const NFS_SERVERS: &str = "192.0.2.10,192.0.2.30,nas";
 
 /// Installs an account and a sudoers file the safe way; removes both on drop. (`sudo_fences`
 /// uses these helpers too.)
@@ -131,12 +139,15 @@ pub(crate) fn allowed(argv: &[String]) -> bool {
     out.status.success()
 }
 
-/// The command line of every optional-parameter combination of an op.
+/// The command line of every optional-parameter combination of an op, and the one
+/// `pxagent catalog` shows as its example.
 pub(crate) fn samples(op: &Op) -> Vec<Vec<String>> {
-    pxagent::catalog::samples(op)
+    let mut all: Vec<Vec<String>> = pxagent::catalog::samples(op)
         .iter()
         .map(|v| op.argv(v))
-        .collect()
+        .collect();
+    all.push(pxagent::catalog::example_argv(op));
+    all
 }
 
 pub(crate) fn w(words: &[&str]) -> Vec<String> {
@@ -929,5 +940,53 @@ fn download_urls_with_a_query_are_admitted_and_none_breaks_out() {
         line(&format!("https://h/x.iso?{}", "a".repeat(256)), &[]),
     ] {
         assert!(!allowed(&attempt), "sudo admits {attempt:?}");
+    }
+}
+
+/// Cloud-init keys: real sudo with the rendered rule and the gate's grammar agree on the keys
+/// the client sends and on near misses that would add authorized_keys options or lines (issue
+/// 39: the rule admitted `%0A` followed by anything).
+#[test]
+fn sshkeys_near_misses_are_refused_by_sudo_and_the_gate_alike() {
+    use pxagent::catalog::{Kind, inverse, ops::VM_CLOUDINIT_KEYS};
+    let _guard = lock();
+    let _installed = Installed::new(&render("full", &[]));
+    let wire = Kind::SshKeys
+        .parse("sshkeys", Kind::SshKeys.example())
+        .unwrap();
+    let line = |keys: &str| {
+        w(&[
+            "/usr/bin/pvesh",
+            "set",
+            "/nodes/pve1/qemu/100/config",
+            "--sshkeys",
+            keys,
+            "--output-format",
+            "json",
+        ])
+    };
+    let good = line(&wire);
+    assert_eq!(good, {
+        let mut v = std::collections::BTreeMap::new();
+        v.insert("vmid", "100".to_string());
+        v.insert("node", "pve1".to_string());
+        v.insert("sshkeys", wire.clone());
+        VM_CLOUDINIT_KEYS.argv(&v)
+    });
+    assert!(allowed(&good));
+    assert!(inverse::parse_argv(&good).is_ok());
+    for bad in [
+        format!("{wire}%0Acommand%3D%22id%22%20{wire}"),
+        format!("{wire}%0Afrom%3D%22%2A%22%2Ccommand%3D%22sh%22%20{wire}"),
+        format!("{wire}%0D%0A{wire}"),
+        format!("{wire}%0A"),
+        format!("{wire}%0A%0A{wire}"),
+        format!("{wire}%0Aenvironment%3D%22LD_PRELOAD%3D%2Ftmp%2Fx%22%20{wire}"),
+        wire.replace("%20AAAA", "%2Cno-pty%20AAAA"),
+        format!("{wire}%09x"),
+    ] {
+        let l = line(&bad);
+        assert!(!allowed(&l), "sudo admits {bad}");
+        assert!(inverse::parse_argv(&l).is_err(), "the gate admits {bad}");
     }
 }

@@ -194,17 +194,73 @@ pub enum Kind {
 /// group of absolute paths (`(/mnt|/srv)`, see [`storage_roots_group`]): [`Kind::StoragePath`]'s
 /// sudoers regex. A render with other roots (`--storage-roots`) puts its own group here.
 pub fn storage_path_regex(roots_group: &str) -> String {
-    format!("{roots_group}({PATH_SEGMENT}){{1,15}}")
+    format!("{roots_group}({PATH_SEGMENT}){{0,14}}")
 }
 
-/// The ERE group of these storage roots: `(/mnt|/srv)`, each `.` in a bracket so that it is
-/// literal. The roots are checked first ([`storage_root_problem`]).
+/// Where Proxmox mounts its network storages (NFS, CIFS, CephFS, …: `/mnt/pve/STORAGE`). A
+/// directory storage there would lie over the admin's mounts or inside a share whose files the
+/// share's server writes, so no storage path and no storage root is at or below it.
+pub const PVE_MOUNTS: &str = "/mnt/pve";
+
+/// A [`PATH_SEGMENT`] that is not `/pve`: the first segment below `/mnt` ([`PVE_MOUNTS`]).
+/// ERE has no negation, so it spells out every way a segment can differ from `pve`.
+const SEGMENT_NOT_PVE: &str = "(/[A-Za-oq-z0-9_-][A-Za-z0-9._-]{0,63}|/p|/p[A-Za-uw-z0-9._-][A-Za-z0-9._-]{0,62}|/pv|/pv[A-Za-df-z0-9._-][A-Za-z0-9._-]{0,61}|/pve[A-Za-z0-9._-]{1,61})";
+
+/// The ERE group of these storage roots, each with the first segment below it:
+/// `(/mnt(SEGMENT_NOT_PVE)|/srv(SEGMENT))`, each `.` of a root in a bracket so that it is literal.
+/// Below the parent of [`PVE_MOUNTS`] that first segment is never `pve`. The roots are checked
+/// first ([`storage_root_problem`]).
 pub fn storage_roots_group<S: AsRef<str>>(roots: &[S]) -> String {
     let alts: Vec<String> = roots
         .iter()
-        .map(|r| r.as_ref().replace('.', "[.]"))
+        .map(|r| {
+            let r = r.as_ref();
+            let first = if PVE_MOUNTS.rsplit_once('/').map(|(parent, _)| parent) == Some(r) {
+                SEGMENT_NOT_PVE.to_string()
+            } else {
+                format!("({PATH_SEGMENT})")
+            };
+            format!("{}{first}", r.replace('.', "[.]"))
+        })
         .collect();
     format!("({})", alts.join("|"))
+}
+
+/// The ERE group of the NFS servers an admin named (`sudoers render --nfs-servers`):
+/// `(192[.]0[.]2[.]30|nas)`, each `.` in a bracket so that it is literal. Each server is a
+/// [`Kind::Server`], checked first.
+pub fn nfs_servers_group<S: AsRef<str>>(servers: &[S]) -> String {
+    let alts: Vec<String> = servers
+        .iter()
+        .map(|s| s.as_ref().replace('.', "[.]"))
+        .collect();
+    format!("({})", alts.join("|"))
+}
+
+/// The two forms the first segment below a storage root takes in [`storage_roots_group`]: any
+/// segment, or (below the parent of [`PVE_MOUNTS`]) any but `pve`. The preflight recognises a
+/// render with any roots by them.
+pub fn storage_root_segment_forms() -> [String; 2] {
+    [format!("({PATH_SEGMENT})"), SEGMENT_NOT_PVE.to_string()]
+}
+
+/// Why `path` (absolute, checked segments) is a place the agent account can reach, or where
+/// another party's files live, if it is: home directories (the agent's own among them) and
+/// [`PVE_MOUNTS`]. Directories the account could write elsewhere (`/tmp`, `/var/tmp`,
+/// `/dev/shm`, `/run`) are [`SYSTEM_DIRS`] already.
+fn reach_problem(path: &str) -> Option<String> {
+    let under = |dir: &str| path == dir || path.starts_with(&format!("{dir}/"));
+    if under("/home") {
+        return Some(
+            "/home holds accounts' own directories (the agent's among them): a storage there holds what an account can write, and root-run Proxmox code trusts a storage's files".into(),
+        );
+    }
+    if under(PVE_MOUNTS) {
+        return Some(format!(
+            "{PVE_MOUNTS} is where Proxmox mounts network storages: a directory storage there would lie over the admin's mounts or inside a share whose server writes its files"
+        ));
+    }
+    None
 }
 
 /// Why `path` may not be a storage root, if it may not: it must be absolute, of one to eight
@@ -220,7 +276,7 @@ pub fn storage_root_problem(path: &str) -> Option<String> {
             "a root is an absolute path of 1-8 segments of letters, digits, '_', '-' and '.' (never '.', '..', '//' or a trailing '/')".into(),
         );
     }
-    system_dir_problem(path)
+    system_dir_problem(path).or_else(|| reach_problem(path))
 }
 
 /// Why `path` (absolute, checked segments) is at or below a system directory, if it is.
@@ -346,8 +402,18 @@ impl Kind {
             Kind::ImportVolume => format!("{}:import/{IMAGE_FILE}", Kind::StorageId.regex()),
             Kind::CiUser => "[a-z_][a-z0-9_-]{0,31}".into(),
             // URL-encoded keys: letters, digits, `-_.` and `%XX` (cloud.rs checks each key).
-            // It starts with a key type, so it never reads as an option (`--sshkeys -args`).
-            Kind::SshKeys => "(ssh-|ecdsa-|sk-)[A-Za-z0-9%._-]+".into(),
+            // What `cloud::parse_sshkeys` sends: lines joined by `%0A`, each starting with a key
+            // type, then only the characters of a key's base64 and of the comments the client
+            // admits (`%20 %2B %2F %3A %3D %40`). No line can open with authorized_keys options
+            // (they come before the type), `command="…"` needs `%22` and an option list `%2C`,
+            // and no `%0D`, empty line or other control character passes.
+            Kind::SshKeys => {
+                let line = "(ssh-|ecdsa-|sk-)([A-Za-z0-9._-]|%(2[0BF]|3[AD]|40))+";
+                format!(
+                    "{line}(%0A{line}){{0,{}}}",
+                    super::cloud::MAX_KEYS - 1
+                )
+            }
             // `=` and `,` in brackets: outside them sudoers' lexer would read them as syntax.
             Kind::IpConfig => format!(
                 "ip[=](dhcp|{IPV4}/([89]|[12][0-9]|3[0-2])([,]gw[=]{IPV4})?)"
@@ -720,7 +786,7 @@ fn parse_storage_path(raw: &str) -> std::result::Result<String, String> {
         }
         return Err(format!("expected {}", Kind::StoragePath.describe()));
     }
-    if let Some(why) = system_dir_problem(raw) {
+    if let Some(why) = system_dir_problem(raw).or_else(|| reach_problem(raw)) {
         return Err(why);
     }
     Ok(raw.to_string())
@@ -1209,6 +1275,9 @@ pub(crate) mod tests {
             "/data/pools/x.y",
             "/mnt/-x",
             "/opt/pve",
+            "/mnt/pvex",
+            "/mnt/pv",
+            "/srv/pve/x",
         ] {
             assert!(Kind::StoragePath.parse("path", ok).is_ok(), "{ok}");
         }
@@ -1231,8 +1300,40 @@ pub(crate) mod tests {
             "mnt/x",
             "/mnt/a b",
             "/mnt/x\ny",
+            "/mnt/pve",
+            "/mnt/pve/nfs1",
+            "/mnt/pve/nfs1/images",
+            "/home/zen-agent/x",
+            "/home/x",
         ] {
             assert!(Kind::StoragePath.parse("path", bad).is_err(), "{bad:?}");
+        }
+        // The sudoers regex agrees: below /mnt, any first segment but `pve`.
+        let re = regex::Regex::new(&format!("^{}$", Kind::StoragePath.regex())).unwrap();
+        for ok in [
+            "/mnt/a",
+            "/mnt/p",
+            "/mnt/pv",
+            "/mnt/pvx",
+            "/mnt/pvex",
+            "/mnt/pve-x",
+            "/mnt/PVE",
+            "/mnt/x/pve",
+            "/srv/pve",
+            "/mnt/_",
+            "/mnt/qve",
+        ] {
+            assert!(re.is_match(ok), "{ok}");
+        }
+        for bad in [
+            "/mnt/pve",
+            "/mnt/pve/x",
+            "/mnt/pve/x/y",
+            "/mnt",
+            "/mnt/",
+            "/mnt/.x",
+        ] {
+            assert!(!re.is_match(bad), "{bad}");
         }
         assert!(
             Kind::StoragePath
@@ -1334,5 +1435,41 @@ pub(crate) mod tests {
         // A parse error of a huge value echoes at most the limit.
         let e = Kind::Vmid.parse("VMID", &big).unwrap_err().to_string();
         assert!(e.len() < ECHO_MAX + 200, "{}", e.len());
+    }
+
+    /// Sudo alone holds for cloud-init keys: the rule admits the keys the client sends and no
+    /// line that adds authorized_keys options, a carriage return or an empty line (issue 39).
+    #[test]
+    fn the_sshkeys_rule_admits_keys_and_no_options() {
+        let re = regex::Regex::new(&format!("^{}$", Kind::SshKeys.regex())).unwrap();
+        let one = Kind::SshKeys.example();
+        let wire = Kind::SshKeys.parse("sshkeys", one).unwrap();
+        assert!(re.is_match(&wire), "{wire}");
+        let two = format!(
+            "{one}\n{}",
+            one.replace(" alice@laptop", " b+o=b:x/y_z-1.2@h")
+        );
+        let wire2 = Kind::SshKeys.parse("sshkeys", &two).unwrap();
+        assert!(re.is_match(&wire2), "{wire2}");
+        let nocomment = Kind::SshKeys
+            .parse("sshkeys", one.trim_end_matches(" alice@laptop"))
+            .unwrap();
+        assert!(re.is_match(&nocomment), "{nocomment}");
+        for bad in [
+            format!("{wire}%0Acommand%3D%22id%22%20{wire}"),
+            format!("{wire}%0A%0A{wire}"),
+            format!("{wire}%0A"),
+            format!("{wire}%0D"),
+            format!("{wire}%0D%0A{wire}"),
+            format!("{wire}%0Aenvironment%3D%22A%3Db%22%20{wire}"),
+            format!("{wire}%0Ano-pty%2C{wire}"),
+            wire.replace("%20AAAA", "%2Ccommand%3D%22id%22%20AAAA"),
+            format!("{wire}%22"),
+            format!("{wire}%00"),
+            format!("{wire}%7F"),
+            "-ssh-ed25519%20AAAA".to_string(),
+        ] {
+            assert!(!re.is_match(&bad), "{bad}");
+        }
     }
 }

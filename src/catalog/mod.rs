@@ -404,6 +404,11 @@ pub struct Op {
     /// (`vm.snapshot-vmstate` is `vm snapshot --vmstate`). A policy entry for a base op
     /// covers its variants unless a variant has an entry of its own.
     pub variant_of: &'static [&'static Op],
+    /// Ops of other CLI paths that this one is, for policy: it has their effect, so a policy
+    /// entry for one of them covers this op as an entry for a direct base does (ties go to the
+    /// stricter action). `storage set --is-mountpoint yes` takes a storage offline, so it counts
+    /// as `storage.disable`.
+    pub counts_as: &'static [&'static Op],
     /// For guest actions: the state in which the action has nothing to do.
     pub already: Option<Already>,
     /// A value the action's task log names that the result carries.
@@ -437,7 +442,8 @@ impl Op {
     /// to cover it.
     pub fn lineage(&self) -> Vec<(&'static str, usize)> {
         let mut out = vec![(self.id, 0)];
-        let mut level: Vec<&'static Op> = self.variant_of.to_vec();
+        let mut level: Vec<&'static Op> = self.counts_as.to_vec();
+        level.extend_from_slice(self.variant_of);
         let mut depth = 1;
         while !level.is_empty() {
             let mut next = Vec::new();
@@ -584,6 +590,46 @@ impl Op {
         })
     }
 
+    /// The texts of parameter `name` that select another op at this op's CLI path and not
+    /// this one ([`Select::Contains`]): values this op's own rule must not admit.
+    pub fn variant_values(&self, name: &str) -> Vec<&'static str> {
+        ops_at(self.cli)
+            .into_iter()
+            .filter(|o| o.id != self.id)
+            .flat_map(|o| o.select.iter())
+            .filter_map(|s| match s {
+                Select::Contains(p, needle, _) if *p == name && !self.select.contains(s) => {
+                    Some(*needle)
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// An example value of parameter `name` of kind `kind` for this op: the kind's own, or for
+    /// a choice whose value selects a variant ([`Op::variant_values`]), the first choice that
+    /// selects none.
+    pub fn example_of(&self, name: &str, kind: Kind) -> &'static str {
+        match kind {
+            Kind::Choice(choices) => {
+                let taken = self.variant_values(name);
+                choices
+                    .iter()
+                    .find(|c| !taken.iter().any(|t| c.wire.contains(t)))
+                    .map_or(kind.example(), |c| c.cli)
+            }
+            _ => kind.example(),
+        }
+    }
+
+    /// Whether this op adds a storage on a server of the agent's naming (`storage add-nfs`):
+    /// the host admits it only for the NFS servers its admin named (`sudoers render
+    /// --nfs-servers`, host policy `nfs_servers`), since what such a storage holds is written
+    /// by that server and read by root-run Proxmox code.
+    pub fn names_a_server(&self) -> bool {
+        self.params.iter().any(|p| p.kind == Kind::Server)
+    }
+
     /// The names of the switches that select this op (for help and CLI args).
     pub fn selecting_flags(&self) -> impl Iterator<Item = &'static str> + '_ {
         self.select.iter().filter_map(|s| match s {
@@ -619,13 +665,19 @@ impl Op {
     /// The anchored sudoers regex over the joined arguments, with `vmid` replaced by a fence
     /// regex when one is given, and a directory storage's path below the default storage roots.
     pub fn args_regex(&self, vmid_regex: Option<&str>) -> String {
-        self.args_regex_in(vmid_regex, None)
+        self.args_regex_in(vmid_regex, None, None)
     }
 
-    /// [`Op::args_regex`] with the storage roots of a render: `roots_group` is the ERE group
-    /// of the roots a [`Kind::StoragePath`] must be below ([`kind::storage_roots_group`]);
-    /// `None` is the default roots.
-    pub fn args_regex_in(&self, vmid_regex: Option<&str>, roots_group: Option<&str>) -> String {
+    /// [`Op::args_regex`] with the places of a render: `roots_group` is the ERE group of the
+    /// roots a [`Kind::StoragePath`] must be below ([`kind::storage_roots_group`]), `None` the
+    /// default roots; `servers_group` the ERE group of the NFS servers the admin named
+    /// ([`kind::nfs_servers_group`]), `None` any [`Kind::Server`].
+    pub fn args_regex_in(
+        &self,
+        vmid_regex: Option<&str>,
+        roots_group: Option<&str>,
+        servers_group: Option<&str>,
+    ) -> String {
         let param_re = |name: &str| -> String {
             let (name, part) = split_part(name);
             let p = self
@@ -637,6 +689,9 @@ impl Op {
                     Some(g) => format!("({})", kind::storage_path_regex(g)),
                     None => wrap(&Kind::StoragePath.regex()),
                 },
+                (Kind::Server, _, None) if servers_group.is_some() => {
+                    servers_group.unwrap_or_default().to_string()
+                }
                 (Kind::Vmid, Some(fence), None) => format!("({fence})"),
                 // A restore takes one kind of guest's archives (its `fence`); the archive's
                 // own VMID is fenced like the target's.
@@ -648,6 +703,18 @@ impl Op {
                     },
                     &fence.map_or_else(|| Kind::Vmid.regex(), |f| format!("({f})")),
                 ),
+                // A base op's rule never admits a value that selects one of its variants
+                // (`storage set --is-mountpoint yes` is the confirm variant's line only).
+                (Kind::Choice(choices), _, None) if !self.variant_values(p.name).is_empty() => {
+                    let taken = self.variant_values(p.name);
+                    let mut wires: Vec<&str> = Vec::new();
+                    for c in choices {
+                        if !taken.iter().any(|t| c.wire.contains(t)) && !wires.contains(&c.wire) {
+                            wires.push(c.wire);
+                        }
+                    }
+                    format!("({})", wires.join("|"))
+                }
                 (kind, _, None) => wrap(&kind.regex()),
             }
         };
@@ -696,15 +763,21 @@ impl Op {
 
     /// The sudoers command spec: absolute path and anchored argument regex.
     pub fn sudoers_rule(&self, vmid_regex: Option<&str>) -> String {
-        self.sudoers_rule_in(vmid_regex, None)
+        self.sudoers_rule_in(vmid_regex, None, None)
     }
 
-    /// [`Op::sudoers_rule`] with the storage roots of a render (see [`Op::args_regex_in`]).
-    pub fn sudoers_rule_in(&self, vmid_regex: Option<&str>, roots_group: Option<&str>) -> String {
+    /// [`Op::sudoers_rule`] with the storage roots and NFS servers of a render (see
+    /// [`Op::args_regex_in`]).
+    pub fn sudoers_rule_in(
+        &self,
+        vmid_regex: Option<&str>,
+        roots_group: Option<&str>,
+        servers_group: Option<&str>,
+    ) -> String {
         format!(
             "{} {}",
             self.tool.path(),
-            self.args_regex_in(vmid_regex, roots_group)
+            self.args_regex_in(vmid_regex, roots_group, servers_group)
         )
     }
 
@@ -835,7 +908,7 @@ pub fn example_values(op: &Op) -> BTreeMap<&'static str, String> {
     for p in op.params {
         let example = match (p.kind, op.area) {
             (Kind::Vmid, Area::Ct) => "200",
-            (k, _) => k.example(),
+            (k, _) => op.example_of(p.name, k),
         };
         match p.how {
             How::Positional | How::Node(_) => {
@@ -861,6 +934,24 @@ pub fn example_values(op: &Op) -> BTreeMap<&'static str, String> {
         v.insert(p.name, p.kind.example().to_string());
     }
     v
+}
+
+/// The command line of an op's [`example_values`], each value in the form the op sends it
+/// (a parameter's kind may rewrite what a person types: `10.0.0.5/24` is sent as
+/// `ip=10.0.0.5/24`, keys URL-encoded): what `pxagent catalog` shows, and what the op's own
+/// sudoers rule admits (a catalog test proves it for every op).
+pub fn example_argv(op: &Op) -> Vec<String> {
+    let values: BTreeMap<&'static str, String> = example_values(op)
+        .into_iter()
+        .map(|(name, raw)| {
+            let wire = op
+                .param(name)
+                .and_then(|p| p.kind.parse(name, &raw).ok())
+                .unwrap_or(raw);
+            (name, wire)
+        })
+        .collect();
+    op.argv(&values)
 }
 
 /// Most optional parameters whose every combination [`samples`] builds; beyond them it
@@ -894,7 +985,7 @@ pub fn samples(op: &Op) -> Vec<BTreeMap<&'static str, String>> {
         for p in op.params {
             let example = match (p.kind, op.area) {
                 (Kind::Vmid, Area::Ct) => "200".to_string(),
-                (k, _) => k.parse(p.name, k.example()).unwrap(),
+                (k, _) => k.parse(p.name, op.example_of(p.name, k)).unwrap(),
             };
             match p.how {
                 How::Positional

@@ -179,6 +179,21 @@ fn argv_matches_its_own_rule_for_every_option_combination() {
     }
 }
 
+/// What `pxagent catalog` shows as an op's remote command is admitted by the op's own rule
+/// (issue 39: `vm.cloudinit-set`'s showed `10.0.0.5/24` where it sends `ip=10.0.0.5/24`).
+#[test]
+fn every_ops_catalog_example_is_admitted_by_its_own_rule() {
+    for op in OPS {
+        let argv = crate::catalog::example_argv(op);
+        assert!(
+            matches(op, &argv),
+            "{}: {argv:?} vs {}",
+            op.id,
+            op.args_regex(None)
+        );
+    }
+}
+
 #[test]
 fn no_less_risky_rule_matches_a_riskier_ops_command() {
     for riskier in OPS {

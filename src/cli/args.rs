@@ -537,7 +537,8 @@ Exit 0 when all succeeded, 2 when any line was invalid, 3/4/8 when every failure
                         .arg(Arg::new("ct_exec").long("ct-exec").value_name("RANGES")
                             .help("Allow `pct exec` (ct exec: root in the container) in these containers only; without it no profile allows container exec"))
                         .arg(unfenced_ops_arg())
-                        .arg(storage_roots_arg()),
+                        .arg(storage_roots_arg())
+                        .arg(nfs_servers_arg()),
                 )
                 .subcommand(
                     Command::new("lint")
@@ -613,6 +614,14 @@ fn storage_roots_arg() -> Arg {
         .long("storage-roots")
         .value_name("DIRS")
         .help("Directory storages (storage add-dir) only below these directories, joined by ',' (default /mnt,/srv; never /, /etc, /root, /usr, /var, /boot, /proc, /sys, /dev, /bin, /sbin, /lib*, /run, /tmp)")
+}
+
+/// `--nfs-servers` of `sudoers render` and `setup render`.
+fn nfs_servers_arg() -> Arg {
+    Arg::new("nfs_servers")
+        .long("nfs-servers")
+        .value_name("SERVERS")
+        .help("The NFS servers the agent may add storages from (storage add-nfs), joined by ',': IPv4 addresses or DNS names. Without it, storage add-nfs is not rendered: a share's files are written by its server and read by root-run Proxmox code")
 }
 
 /// `--user` of the local commands that name the agent account (`sudoers render`, `setup`).
@@ -698,6 +707,7 @@ fn setup_command() -> Command {
                     .help("Allow `pct exec` in these containers only"))
                 .arg(unfenced_ops_arg())
                 .arg(storage_roots_arg())
+                .arg(nfs_servers_arg())
                 .arg(Arg::new("approvers").long("approvers").value_name("FILE")
                     .help("Install these approvers' public keys (one per line; replaces the installed file)"))
                 .arg(Arg::new("gate_bin").long("gate-bin").value_name("PATH")

@@ -571,6 +571,9 @@ fn render_options(s: &Settings, r: &ArgMatches) -> Result<RenderOptions> {
         opts.storage_roots =
             crate::host::sudoers::render::parse_storage_roots("--storage-roots", &v)?;
     }
+    if let Some(v) = string(r, "nfs_servers") {
+        opts.nfs_servers = crate::host::sudoers::render::parse_nfs_servers("--nfs-servers", &v)?;
+    }
     Ok(opts)
 }
 

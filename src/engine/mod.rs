@@ -84,6 +84,7 @@ impl<C: Connector> Engine<'_, C> {
         };
         let decision = self.policy.check(inv, tags.as_ref())?;
         self.policy.check_downloads(inv)?;
+        self.policy.check_nfs_server(inv, false)?;
         Ok(matches!(decision, Decision::Confirm(_)))
     }
 
@@ -438,6 +439,7 @@ pub fn dry_run(policy: &Policy, inv: &Invocation, trail: &mut Trail) -> Result<V
     trail.dry_run = true;
     trail.argv = inv.remote_argv();
     policy.check_downloads(inv)?;
+    policy.check_nfs_server(inv, false)?;
     let verdict = dry_verdict(policy, inv)?;
     let mut data = inv.dry_run();
     data["approval_statement"] = json!(crate::approval::preview::preview(inv));

@@ -484,22 +484,85 @@ fn split_list(text: &str) -> Vec<String> {
         .collect()
 }
 
-/// A regex matching the op's rule as sudo lists it, whatever VMID fence and storage roots
-/// (`--storage-roots`: a group of absolute paths, `(/mnt|/srv)`) it was rendered with.
+/// A regex matching the op's rule as sudo lists it, whatever VMID fence, storage roots
+/// (`--storage-roots`: a group of absolute paths, each with its first segment,
+/// `(/mnt(…)|/srv(…))`) and NFS servers (`--nfs-servers`) it was rendered with.
 fn rule_matcher(op: &Op) -> Regex {
     const SENTINEL: &str = "PXAVMIDFENCE";
     const ROOTS: &str = "PXASTORAGEROOTS";
-    let rule = op.sudoers_rule_in(Some(SENTINEL), Some(ROOTS));
+    const SERVERS: &str = "PXANFSSERVERS";
+    let rule = op.sudoers_rule_in(Some(SENTINEL), Some(ROOTS), Some(SERVERS));
+    let forms = crate::catalog::kind::storage_root_segment_forms().map(|f| regex::escape(&f));
+    let root = format!(r"(?:/[A-Za-z0-9_\[\].-]+)+(?:{}|{})", forms[0], forms[1]);
     let escaped = regex::escape(&rule)
         .replace(
             &format!(r"\({SENTINEL}\)"),
             r"(?:\[1-9\]\[0-9\]\{2,8\}|\([0-9\[\]{}|-]+\))",
         )
+        .replace(ROOTS, &format!(r"\((?:{root})(?:\|(?:{root}))*\)"))
+        // `--nfs-servers`: a group of names and addresses, dots bracketed.
         .replace(
-            ROOTS,
-            r"\((?:/[A-Za-z0-9_\[\].-]+)+(?:\|(?:/[A-Za-z0-9_\[\].-]+)+)*\)",
+            SERVERS,
+            r"\((?:[A-Za-z0-9\[\].-]+)(?:\|[A-Za-z0-9\[\].-]+)*\)",
         );
     Regex::new(&format!("^{escaped}$")).expect("escaped rule is a valid regex")
+}
+
+/// Places where a directory storage would hold what someone other than root writes: the
+/// agent's own (homes, temporary and runtime directories) and Proxmox's network mounts.
+const REACHABLE_DIRS: &[&str] = &[
+    "/home",
+    "/tmp",
+    "/var/tmp",
+    "/dev/shm",
+    "/run",
+    "/mnt/pve",
+    "/root",
+    "/var/lib/pxagent",
+];
+
+/// Whether the listed `storage add-dir` rules (any render's roots) admit a path below one of
+/// [`REACHABLE_DIRS`]: a hand-edited or old render. `None` when no such rule is listed.
+fn storage_roots_check(commands: &[(String, Vec<String>, String)]) -> Option<Check> {
+    // Any rule that can add a directory storage: this render's, an older one's, a hand-made one.
+    let rules: Vec<&String> = commands
+        .iter()
+        .map(|(_, _, c)| c)
+        .filter(|c| c.starts_with("/usr/bin/pvesh ") && c.contains("--type dir"))
+        .collect();
+    if rules.is_empty() {
+        return None;
+    }
+    let reachable: Vec<&str> = REACHABLE_DIRS
+        .iter()
+        .copied()
+        .filter(|d| {
+            let args = format!(
+                "create /storage --storage s1 --type dir --path {d}/pxagent-probe --content iso --output-format json"
+            );
+            rules
+                .iter()
+                .any(|c| lint::regex_rule_admits(c, &args) == Some(true))
+        })
+        .collect();
+    Some(if reachable.is_empty() {
+        check(
+            "storage-roots",
+            Status::Pass,
+            "directory storages only below roots the account cannot write (no home, temporary, runtime or /mnt/pve directory)",
+            "",
+        )
+    } else {
+        check(
+            "storage-roots",
+            Status::Fail,
+            format!(
+                "sudo admits directory storages below {}: the agent account writes there (or a network share lies there), and root-run Proxmox code trusts a storage's files",
+                reachable.join(", ")
+            ),
+            "re-render with --storage-roots naming none of them (pxagent sudoers render refuses them)",
+        )
+    })
 }
 
 /// Checks on the parsed `sudo -n -l`: needed rules present, nothing over-broad, audit on.
@@ -560,6 +623,8 @@ pub fn sudo_rules(out: Option<&Captured>, profile: Profile, user: &str) -> Vec<C
     let missing: Vec<&str> = expected
         .iter()
         .filter(|(op, _)| !(fenced && crate::host::sudoers::render::unfenceable(op)))
+        // A render without --nfs-servers leaves NFS storages out: the admin named no server.
+        .filter(|(op, _)| !op.names_a_server())
         .filter(|(_, re)| {
             !listing.commands.iter().any(|(runas, tags, c)| {
                 re.is_match(c) && runas_root(runas) && tags.iter().any(|t| t == "NOPASSWD")
@@ -661,6 +726,7 @@ pub fn sudo_rules(out: Option<&Captured>, profile: Profile, user: &str) -> Vec<C
             format!("add `Defaults:{user} log_input, log_output, iolog_dir=/var/log/sudo-io/%{{user}}` (pxagent sudoers render has it)"),
         )
     });
+    checks.extend(storage_roots_check(&listing.commands));
     checks
 }
 
@@ -713,15 +779,43 @@ mod tests {
         assert!(m.command_defaults.contains("!log_output"));
     }
 
+    /// Issue 39: a listed directory-storage rule that admits a path the account can write,
+    /// or below /mnt/pve (an old or hand-edited render), fails the preflight.
+    #[test]
+    fn storage_roots_the_account_reaches_fail() {
+        let own = crate::host::sudoers::render::RenderOptions::new("zen-agent").unwrap();
+        let rule = own.rule(&crate::catalog::ops::STORAGE_ADD_DIR);
+        let listed = |c: &str| vec![("root".to_string(), vec![], c.to_string())];
+        let ok = storage_roots_check(&listed(&rule)).unwrap();
+        assert_eq!(ok.status, Status::Pass, "{ok:?}");
+        // The rule an older render wrote: any first segment below /mnt, /mnt/pve included.
+        let old = "/usr/bin/pvesh ^create /storage --storage [a-z][a-z0-9_.-]{0,62}[a-z0-9] --type dir --path (/mnt|/srv)(/[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}){1,15} --content (iso|backup) --output-format json$";
+        let c = storage_roots_check(&listed(old)).unwrap();
+        assert_eq!(c.status, Status::Fail, "{c:?}");
+        assert!(
+            c.detail.contains("/mnt/pve") && !c.detail.contains("/home"),
+            "{c:?}"
+        );
+        let home = old.replace("(/mnt|/srv)", "(/home|/srv)");
+        let c = storage_roots_check(&listed(&home)).unwrap();
+        assert!(c.detail.contains("/home"), "{c:?}");
+        assert!(storage_roots_check(&listed("/usr/sbin/qm ^list$")).is_none());
+    }
+
     #[test]
     fn our_own_render_passes_when_listed() {
-        // Build what sudo would list for a rendered file: every rule on one line.
-        for profile in Profile::ALL {
-            let cmds: Vec<String> = OPS
-                .iter()
-                .filter(|o| profile.allows_op(o))
-                .map(|o| o.sudoers_rule(None))
-                .collect();
+        // Build what sudo would list for a rendered file: every rule on one line; with NFS
+        // servers named and without (then there is no NFS rule, and none is missed).
+        for (profile, servers) in Profile::ALL.into_iter().flat_map(|p| {
+            [
+                (p, vec![]),
+                (p, vec!["192.0.2.30".to_string(), "nas".into()]),
+            ]
+        }) {
+            let mut o = crate::host::sudoers::render::RenderOptions::new("zen-agent").unwrap();
+            o.profile = profile;
+            o.nfs_servers = servers;
+            let cmds: Vec<String> = o.ops().map(|op| o.rule(op)).collect();
             let listing = format!(
                 "Matching Defaults entries for zen-agent on h:\n    env_reset, log_input, log_output, iolog_dir=/var/log/sudo-io/%{{user}}\n\nUser zen-agent may run the following commands on h:\n    (root) NOPASSWD: {}\n",
                 cmds.join(", ")
@@ -779,7 +873,8 @@ mod tests {
         .unwrap();
         let cmds: Vec<String> = o.ops().map(|op| o.rule(op)).collect();
         assert!(
-            cmds.iter().any(|c| c.contains("(/data/pve[.]1|/srv)")),
+            cmds.iter()
+                .any(|c| c.contains("(/data/pve[.]1(/") && c.contains("|/srv(/")),
             "{cmds:?}"
         );
         let listing = format!(

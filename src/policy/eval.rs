@@ -121,6 +121,8 @@ pub struct Policy {
     pub(super) source: String,
     /// `download_hosts`, lower-cased.
     pub(super) download_hosts: Option<Vec<String>>,
+    /// `nfs_servers`, lower-cased.
+    pub(super) nfs_servers: Option<Vec<String>>,
     /// Layers that narrow this one (see [`Policy::narrowed_by`]).
     pub(super) also: Vec<Policy>,
 }
@@ -136,6 +138,7 @@ impl Default for Policy {
             allow_privileged_ct_exec: false,
             source: "built-in defaults".into(),
             download_hosts: None,
+            nfs_servers: None,
             also: Vec::new(),
         }
     }
@@ -508,6 +511,64 @@ impl Policy {
         Ok(())
     }
 
+    /// [`Policy::check_download`], and on the host itself: a URL whose host is one of `names`
+    /// (the host's `/etc/hosts`, its own name: what its resolver answers without DNS) is
+    /// refused unless a layer lists it under `download_hosts`. The gate calls this.
+    pub fn check_download_on_host(&self, url: &str, names: &[String]) -> Result<()> {
+        self.check_download(url)?;
+        let host = url_host(url).to_ascii_lowercase();
+        let host = host.trim_end_matches('.');
+        let listed = self.layers().any(|p| {
+            p.download_hosts
+                .as_ref()
+                .is_some_and(|l| l.iter().any(|h| h == host))
+        });
+        if !listed && names.iter().any(|n| n.eq_ignore_ascii_case(host)) {
+            return Err(Error::usage(format!(
+                "downloads from {} are refused: the host's own /etc/hosts or hostname names it, so it is inside the host's own network; list it under the policy's download_hosts to allow it",
+                crate::base::text::printable(host)
+            )));
+        }
+        Ok(())
+    }
+
+    /// Whether the invocation may name its NFS server ([`crate::catalog::Op::names_a_server`]):
+    /// every layer that lists `nfs_servers` must list it; and where `required` (the gate, for
+    /// the host policy), some layer must have the list at all, so that a host whose admin named
+    /// no server adds no NFS storage. `Err` is [`Error::Policy`] (exit 3).
+    pub fn check_nfs_server(&self, inv: &Invocation, required: bool) -> Result<()> {
+        let Some(server) = inv
+            .op
+            .params
+            .iter()
+            .filter(|p| p.kind == Kind::Server)
+            .find_map(|p| inv.values.get(p.name))
+        else {
+            return Ok(());
+        };
+        let server = server.to_ascii_lowercase();
+        let shown = crate::base::text::printable(&server);
+        let mut listed = false;
+        for p in self.layers() {
+            if let Some(list) = &p.nfs_servers {
+                if !list.contains(&server) {
+                    return Err(Error::Policy(format!(
+                        "NFS server {shown} is not one the admin named (nfs_servers: {}) in {}: a share's files are written by its server and read by root-run Proxmox code",
+                        list.join(", "),
+                        p.source
+                    )));
+                }
+                listed = true;
+            }
+        }
+        if required && !listed {
+            return Err(Error::Policy(format!(
+                "NFS server {shown} is refused: the host policy names no NFS servers (nfs_servers), and a share's files are written by its server and read by root-run Proxmox code; the admin lists trusted servers there"
+            )));
+        }
+        Ok(())
+    }
+
     /// [`Policy::check_download`] for every URL an invocation carries.
     pub fn check_downloads(&self, inv: &Invocation) -> Result<()> {
         inv.op
@@ -516,6 +577,16 @@ impl Policy {
             .filter(|p| p.kind == Kind::Url)
             .filter_map(|p| inv.values.get(p.name))
             .try_for_each(|u| self.check_download(u))
+    }
+
+    /// [`Policy::check_download_on_host`] for every URL an invocation carries.
+    pub fn check_downloads_on_host(&self, inv: &Invocation, names: &[String]) -> Result<()> {
+        inv.op
+            .params
+            .iter()
+            .filter(|p| p.kind == Kind::Url)
+            .filter_map(|p| inv.values.get(p.name))
+            .try_for_each(|u| self.check_download_on_host(u, names))
     }
 
     /// Whether [`Policy::check`] needs the guest's tags (some layer protects a tag).
@@ -545,11 +616,29 @@ fn url_host(url: &str) -> &str {
     &rest[..end]
 }
 
-/// Why a download host would reach inside the host's own network, if it would.
+/// Suffixes of names that belong to a local network, never to the internet: mDNS
+/// (`.local`), cloud and cluster internals (`.internal`: `metadata.google.internal`), resolver
+/// defaults (`.localdomain`, `.lan`, `.home`, `.home.arpa`, RFC 8375) and the private-use names
+/// people give their networks (`.intranet`, `.corp`, `.private`).
+const LOCAL_SUFFIXES: &[&str] = &[
+    "local",
+    "internal",
+    "localdomain",
+    "lan",
+    "home",
+    "home.arpa",
+    "intranet",
+    "corp",
+    "private",
+];
+
+/// Why a download host would reach inside the host's own network, if it would, as far as a
+/// name alone tells: what DNS answers on the host, and where a redirect leads, cannot be known
+/// here (docs/security.md says so).
 fn internal_host(host: &str) -> Option<&'static str> {
     let host = host.trim_end_matches('.');
-    if host == "localhost" || host.ends_with(".localhost") {
-        return Some("localhost");
+    if host.starts_with("localhost") || host.ends_with(".localhost") {
+        return Some("a localhost name");
     }
     // Every label numeric (decimal, octal, 0x-hex): inet_aton reads it as an address, in
     // forms Rust's parser does not accept (`127.1`, `2130706433`, `0177.0.0.1`).
@@ -559,22 +648,64 @@ fn internal_host(host: &str) -> Option<&'static str> {
                 || l.strip_prefix("0x")
                     .is_some_and(|h| h.bytes().all(|b| b.is_ascii_hexdigit())))
     };
-    if !host.split('.').all(numeric) {
-        return None;
+    if host.split('.').all(numeric) {
+        return match host.parse::<std::net::Ipv4Addr>() {
+            Ok(ip) => reserved_ipv4(ip),
+            // A number in a form only some resolvers read: no way to tell where it goes.
+            Err(_) => Some("a numeric address in a non-standard form"),
+        };
     }
-    match host.parse::<std::net::Ipv4Addr>() {
-        Ok(ip) if ip.is_loopback() => Some("a loopback address"),
-        Ok(ip) if ip.is_private() => Some("a private address (RFC 1918)"),
-        Ok(ip) if ip.is_link_local() => Some("a link-local address"),
-        Ok(ip) if ip.is_unspecified() => Some("the unspecified address"),
-        Ok(ip) if ip.is_broadcast() => Some("the broadcast address"),
-        Ok(ip) if ip.is_multicast() => Some("a multicast address"),
-        Ok(ip) if ip.octets()[0] == 100 && (ip.octets()[1] & 0xc0) == 64 => {
-            Some("a shared address (RFC 6598)")
+    if !host.contains('.') {
+        return Some(
+            "a name without a domain, which the host's resolver completes with its own search domains or /etc/hosts (a cluster node, a metadata service)",
+        );
+    }
+    if LOCAL_SUFFIXES
+        .iter()
+        .any(|s| host == *s || host.ends_with(&format!(".{s}")))
+    {
+        return Some("a name of a local network (.local, .internal, .lan, …)");
+    }
+    // Wildcard DNS (`10.0.0.1.nip.io`, `127-0-0-1.sslip.io`) answers with the address the name
+    // spells: a name that spells an internal one is refused like the address.
+    let labels: Vec<&str> = host.split('.').collect();
+    let spelled = [
+        labels.get(..4).map(|l| l.join(".")),
+        labels.first().map(|l| l.replace('-', ".")),
+    ];
+    for s in spelled.into_iter().flatten() {
+        if let Ok(ip) = s.parse::<std::net::Ipv4Addr>()
+            && reserved_ipv4(ip).is_some()
+        {
+            return Some("a name that spells an internal address (wildcard DNS answers with it)");
         }
-        Ok(_) => None,
-        // A number in a form only some resolvers read: no way to tell where it goes.
-        Err(_) => Some("a numeric address in a non-standard form"),
+    }
+    None
+}
+
+/// Why an IPv4 address is not a public internet address, if it is not (RFC 6890's special-purpose
+/// registry: every block that is not globally reachable).
+fn reserved_ipv4(ip: std::net::Ipv4Addr) -> Option<&'static str> {
+    let [a, b, c, _] = ip.octets();
+    match () {
+        _ if ip.is_loopback() => Some("a loopback address"),
+        _ if ip.is_private() => Some("a private address (RFC 1918)"),
+        _ if ip.is_link_local() => Some("a link-local address (cloud metadata lives there)"),
+        _ if ip.is_unspecified() || a == 0 => Some("an address of 'this network' (0.0.0.0/8)"),
+        _ if ip.is_broadcast() => Some("the broadcast address"),
+        _ if ip.is_multicast() => Some("a multicast address"),
+        _ if a == 100 && (b & 0xc0) == 64 => Some("a shared address (RFC 6598)"),
+        _ if a == 192 && b == 0 && c == 0 => Some("an IETF protocol address (192.0.0.0/24)"),
+        _ if (a, b, c) == (192, 0, 2)
+            || (a, b, c) == (198, 51, 100)
+            || (a, b, c) == (203, 0, 113) =>
+        {
+            Some("a documentation address (RFC 5737)")
+        }
+        _ if a == 198 && (b & 0xfe) == 18 => Some("a benchmarking address (198.18.0.0/15)"),
+        _ if (a, b, c) == (192, 88, 99) => Some("a deprecated relay address (192.88.99.0/24)"),
+        _ if a >= 240 => Some("a reserved address (240.0.0.0/4)"),
+        _ => None,
     }
 }
 
@@ -908,6 +1039,75 @@ mod tests {
             refusal(&p, &inv("ct.start", &[("vmid", "200")]), None).contains("(policy.ops.* in")
         );
         assert!(!p.allows_listing(catalog::find("ct.start").unwrap()));
+    }
+
+    /// Issue 39: an NFS storage's server must be one a policy names; the gate (required)
+    /// refuses every server while the host policy names none.
+    #[test]
+    fn nfs_servers_are_the_admins() {
+        let add = |server: &str| {
+            inv(
+                "storage.add-nfs",
+                &[
+                    ("storage", "n1"),
+                    ("server", server),
+                    ("export", "/export/pve"),
+                ],
+            )
+        };
+        let none = policy("ops: {}\n").unwrap();
+        none.check_nfs_server(&add("nas"), false).unwrap();
+        let e = none.check_nfs_server(&add("nas"), true).unwrap_err();
+        assert_eq!(e.exit_code(), 3);
+        assert!(e.to_string().contains("names no NFS servers"), "{e}");
+        let named = policy("nfs_servers: [NAS, 192.0.2.30]\n").unwrap();
+        named.check_nfs_server(&add("nas"), true).unwrap();
+        named.check_nfs_server(&add("192.0.2.30"), true).unwrap();
+        for other in ["evil.example.org", "192.0.2.3", "nas.example.org"] {
+            let e = named.check_nfs_server(&add(other), true).unwrap_err();
+            assert!(e.to_string().contains("not one the admin named"), "{e}");
+        }
+        // Every layer with a list must list it.
+        let both = named.narrowed_by(policy("nfs_servers: [192.0.2.30]\n").unwrap());
+        assert!(both.check_nfs_server(&add("nas"), true).is_err());
+        both.check_nfs_server(&add("192.0.2.30"), true).unwrap();
+        // Other ops name no server.
+        let status = inv("vm.status", &[("vmid", "100")]);
+        none.check_nfs_server(&status, true).unwrap();
+    }
+
+    /// Issue 39: marking a storage as a mount point takes it offline, so an entry for
+    /// `storage.disable` covers it, and beats a looser entry for `storage.set`.
+    #[test]
+    fn marking_a_mount_point_counts_as_a_disable() {
+        let offline = inv(
+            "storage.set-mountpoint",
+            &[("storage", "local"), ("is_mountpoint", "yes")],
+        );
+        let back = inv(
+            "storage.set",
+            &[("storage", "local"), ("is_mountpoint", "no")],
+        );
+        let p = policy("ops:\n  storage.disable: deny\n").unwrap();
+        assert!(
+            refusal(&p, &offline, Some(&GuestTags::default()))
+                .contains("(policy.ops.storage.disable in")
+        );
+        assert!(p.check(&back, Some(&GuestTags::default())).is_ok());
+        let both = policy("ops:\n  storage.disable: deny\n  storage.set: allow\n").unwrap();
+        assert!(both.check(&offline, Some(&GuestTags::default())).is_err());
+        // It is a confirm op with the phrase of a disable, in the profiles of a disable.
+        assert_eq!(
+            offline.op.confirm.map(|c| c.phrase),
+            catalog::find("storage.disable")
+                .unwrap()
+                .confirm
+                .map(|c| c.phrase)
+        );
+        assert_eq!(
+            offline.op.profiles(),
+            catalog::find("storage.disable").unwrap().profiles()
+        );
     }
 
     #[test]
@@ -1419,6 +1619,29 @@ mod download_tests {
             // A query does not hide the host.
             "http://169.254.169.254?x=http://cdimage.debian.org/a.iso",
             "http://127.0.0.1/x.iso?host=cdimage.debian.org",
+            // Issue 39: names of the host's networks and every reserved range.
+            "http://localhost6/x.iso",
+            "http://localhost.localdomain/x.iso",
+            "http://pve1/x.iso",
+            "http://metadata/x.iso",
+            "http://metadata.google.internal/x.iso",
+            "http://nas.local/x.iso",
+            "http://mirror.lan/x.iso",
+            "http://router.home.arpa/x.iso",
+            "http://x.corp/x.iso",
+            "http://10.0.0.1.nip.io/x.iso",
+            "http://127-0-0-1.sslip.io/x.iso",
+            "http://169.254.169.254.nip.io/x.iso",
+            "http://0.1.2.3/x.iso",
+            "http://192.0.0.8/x.iso",
+            "http://192.0.2.10/x.iso",
+            "http://198.51.100.1/x.iso",
+            "http://203.0.113.9/x.iso",
+            "http://198.18.0.1/x.iso",
+            "http://198.19.255.1/x.iso",
+            "http://240.0.0.1/x.iso",
+            "http://255.255.255.255/x.iso",
+            "http://100.64.0.1/x.iso",
         ] {
             let e = p.check_download(url).unwrap_err();
             assert_eq!(e.exit_code(), 2, "{url}");
@@ -1427,9 +1650,24 @@ mod download_tests {
             "https://cdimage.debian.org/x.iso",
             "http://8.8.8.8/x.iso",
             "https://0x.example.com/a.iso",
+            "http://198.20.0.1/x.iso",
+            "https://local.example.org/x.iso",
+            "https://8.8.8.8.nip.io/x.iso",
+            "https://lan-mirror.example.org/x.iso",
         ] {
             p.check_download(url).unwrap();
         }
+        // On the host: its own names refuse too, unless listed.
+        let names = vec![
+            "pve1.example.org".to_string(),
+            "mirror.example.net".to_string(),
+        ];
+        assert!(
+            p.check_download_on_host("https://PVE1.example.org./a.iso", &names)
+                .is_err()
+        );
+        p.check_download_on_host("https://cdimage.debian.org/a.iso", &names)
+            .unwrap();
         let cfg: crate::policy::schema::PolicyConfig =
             yaml_serde::from_str("download_hosts: [10.1.2.3, mirror.lan]\n").unwrap();
         let listed = Policy::from_config(cfg, "t").unwrap();
@@ -1437,6 +1675,9 @@ mod download_tests {
             .check_download("https://10.1.2.3:8443/a/b.iso")
             .unwrap();
         listed.check_download("http://mirror.lan/x.iso").unwrap();
+        listed
+            .check_download_on_host("http://mirror.lan/x.iso", &["mirror.lan".to_string()])
+            .unwrap();
         let e = listed
             .check_download("https://cdimage.debian.org/x.iso")
             .unwrap_err();

@@ -173,6 +173,9 @@ impl Policy {
             download_hosts: cfg
                 .download_hosts
                 .map(|l| l.iter().map(|h| h.to_ascii_lowercase()).collect()),
+            nfs_servers: cfg
+                .nfs_servers
+                .map(|l| l.iter().map(|h| h.to_ascii_lowercase()).collect()),
             also: Vec::new(),
         })
     }
@@ -405,6 +408,7 @@ protect: [100, 105, keep]
                 ],
                 allow_privileged_ct_exec: false,
                 download_hosts: None,
+                nfs_servers: None,
             }
         );
         let p = Policy::from_config(cfg, SRC).unwrap();

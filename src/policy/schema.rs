@@ -60,6 +60,11 @@ pub struct PolicyConfig {
     /// a loopback, link-local, private or similar address passes only when listed here.
     #[serde(default)]
     pub download_hosts: Option<Vec<String>>,
+    /// The NFS servers an agent may add storages from (`storage add-nfs`). When present, only
+    /// these pass. The gate refuses every NFS storage while the host policy has no such list:
+    /// a share's files are written by its server and read by root-run Proxmox code.
+    #[serde(default)]
+    pub nfs_servers: Option<Vec<String>>,
 }
 
 /// What a rule does with the ops it matches. Ordered by strictness (used to break ties).

@@ -74,6 +74,7 @@ pub use node::{
 pub use storage::{
     STORAGE_ADD_DIR, STORAGE_ADD_LVMTHIN, STORAGE_ADD_NFS, STORAGE_ADD_ZFSPOOL, STORAGE_CONTENT,
     STORAGE_DISABLE, STORAGE_ENABLE, STORAGE_LIST, STORAGE_REMOVE, STORAGE_SET,
+    STORAGE_SET_MOUNTPOINT,
 };
 pub use task::{TASK_LIST, TASK_LOG, TASK_STATUS, TASK_STOP, TASK_WAIT};
 pub use template::{TEMPLATE_DOWNLOAD, TEMPLATE_LIST, TEMPLATE_REMOVE};
@@ -183,6 +184,7 @@ pub static OPS: &[&Op] = &[
     &STORAGE_ADD_ZFSPOOL,
     &STORAGE_ADD_NFS,
     &STORAGE_SET,
+    &STORAGE_SET_MOUNTPOINT,
     &STORAGE_ENABLE,
     &STORAGE_DISABLE,
     // creating guests
@@ -223,6 +225,7 @@ const ROW: Op = Op {
     needs_one_of: &[],
     step: false,
     variant_of: &[],
+    counts_as: &[],
     already: None,
     yields: None,
     fence: None,

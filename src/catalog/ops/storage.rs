@@ -158,11 +158,13 @@ pub static STORAGE_ADD_ZFSPOOL: Op = Op {
 
 /// `pxagent storage add-nfs STORAGE --server ADDR --export /PATH`: `POST /storage --type nfs`
 /// (pve-storage `NFSPlugin`): PVE mounts the export below `/mnt/pve/STORAGE`. No mount options
-/// (`--options` could carry anything `mount` takes).
+/// of the agent's (`--options` could carry anything `mount` takes). Only on the servers the
+/// admin named ([`Op::names_a_server`]): a share's files are written by its server and read
+/// by root-run Proxmox code (restores, imports, boots), so the agent never picks the server.
 pub static STORAGE_ADD_NFS: Op = Op {
     id: "storage.add-nfs",
     cli: &["storage", "add-nfs"],
-    about: "Add an NFS export as a storage (mounted at /mnt/pve/STORAGE, nosuid, nodev, noexec)",
+    about: "Add an NFS export of a server the host's admin named as a storage (mounted nosuid, nodev, noexec, nosymfollow)",
     risk: Risk::Change,
     area: Area::Storage,
     params: &[NEW_STORAGE, SERVER, EXPORT, CONTENT_OPTION],
@@ -177,23 +179,24 @@ pub static STORAGE_ADD_NFS: Op = Op {
         Arg::Word("{server}"),
         Arg::Word("--export"),
         Arg::Word("{export}"),
-        // Always: the server is the agent's choice, so nothing on it may run or act as a
-        // device on the host (a setuid-root file on an export would be a root shell).
+        // Always: nothing on the share may run or act as a device on the host (a setuid-root
+        // file on an export would be a root shell), and root never follows a symlink on it
+        // (an "ISO" or a download path that leads to /dev/sda or /etc).
         Arg::Word("--options"),
-        Arg::Word("nosuid,nodev,noexec"),
+        Arg::Word("nosuid,nodev,noexec,nosymfollow"),
         Arg::Opt("content", &["--content", "{content}"])
     ),
     view: View::Done,
     ..ROW
 };
 
-/// `pxagent storage set STORAGE --is-mountpoint yes|no`: `PUT /storage/{storage}` (pve-storage
-/// `Config.pm` `update`). With `yes`, PVE takes the storage as offline while nothing is mounted
-/// at its path, instead of filling the root file system.
+/// `pxagent storage set STORAGE --is-mountpoint no`: `PUT /storage/{storage}` (pve-storage
+/// `Config.pm` `update`): the storage's path is no longer taken for an external mount point.
+/// `yes` is [`STORAGE_SET_MOUNTPOINT`], which can take a storage offline.
 pub static STORAGE_SET: Op = Op {
     id: "storage.set",
     cli: &["storage", "set"],
-    about: "Mark a directory storage as an external mount point (or not)",
+    about: "Mark a directory storage as an external mount point (yes: needs the phrase of a disable) or not",
     risk: Risk::Change,
     area: Area::Storage,
     params: &[STORAGE, IS_MOUNTPOINT_REQUIRED],
@@ -204,6 +207,35 @@ pub static STORAGE_SET: Op = Op {
         Arg::Word("{is_mountpoint}")
     ),
     view: View::Done,
+    ..ROW
+};
+
+/// `pxagent storage set STORAGE --is-mountpoint yes`: a variant of [`STORAGE_SET`]. PVE then
+/// takes the storage as offline while nothing is mounted at its path, so on a storage whose
+/// path is a plain directory (`local`) this is a disable: it needs `yes disable STORAGE`, is in
+/// the profile of `storage.disable`, and counts as `storage.disable` for policy.
+pub static STORAGE_SET_MOUNTPOINT: Op = Op {
+    id: "storage.set-mountpoint",
+    cli: &["storage", "set"],
+    about: "Mark a directory storage as an external mount point: offline while nothing is mounted there",
+    risk: Risk::Confirm,
+    area: Area::Storage,
+    params: &[STORAGE, IS_MOUNTPOINT_REQUIRED],
+    args: pvesh!(
+        "set",
+        "/storage/{storage}",
+        Arg::Word("--is_mountpoint"),
+        Arg::Word("{is_mountpoint}")
+    ),
+    view: View::Done,
+    confirm: Some(Confirm {
+        phrase: "yes disable {storage}",
+        consequence: "this marks storage {storage} as an external mount point: while nothing is mounted at its path it is offline on that node, so guests with disks there no longer start and backups to it fail",
+        hint: Some("`pxagent storage set {storage} --is-mountpoint no` turns it back"),
+    }),
+    select: &[Select::Contains("is_mountpoint", "yes", "yes")],
+    variant_of: &[&STORAGE_SET],
+    counts_as: &[&STORAGE_DISABLE],
     ..ROW
 };
 
@@ -284,7 +316,7 @@ const IS_MOUNTPOINT_REQUIRED: Param = Param {
     name: "is_mountpoint",
     kind: YES_NO,
     how: How::Required,
-    help: "yes: the path is an external mount point, offline while nothing is mounted there",
+    help: "yes: the path is an external mount point, offline while nothing is mounted there (needs `yes disable STORAGE`); no: it is not",
 };
 const VGNAME: Param = Param {
     name: "vgname",

@@ -11,14 +11,13 @@ pub fn catalog(out: &Output) -> Result<u8> {
     let ops: Vec<Value> = OPS
         .iter()
         .map(|op| {
-            let samples = catalog::example_values(op);
             json!({
                 "id": op.id,
                 "usage": op.usage(),
                 "about": op.about,
                 "risk": op.risk.name(),
                 "profiles": op.profiles().iter().map(|p| p.name()).collect::<Vec<_>>(),
-                "example_argv": op.argv(&samples),
+                "example_argv": catalog::example_argv(op),
                 "sudoers_rule": op.sudoers_rule(None),
                 "phrase": op.confirm.map(|c| c.phrase),
                 "mcp_tool": op.tool_name(),

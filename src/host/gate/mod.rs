@@ -155,6 +155,22 @@ fn read_machine_id(named: Option<&Path>, uid: u32) -> Result<String, String> {
         .ok_or_else(|| "this host has no machine id (/etc/machine-id)".to_string())
 }
 
+/// The names this host's resolver answers without DNS: every name in `/etc/hosts` (on a PVE
+/// node its own name and its cluster's, by PVE's install rule) and the host's own name. A
+/// download from one of them reaches inside the host's network.
+fn local_names(hostname: &str) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_to_string("/etc/hosts")
+        .unwrap_or_default()
+        .lines()
+        .map(|l| l.split('#').next().unwrap_or(""))
+        .flat_map(|l| l.split_whitespace().skip(1).map(str::to_ascii_lowercase))
+        .collect();
+    if !hostname.is_empty() {
+        names.push(hostname.to_ascii_lowercase());
+    }
+    names
+}
+
 /// The account name of `uid` from /etc/passwd.
 fn account_name(uid: u32) -> Option<String> {
     let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
@@ -378,7 +394,18 @@ fn check(
         // that command's op — a `deny` or `protect` of vm.exec covers its file writes — and
         // as a transfer under its `push`/`pull` paths instead of its command allowlist.
         let (judged, transfer) = sync_step(inv);
-        policy.check_downloads(inv).map_err(policy_refused)?;
+        if inv
+            .op
+            .params
+            .iter()
+            .any(|p| p.kind == crate::catalog::Kind::Url)
+        {
+            policy
+                .check_downloads_on_host(inv, &local_names(&ctx.host))
+                .map_err(policy_refused)?;
+        }
+        // The host policy must name an NFS storage's server (issue 39).
+        policy.check_nfs_server(inv, true).map_err(policy_refused)?;
         let decision = policy
             .check(&judged, tags.as_ref())
             .map_err(policy_refused)?;

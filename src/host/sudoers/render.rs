@@ -10,7 +10,9 @@ use std::fmt::Write as _;
 
 use crate::base::error::{Error, Result};
 use crate::base::text::printable;
-use crate::catalog::kind::{STORAGE_ROOTS_DEFAULT, storage_root_problem, storage_roots_group};
+use crate::catalog::kind::{
+    Kind, STORAGE_ROOTS_DEFAULT, nfs_servers_group, storage_root_problem, storage_roots_group,
+};
 use crate::catalog::{Area, OPS, Op, Profile, Risk};
 
 use super::ranges::Ranges;
@@ -35,6 +37,9 @@ pub struct RenderOptions {
     /// The directories a directory storage's path must be below (`--storage-roots`; by
     /// default `/mnt` and `/srv`), each checked by [`parse_storage_roots`].
     pub storage_roots: Vec<String>,
+    /// The NFS servers the admin lets the agent add storages from (`--nfs-servers`, each a
+    /// [`Kind::Server`]); without any, `storage add-nfs` is not rendered at all.
+    pub nfs_servers: Vec<String>,
 }
 
 impl RenderOptions {
@@ -51,6 +56,7 @@ impl RenderOptions {
                 .iter()
                 .map(|r| r.to_string())
                 .collect(),
+            nfs_servers: Vec::new(),
         })
     }
 
@@ -59,12 +65,19 @@ impl RenderOptions {
         self.storage_roots != STORAGE_ROOTS_DEFAULT
     }
 
-    /// The op's rule in this render: its VMID fence and the storage roots.
+    /// The op's rule in this render: its VMID fence, the storage roots and the NFS servers.
     pub fn rule(&self, op: &Op) -> String {
         op.sudoers_rule_in(
             self.fence_for(op).as_deref(),
             Some(&storage_roots_group(&self.storage_roots)),
+            Some(&nfs_servers_group(&self.nfs_servers)),
         )
+    }
+
+    /// Whether this render leaves the op out for want of a place the admin names: an NFS
+    /// storage ([`Op::names_a_server`]) without `--nfs-servers`.
+    pub fn unnamed(&self, op: &Op) -> bool {
+        op.names_a_server() && self.nfs_servers.is_empty()
     }
 
     /// Whether a VMID fence (`--vmids`/`--ctids`) is set.
@@ -102,7 +115,7 @@ impl RenderOptions {
         OPS.iter()
             .copied()
             .filter(|op| self.profile.allows_op(op) || (is_ct_exec(op) && self.ct_exec.is_some()))
-            .filter(|op| !self.left_out(op))
+            .filter(|op| !self.left_out(op) && !self.unnamed(op))
     }
 }
 
@@ -142,6 +155,28 @@ pub fn parse_storage_roots(flag: &str, text: &str) -> Result<Vec<String>> {
         return Err(Error::usage(format!("{flag}: at most 8 storage roots")));
     }
     Ok(roots)
+}
+
+/// Parse `--nfs-servers`: NFS servers joined by `,` (`192.0.2.30,nas.example.org`), each an
+/// IPv4 address or a DNS name ([`Kind::Server`]), at most 16, none twice.
+pub fn parse_nfs_servers(flag: &str, text: &str) -> Result<Vec<String>> {
+    let mut servers: Vec<String> = Vec::new();
+    for server in text.split(',') {
+        let server = Kind::Server
+            .parse("server", server)
+            .map_err(|e| Error::usage(format!("{flag}: {e}")))?;
+        if servers.contains(&server) {
+            return Err(Error::usage(format!(
+                "{flag}: '{}' is given twice",
+                printable(&server)
+            )));
+        }
+        servers.push(server);
+    }
+    if servers.len() > 16 {
+        return Err(Error::usage(format!("{flag}: at most 16 NFS servers")));
+    }
+    Ok(servers)
 }
 
 /// Validate an account name: a plain POSIX login name, never root. It appears unquoted in
@@ -190,6 +225,10 @@ pub fn render(opts: &RenderOptions) -> String {
             format!(", storage roots {}", opts.storage_roots.join(","))
         } else {
             String::new()
+        } + &if opts.nfs_servers.is_empty() {
+            String::new()
+        } else {
+            format!(", nfs servers {}", opts.nfs_servers.join(","))
         },
         opts.ct_exec
             .as_ref()
@@ -245,6 +284,21 @@ pub fn render(opts: &RenderOptions) -> String {
     let _ = writeln!(w, "#   chmod 0440 /etc/sudoers.d/{user}.new");
     let _ = writeln!(w, "#   mv /etc/sudoers.d/{user}.new /etc/sudoers.d/{user}");
     let _ = writeln!(w, "# Then check from the client: pxagent preflight");
+    if opts.nfs_servers.is_empty()
+        && opts
+            .profile
+            .allows_op(&crate::catalog::ops::STORAGE_ADD_NFS)
+    {
+        let _ = writeln!(w, "#");
+        let _ = writeln!(
+            w,
+            "# No NFS servers named (--nfs-servers): `storage add-nfs` is left out. A share's files are"
+        );
+        let _ = writeln!(
+            w,
+            "# written by its server and read by root-run Proxmox code, so only the admin picks servers."
+        );
+    }
     if opts.fenced() {
         let out: Vec<&str> = OPS
             .iter()
@@ -396,6 +450,33 @@ mod tests {
         regex::Regex::new(rule.split_once(' ').unwrap().1).unwrap()
     }
 
+    /// Issue 39: NFS storages only on the servers the admin named; none named, no rule.
+    #[test]
+    fn nfs_storages_only_on_named_servers() {
+        use crate::catalog::ops;
+        let mut o = RenderOptions::new("zen-agent").unwrap();
+        assert!(o.unnamed(&ops::STORAGE_ADD_NFS));
+        assert!(!o.ops().any(|op| op.id == "storage.add-nfs"));
+        assert!(render(&o).contains("No NFS servers named"));
+        o.nfs_servers = parse_nfs_servers("--nfs-servers", "192.0.2.30,nas").unwrap();
+        assert!(o.ops().any(|op| op.id == "storage.add-nfs"));
+        let re = rule_re(&o, &ops::STORAGE_ADD_NFS);
+        let line = |server: &str| {
+            format!(
+                "create /storage --storage n1 --type nfs --server {server} --export /export/pve --options nosuid,nodev,noexec,nosymfollow --output-format json"
+            )
+        };
+        for ok in ["192.0.2.30", "nas"] {
+            assert!(re.is_match(&line(ok)), "{ok}");
+        }
+        for bad in ["192a0a2a30", "nasx", "nas.evil.org", "192.0.2.3", "evil"] {
+            assert!(!re.is_match(&line(bad)), "{bad}");
+        }
+        for bad in ["", "nas,nas", "-x", "a b"] {
+            assert!(parse_nfs_servers("--nfs-servers", bad).is_err(), "{bad:?}");
+        }
+    }
+
     #[test]
     fn directory_storages_stay_below_the_storage_roots() {
         use crate::catalog::ops;
@@ -406,12 +487,19 @@ mod tests {
         };
         let mut o = RenderOptions::new("zen-agent").unwrap();
         let re = rule_re(&o, &ops::STORAGE_ADD_DIR);
-        for ok in ["/mnt/a", "/srv/iso-store", "/mnt/pve/x.y/z_1"] {
+        for ok in [
+            "/mnt/a",
+            "/srv/iso-store",
+            "/mnt/pvex/x.y/z_1",
+            "/srv/pve/x",
+        ] {
             assert!(re.is_match(&line(ok)), "{ok}");
         }
         for bad in [
             "/",
             "/mnt",
+            "/mnt/pve",
+            "/mnt/pve/x.y/z_1",
             "/etc",
             "/root/x",
             "/mnt/../etc",

@@ -26,7 +26,8 @@
 //!    - a directory storage's path below no storage root of the render ([`outside_the_roots`]):
 //!      the client and the gate cannot know the host's roots (`sudoers render
 //!      --storage-roots`), so they take every path that is no system directory, and sudo
-//!      alone fences the roots, like a VMID fence; this holds in properties 1 and 3;
+//!      alone fences the roots, like a VMID fence; this holds in properties 1 and 3; an NFS
+//!      server the render does not name (`--nfs-servers`) is the same exception;
 //!    - a word holding a space where the kind allows none: sudo sees only the joined line,
 //!      so it cannot tell `["100 --timeout 5"]` from `["100", "--timeout", "5"]`; the line
 //!      re-split at its spaces (what sudo judged) must then be a catalog line the gate
@@ -226,6 +227,7 @@ struct Rule {
 fn rendered_rules() -> Vec<Rule> {
     let mut opts = RenderOptions::new("zen-agent").unwrap();
     opts.ct_exec = Some(Ranges::parse("--ct-exec", "100-999999999").unwrap());
+    opts.nfs_servers = vec![Kind::Server.example().to_string()];
     let text = render(&opts);
     let mut rules = Vec::new();
     for l in logical_lines(&text) {
@@ -312,10 +314,13 @@ fn fail(failures: &mut Vec<String>, msg: String) {
 /// default storage roots (the render this test reads has the default ones): sudo refuses it
 /// where the client and the gate take it, by design (see the module doc).
 fn outside_the_roots(kind: Kind, value: &str) -> bool {
-    kind == Kind::StoragePath
+    (kind == Kind::StoragePath
         && !crate::catalog::kind::STORAGE_ROOTS_DEFAULT
             .iter()
-            .any(|r| value.starts_with(&format!("{r}/")))
+            .any(|r| value.starts_with(&format!("{r}/"))))
+        // Likewise an NFS server the render does not name (`--nfs-servers`, here the kind's
+        // example alone): sudo alone fences the admin's servers (the gate by its host policy).
+        || (kind == Kind::Server && value != Kind::Server.example())
 }
 
 #[derive(Default, Debug)]

@@ -77,6 +77,18 @@ use self::tables::*;
 // Public interface
 // ---------------------------------------------------------------------------------------
 
+/// Whether a command as `sudo -l` lists it (`/usr/bin/pvesh ^create /storage …$`) admits the
+/// arguments `args` (joined by single spaces), matched as sudo 1.9.10+ matches a `^…$`
+/// argument pattern. `None` when the command has no such pattern (no arguments, `""`, globs).
+pub fn regex_rule_admits(command: &str, args: &str) -> Option<bool> {
+    let (_, pattern) = command.split_once(' ')?;
+    if !(pattern.starts_with('^') && pattern.ends_with('$')) {
+        return None;
+    }
+    let re = ::regex::Regex::new(&ere_to_regex(pattern)).ok()?;
+    Some(re.is_match(args))
+}
+
 /// How bad a finding is. `pxagent sudoers lint` fails (exit 1) when any finding is an error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
