@@ -104,13 +104,13 @@ fn drives(n: &Node) -> Vec<Value> {
     vec![
         json!({"by_id_link": format!("/dev/disk/by-id/nvme-Samsung_SSD_980_PRO_1TB_{nvme_serial}"),
                "devpath": "/dev/nvme0n1", "gpt": 1, "health": "PASSED",
-               "model": "Samsung SSD 980 PRO 1TB", "osdid": -1, "osdid-list": null,
+               "model": "Samsung SSD 980 PRO 1TB", "mounted": 0, "osdid": -1, "osdid-list": null,
                "rpm": 0, "serial": nvme_serial, "size": 1_000_204_886_016u64, "type": "nvme",
                "used": "LVM", "vendor": "unknown", "wearout": 97,
                "wwn": format!("eui.002538b{}", serial(&n.name, 2, 9).to_ascii_lowercase())}),
         json!({"by_id_link": format!("/dev/disk/by-id/ata-CT2000MX500SSD1_{ssd_serial}"),
                "devpath": "/dev/sda", "gpt": 1, "health": "PASSED", "model": "CT2000MX500SSD1",
-               "osdid": -1, "osdid-list": null, "rpm": 0, "serial": ssd_serial,
+               "mounted": 0, "osdid": -1, "osdid-list": null, "rpm": 0, "serial": ssd_serial,
                "size": 2_000_398_934_016u64, "type": "ssd", "used": "ZFS", "vendor": "ATA     ",
                "wearout": 99, "wwn": format!("0x500a0751{}", serial(&n.name, 3, 8).to_ascii_lowercase())}),
     ]
@@ -118,9 +118,11 @@ fn drives(n: &Node) -> Vec<Value> {
 
 /// `GET /nodes/{node}/disks/list` (pve-manager `PVE/API2/Disks.pm` `list`, from
 /// `PVE::Diskmanage::get_disks`: `health` from smartctl, `used` the first user found, `wearout`
-/// in percent left, `osdid` -1 without Ceph). The keys and their forms are those of the REAL
-/// capture `pvesh_nodes_disks_list_json_pretty_pve8.json`: no `mounted` and `osdid-list: null`
-/// although the schema's `returns` asks for both (FORMATS.md §2.14).
+/// in percent left, `osdid` -1 and `osdid-list` null without Ceph). The keys and their forms
+/// are those of the REAL capture `pvesh_nodes_disks_list_json_pretty_pve8.json` (PVE 8.1),
+/// plus `mounted`, which the PVE 9.1.11 and 9.2 schemas require and that capture predates: 0,
+/// since neither whole disk is itself mounted (the root file system is on LVM, the pool on
+/// ZFS) [INFER the value] (FORMATS.md §2.14).
 pub fn disks(n: &Node) -> Value {
     Value::Array(drives(n))
 }

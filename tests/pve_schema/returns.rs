@@ -155,8 +155,11 @@ fn fits(t: &str, v: &Value) -> bool {
 }
 
 /// Where real PVE answers otherwise than its own `returns` says, the real answer wins: a
-/// disk list without `mounted` and with `osdid-list: null` (below), and two cases of strings
-/// where the schema says number, because Perl did not numify them:
+/// disk list's `osdid-list` is `null` without Ceph (below), and two cases of strings where the
+/// schema says number, because Perl did not numify them. A value's type may widen here; a
+/// property the schema requires stays required (issue 36: making `mounted` optional here, from
+/// a PVE 8.1 capture, let the simulator leave out a field PVE 9 always sends; the test
+/// `no_exception_makes_a_required_field_optional` holds that line):
 /// - `/cluster/nextid` is declared an integer and is a JSON string on the wire
 ///   (tests/fixtures/pve/pvesh_create_start_stop_upid_nextid_pvesm_list_pve8.transcript.txt,
 ///   FORMATS.md §2.13);
@@ -167,11 +170,10 @@ fn real_answer_where_the_schema_is_wrong(path: &str, returns: &Value) -> Value {
         return serde_json::json!({"type": "string"});
     }
     let mut r = returns.clone();
-    // A node's disk list has no `mounted` and a `null` `osdid-list` without Ceph
+    // A node's disk list has a `null` `osdid-list` without Ceph
     // (tests/fixtures/pve/pvesh_nodes_disks_list_json_pretty_pve8.json, FORMATS.md §2.14).
     if path.ends_with("/disks/list") {
         let props = &mut r["items"]["properties"];
-        props["mounted"]["optional"] = serde_json::json!(1);
         props["osdid-list"]["type"] = serde_json::json!(["array", "null"]);
     }
     if path.contains("/lxc") {
@@ -285,5 +287,71 @@ fn the_returns_check_refuses_a_wrong_shape() {
         let mut p = Vec::new();
         check(&schema, &bad, "a", &mut p);
         assert!(!p.is_empty(), "took {bad}");
+    }
+}
+
+/// The properties a `returns` schema requires, as `path.key` (through `items` and nested
+/// `properties`).
+fn required(s: &Value, path: &str, out: &mut Vec<String>) {
+    if let Some(props) = s["properties"].as_object() {
+        for (k, ps) in props {
+            let optional = ps["optional"].as_i64() == Some(1) || ps["optional"] == true;
+            if !optional {
+                out.push(format!("{path}.{k}"));
+            }
+            required(ps, &format!("{path}.{k}"), out);
+        }
+    }
+    if s["items"].is_object() {
+        required(&s["items"], &format!("{path}[]"), out);
+    }
+}
+
+/// Issue 36: the exceptions for real answers may widen a type, never drop a required field,
+/// for every method the catalog calls, in both versions; and the node disk list, with its
+/// exception, refuses an answer without `mounted` or `osdid-list`.
+#[test]
+fn no_exception_makes_a_required_field_optional() {
+    let mut calls = std::collections::BTreeSet::new();
+    for op in OPS {
+        for s in pxagent::catalog::samples(op) {
+            if let Ok(Some(call)) = to_call(op, &op.argv(&s)) {
+                calls.insert((call.method, call.path));
+            }
+        }
+    }
+    assert!(calls.len() > 50, "{}", calls.len());
+    for api in Api::all() {
+        for (method, path) in &calls {
+            let (m, _) = api.method(method, path).unwrap();
+            let (mut raw, mut adjusted) = (Vec::new(), Vec::new());
+            required(&m["returns"], "answer", &mut raw);
+            required(
+                &real_answer_where_the_schema_is_wrong(path, &m["returns"]),
+                "answer",
+                &mut adjusted,
+            );
+            assert_eq!(raw, adjusted, "PVE {} {method} {path}", api.version);
+        }
+        let (m, _) = api.method("GET", "/nodes/pve1/disks/list").unwrap();
+        let returns =
+            real_answer_where_the_schema_is_wrong("/nodes/pve1/disks/list", &m["returns"]);
+        let disk = serde_json::json!({"devpath": "/dev/sda", "gpt": 1, "mounted": 0, "osdid": -1,
+            "osdid-list": null, "size": 1, "used": "ZFS"});
+        let mut p = Vec::new();
+        check(&returns, &serde_json::json!([disk.clone()]), "a", &mut p);
+        assert!(p.is_empty(), "PVE {}: {p:?}", api.version);
+        for missing in ["mounted", "osdid-list", "osdid", "devpath"] {
+            let mut d = disk.clone();
+            d.as_object_mut().unwrap().remove(missing);
+            let mut p = Vec::new();
+            check(&returns, &serde_json::json!([d]), "a", &mut p);
+            assert!(
+                p.iter()
+                    .any(|x| x.contains(&format!("`{missing}` is missing"))),
+                "PVE {} took a disk without {missing}: {p:?}",
+                api.version
+            );
+        }
     }
 }
