@@ -89,11 +89,20 @@ pub fn default_policy(o: &SetupOptions) -> String {
 #       commands: [[uname, -a], [systemctl, status, {{regex: '[a-z][a-z0-9@_.-]{{0,63}}'}}]]
 #   protect: [100, keep]                            # VMIDs and tags no operation may change
 #   read_only: true                                 # reads only
-ops:
+#   download_hosts: [cdimage.debian.org]            # the only hosts downloads may come from
+#   nfs_servers: [192.0.2.30]                       # the NFS servers agents may add storages
+#                                                   # from (also `setup render --nfs-servers`)
+{nfs}ops:
   "*": allow
 "#,
         path = o.policy_path.as_str(),
         approvers = o.approvers_path.as_str(),
+        // The servers this render names for sudo are the gate's too: one list, both layers.
+        nfs = if o.sudoers.nfs_servers.is_empty() {
+            String::new()
+        } else {
+            format!("nfs_servers: [{}]\n", o.sudoers.nfs_servers.join(", "))
+        },
     )
 }
 

@@ -236,9 +236,29 @@ fn host_policies_are_checked_by_the_policy_loader() {
     assert!(m.contains("did you mean vm.destroy"), "{m}");
     usage_message(HostPolicy::parse("ops: [", "p.yaml"));
     usage_message(HostPolicy::parse("ops: {}\0", "p.yaml"));
-    // The default the script installs is a valid policy.
-    let o = options("zen-agent");
-    Policy::from_host_text(&default_policy(&o), "default").unwrap();
+    // The default the script installs is a valid policy; it names the NFS servers the render
+    // names for sudo (issue 39), so the gate admits what sudo does.
+    let mut o = options("zen-agent");
+    let plain = Policy::from_host_text(&default_policy(&o), "default").unwrap();
+    o.sudoers.nfs_servers = vec!["192.0.2.30".into(), "nas".into()];
+    let text = default_policy(&o);
+    assert!(text.contains("\nnfs_servers: [192.0.2.30, nas]\n"), "{text}");
+    let named = Policy::from_host_text(&text, "default").unwrap();
+    let add = |server: &str| {
+        let mut values = std::collections::BTreeMap::new();
+        values.insert("storage", "n1".to_string());
+        values.insert("server", server.to_string());
+        values.insert("export", "/export/pve".to_string());
+        crate::catalog::invocation::Invocation {
+            op: &crate::catalog::ops::STORAGE_ADD_NFS,
+            values,
+            keep_type: None,
+            attach: Default::default(),
+        }
+    };
+    named.check_nfs_server(&add("nas"), true).unwrap();
+    assert!(named.check_nfs_server(&add("evil.example.org"), true).is_err());
+    assert!(plain.check_nfs_server(&add("nas"), true).is_err());
 }
 
 #[test]
