@@ -190,6 +190,15 @@ pub static STORAGE_ADD_NFS: Op = Op {
     ..ROW
 };
 
+/// The command line of both `storage set` rows: one template, two values (the rows' rules
+/// differ by the value alone, see [`Op::variant_values`]).
+const SET_MOUNTPOINT: &[Arg] = pvesh!(
+    "set",
+    "/storage/{storage}",
+    Arg::Word("--is_mountpoint"),
+    Arg::Word("{is_mountpoint}")
+);
+
 /// `pxagent storage set STORAGE --is-mountpoint no`: `PUT /storage/{storage}` (pve-storage
 /// `Config.pm` `update`): the storage's path is no longer taken for an external mount point.
 /// `yes` is [`STORAGE_SET_MOUNTPOINT`], which can take a storage offline.
@@ -200,12 +209,7 @@ pub static STORAGE_SET: Op = Op {
     risk: Risk::Change,
     area: Area::Storage,
     params: &[STORAGE, IS_MOUNTPOINT_REQUIRED],
-    args: pvesh!(
-        "set",
-        "/storage/{storage}",
-        Arg::Word("--is_mountpoint"),
-        Arg::Word("{is_mountpoint}")
-    ),
+    args: SET_MOUNTPOINT,
     view: View::Done,
     ..ROW
 };
@@ -221,12 +225,7 @@ pub static STORAGE_SET_MOUNTPOINT: Op = Op {
     risk: Risk::Confirm,
     area: Area::Storage,
     params: &[STORAGE, IS_MOUNTPOINT_REQUIRED],
-    args: pvesh!(
-        "set",
-        "/storage/{storage}",
-        Arg::Word("--is_mountpoint"),
-        Arg::Word("{is_mountpoint}")
-    ),
+    args: SET_MOUNTPOINT,
     view: View::Done,
     confirm: Some(Confirm {
         phrase: "yes disable {storage}",

@@ -242,7 +242,10 @@ fn host_policies_are_checked_by_the_policy_loader() {
     let plain = Policy::from_host_text(&default_policy(&o), "default").unwrap();
     o.sudoers.nfs_servers = vec!["192.0.2.30".into(), "nas".into()];
     let text = default_policy(&o);
-    assert!(text.contains("\nnfs_servers: [192.0.2.30, nas]\n"), "{text}");
+    assert!(
+        text.contains("\nnfs_servers: [192.0.2.30, nas]\n"),
+        "{text}"
+    );
     let named = Policy::from_host_text(&text, "default").unwrap();
     let add = |server: &str| {
         let mut values = std::collections::BTreeMap::new();
@@ -257,7 +260,11 @@ fn host_policies_are_checked_by_the_policy_loader() {
         }
     };
     named.check_nfs_server(&add("nas"), true).unwrap();
-    assert!(named.check_nfs_server(&add("evil.example.org"), true).is_err());
+    assert!(
+        named
+            .check_nfs_server(&add("evil.example.org"), true)
+            .is_err()
+    );
     assert!(plain.check_nfs_server(&add("nas"), true).is_err());
 }
 
