@@ -83,8 +83,7 @@ impl<C: Connector> Engine<'_, C> {
             None
         };
         let decision = self.policy.check(inv, tags.as_ref())?;
-        self.policy.check_downloads(inv)?;
-        self.policy.check_nfs_server(inv, false)?;
+        self.policy.check_destinations(inv, None)?;
         Ok(matches!(decision, Decision::Confirm(_)))
     }
 
@@ -438,8 +437,7 @@ impl<C: Connector> Engine<'_, C> {
 pub fn dry_run(policy: &Policy, inv: &Invocation, trail: &mut Trail) -> Result<Value> {
     trail.dry_run = true;
     trail.argv = inv.remote_argv();
-    policy.check_downloads(inv)?;
-    policy.check_nfs_server(inv, false)?;
+    policy.check_destinations(inv, None)?;
     let verdict = dry_verdict(policy, inv)?;
     let mut data = inv.dry_run();
     data["approval_statement"] = json!(crate::approval::preview::preview(inv));

@@ -500,15 +500,22 @@ impl Policy {
                 )));
             }
         }
-        let listed = self
-            .layers()
-            .any(|p| p.download_hosts.as_ref().is_some_and(|l| l.contains(&host)));
+        let listed = self.lists_download_host(&host);
         if let (Some(why), false) = (internal_host(&host), listed) {
             return Err(Error::usage(format!(
                 "downloads from {shown} are refused: it is {why}, inside the host's own network; list it under the policy's download_hosts to allow it"
             )));
         }
         Ok(())
+    }
+
+    /// Whether some layer lists `host` (lower-cased) under `download_hosts`.
+    fn lists_download_host(&self, host: &str) -> bool {
+        self.layers().any(|p| {
+            p.download_hosts
+                .as_ref()
+                .is_some_and(|l| l.iter().any(|h| h == host))
+        })
     }
 
     /// [`Policy::check_download`], and on the host itself: a URL whose host is one of `names`
@@ -518,12 +525,7 @@ impl Policy {
         self.check_download(url)?;
         let host = url_host(url).to_ascii_lowercase();
         let host = host.trim_end_matches('.');
-        let listed = self.layers().any(|p| {
-            p.download_hosts
-                .as_ref()
-                .is_some_and(|l| l.iter().any(|h| h == host))
-        });
-        if !listed && names.iter().any(|n| n.eq_ignore_ascii_case(host)) {
+        if !self.lists_download_host(host) && names.iter().any(|n| n.eq_ignore_ascii_case(host)) {
             return Err(Error::usage(format!(
                 "downloads from {} are refused: the host's own /etc/hosts or hostname names it, so it is inside the host's own network; list it under the policy's download_hosts to allow it",
                 crate::base::text::printable(host)
@@ -569,24 +571,22 @@ impl Policy {
         Ok(())
     }
 
-    /// [`Policy::check_download`] for every URL an invocation carries.
-    pub fn check_downloads(&self, inv: &Invocation) -> Result<()> {
+    /// Where an invocation reaches beyond the guests: every URL it carries
+    /// ([`Policy::check_download_on_host`]) and its NFS server ([`Policy::check_nfs_server`]).
+    /// `host_names` is `Some` on the host itself (the gate): the names its resolver answers
+    /// without DNS, and the host policy must name an NFS server; the client passes `None`.
+    pub fn check_destinations(
+        &self,
+        inv: &Invocation,
+        host_names: Option<&[String]>,
+    ) -> Result<()> {
         inv.op
             .params
             .iter()
             .filter(|p| p.kind == Kind::Url)
             .filter_map(|p| inv.values.get(p.name))
-            .try_for_each(|u| self.check_download(u))
-    }
-
-    /// [`Policy::check_download_on_host`] for every URL an invocation carries.
-    pub fn check_downloads_on_host(&self, inv: &Invocation, names: &[String]) -> Result<()> {
-        inv.op
-            .params
-            .iter()
-            .filter(|p| p.kind == Kind::Url)
-            .filter_map(|p| inv.values.get(p.name))
-            .try_for_each(|u| self.check_download_on_host(u, names))
+            .try_for_each(|u| self.check_download_on_host(u, host_names.unwrap_or_default()))?;
+        self.check_nfs_server(inv, host_names.is_some())
     }
 
     /// Whether [`Policy::check`] needs the guest's tags (some layer protects a tag).

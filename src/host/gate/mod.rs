@@ -379,6 +379,7 @@ fn check(
         None
     };
     // Several ops may send the same line: it must pass as each of them (strictest verdict).
+    let host_names = local_names(&ctx.host);
     let mut confirm: Option<String> = None;
     // The op whose rule asks for an approval is the one its statement names (a line several
     // ops send is approved as the op the host policy's rule is about).
@@ -394,18 +395,11 @@ fn check(
         // that command's op — a `deny` or `protect` of vm.exec covers its file writes — and
         // as a transfer under its `push`/`pull` paths instead of its command allowlist.
         let (judged, transfer) = sync_step(inv);
-        if inv
-            .op
-            .params
-            .iter()
-            .any(|p| p.kind == crate::catalog::Kind::Url)
-        {
-            policy
-                .check_downloads_on_host(inv, &local_names(&ctx.host))
-                .map_err(policy_refused)?;
-        }
-        // The host policy must name an NFS storage's server (issue 39).
-        policy.check_nfs_server(inv, true).map_err(policy_refused)?;
+        // Downloads never from the host's own names; NFS storages only on servers the host
+        // policy names (issue 39).
+        policy
+            .check_destinations(inv, Some(&host_names))
+            .map_err(policy_refused)?;
         let decision = policy
             .check(&judged, tags.as_ref())
             .map_err(policy_refused)?;
