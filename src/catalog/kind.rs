@@ -244,6 +244,21 @@ pub fn storage_root_segment_forms() -> [String; 2] {
     [format!("({PATH_SEGMENT})"), SEGMENT_NOT_PVE.to_string()]
 }
 
+/// Directories whose files someone other than root writes: the agent account's own places
+/// (homes, temporary and runtime directories, pxagent's state) and Proxmox's network mounts. No
+/// storage path or root may be at or below one ([`SYSTEM_DIRS`] and [`reach_problem`] refuse
+/// them all, a unit test says so), and the preflight fails a sudo rule that admits one.
+pub const UNTRUSTED_DIRS: &[&str] = &[
+    "/home",
+    "/tmp",
+    "/var/tmp",
+    "/dev/shm",
+    "/run",
+    PVE_MOUNTS,
+    "/root",
+    "/var/lib/pxagent",
+];
+
 /// Why `path` (absolute, checked segments) is a place the agent account can reach, or where
 /// another party's files live, if it is: home directories (the agent's own among them) and
 /// [`PVE_MOUNTS`]. Directories the account could write elsewhere (`/tmp`, `/var/tmp`,
@@ -1307,6 +1322,15 @@ pub(crate) mod tests {
             "/home/x",
         ] {
             assert!(Kind::StoragePath.parse("path", bad).is_err(), "{bad:?}");
+        }
+        for dir in UNTRUSTED_DIRS {
+            assert!(storage_root_problem(dir).is_some(), "{dir}");
+            assert!(
+                Kind::StoragePath
+                    .parse("path", &format!("{dir}/x"))
+                    .is_err(),
+                "{dir}"
+            );
         }
         // The sudoers regex agrees: below /mnt, any first segment but `pve`.
         let re = regex::Regex::new(&format!("^{}$", Kind::StoragePath.regex())).unwrap();

@@ -508,21 +508,8 @@ fn rule_matcher(op: &Op) -> Regex {
     Regex::new(&format!("^{escaped}$")).expect("escaped rule is a valid regex")
 }
 
-/// Places where a directory storage would hold what someone other than root writes: the
-/// agent's own (homes, temporary and runtime directories) and Proxmox's network mounts.
-const REACHABLE_DIRS: &[&str] = &[
-    "/home",
-    "/tmp",
-    "/var/tmp",
-    "/dev/shm",
-    "/run",
-    "/mnt/pve",
-    "/root",
-    "/var/lib/pxagent",
-];
-
 /// Whether the listed `storage add-dir` rules (any render's roots) admit a path below one of
-/// [`REACHABLE_DIRS`]: a hand-edited or old render. `None` when no such rule is listed.
+/// [`crate::catalog::kind::UNTRUSTED_DIRS`]: a hand-edited or old render. `None` when no such rule is listed.
 fn storage_roots_check(commands: &[(String, Vec<String>, String)]) -> Option<Check> {
     // Any rule that can add a directory storage: this render's, an older one's, a hand-made one.
     let rules: Vec<&String> = commands
@@ -533,7 +520,7 @@ fn storage_roots_check(commands: &[(String, Vec<String>, String)]) -> Option<Che
     if rules.is_empty() {
         return None;
     }
-    let reachable: Vec<&str> = REACHABLE_DIRS
+    let reachable: Vec<&str> = crate::catalog::kind::UNTRUSTED_DIRS
         .iter()
         .copied()
         .filter(|d| {
