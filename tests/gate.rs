@@ -657,6 +657,60 @@ fn pids_with(marker: &str) -> Vec<u32> {
     pids
 }
 
+/// sshd passes no client signal to a forced command, so the gate runs sudo as its child and
+/// ends it when the client goes away: a catalog line that hangs on the host (a simulated
+/// `pvesh` stuck for 30 s) is gone, with its sudo, within moments of the client's end, and
+/// the host's record says so. Before, it ran on as root for as long as it hung.
+#[test]
+fn a_command_whose_client_went_away_is_ended_by_the_gate() {
+    let _g = lock();
+    let g = gated();
+    clear_faults();
+    fault(r#"{"match":"get /version","action":"hang","seconds":30,"times":1}"#);
+    let at = g.log_len();
+    let line = "sudo -n /usr/bin/pvesh get /version --output-format json";
+    let mut client = g
+        .ssh_cmd(line)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let client_pid = client.id();
+    let on_host = || -> Vec<u32> {
+        pids_with("/usr/bin/pvesh\0get\0/version")
+            .into_iter()
+            .filter(|p| *p != client_pid)
+            .collect()
+    };
+    let started = std::time::Instant::now();
+    while on_host().len() < 2 && started.elapsed() < std::time::Duration::from_secs(10) {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let before = on_host();
+    assert!(before.len() >= 2, "sudo and pvesh never ran: {before:?}");
+    let _ = client.kill();
+    let _ = client.wait();
+    let cut = std::time::Instant::now();
+    while !on_host().is_empty() && cut.elapsed() < std::time::Duration::from_secs(10) {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let left = on_host();
+    let gone_after = cut.elapsed();
+    clear_faults();
+    assert!(left.is_empty(), "still running on the host: {left:?}");
+    assert!(
+        gone_after < std::time::Duration::from_secs(5),
+        "ended only after {gone_after:?}"
+    );
+    let records = g.log_since(at);
+    assert!(
+        records.iter().any(|r| r["decision"] == "ended"
+            && r["op"] == "pve.version"
+            && r["status"] == "signal 15"),
+        "{records:#?}"
+    );
+}
+
 /// A command the account runs through sudo (`sudo` keeps the account as its real uid only, the
 /// simulated `pct` runs as root, the command in the container as another account) is ended by
 /// `setup revoke` with the account's own processes: it never gets to write its file. Killing

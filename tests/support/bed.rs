@@ -353,6 +353,25 @@ impl Gated {
         self.ssh_os(line.map(std::ffi::OsStr::new))
     }
 
+    /// An OpenSSH client running `line` on the gated bed, not yet started (stdout and stderr
+    /// are the test's unless the caller redirects them).
+    pub fn ssh_cmd(&self, line: &str) -> Command {
+        let get = |n: &str| {
+            self.env
+                .iter()
+                .find(|(k, _)| *k == n)
+                .map(|(_, v)| v.clone())
+                .unwrap_or_default()
+        };
+        ssh_command(
+            &format!("{}@{}", get("PXAGENT_USER"), get("PXAGENT_HOST")),
+            &get("PXAGENT_PORT"),
+            &get("PXAGENT_IDENTITY"),
+            Some(&get("PXAGENT_KNOWN_HOSTS")),
+            Some(std::ffi::OsStr::new(line)),
+        )
+    }
+
     /// [`Gated::ssh`] with a command line that need not be UTF-8.
     pub fn ssh_os(&self, line: Option<&std::ffi::OsStr>) -> (i32, String, String) {
         let get = |n: &str| {

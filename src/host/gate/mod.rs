@@ -18,19 +18,22 @@
 //! 4. counts host rate limits in its state directory (shared by every client);
 //! 5. writes the decision to the system log ([`syslog`]); an allowed request that cannot be
 //!    recorded is refused;
-//! 6. replaces itself with `sudo -n <argv>` (no shell, no PATH search, a clean environment),
-//!    so stdin, stdout, stderr and the exit status are sudo's own.
+//! 6. runs `sudo -n <argv>` (no shell, no PATH search, a clean environment) as its child with
+//!    its own stdin, stdout and stderr, so the bytes and the exit status are sudo's own, and
+//!    ends it when the client closes the channel ([`child`]: sshd does not pass a client's
+//!    signals to a forced command).
 //!
 //! Refusals are one stderr line and exit 125 ([`crate::base::gate_protocol`]). The gate runs as the agent
 //! account, never as root; sudoers still decides what root runs. Uses the catalog, the
 //! policy, the limits and the approvals; nothing else in pxagent depends on it.
 
 pub mod approval;
+mod child;
 pub mod syslog;
 
 use std::collections::BTreeMap;
+use std::os::fd::AsFd;
 use std::os::unix::fs::MetadataExt;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -192,7 +195,7 @@ enum Verdict {
     Refuse(Box<Refusal>),
 }
 
-/// Serve one request; returns the exit status when it does not `exec` sudo.
+/// Serve one request; returns the exit status (sudo's own when it ran sudo).
 pub fn run(opts: &Options) -> u8 {
     let ctx = RequestFacts::read(opts);
     let raw = std::env::var_os("SSH_ORIGINAL_COMMAND");
@@ -248,18 +251,44 @@ pub fn run(opts: &Options) -> u8 {
                 crate::output::write_stderr(&format!("{}\n", r.to_line()));
                 return protocol::REFUSED_EXIT as u8;
             }
-            let err = Command::new(&opts.sudo)
+            let spawned = Command::new(&opts.sudo)
                 .args(&words[1..])
                 .env_clear()
                 .env("PATH", PATH)
-                .exec();
-            // Only reached when sudo could not be started: say it the way a shell would, so
-            // the client's "sudo is not installed" diagnosis applies.
-            crate::output::write_stderr(&format!(
-                "pxagent gate: {}: command not found ({err})\n",
-                opts.sudo.display()
-            ));
-            127
+                .spawn();
+            let mut sudo = match spawned {
+                Ok(c) => c,
+                Err(err) => {
+                    // Say it the way a shell would, so the client's "sudo is not installed"
+                    // diagnosis applies.
+                    crate::output::write_stderr(&format!(
+                        "pxagent gate: {}: command not found ({err})\n",
+                        opts.sudo.display()
+                    ));
+                    return 127;
+                }
+            };
+            let (out, err) = (std::io::stdout(), std::io::stderr());
+            match child::supervise(&mut sudo, &[out.as_fd(), err.as_fd()]) {
+                Ok(o) => {
+                    if o.hung_up {
+                        audit["decision"] = json!("ended");
+                        audit["reason"] = json!(
+                            "the client closed the channel before sudo ended: sudo got SIGTERM (SIGKILL after the grace)"
+                        );
+                        audit["status"] = json!(child::describe(o.status));
+                        let _ = syslog::record(&opts.log_socket, true, &audit);
+                    }
+                    child::exit_like(o.status)
+                }
+                Err(e) => {
+                    crate::output::write_stderr(&format!(
+                        "pxagent gate: lost track of sudo: {e}\n"
+                    ));
+                    let _ = sudo.wait();
+                    protocol::REFUSED_EXIT as u8
+                }
+            }
         }
     }
 }
