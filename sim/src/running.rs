@@ -44,7 +44,9 @@
 //! under the task's original UPID ([`crate::task::Worker`]) — or, when stopped, records the
 //! interrupted task. A running entry whose holding process died (killed, like a worker killed
 //! with SIGKILL) ends as `unexpected status` and keeps its config lock, as in PVE (`qm unlock`
-//! removes it); its flock is gone with the process.
+//! removes it); its flock is gone with the process. SIGTERM (or INT, QUIT) to a process whose
+//! task is held ends that task as a stop request does, as the CLI passes the signal on to its
+//! worker ([`hold`]).
 //!
 //! Builds on [`crate::state`] and [`crate::task`] (which hold a running entry's data: [`Running`],
 //! [`Held`], [`How`]); neither of them imports this module.
@@ -376,6 +378,19 @@ fn hold(
 ) -> std::io::Result<Output> {
     let started = Instant::now();
     let until = started + Duration::from_secs(secs);
+    // SIGTERM, SIGINT or SIGQUIT to the tool while its worker runs: the CLI passes TERM on to
+    // the worker's process group (pve-common `RESTEnvironment.pm` `$tee_worker`, the
+    // synchronous `fork_worker` of every CLI call), so the task ends interrupted as a stop
+    // request ends it. Before the fork (a `hang` or `delay-task` wait) the signals keep their
+    // default action, and the call dies having started nothing.
+    let signalled = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for sig in [
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGQUIT,
+    ] {
+        let _ = signal_hook::flag::register(sig, signalled.clone());
+    }
     let stopped = loop {
         std::thread::sleep(POLL.min(until.saturating_duration_since(Instant::now())));
         let stop = store.transact(ctx.now, |st| {
@@ -387,6 +402,7 @@ fn hold(
         })?;
         match stop {
             Some(true) => break true,
+            Some(false) if signalled.load(std::sync::atomic::Ordering::SeqCst) => break true,
             None => {
                 return Ok(Output::err(
                     "pve-sim: the running task vanished (reset?)",

@@ -206,6 +206,70 @@ fn stopping_a_backup_interrupts_it_and_leaves_no_archive() {
     );
 }
 
+/// SIGTERM to the tool while its worker runs: the CLI passes it on to the worker (pve-common
+/// `RESTEnvironment.pm` `$tee_worker`), so the backup ends interrupted, without an archive and
+/// with its lock released, as a stop ends it. Before the worker exists (a hang), the signal
+/// ends the call and nothing is started.
+#[test]
+fn sigterm_to_a_tool_interrupts_its_running_task_and_before_it_starts_nothing() {
+    let bed = Bed::new();
+    let before = bed.archives(100);
+    bed.fault(r#"{"match":"vzdump","action":"hold","seconds":60,"times":1}"#);
+    let backup = bed
+        .spawn("pvesh create /nodes/pve1/vzdump --vmid 100 --storage local --output-format json");
+    let upid = bed.running_task("pve1", "vzdump");
+    let t = Instant::now();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &backup.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let done = finish(backup);
+    assert!(t.elapsed() < Duration::from_secs(5));
+    assert_eq!(done.stderr, "interrupted by signal\n");
+    let st = bed.status("pve1", &upid);
+    assert_eq!(
+        (st["status"].as_str(), st["exitstatus"].as_str()),
+        (Some("stopped"), Some("interrupted by signal"))
+    );
+    assert_eq!(
+        bed.archives(100),
+        before,
+        "an interrupted backup leaves no archive"
+    );
+    assert!(bed.guest(100).get("lock").is_none());
+
+    bed.fault(r#"{"match":"vzdump","action":"hang","seconds":60,"times":1}"#);
+    let tasks = |bed: &Bed| {
+        bed.json("pvesh get /nodes/pve1/tasks --source all")
+            .as_array()
+            .unwrap()
+            .len()
+    };
+    let listed = tasks(&bed);
+    let hung = bed
+        .spawn("pvesh create /nodes/pve1/vzdump --vmid 100 --storage local --output-format json");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &hung.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let done = hung.wait_with_output().unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(done.status.signal(), Some(15));
+    assert_eq!(
+        tasks(&bed),
+        listed,
+        "a call killed before its worker started a task"
+    );
+    assert_eq!(bed.archives(100), before);
+}
+
 #[test]
 fn stopping_a_snapshot_leaves_no_snapshot() {
     let bed = Bed::new();
