@@ -67,6 +67,9 @@ pub struct Options {
     /// Why a phrase in a line cannot confirm here (a batch over several hosts: a phrase
     /// confirms one host): confirm ops get a confirmation refusal. `None`: phrases count.
     pub refuse_phrases: Option<String>,
+    /// Set to true (a signal): the requests in flight are dropped — which ends their
+    /// commands on the host — and waited for, and the batch returns at once.
+    pub stop: Option<tokio::sync::watch::Receiver<bool>>,
 }
 
 /// One line of input: its text, or why it could not be read.
@@ -139,9 +142,17 @@ where
     let (mut next_in, mut next_out, mut line_no) = (0usize, 0usize, 0usize);
     let mut reading = true;
     let mut tasks: HashMap<tokio::task::Id, usize> = HashMap::new();
+    let mut stop = opts.stop.clone();
     loop {
         let line = tokio::select! {
             biased;
+            Ok(()) = async { stop.as_mut().expect("guarded").wait_for(|s| *s).await.map(|_| ()) }, if stop.is_some() => {
+                // Aborted tasks are dropped before join_next returns them: once the set is
+                // empty, every request's channel has begun to end its command.
+                set.abort_all();
+                while set.join_next().await.is_some() {}
+                return Error::Connection(String::new()).exit_code();
+            }
             Some(joined) = set.join_next(), if !set.is_empty() => {
                 let (index, doc, code) = match joined {
                     Ok(f) => (f.index, f.doc, f.code),

@@ -116,6 +116,7 @@ impl Connector for Fixed {
 
 fn options() -> Options {
     Options {
+        stop: None,
         stop_on_error: false,
         dry_run: false,
         exec_timeout: Duration::from_secs(5),

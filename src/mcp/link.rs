@@ -57,6 +57,11 @@ impl Link {
         }
     }
 
+    /// The open connection, if there is one (nothing is opened).
+    pub(super) async fn current(&self) -> Option<Remote> {
+        self.current.lock().await.as_ref().map(|(_, r)| r.clone())
+    }
+
     pub(super) async fn close(&self) {
         if let Some((_, remote)) = self.current.lock().await.take() {
             let _ = tokio::time::timeout(Duration::from_secs(2), remote.session.close()).await;

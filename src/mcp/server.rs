@@ -238,10 +238,10 @@ impl Server {
         };
         let watch = std::sync::Mutex::new(Started::default());
         let outcome = {
-            let work = self.run(&inv, confirm.as_deref(), &mut trail, &mut progress, &watch);
-            tokio::pin!(work);
+            let mut work =
+                Box::pin(self.run(&inv, confirm.as_deref(), &mut trail, &mut progress, &watch));
             let mut session_ended = false;
-            loop {
+            let cancelled = loop {
                 tokio::select! {
                     result = &mut work => break Ok(result),
                     Some(line) = lines.recv() => notify(line).await,
@@ -251,10 +251,33 @@ impl Server {
                     // so the call runs to its end and is audited as usual.
                     () = context.ct.cancelled(), if !session_ended => {
                         if self.cancels.take(&context.id) {
-                            break Err(self.stop_started(&inv, &watch, work.as_mut()).await);
+                            break Err(());
                         }
                         session_ended = true;
                     }
+                }
+            };
+            match cancelled {
+                Ok(result) => Ok(result),
+                Err(()) => {
+                    // The call may have ended just now: then its own outcome stands.
+                    let done = tokio::select! {
+                        biased;
+                        r = &mut work => Some(r),
+                        () = std::future::ready(()) => None,
+                    };
+                    // Dropping the call drops its command's channel: the SSH layer ends the
+                    // command on the host.
+                    drop(work);
+                    let stopped = match &done {
+                        Some(_) => super::cancel::Stopped {
+                            upid: None,
+                            what: "the call had ended on the host before the cancel arrived"
+                                .to_string(),
+                        },
+                        None => self.stop_started(&inv, &watch, trail.begun.is_some()).await,
+                    };
+                    Err((done, stopped))
                 }
             }
         };

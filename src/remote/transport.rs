@@ -12,7 +12,7 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use crate::base::error::Result;
-use crate::ssh::{Bounded, Captured, Session};
+use crate::ssh::{Bounded, Captured, Session, Settled};
 
 /// A boxed `Send` future, as the transport's methods return.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -42,6 +42,12 @@ pub trait Transport: Send + Sync + std::fmt::Debug {
 
     /// Close the connection (for every holder of it).
     fn close(&self) -> BoxFuture<'_, ()>;
+
+    /// Wait (at most `within`) until the commands dropped before their end on this connection
+    /// were ended on the host. A transport that ends nothing has none.
+    fn settled(&self, _within: Duration) -> BoxFuture<'_, Settled> {
+        Box::pin(async { Settled::Exited })
+    }
 
     /// Whether the connection is gone.
     fn is_closed(&self) -> bool;
@@ -148,6 +154,10 @@ impl Transport for Session {
 
     fn close(&self) -> BoxFuture<'_, ()> {
         Box::pin(self.clone().close())
+    }
+
+    fn settled(&self, within: Duration) -> BoxFuture<'_, Settled> {
+        Box::pin(Session::settled(self, within))
     }
 
     fn is_closed(&self) -> bool {

@@ -31,6 +31,12 @@ pub const MAX_CONCURRENT_CHANNELS: usize = 8;
 
 /// How long a timed-out command gets between SIGTERM and SIGKILL.
 const KILL_GRACE: Duration = Duration::from_secs(2);
+/// How long the end of a command sent SIGKILL is waited for.
+const KILL_SEEN: Duration = Duration::from_millis(500);
+
+/// How long closing a connection waits for the commands being stopped on it: the grace, and
+/// a moment for the close to reach sshd.
+pub const SETTLE_WITHIN: Duration = Duration::from_secs(4);
 
 /// How often a refused channel open is retried (about 5 s in total, see `open_channel`).
 const OPEN_RETRIES: u32 = 14;
@@ -67,6 +73,13 @@ struct Inner {
     /// The host key in OpenSSH form.
     host_key_line: String,
     recorded_host_key: Option<String>,
+    /// Commands whose caller went away before they ended and that are being stopped now
+    /// ([`Live`]); [`Session::settled`] waits for none to be left.
+    aborting: tokio::sync::watch::Sender<usize>,
+    /// A command stopped that way gave no sign of its end (no exit status after SIGTERM
+    /// and SIGKILL: sshd does not signal a forced command such as the gate), so only its
+    /// channel's close is known.
+    end_unseen: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for Session {
@@ -139,6 +152,8 @@ impl Session {
                 host_key: connected.outcome.presented,
                 host_key_line: connected.outcome.key_line,
                 recorded_host_key: connected.outcome.recorded,
+                aborting: tokio::sync::watch::Sender::new(0),
+                end_unseen: std::sync::atomic::AtomicBool::new(false),
             }),
         })
     }
@@ -306,8 +321,31 @@ impl Session {
         self.inner.recorded_host_key.as_deref()
     }
 
-    /// Closes the connection (for every clone of this session).
+    /// Waits until every command dropped before its end on this connection (a cancelled call,
+    /// an interrupted one: see [`Live`]) has been stopped, at most `within`.
+    pub async fn settled(&self, within: Duration) -> Settled {
+        let mut rx = self.inner.aborting.subscribe();
+        let done = tokio::time::timeout(within, rx.wait_for(|n| *n == 0))
+            .await
+            .is_ok_and(|r| r.is_ok());
+        match done {
+            false => Settled::Pending,
+            true if self
+                .inner
+                .end_unseen
+                .load(std::sync::atomic::Ordering::SeqCst) =>
+            {
+                Settled::Closed
+            }
+            true => Settled::Exited,
+        }
+    }
+
+    /// Closes the connection (for every clone of this session), once the commands being
+    /// stopped were (at most [`SETTLE_WITHIN`]): closing first would leave a command that
+    /// ignores a closed channel running.
     pub async fn close(self) {
+        let _ = self.settled(SETTLE_WITHIN).await;
         let _ = self
             .inner
             .handle
@@ -367,15 +405,6 @@ impl Session {
         timeout: Option<Duration>,
     ) -> Result<Bounded> {
         let deadline = timeout.map(|t| Instant::now() + t);
-        // Append a chunk to a stream, keeping at most `max` bytes of it.
-        let keep = |buf: &mut Vec<u8>, data: &[u8], cut: &mut bool| {
-            let room = max.map_or(data.len(), |m| m.saturating_sub(buf.len()));
-            if room < data.len() {
-                *cut = true;
-            }
-            buf.extend_from_slice(&data[..room.min(data.len())]);
-        };
-        let (mut out_cut, mut err_cut) = (false, false);
         let timed_out = || {
             Error::Connection(format!(
                 "`{argv0} …` on {} timed out after {}s; the remote command was signalled and \
@@ -384,7 +413,7 @@ impl Session {
                 timeout.unwrap_or_default().as_secs_f64()
             ))
         };
-        let mut channel = match until(deadline, self.open_channel()).await {
+        let channel = match until(deadline, self.open_channel()).await {
             None => return Err(timed_out()),
             Some(Ok(channel)) => channel,
             Some(Err(russh::Error::ChannelOpenFailure(reason))) => {
@@ -398,6 +427,40 @@ impl Session {
         if let Err(e) = channel.exec(true, command).await {
             return Err(self.lost(argv0, &e.to_string()));
         }
+        // From here on the command runs: dropped before it ended, the guard stops it.
+        let mut live = Live {
+            channel: Some(channel),
+            inner: self.inner.clone(),
+        };
+        let channel = live.channel.as_mut().expect("just set");
+        let r = self
+            .converse(channel, argv0, on_stdout, input, max, deadline, timed_out)
+            .await;
+        live.channel = None;
+        r
+    }
+
+    /// The rest of [`Session::run_channel`]: feed stdin, collect the output and the exit.
+    #[allow(clippy::too_many_arguments)]
+    async fn converse(
+        &self,
+        channel: &mut russh::Channel<client::Msg>,
+        argv0: &str,
+        on_stdout: &mut (dyn FnMut(&[u8]) + Send),
+        input: Option<&[u8]>,
+        max: Option<usize>,
+        deadline: Option<Instant>,
+        timed_out: impl Fn() -> Error,
+    ) -> Result<Bounded> {
+        // Append a chunk to a stream, keeping at most `max` bytes of it.
+        let keep = |buf: &mut Vec<u8>, data: &[u8], cut: &mut bool| {
+            let room = max.map_or(data.len(), |m| m.saturating_sub(buf.len()));
+            if room < data.len() {
+                *cut = true;
+            }
+            buf.extend_from_slice(&data[..room.min(data.len())]);
+        };
+        let (mut out_cut, mut err_cut) = (false, false);
         let mut out = Captured::default();
         let mut status = None;
         let mut signal = None;
@@ -416,7 +479,7 @@ impl Session {
             };
             let msg = match next {
                 None => {
-                    abort(&mut channel).await;
+                    abort(channel).await;
                     return Err(timed_out());
                 }
                 Some(None) => break,
@@ -756,29 +819,106 @@ async fn until<F: std::future::Future>(deadline: Option<Instant>, f: F) -> Optio
     }
 }
 
+/// What became of the commands dropped before their end on a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settled {
+    /// Each reported its end (exit status or signal) after SIGTERM or SIGKILL.
+    Exited,
+    /// Each channel is closed, but some command gave no sign of its end: on a gated host the
+    /// gate ends sudo once it sees the close (SIGTERM, SIGKILL after its own grace).
+    Closed,
+    /// Some are still being stopped.
+    Pending,
+}
+
+/// A command's channel while the command runs. Dropped before [`Session::run_channel`] took
+/// it back — its caller went away: a cancelled MCP call, a signal, a dropped batch — it stops
+/// the command in the background as a timeout does ([`abort`]), counted in the session's
+/// `aborting` until that is over, so that [`Session::settled`] and [`Session::close`] can wait
+/// for it. Without this the command ran on: sshd neither signals a session without a
+/// terminal when its channel closes, nor ends it when the connection drops.
+struct Live {
+    channel: Option<russh::Channel<client::Msg>>,
+    inner: Arc<Inner>,
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        let Some(mut channel) = self.channel.take() else {
+            return;
+        };
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        /// Counts one stop while it lives, however its task ends (also when the runtime
+        /// drops it).
+        struct Counted(Arc<Inner>);
+        impl Drop for Counted {
+            fn drop(&mut self) {
+                self.0.aborting.send_modify(|n| *n = n.saturating_sub(1));
+                ABORTING.send_modify(|n| *n = n.saturating_sub(1));
+            }
+        }
+        self.inner.aborting.send_modify(|n| *n += 1);
+        ABORTING.send_modify(|n| *n += 1);
+        let counted = Counted(self.inner.clone());
+        let target = self.inner.target.clone();
+        rt.spawn(async move {
+            tracing::debug!(target: "pxagent::ssh", target_host = %target, "stopping a command whose caller went away");
+            if !abort(&mut channel).await {
+                counted.0.end_unseen.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+            drop(counted);
+        });
+    }
+}
+
+/// Commands being stopped on every connection of this process ([`Live`]).
+static ABORTING: std::sync::LazyLock<tokio::sync::watch::Sender<usize>> =
+    std::sync::LazyLock::new(|| tokio::sync::watch::Sender::new(0));
+
+/// Waits (at most `within`) until the commands being stopped on every connection of this
+/// process were; true when none is left. For a front end that dropped several connections'
+/// work at once (a fleet batch after a signal) before its runtime ends.
+pub async fn all_settled(within: Duration) -> bool {
+    let mut rx = ABORTING.subscribe();
+    tokio::time::timeout(within, rx.wait_for(|n| *n == 0))
+        .await
+        .is_ok_and(|r| r.is_ok())
+}
+
 /// Stops a timed-out command. Closing the channel alone does not stop a process that neither
 /// reads stdin nor writes (sshd does not signal non-tty sessions on close), so first ask sshd
 /// to signal the process group (RFC 4254 §6.9; OpenSSH honours it except for ForceCommand
 /// sessions): TERM, a grace period, then KILL; then EOF and close.
-async fn abort(channel: &mut russh::Channel<client::Msg>) {
-    let _ = channel.signal(Sig::TERM).await;
-    let ended = tokio::time::timeout(KILL_GRACE, async {
-        while let Some(msg) = channel.wait().await {
-            if matches!(
-                msg,
-                ChannelMsg::ExitStatus { .. } | ChannelMsg::ExitSignal { .. } | ChannelMsg::Close
-            ) {
-                return;
+async fn abort(channel: &mut russh::Channel<client::Msg>) -> bool {
+    // The command's end as sshd reports it: its exit status (or signal), or the channel's
+    // close. A forced command (the gate) is not signalled by sshd, so it says nothing.
+    async fn end_within(channel: &mut russh::Channel<client::Msg>, limit: Duration) -> bool {
+        tokio::time::timeout(limit, async {
+            while let Some(msg) = channel.wait().await {
+                if matches!(
+                    msg,
+                    ChannelMsg::ExitStatus { .. }
+                        | ChannelMsg::ExitSignal { .. }
+                        | ChannelMsg::Close
+                ) {
+                    return;
+                }
             }
-        }
-    })
-    .await
-    .is_ok();
+        })
+        .await
+        .is_ok()
+    }
+    let _ = channel.signal(Sig::TERM).await;
+    let mut ended = end_within(channel, KILL_GRACE).await;
     if !ended {
         let _ = channel.signal(Sig::KILL).await;
+        ended = end_within(channel, KILL_SEEN).await;
     }
     let _ = channel.eof().await;
     let _ = channel.close().await;
+    ended
 }
 
 #[cfg(test)]

@@ -30,7 +30,10 @@ pub fn run(s: &Settings, ctx: &Context, fleet: Option<&Fleet>, stop_on_error: bo
         .timeout
         .unwrap_or(crate::engine::guest::DEFAULT_TIMEOUT);
     let policy = Arc::new(ctx.policy.clone());
+    // Set by a signal: every batch drops its requests in flight and returns.
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let base = Options {
+        stop: Some(stop_rx),
         stop_on_error,
         dry_run: s.dry_run,
         exec_timeout,
@@ -51,18 +54,22 @@ pub fn run(s: &Settings, ctx: &Context, fleet: Option<&Fleet>, stop_on_error: bo
             ..base
         };
         let connector = Arc::new(ctx.connector(target));
-        return Ok(rt.block_on(async {
+        return rt.block_on(async {
             let lines = batch::read_lines(stdin);
-            let code = batch::run(policy, connector.clone(), lines, opts, &mut |l| {
-                crate::output::write_stdout(l)
-            })
+            let code = stopping(
+                batch::run(policy, connector.clone(), lines, opts, &mut |l| {
+                    crate::output::write_stdout(l)
+                }),
+                &stop_tx,
+            )
             .await;
+            // After a signal this waits until the commands in flight were ended on the host.
             connector.close().await;
-            code
-        }));
+            code.map_err(interrupted)
+        });
     };
     crate::cli::commands::fleet::check(s, fleet, None)?;
-    rt.block_on(async {
+    let fleet_run = async {
         // Every host runs the same requests: read them all first.
         let mut all = Vec::new();
         let mut rx = batch::read_lines(stdin);
@@ -107,6 +114,43 @@ pub fn run(s: &Settings, ctx: &Context, fleet: Option<&Fleet>, stop_on_error: bo
         })
         .await;
         let failures: Vec<u8> = codes.into_iter().filter(|c| *c != 0).collect();
-        Ok(crate::base::error::overall_exit_code(&failures))
+        crate::base::error::overall_exit_code(&failures)
+    };
+    rt.block_on(async {
+        let code = stopping(fleet_run, &stop_tx).await;
+        code.map_err(interrupted)
     })
+}
+
+/// Run `work` (batches given the receiving end of `stop`); on SIGINT, SIGTERM or SIGHUP, set
+/// `stop` and let `work` end — each batch drops its requests in flight — then wait until
+/// their commands were ended on the host (each connection's close waits too; a fleet's
+/// connections may be gone by then).
+async fn stopping<F: std::future::Future<Output = u8>>(
+    work: F,
+    stop: &tokio::sync::watch::Sender<bool>,
+) -> std::result::Result<u8, crate::base::signals::Signal> {
+    let Ok(mut watch) = crate::base::signals::Watch::new() else {
+        return Ok(work.await);
+    };
+    let mut work = std::pin::pin!(work);
+    tokio::select! {
+        biased;
+        code = &mut work => Ok(code),
+        sig = watch.next() => {
+            let _ = stop.send(true);
+            work.await;
+            crate::ssh::all_settled(crate::ssh::SETTLE_WITHIN).await;
+            Err(sig)
+        }
+    }
+}
+
+/// The batch's error after a signal: the requests that were running got `interrupted` audit
+/// records (no result lines), and their commands on the host were ended.
+fn interrupted(sig: crate::base::signals::Signal) -> Error {
+    Error::Connection(format!(
+        "interrupted by {}: the requests still running got no result line; pxagent ended their commands on the host (SIGTERM), and their audit records say they were interrupted",
+        sig.name()
+    ))
 }
