@@ -642,6 +642,83 @@ fn an_interrupted_batch_ends_its_commands_on_the_host() {
     an_interrupted_caller_leaves_nothing_running("batch");
 }
 
+/// A worker that outlives its tool (the simulator's `detach`: the tool dies on the signal
+/// without passing it on) keeps the backup running after the call's command was ended: the
+/// server finds it in the node's task list and stops it with `task.stop`, and the audit trail
+/// has the stop and names the task in the cancelled call's record. No archive is left.
+#[test]
+fn a_task_that_outlives_its_cancelled_command_is_stopped() {
+    let _g = lock();
+    let home = Home::new();
+    clear_faults();
+    let (node, before, archives_before, _) = host_view(101);
+    fault(r#"{"match":"vzdump --vmid 101","action":"hold","seconds":60,"times":1}"#);
+    fault(r#"{"match":"vzdump --vmid 101","action":"detach","times":1}"#);
+    let mut m = Mcp::start(&home);
+    m.backup_101_started(&home);
+    let new_task = || {
+        host_view(101)
+            .1
+            .into_iter()
+            .find(|t| !before.iter().any(|b| b["upid"] == t["upid"]))
+    };
+    assert!(
+        eventually(20, || new_task().is_some()),
+        "the backup never started"
+    );
+    m.send(json!({"jsonrpc":"2.0","method":"notifications/cancelled",
+        "params":{"requestId":7,"reason":"test"}}));
+    let completion = |home: &Home| {
+        records(home).into_iter().find(|r| {
+            r["op"] == "backup.create"
+                && r["phase"] != "started"
+                && r["error"]
+                    .as_str()
+                    .is_some_and(|e| e.contains("cancelled by the client"))
+        })
+    };
+    let ended = eventually(40, || completion(&home).is_some());
+    let task = new_task();
+    clear_faults();
+    if let Some(t) = task.as_ref().filter(|t| t["status"] == "RUNNING") {
+        sim(&[
+            "pvesh",
+            "delete",
+            &format!("/nodes/{node}/tasks/{}", t["upid"].as_str().unwrap()),
+        ]);
+    }
+    drop(m.child.stdin.take());
+    let _ = m.child.wait();
+    assert!(ended, "no completion record: {:#?}", records(&home));
+    let why = completion(&home).unwrap()["error"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let task = task.unwrap();
+    let upid = task["upid"].as_str().unwrap();
+    assert_eq!(task["status"], "interrupted by signal", "{why}: {task}");
+    assert!(
+        why.contains(&format!(
+            "its task {upid} was stopped (task.stop; found running"
+        )),
+        "{why}"
+    );
+    assert!(
+        why.contains("the task ended: interrupted by signal"),
+        "{why}"
+    );
+    assert!(
+        records(&home).iter().any(|r| r["op"] == "task.stop"
+            && r["phase"] == "done"
+            && r["exit_code"] == 0
+            && r["upid"] == upid),
+        "{:#?}",
+        records(&home)
+    );
+    assert_eq!(host_view(101).2, archives_before);
+    assert_eq!(home.on_bed(&["audit", "verify"]).code, 0);
+}
+
 /// A task already running when the call is cancelled ends with its command: the tool passes
 /// SIGTERM to its worker, so the backup ends interrupted, with no archive; the audit names it.
 #[test]

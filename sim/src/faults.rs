@@ -2,7 +2,7 @@
 //! `PVE_SIM_FAULTS`; sudo's `env_reset` strips that variable on the real path) read on every call.
 //!
 //! The file is a JSON list of rules
-//! `{"match": "<substring>", "action": "hang"|"fail"|"warn"|"hold"|"delay-task"|"pmxcfs-down", "message": "...", "seconds": N, "times": N}`.
+//! `{"match": "<substring>", "action": "hang"|"fail"|"warn"|"hold"|"delay-task"|"detach"|"pmxcfs-down", "message": "...", "seconds": N, "times": N}`.
 //! `match` is compared with the call's argv joined by single spaces, starting with the tool name
 //! (`qm start 100`, `pvesh create /nodes/pve1/qemu/100/status/start --output-format json`); an
 //! empty `match` hits every call. Every matching rule applies:
@@ -22,6 +22,11 @@
 //!   nothing is locked; then the task starts (its UPID's start time is that moment) and runs
 //!   as usual, held running too when a `hold` rule also matched. A call that starts no task
 //!   is not delayed (see [`crate::running`]);
+//! * `detach`, with `hold`: the held task's worker outlives its tool. SIGTERM (INT, QUIT) to the
+//!   tool ends it at once (exit 143) instead of interrupting the task, which goes on running
+//!   in a process of its own (its own process group, as a worker is in its own session) until
+//!   its hold ends or it is stopped: a worker whose tool was killed before it could pass the
+//!   signal on (see [`crate::running`]);
 //! * `pmxcfs-down` answers as a PVE tool does, as root, while pmxcfs (the `pve-cluster`
 //!   service) is not running: `ipcc_send_rec[1] failed: Connection refused`, see
 //!   [`PMXCFS_DOWN`].
@@ -54,6 +59,9 @@ pub enum Action {
     /// Fail like a PVE tool whose pmxcfs is down ([`PMXCFS_DOWN`]).
     #[serde(rename = "pmxcfs-down")]
     PmxcfsDown,
+    /// A held task's worker outlives its tool: a signal ends the tool without reaching the
+    /// worker ([`crate::running`]).
+    Detach,
 }
 
 /// What a PVE tool prints, run as root, when pmxcfs is not running: the IPC socket refuses the
@@ -103,6 +111,8 @@ pub struct Effects {
     pub delay_secs: u64,
     /// pmxcfs is down for this call (`pmxcfs-down`).
     pub pmxcfs_down: bool,
+    /// A held task's worker outlives its tool (`detach`).
+    pub detach: bool,
 }
 
 fn lock_path(path: &Path) -> PathBuf {
@@ -185,6 +195,7 @@ pub fn take(path: &Path, joined: &str) -> io::Result<Effects> {
                 Action::Hold => fx.hold_secs += r.seconds.unwrap_or(30),
                 Action::DelayTask => fx.delay_secs += r.seconds.unwrap_or(10),
                 Action::PmxcfsDown => fx.pmxcfs_down = true,
+                Action::Detach => fx.detach = true,
             }
             if let Some(t) = r.times.as_mut() {
                 *t = t.saturating_sub(1);

@@ -232,6 +232,9 @@ pub fn run(argv: &[String], env: &Env) -> Output {
     if tool == "guest-run" {
         return sandbox::runner(args);
     }
+    if tool == "detached-worker" {
+        return detached_worker(args, env, now);
+    }
     if !TOOLS.contains(&tool.as_str()) {
         return admin::run(&tool, args, env, now);
     }
@@ -264,6 +267,11 @@ pub fn run(argv: &[String], env: &Env) -> Output {
         guests: Some(sandbox::base_dir(&env.state_path)),
         tasks: running::CallTasks {
             fixed_clock: env.now.is_some(),
+            detach: effects.detach.then(|| {
+                std::iter::once(tool.clone())
+                    .chain(args.iter().cloned())
+                    .collect()
+            }),
             ..running::CallTasks::default()
         },
     };
@@ -291,6 +299,36 @@ pub fn run(argv: &[String], env: &Env) -> Output {
         out.stderr = w;
     }
     out
+}
+
+/// `pve-sim detached-worker UPID SECS TOOL ARGS…`: the worker of a held task whose tool a
+/// signal ended (a `detach` fault, [`running::detached_worker`]). Root only, like the tools.
+fn detached_worker(args: &[String], env: &Env, now: i64) -> Output {
+    let (Some(upid), Some(secs), Some(tool)) = (
+        args.first(),
+        args.get(1).and_then(|s| s.parse::<u64>().ok()),
+        args.get(2).filter(|t| TOOLS.contains(&t.as_str())),
+    ) else {
+        return Output::err("usage: pve-sim detached-worker UPID SECS TOOL ARGS...", 255);
+    };
+    let rest = &args[3..];
+    let mut ctx = Ctx {
+        now,
+        fail: None,
+        fail_used: Cell::new(false),
+        guests: Some(sandbox::base_dir(&env.state_path)),
+        tasks: running::CallTasks {
+            fixed_clock: env.now.is_some(),
+            ..running::CallTasks::default()
+        },
+    };
+    let store = Store::new(&env.state_path);
+    match running::detached_worker(&store, &mut ctx, upid, secs, |st: &mut State, ctx| {
+        dispatch(tool, rest, st, ctx)
+    }) {
+        Ok(o) => o,
+        Err(e) => Output::err(&format!("pve-sim: state file: {e}"), 255),
+    }
 }
 
 fn dispatch(tool: &str, args: &[String], st: &mut State, ctx: &Ctx) -> Output {

@@ -109,6 +109,9 @@ pub struct CallTasks {
     pub await_end: RefCell<Option<String>>,
     /// The clock is fixed (tests): waiting advances it by the time waited instead of reading it.
     pub fixed_clock: bool,
+    /// A held task's worker outlives this tool on a signal (`detach` fault): the tool's argv,
+    /// for the worker process that takes the task over.
+    pub detach: Option<Vec<String>>,
 }
 
 /// The time after waiting `waited` (real clock, or a fixed one moved on).
@@ -402,7 +405,13 @@ fn hold(
         })?;
         match stop {
             Some(true) => break true,
-            Some(false) if signalled.load(std::sync::atomic::Ordering::SeqCst) => break true,
+            Some(false) if signalled.load(std::sync::atomic::Ordering::SeqCst) => {
+                if let Some(argv) = &ctx.tasks.detach {
+                    let left = until.saturating_duration_since(Instant::now());
+                    detach(store, upid, left, argv);
+                }
+                break true;
+            }
             None => {
                 return Ok(Output::err(
                     "pve-sim: the running task vanished (reset?)",
@@ -443,6 +452,77 @@ fn hold(
         ctx.tasks.blocked.borrow_mut().take();
         out
     })
+}
+
+/// The tool got a signal while its task was held, and a `detach` fault says its worker
+/// outlives it: start a process of our own (`pve-sim detached-worker UPID SECS TOOL ARGS…`) in
+/// its own process group, wait until it holds the task (the running entry names it), and end
+/// this one as a signal would (exit 143). Without the handover the task ends interrupted.
+fn detach(store: &Store, upid: &str, left: Duration, argv: &[String]) {
+    use std::os::unix::process::CommandExt;
+    let Ok(exe) = std::env::current_exe() else {
+        return;
+    };
+    let Ok(child) = std::process::Command::new(exe)
+        .arg("detached-worker")
+        .arg(upid)
+        .arg(left.as_secs().max(1).to_string())
+        .args(argv)
+        .process_group(0)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+    else {
+        return;
+    };
+    let until = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < until {
+        let held = store
+            .transact(crate::timefmt::now(), |st| {
+                running(st, upid)
+                    .and_then(|t| t.running.as_ref())
+                    .map(|r| r.holder)
+            })
+            .ok()
+            .flatten();
+        if held == Some(child.id()) {
+            std::process::exit(143);
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+/// `pve-sim detached-worker UPID SECS TOOL ARGS…` ([`detach`]): take over held task `upid`
+/// (its running entry names this process) and hold it for `secs` more or until it is stopped,
+/// then end it as the tool would have.
+pub fn detached_worker(
+    store: &Store,
+    ctx: &mut Ctx,
+    upid: &str,
+    secs: u64,
+    run: impl Fn(&mut State, &Ctx) -> Output,
+) -> std::io::Result<Output> {
+    let (holder, holder_start) = me();
+    let taken = store.transact(ctx.now, |st| {
+        match st
+            .tasks
+            .iter_mut()
+            .find(|t| t.upid == upid)
+            .and_then(|t| t.running.as_mut())
+        {
+            Some(r) => {
+                r.holder = holder;
+                r.holder_start = holder_start;
+                true
+            }
+            None => false,
+        }
+    })?;
+    if !taken {
+        return Ok(Output::err("pve-sim: no such running task", 255));
+    }
+    hold(store, ctx, upid, secs, &run)
 }
 
 /// The lock another running task holds on guest `vmid` that this call must wait for, if any:

@@ -270,6 +270,44 @@ fn sigterm_to_a_tool_interrupts_its_running_task_and_before_it_starts_nothing() 
     assert_eq!(bed.archives(100), before);
 }
 
+/// With `detach`, the worker outlives its tool: SIGTERM ends the tool at once, the task runs on
+/// (held by a process of its own, so it is not reaped), and a stop ends it interrupted.
+#[test]
+fn a_detached_worker_outlives_its_tool_until_it_is_stopped() {
+    let bed = Bed::new();
+    let before = bed.archives(100);
+    bed.fault(r#"{"match":"vzdump","action":"hold","seconds":60,"times":1}"#);
+    bed.fault(r#"{"match":"vzdump","action":"detach","times":1}"#);
+    let backup = bed
+        .spawn("pvesh create /nodes/pve1/vzdump --vmid 100 --storage local --output-format json");
+    let upid = bed.running_task("pve1", "vzdump");
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &backup.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let done = finish(backup);
+    assert_eq!(done.code, 143, "{}", done.stderr);
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        bed.status("pve1", &upid)["status"],
+        "running",
+        "the worker died with its tool"
+    );
+    assert_eq!(bed.guest(100)["lock"], "backup");
+    let stop = bed.run(&format!("pvesh delete /nodes/pve1/tasks/{upid}"));
+    assert_eq!(stop.code, 0, "{}", stop.stderr);
+    let st = bed.status("pve1", &upid);
+    assert_eq!(
+        (st["status"].as_str(), st["exitstatus"].as_str()),
+        (Some("stopped"), Some("interrupted by signal"))
+    );
+    assert_eq!(bed.archives(100), before);
+    assert!(bed.guest(100).get("lock").is_none());
+}
+
 #[test]
 fn stopping_a_snapshot_leaves_no_snapshot() {
     let bed = Bed::new();
