@@ -62,3 +62,18 @@ print(f"CLI  pxagent version x{runs}, new process and SSH connection each: media
 print(f"per-call MCP overhead (client-observed - server-side): {m - s:.2f} ms")
 print(f"warm MCP call / CLI run: {m / c:.2f}")
 EOF
+
+# What the tool list costs a client's context on every turn: the bytes of the `tools/list`
+# answer (one JSON-RPC line) for each way of serving it. Nothing is connected for this.
+echo
+echo "tools/list answer, bytes:"
+set -f # the patterns of --tools are not file names
+for mode in "" "--output-schemas" "--tools compact" "--tools vm.*,task.*" "--profile operator"; do
+    # shellcheck disable=SC2086 # the mode is one or two words
+    bytes=$(printf '%s\n' \
+        '{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"0"}}}' \
+        '{"jsonrpc":"2.0","method":"notifications/initialized"}' \
+        '{"jsonrpc":"2.0","id":1,"method":"tools/list"}' |
+        "$PXAGENT_BIN" mcp $mode 2>/dev/null | tail -n 1 | wc -c)
+    printf '  %-22s %7d\n' "${mode:-(default)}" "$bytes"
+done

@@ -132,7 +132,12 @@ fn invalid_argument(step: &Value) -> &str {
 fn a_real_mcp_client_drives_the_sandbox() {
     let _host = lock();
     let home = Home::new();
-    let r = client(&home, &[]);
+    // The full tool list (titles, output schemas); the default lean one: see below.
+    let r = client_with(
+        &home,
+        &[],
+        &[("PXAGENT_TEST_MCP_ARGS", "--output-schemas".to_string())],
+    );
     let steps = &r["steps"];
 
     assert_eq!(r["server"]["name"], "pxagent");
@@ -491,6 +496,7 @@ fn the_typescript_sdk_drives_the_sandbox() {
         .arg(root().join("tests/mcp_ts/client.mjs"))
         .arg(bin());
     bed_env(&mut c);
+    c.env("PXAGENT_TEST_MCP_ARGS", "--output-schemas");
     let out = c.output().unwrap_or_else(|e| {
         panic!("cannot run {} ({e}): the TypeScript MCP tests need Node; run scripts/test.sh, which installs nodejs and the SDK", node())
     });
@@ -615,4 +621,131 @@ fn the_docs_list_every_tool() {
             s.name
         );
     }
+}
+
+/// The full tool list's tools and their required arguments, from `pxagent mcp --list-tools`
+/// and the catalog: what the lean list must still offer.
+fn every_tool() -> Vec<(String, Vec<String>)> {
+    pxagent::mcp::tool_specs(
+        &pxagent::policy::Policy::default(),
+        pxagent::catalog::Profile::Full,
+    )
+    .into_iter()
+    .map(|s| {
+        let mut req: Vec<String> = s.input_schema["required"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap().to_string())
+            .collect();
+        req.sort();
+        (s.name, req)
+    })
+    .collect()
+}
+
+/// The default tool list, as the Python SDK receives it, is at most 40 KB (issue 26) and still
+/// offers every operation with the same required arguments; its tools run.
+#[test]
+fn the_default_tool_list_fits_in_40_kb_and_offers_every_operation() {
+    let _host = lock();
+    let home = Home::new();
+    let r = client(&home, &["--lean"]);
+    let bytes = r["bytes"].as_u64().unwrap();
+    assert!(bytes <= 40 * 1024, "the tool list is {bytes} bytes");
+    assert_eq!(r["has_output_schema"], false);
+    let listed = r["tools"].as_object().unwrap();
+    for (name, req) in every_tool() {
+        let got: Vec<String> = listed
+            .get(&name)
+            .unwrap_or_else(|| panic!("{name} is missing from the lean list"))
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(got, req, "{name}");
+    }
+    assert_eq!(listed.len(), every_tool().len());
+    assert_eq!(ok(&r["vm_status"])["vmid"], 100);
+    let refused = &r["vm_destroy"]["structured"];
+    assert_eq!(
+        refused["error"]["kind"], "confirmation_required",
+        "{refused:#}"
+    );
+}
+
+/// `--tools compact`: three tools in at most 8 KB that find, describe and run every
+/// operation; a read and a change that needs a phrase answer as the operations' own tools do.
+#[test]
+fn the_compact_tools_find_describe_and_run_every_operation() {
+    let _host = lock();
+    let home = Home::new();
+    let r = client(&home, &["--compact"]);
+    let bytes = r["bytes"].as_u64().unwrap();
+    assert!(bytes <= 8 * 1024, "the compact list is {bytes} bytes");
+    assert_eq!(
+        r["names"],
+        serde_json::json!(["describe_operation", "find_operation", "run_operation"])
+    );
+    let found = &r["found"]["structured"];
+    let names: Vec<&str> = found["operations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["tool"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"vm_snapshot") && names.contains(&"vm_delsnapshot"),
+        "{names:?}"
+    );
+    assert_eq!(
+        r["all"]["structured"]["count"].as_u64().unwrap() as usize,
+        every_tool().len()
+    );
+    let described = &r["described"]["structured"];
+    assert_eq!(described["op"], "vm.delsnapshot");
+    assert!(described["input_schema"]["properties"]["confirm"].is_object());
+    // A read: the same answer through run_operation as from vm_status.
+    let (run, own) = (ok(&r["status_run"]), ok(&r["status_own"]));
+    for k in ["vmid", "name", "status", "node"] {
+        assert_eq!(run[k], own[k], "{k}");
+    }
+    assert_eq!(r["status_run"]["structured"]["op"], "vm.status");
+    ok(&r["snapshot"]);
+    // A change that needs a phrase: refused alike, then run with the user's phrase.
+    let (run, own) = (&r["del_run"]["structured"], &r["del_own"]["structured"]);
+    assert_eq!(run["error"]["kind"], "confirmation_required", "{run:#}");
+    assert_eq!(run["error"]["kind"], own["error"]["kind"]);
+    assert_eq!(run["error"]["phrase"], own["error"]["phrase"]);
+    ok(&r["deleted"]);
+    let unknown = &r["unknown"]["structured"];
+    assert_eq!(unknown["error"]["kind"], "invalid_input", "{unknown:#}");
+    let out = home.px().args(["audit", "show", "-o", "json"]).run();
+    let doc: Value = serde_json::from_str(&out.stdout).unwrap();
+    let ops: Vec<&str> = doc["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["op"].as_str().unwrap())
+        .collect();
+    assert!(
+        ops.contains(&"vm.snapshot") && ops.contains(&"vm.delsnapshot"),
+        "{ops:?}"
+    );
+}
+
+/// An approval round trip through `run_operation` on the gated bed, as through the tool.
+#[test]
+fn the_compact_tools_relay_an_approval() {
+    let _host = lock();
+    let g = crate::support::gated();
+    let _p = g.policy("ops:\n  vm.config: approve\n");
+    let home = Home::new();
+    let key = g.approver_key.to_string_lossy().into_owned();
+    let r = client_with(&home, &["--compact", &key], &g.env);
+    let doc = &r["refused"]["structured"];
+    assert_eq!(doc["error"]["kind"], "approval_required", "{doc:#}");
+    assert_eq!(r["signed"], true, "{r:#}");
+    assert!(ok(&r["approved"]).is_object());
 }

@@ -6,6 +6,8 @@ Usage:
     python3 tests/mcp_client.py PXAGENT_BIN --cancel   # cancel a backup held running; report
     python3 tests/mcp_client.py PXAGENT_BIN --approve KEY  # a read the gated host wants approved
     python3 tests/mcp_client.py PXAGENT_BIN --readonly # a --profile readonly server's tools and refusals
+    python3 tests/mcp_client.py PXAGENT_BIN --lean     # the default tool list: bytes, tools, calls
+    python3 tests/mcp_client.py PXAGENT_BIN --compact [KEY]  # --tools compact: find, describe, run
     python3 tests/mcp_client.py PXAGENT_BIN --bench N  # N warm `pve_version` calls; prints timings
     python3 tests/mcp_client.py PXAGENT_BIN --calls JSON  # [[tool, args], …] in one session, in order
 
@@ -41,9 +43,100 @@ except ImportError as e:  # pragma: no cover - the Rust test turns this into a l
 def server_params(binary, extra=()):
     # The SDK passes only a few variables by default: hand over the whole environment (the
     # test isolates HOME and sets the bed's PXAGENT_* variables). -v: one stderr line per call.
+    # PXAGENT_TEST_MCP_ARGS: more `pxagent mcp` flags for every server (`--output-schemas`).
+    more = os.environ.get("PXAGENT_TEST_MCP_ARGS", "").split()
     return StdioServerParameters(
-        command=binary, args=["-v", "mcp", *extra], env=dict(os.environ)
+        command=binary, args=["-v", "mcp", *more, *extra], env=dict(os.environ)
     )
+
+
+def listed_bytes(tools):
+    """The tool list as the server sent it, in bytes (the SDK's models, without absent fields)."""
+    dumped = [t.model_dump(by_alias=True, exclude_none=True, mode="json") for t in tools]
+    return len(json.dumps({"tools": dumped}, separators=(",", ":")).encode())
+
+
+async def lean(binary):
+    """The default tool list: its size, every tool's required arguments, and calls that work."""
+    log = server_log()
+    report = {}
+    async with stdio_client(server_params(binary), errlog=log) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            tools = (await session.list_tools()).tools
+            report["bytes"] = listed_bytes(tools)
+            report["tools"] = {
+                t.name: sorted((field(t, "input_schema", "inputSchema") or {}).get("required", []))
+                for t in tools
+            }
+            report["has_output_schema"] = any(field(t, "output_schema", "outputSchema") for t in tools)
+            report["vm_status"] = await call(session, "vm_status", {"vmid": 100})
+            report["vm_destroy"] = await call(session, "vm_destroy", {"vmid": 102})
+    log.seek(0)
+    report["server_stderr"] = log.read()
+    return report
+
+
+async def compact(binary, key=None):
+    """`--tools compact`: three tools that find, describe and run every operation; a read, a
+    change that needs a phrase and (with `key`, on the gated bed) an approval through
+    run_operation, each beside the same call of the operation's own tool."""
+    log = server_log()
+    report = {}
+    async with stdio_client(server_params(binary, ["--tools", "compact"]), errlog=log) as (
+        read,
+        write,
+    ):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            tools = (await session.list_tools()).tools
+            report["bytes"] = listed_bytes(tools)
+            report["names"] = sorted(t.name for t in tools)
+            report["found"] = await call(session, "find_operation", {"query": "snapshot"})
+            report["all"] = await call(session, "find_operation", {})
+            report["described"] = await call(session, "describe_operation", {"tool": "vm_delsnapshot"})
+
+            def run(tool, args):
+                return call(session, "run_operation", {"tool": tool, "arguments": args})
+
+            if key:
+                report["refused"] = first = await run("vm_config", {"vmid": 100})
+                statement = (
+                    ((first.get("structured") or {}).get("error") or {}).get("approval_request")
+                    or {}
+                ).get("statement")
+                report["signed"] = False
+                if statement:
+                    with tempfile.TemporaryDirectory() as d:
+                        path = os.path.join(d, "statement.txt")
+                        with open(path, "w") as f:
+                            f.write(statement)
+                        signed = subprocess.run(
+                            [binary, "approve", "--key", key, path],
+                            capture_output=True,
+                            text=True,
+                            check=False,
+                        )
+                    report["signed"] = signed.returncode == 0
+                    report["approved"] = await run(
+                        "vm_config", {"vmid": 100, "approval": signed.stdout}
+                    )
+            else:
+                report["status_run"] = await run("vm_status", {"vmid": 100})
+                report["status_own"] = await call(session, "vm_status", {"vmid": 100})
+                name = "compact%d" % os.getpid()
+                report["snapshot"] = await run("vm_snapshot", {"vmid": 100, "snapshot": name})
+                args = {"vmid": 100, "snapshot": name}
+                report["del_run"] = await run("vm_delsnapshot", args)
+                report["del_own"] = await call(session, "vm_delsnapshot", args)
+                phrase = (
+                    ((report["del_run"].get("structured") or {}).get("error") or {}).get("phrase")
+                )
+                report["deleted"] = await run("vm_delsnapshot", {**args, "confirm": phrase or ""})
+                report["unknown"] = await run("vm_nonsense", {})
+    log.seek(0)
+    report["server_stderr"] = log.read()
+    return report
 
 
 def server_log():
@@ -435,6 +528,10 @@ def main():
         out = anyio.run(cancel, binary)
     elif len(sys.argv) >= 4 and sys.argv[2] == "--calls":
         out = anyio.run(calls, binary, json.loads(sys.argv[3]))
+    elif len(sys.argv) >= 3 and sys.argv[2] == "--lean":
+        out = anyio.run(lean, binary)
+    elif len(sys.argv) >= 3 and sys.argv[2] == "--compact":
+        out = anyio.run(compact, binary, sys.argv[3] if len(sys.argv) >= 4 else None)
     elif len(sys.argv) >= 3 and sys.argv[2] == "--readonly":
         out = anyio.run(readonly, binary)
     else:

@@ -146,7 +146,9 @@ where
     loop {
         let line = tokio::select! {
             biased;
-            Ok(()) = async { stop.as_mut().expect("guarded").wait_for(|s| *s).await.map(|_| ()) }, if stop.is_some() => {
+            // Only while something may still come: with no request left and nothing more to
+            // read, `else` ends the loop.
+            Ok(()) = async { stop.as_mut().expect("guarded").wait_for(|s| *s).await.map(|_| ()) }, if stop.is_some() && (reading || !set.is_empty()) => {
                 // Aborted tasks are dropped before join_next returns them: once the set is
                 // empty, every request's channel has begun to end its command.
                 set.abort_all();

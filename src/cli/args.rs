@@ -435,7 +435,11 @@ pub fn command() -> Command {
                     .value_parser(["readonly", "operator", "full"])
                     .help("Offer only the tools of this profile: readonly, operator or full"))
                 .arg(Arg::new("list_tools").long("list-tools").action(ArgAction::SetTrue)
-                    .help("Print the tools this server would offer (name, risk, description; tab-separated) and exit")),
+                    .help("Print the tools this server would offer (name, risk, description; tab-separated) and exit"))
+                .arg(Arg::new("tools").long("tools").value_name("SET")
+                    .help("Which tools: all (one per operation, the default), compact (find_operation, describe_operation, run_operation: every operation in three tools), or op patterns such as 'vm.*,task.*'"))
+                .arg(Arg::new("output_schemas").long("output-schemas").action(ArgAction::SetTrue)
+                    .help("List each tool with its output schema and long description (about 250 KB instead of under 40 KB)")),
             Reach::ConnectionAndPolicyFile,
         ))
         .subcommand(

@@ -103,6 +103,10 @@ pub enum Cmd {
         profile: Profile,
         /// Print the tool list and exit.
         list_tools: bool,
+        /// Which tools (`--tools`).
+        tools: crate::mcp::ToolSet,
+        /// Output schemas and long descriptions (`--output-schemas`).
+        full: bool,
     },
     /// `pxagent batch [--stop-on-error]`.
     Batch {
@@ -395,6 +399,9 @@ pub fn command(m: &ArgMatches, s: &Settings) -> Result<Cmd> {
         ("mcp", _) => Cmd::Mcp {
             profile: profile(sub)?,
             list_tools: sub.get_flag("list_tools"),
+            tools: crate::mcp::ToolSet::parse(string(sub, "tools").as_deref().unwrap_or("all"))
+                .map_err(Error::usage)?,
+            full: sub.get_flag("output_schemas"),
         },
         ("gate", _) => Cmd::Gate(gate_options(m, sub)?),
         ("batch", _) => Cmd::Batch {

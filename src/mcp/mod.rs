@@ -43,6 +43,7 @@ use crate::catalog::Profile;
 
 mod args;
 mod cancel;
+mod compact;
 mod link;
 mod progress;
 mod schema;
@@ -52,6 +53,7 @@ mod wire;
 
 use args::failure_doc;
 pub use args::{failure_text, integral, invocation, raw_values};
+pub use compact::ToolSet;
 use link::CallLink;
 pub use link::Link;
 pub use progress::Progress;
@@ -63,12 +65,16 @@ pub use server::Server;
 pub use wire::{Cancels, LineTransport, MAX_LINE_BYTES};
 
 /// How `pxagent mcp` was asked to run.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Options {
     /// Offer only the tools of this profile.
     pub profile: Profile,
     /// Print the tool list (name, risk, description; tab-separated) and exit.
     pub list_tools: bool,
+    /// Which tools (`--tools`).
+    pub tools: ToolSet,
+    /// Output schemas and the long descriptions in the tool list (`--output-schemas`).
+    pub full: bool,
 }
 
 /// `pxagent mcp [--profile P] [--list-tools]`: serve MCP on stdin/stdout until the client
@@ -77,6 +83,8 @@ pub fn serve(ctx: crate::config::context::Context, opts: Options) -> Result<u8> 
     let Options {
         profile,
         list_tools,
+        tools,
+        full,
     } = opts;
     let policy = ctx.policy;
     let specs = tool_specs(&policy, profile);
@@ -104,7 +112,7 @@ pub fn serve(ctx: crate::config::context::Context, opts: Options) -> Result<u8> 
             profile.name(),
             policy.source()
         ));
-        let server = Server::new(policy, profile, target);
+        let server = Server::with_tools(policy, profile, target, &tools, full);
         let link = server.link.clone();
         let (stdin, stdout) = rmcp::transport::stdio_pipes();
         let transport = LineTransport::new(stdin, stdout, server.cancels.clone());

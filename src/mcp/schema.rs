@@ -318,30 +318,142 @@ pub(super) fn description(op: &Op, confirm: bool) -> String {
     s
 }
 
+/// The short description of the lean tool list: the op's line of help, what it risks, which
+/// tool of a family it is, and the phrase it needs. How phrases and approvals work is said
+/// once, in the server's instructions.
+pub(super) fn lean_description(op: &Op, confirm: bool) -> String {
+    let mut s = format!("{}.", op.about.trim_end_matches('.'));
+    // Read-only, destructive: the annotations say it.
+    if op.risk == Risk::Exec {
+        s.push_str(" Runs in the guest as root; no shell.");
+    }
+    let when: Vec<String> = op
+        .select
+        .iter()
+        .map(|sel| match sel {
+            Select::Flag(f) => format!("{f}: true"),
+            Select::Contains(p, needle, _) => format!("a {p} containing '{needle}'"),
+        })
+        .collect();
+    if !when.is_empty() && catalog::ops_at(op.cli).len() > 1 {
+        s.push_str(&format!(" Only for {}.", when.join(" and ")));
+    }
+    if let Some(c) = op.confirm {
+        s.push_str(&format!(
+            " Needs confirm: the user's phrase `{}`.",
+            c.phrase.replace('{', "<").replace('}', ">")
+        ));
+    } else if confirm {
+        s.push_str(" Needs confirm: the user's phrase (policy).");
+    }
+    s
+}
+
+/// The lean input schema: the same properties, types, choices, defaults and required ones as
+/// [`input_schema`], without the kinds' patterns and ranges, the texts the instructions say
+/// once (the guest's id and node, `approval`) and `additionalProperties: false` (the server
+/// checks every value with the kinds' regexes and refuses what an op does not take anyway,
+/// and says what was wrong).
+pub(super) fn lean_input_schema(op: &Op, confirm: bool) -> Value {
+    let mut props = Map::new();
+    let mut req: Vec<&str> = Vec::new();
+    for p in op.params {
+        let mut s = param_schema(op, p);
+        if let Some(o) = s.as_object_mut() {
+            // Checked by the server with the kinds' regexes and ranges, which say what was
+            // wrong; the schema keeps the types, choices and defaults.
+            o.remove("pattern");
+            o.remove("minimum");
+            o.remove("maximum");
+            // The guest's id and its node are said once, in the server's instructions.
+            let common = matches!(p.how, How::Node(_))
+                || (p.name == "vmid" && matches!(p.how, How::Positional));
+            if common || p.help.is_empty() {
+                o.remove("description");
+            } else {
+                o.insert("description".into(), json!(short_help(p.help)));
+            }
+        }
+        props.insert(p.name.to_string(), s);
+        if required(op, p) {
+            req.push(p.name);
+        }
+    }
+    if confirm {
+        props.insert("confirm".into(), json!({"type": "string"}));
+    }
+    // `approval` is taken by every tool, which the instructions say once; without
+    // `additionalProperties: false` a client may send it. The server still refuses any
+    // argument the op does not take, by name.
+    let mut schema = json!({
+        "type": "object",
+        "properties": props,
+    });
+    if !req.is_empty() {
+        schema["required"] = json!(req);
+    }
+    schema
+}
+
+/// A parameter's help without its asides (what is in parentheses, examples after `, e.g.`):
+/// what the lean tool list says of it.
+pub(super) fn short_help(help: &str) -> &str {
+    let cut = [" (", ", e.g.", "; e.g."]
+        .iter()
+        .filter_map(|m| help.find(m))
+        .min()
+        .unwrap_or(help.len());
+    help[..cut].trim_end()
+}
+
 impl ToolSpec {
-    /// The rmcp tool.
-    pub(super) fn to_tool(&self) -> Tool {
-        let schema = match &self.input_schema {
-            Value::Object(o) => o.clone(),
+    /// The rmcp tool: with its output schema and the long texts (`full`), or lean (see
+    /// [`lean_description`], [`lean_input_schema`]).
+    pub(super) fn to_tool(&self, full: bool) -> Tool {
+        let confirm = self.input_schema["properties"].get("confirm").is_some();
+        let (description, input) = if full {
+            (self.description.clone(), self.input_schema.clone())
+        } else {
+            (
+                lean_description(self.op, confirm),
+                lean_input_schema(self.op, confirm),
+            )
+        };
+        let schema = match input {
+            Value::Object(o) => o,
             _ => JsonObject::new(),
         };
-        let output = match &self.output_schema {
-            Value::Object(o) => o.clone(),
-            _ => JsonObject::new(),
-        };
-        Tool::new(
-            self.name.clone(),
-            self.description.clone(),
-            Arc::new(schema),
-        )
-        .with_title(self.title.clone())
-        .with_raw_output_schema(Arc::new(output))
-        .with_annotations(
-            ToolAnnotations::new()
-                .read_only(self.read_only)
-                .destructive(self.destructive)
-                .idempotent(self.idempotent)
-                .open_world(self.open_world),
-        )
+        let tool = Tool::new(self.name.clone(), description, Arc::new(schema));
+        if full {
+            let tool = tool.with_title(self.title.clone());
+            let output = match &self.output_schema {
+                Value::Object(o) => o.clone(),
+                _ => JsonObject::new(),
+            };
+            return tool
+                .with_raw_output_schema(Arc::new(output))
+                .with_annotations(
+                    ToolAnnotations::new()
+                        .read_only(self.read_only)
+                        .destructive(self.destructive)
+                        .idempotent(self.idempotent)
+                        .open_world(self.open_world),
+                );
+        }
+        // Only the hints that differ from MCP's defaults (readOnly false, destructive true,
+        // idempotent false, openWorld true): a missing hint means the default.
+        let mut a = ToolAnnotations::new();
+        if self.read_only {
+            a = a.read_only(true);
+        } else if !self.destructive {
+            a = a.destructive(false);
+        }
+        if self.idempotent && !self.read_only {
+            a = a.idempotent(true);
+        }
+        if !self.open_world {
+            a = a.open_world(false);
+        }
+        tool.with_annotations(a)
     }
 }

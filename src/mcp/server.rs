@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities,
-    ServerConfig, Tool,
+    JsonObject, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
+    ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -30,7 +30,12 @@ pub struct Server {
     pub(super) link: Arc<Link>,
     pub(super) host: String,
     pub(super) account: String,
+    /// The ops this server runs, as tools (the compact set runs them through `run_operation`).
     pub(super) tools: Vec<(ToolSpec, Tool)>,
+    /// What `tools/list` answers.
+    pub(super) listed: Vec<Tool>,
+    /// The compact tool set is served.
+    pub(super) compact: bool,
     /// How long a guest command may run (`--timeout`, else [`crate::engine::guest::DEFAULT_TIMEOUT`]).
     pub(super) exec_timeout: Duration,
     /// The request ids the client cancelled (noted by the [`LineTransport`]).
@@ -40,13 +45,31 @@ pub struct Server {
 impl Server {
     /// A server for this policy, profile and host; nothing is connected yet.
     pub fn new(policy: Policy, profile: Profile, target: Target) -> Server {
-        let tools = tool_specs(&policy, profile)
+        Server::with_tools(policy, profile, target, &ToolSet::PerOp(Vec::new()), false)
+    }
+
+    /// A server offering `set`, lean or (`full`) with output schemas and long descriptions.
+    pub fn with_tools(
+        policy: Policy,
+        profile: Profile,
+        target: Target,
+        set: &ToolSet,
+        full: bool,
+    ) -> Server {
+        let compact = *set == ToolSet::Compact;
+        let tools: Vec<(ToolSpec, Tool)> = tool_specs(&policy, profile)
             .into_iter()
+            .filter(|s| compact || set.lists(s))
             .map(|s| {
-                let t = s.to_tool();
+                let t = s.to_tool(full);
                 (s, t)
             })
             .collect();
+        let listed = if compact {
+            compact::tools()
+        } else {
+            tools.iter().map(|(_, t)| t.clone()).collect()
+        };
         Server {
             exec_timeout: target
                 .command_timeout
@@ -57,6 +80,8 @@ impl Server {
             policy,
             profile,
             tools,
+            listed,
+            compact,
             cancels: Arc::default(),
         }
     }
@@ -139,14 +164,74 @@ impl Server {
             .await
     }
 
-    /// Handle `tools/call`.
+    /// Handle `tools/call`: a compact tool, or an op's tool.
     pub(super) async fn call(
         &self,
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> std::result::Result<CallToolResult, ErrorData> {
+        let args = request.arguments.unwrap_or_default();
+        if !self.compact {
+            return self.call_op(request.name.as_ref(), args, context).await;
+        }
+        let text = |key: &str| {
+            args.get(key)
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        };
+        let offered = || self.tools.iter().map(|(s, _)| s).collect::<Vec<_>>();
+        let unknown = |tool: &str| {
+            let err = Error::usage(format!(
+                "no operation '{}' here: find_operation lists the tool names this server runs",
+                crate::base::text::printable(tool)
+            ));
+            Ok(failure_result(&err, "", &self.host, err.to_string()))
+        };
+        match request.name.as_ref() {
+            compact::FIND => {
+                let doc = compact::find(&offered(), &text("query"));
+                let n = doc["count"].clone();
+                Ok(result_of(doc, format!("{n} operations"), false))
+            }
+            compact::DESCRIBE => {
+                let tool = text("tool");
+                match self.tools.iter().find(|(s, _)| s.name == tool) {
+                    Some((s, _)) => Ok(result_of(
+                        compact::describe(s),
+                        s.description.clone(),
+                        false,
+                    )),
+                    None => unknown(&tool),
+                }
+            }
+            compact::RUN => {
+                let tool = text("tool");
+                if !self.tools.iter().any(|(s, _)| s.name == tool) {
+                    return unknown(&tool);
+                }
+                let inner = match args.get("arguments") {
+                    None | Some(Value::Null) => JsonObject::new(),
+                    Some(Value::Object(o)) => o.clone(),
+                    Some(_) => {
+                        let err = Error::usage("`arguments` must be an object");
+                        return Ok(failure_result(&err, "", &self.host, err.to_string()));
+                    }
+                };
+                self.call_op(&tool, inner, context).await
+            }
+            name => self.call_op(name, args, context).await,
+        }
+    }
+
+    /// Handle a call of an op's tool.
+    async fn call_op(
+        &self,
+        name: &str,
+        args: JsonObject,
+        context: RequestContext<RoleServer>,
+    ) -> std::result::Result<CallToolResult, ErrorData> {
         let started = Instant::now();
-        let name = request.name.as_ref();
         let Some(op) = OPS.iter().find(|o| o.tool_name() == name && !o.is_step()) else {
             return Err(ErrorData::invalid_params(
                 format!("unknown tool '{}'", crate::base::text::printable(name)),
@@ -167,7 +252,6 @@ impl Server {
             via: Via::Mcp,
             ..Trail::default()
         };
-        let args = request.arguments.unwrap_or_default();
         let finish = |trail: &Trail, err: Option<&Error>| {
             let code = err.map_or(0, Error::exit_code);
             trail.record(op.id, Via::Mcp, err, code, started.elapsed());
@@ -355,14 +439,29 @@ pub(super) fn failure_result(err: &Error, op: &str, host: &str, text: String) ->
     result_of(failure_doc(err, op, host), text, true)
 }
 
+/// What every session is told once: how to use the tools safely (the essentials of `pxagent
+/// skill`), and what the lean tool list leaves out of each tool.
+pub(super) fn instructions(host: &str, compact: bool) -> String {
+    let tools = if compact {
+        "Find an operation with find_operation, read its arguments with describe_operation, run it with run_operation (same checks as its own tool)."
+    } else {
+        "One tool per operation; each is checked against the local policy, the host's gate and sudoers."
+    };
+    format!(
+        "Manage the Proxmox VE host {host} through pxagent. {tools} \
+`vmid` is the guest's id; `node` is optional everywhere (pxagent finds the guest's node). \
+Start with status or preflight when unsure. Read-only tools change nothing. \
+Confirmation: a destructive tool runs only with `confirm` set to the exact phrase the human user typed. Call without it, show the user the phrase from the refusal (error kind confirmation_required), and pass their reply; never invent or reuse a phrase. \
+Approval: when a result has error kind approval_required, hand its approval_request text to a human approver and pass their signature back as `approval` in the same call; every tool takes `approval`; never make one up. \
+Outcomes: connection_failed after a change was sent means the outcome is unknown: check with a read (vm_status, task_list) before trying again, never repeat a change blindly. policy_refused, sudo_refused and rate_limited are final for now: tell the user. invalid_input: correct the arguments as the message says."
+    )
+}
+
 impl ServerHandler for Server {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("pxagent", env!("CARGO_PKG_VERSION")))
-            .with_instructions(format!(
-                "Manage the Proxmox VE host {} through pxagent: one tool per operation, each checked against local policy and the host's sudoers. Read tools (vm_list, vm_status, …) change nothing. A DESTRUCTIVE tool runs only with `confirm` set to the exact phrase the human user typed; never invent that phrase.",
-                self.host
-            ))
+            .with_instructions(instructions(&self.host, self.compact))
     }
 
     async fn list_tools(
@@ -370,9 +469,7 @@ impl ServerHandler for Server {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> std::result::Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(
-            self.tools.iter().map(|(_, t)| t.clone()).collect(),
-        ))
+        Ok(ListToolsResult::with_all_items(self.listed.clone()))
     }
 
     async fn call_tool(

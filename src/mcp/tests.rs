@@ -261,7 +261,7 @@ fn annotations_say_what_the_op_does_to_the_world() {
         if op.risk == Risk::Read {
             assert!(!s.destructive && s.idempotent && !s.open_world, "{}", op.id);
         }
-        let t = serde_json::to_value(s.to_tool()).unwrap();
+        let t = serde_json::to_value(s.to_tool(true)).unwrap();
         assert_eq!(t["title"], s.title.as_str(), "{}", op.id);
         let a = &t["annotations"];
         assert_eq!(a["readOnlyHint"], s.read_only, "{}", op.id);
@@ -518,14 +518,21 @@ async fn a_client_over_a_duplex_pipe_sees_exactly_the_offered_tools() {
     assert_eq!(names, want);
     assert!(!names.contains(&"vm_reboot") && !names.contains(&"vm_destroy"));
     for (t, s) in tools.iter().zip(&expected) {
-        assert_eq!(t["inputSchema"], s.input_schema, "{}", s.name);
-        assert_eq!(t["annotations"]["readOnlyHint"], s.read_only, "{}", s.name);
+        // The lean list (the default): the spec's lean form, the hints MCP's defaults leave out.
         assert_eq!(
-            t["annotations"]["destructiveHint"], s.destructive,
+            *t,
+            serde_json::to_value(s.to_tool(false)).unwrap(),
             "{}",
             s.name
         );
-        assert_eq!(t["description"], s.description.as_str());
+        let hint = |k: &str, default: bool| t["annotations"][k].as_bool().unwrap_or(default);
+        assert_eq!(hint("readOnlyHint", false), s.read_only, "{}", s.name);
+        if !s.read_only {
+            assert_eq!(hint("destructiveHint", true), s.destructive, "{}", s.name);
+            assert_eq!(hint("idempotentHint", false), s.idempotent, "{}", s.name);
+        }
+        assert_eq!(hint("openWorldHint", true), s.open_world, "{}", s.name);
+        assert!(t.get("outputSchema").is_none(), "{}", s.name);
     }
 
     // An unknown tool is a protocol error (and not audited: it names no op).
@@ -733,4 +740,26 @@ async fn argument_errors_are_results_since_2025_11_25_and_protocol_errors_before
     assert_eq!(r["error"]["data"]["error"]["kind"], "invalid_input");
     drop(io);
     running.await.unwrap();
+}
+
+/// Issue 26: the default (lean) tool list of every operation fits in 40 KB, the compact one
+/// in 8 KB, and the full one still carries every output schema.
+#[test]
+fn the_lean_list_fits_in_40_kb_and_the_compact_one_in_8() {
+    let specs = tool_specs(&Policy::default(), Profile::Full);
+    let size = |full: bool| {
+        let tools: Vec<Value> = specs
+            .iter()
+            .map(|s| serde_json::to_value(s.to_tool(full)).unwrap())
+            .collect();
+        serde_json::to_string(&json!({ "tools": tools }))
+            .unwrap()
+            .len()
+    };
+    assert!(size(false) <= 40 * 1024, "lean: {} bytes", size(false));
+    assert!(size(true) > 4 * size(false), "full: {} bytes", size(true));
+    let compact = serde_json::to_string(&json!({ "tools": super::compact::tools() }))
+        .unwrap()
+        .len();
+    assert!(compact <= 8 * 1024, "compact: {compact} bytes");
 }

@@ -66,7 +66,8 @@ const data = (step) => step?.structured?.data;
 async function main() {
   const transport = new sdk.StdioClientTransport({
     command: binary,
-    args: ["-v", "mcp"],
+    // PXAGENT_TEST_MCP_ARGS: more `pxagent mcp` flags (`--output-schemas`).
+    args: ["-v", "mcp", ...(process.env.PXAGENT_TEST_MCP_ARGS ?? "").split(" ").filter(Boolean)],
     env: { ...process.env },
     stderr: "pipe",
   });

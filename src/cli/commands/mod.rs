@@ -63,6 +63,8 @@ pub fn execute(
         Cmd::Mcp {
             profile,
             list_tools,
+            tools,
+            full,
         } => plain(context(s).and_then(|ctx| {
             no_fleet(s, &ctx, "the MCP server")?;
             crate::mcp::serve(
@@ -70,6 +72,8 @@ pub fn execute(
                 crate::mcp::Options {
                     profile: *profile,
                     list_tools: *list_tools,
+                    tools: tools.clone(),
+                    full: *full,
                 },
             )
         })),
