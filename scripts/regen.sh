@@ -13,6 +13,7 @@
 #   docs/agents-and-mcp.md, between the lines `<!-- BEGIN generated: mcp-tools -->` and
 #   `<!-- END generated: mcp-tools -->`: the MCP tool table, from `pxagent mcp --list-tools`
 #   (one tool a line: name, risk, description, tab-separated; `|` is escaped for markdown)
+#   skills/pxagent/SKILL.md      = `pxagent skill` (the agent skill, profile full)
 # The binary is PXAGENT_BIN, else `cargo build --locked --release -p pxagent` of this repository.
 # It runs with an empty environment and a throwaway HOME, so no config file, policy or
 # PXAGENT_* variable of the caller's can change what it prints.
@@ -100,6 +101,11 @@ awk -v begin="$BEGIN_MARK" -v end="$END_MARK" -v table="$WORK/table" '
     END { if (inside) exit 3 }
 ' "$TOOLS_DOC" >"$WORK/tools_doc" || die "$TOOLS_DOC: '$END_MARK' must follow '$BEGIN_MARK'"
 
+# The agent skill (skills/pxagent/SKILL.md)
+readonly SKILL_FILE=skills/pxagent/SKILL.md
+px skill >"$WORK/skill" || die "'pxagent skill' failed"
+[[ -s "$WORK/skill" ]] || die "'pxagent skill' printed nothing"
+
 STALE=0
 update() { # update GENERATED COMMITTED WHAT
     if cmp -s "$1" "$2"; then
@@ -115,6 +121,8 @@ update() { # update GENERATED COMMITTED WHAT
 }
 # shellcheck disable=SC2016 # the backquotes are markdown
 update "$WORK/sudoers" "$SUDOERS_FILE" '`pxagent sudoers render`'
+# shellcheck disable=SC2016
+update "$WORK/skill" "$SKILL_FILE" '`pxagent skill`'
 # shellcheck disable=SC2016
 update "$WORK/tools_doc" "$TOOLS_DOC" 'the MCP tool table of `pxagent mcp --list-tools` (between the mcp-tools markers)'
 while read -r name args; do

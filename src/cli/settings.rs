@@ -63,6 +63,8 @@ pub struct Settings {
 pub enum Cmd {
     /// `pxagent catalog`.
     Catalog,
+    /// `pxagent skill [--profile P]`.
+    Skill(Profile),
     /// `pxagent preflight [--profile P]`.
     Preflight(Profile),
     /// `pxagent status`.
@@ -152,6 +154,7 @@ impl Cmd {
     pub fn name(&self) -> &'static str {
         match self {
             Cmd::Catalog => "catalog",
+            Cmd::Skill(_) => "skill",
             Cmd::Preflight(_) => "preflight",
             Cmd::Status => "status",
             Cmd::AuditShow(_) => "audit.show",
@@ -394,6 +397,7 @@ pub fn command(m: &ArgMatches, s: &Settings) -> Result<Cmd> {
         |a: &ArgMatches| Profile::parse(string(a, "profile").as_deref().unwrap_or("full"));
     Ok(match (top, sub.subcommand()) {
         ("catalog", _) => Cmd::Catalog,
+        ("skill", _) => Cmd::Skill(profile(sub)?),
         ("preflight", _) => Cmd::Preflight(profile(sub)?),
         ("status", _) => Cmd::Status,
         ("mcp", _) => Cmd::Mcp {
