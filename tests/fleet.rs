@@ -170,3 +170,84 @@ fn a_batch_on_several_hosts_labels_every_line() {
     );
     assert_eq!(r.code, 7);
 }
+
+/// `--hosts @inventory.yml:GROUP`: an Ansible inventory with nested groups (`pve` holds `plain`
+/// and `more`), host and group vars mapped to pxagent's settings; the fleet reaches exactly the
+/// hosts of the group (`a`, `b`: the bed), never `c` of another group (a closed port).
+#[test]
+fn a_fleet_from_an_ansible_inventory_reaches_exactly_its_group() {
+    let _g = lock();
+    clear_faults();
+    let b = bed();
+    let home = Home::new();
+    let inv = home.path().join("inventory.yml");
+    std::fs::write(
+        &inv,
+        format!(
+            "all:
+  vars:
+    ansible_user: {user}
+    ansible_ssh_private_key_file: '{key}'
+  children:
+    pve:
+      vars:
+        ansible_port: {port}
+      children:
+        plain:
+          hosts:
+            a:
+              ansible_host: {host}
+        more:
+          hosts:
+            b:
+              ansible_host: {host}
+    elsewhere:
+      hosts:
+        c:
+          ansible_host: {host}
+          ansible_port: 1
+",
+            user = b.user,
+            key = b.identity,
+            port = b.port,
+            host = b.host
+        ),
+    )
+    .unwrap();
+    let sel = format!("@{}:pve", inv.display());
+    let r = home
+        .px()
+        .args([
+            "--known-hosts",
+            &b.known_hosts,
+            "--hosts",
+            &sel,
+            "status",
+            "-o",
+            "json",
+        ])
+        .run();
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let doc = r.json();
+    let hosts: Vec<&str> = doc["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["host"].as_str().unwrap())
+        .collect();
+    assert_eq!(hosts, ["a", "b"]);
+    assert!(
+        doc["hosts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|h| h["ok"] == true)
+    );
+    // A group the inventory lacks is named as such; nothing is contacted.
+    let r = home
+        .px()
+        .args(["--hosts", &format!("@{}:west", inv.display()), "status"])
+        .run();
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("no group 'west'"), "{}", r.stderr);
+}

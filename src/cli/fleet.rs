@@ -1,4 +1,5 @@
-//! Fleets: one command over several hosts — `--hosts a,b,c`, groups from the
+//! Fleets: one command over several hosts — `--hosts a,b,c`, Ansible inventories (`--hosts
+//! @inventory.yml:GROUP`, read into config hosts and groups by [`crate::config::inventory`]), groups from the
 //! config (`groups: {edge: [a, b, c]}`, `--hosts @edge`) and `--all-hosts` — for reads,
 //! `status` and `batch`, and for changes on hosts listed by name.
 //!

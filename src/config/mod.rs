@@ -26,6 +26,7 @@
 //! Layer: config. May import: `base`, `engine`, `persist`, `policy`, `ssh`.
 
 pub mod context;
+pub mod inventory;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

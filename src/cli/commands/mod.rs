@@ -123,7 +123,12 @@ pub fn execute(
 
 /// The context of a command that reaches a host: config, effective policy, connection.
 fn context(s: &Settings) -> Result<Context> {
-    Context::load(s.config.as_deref(), s.policy.as_deref(), s.connect.clone())
+    let mut ctx = Context::load(s.config.as_deref(), s.policy.as_deref(), s.connect.clone())?;
+    // `--hosts @inventory.yml[:GROUP]`: an Ansible inventory's hosts and groups, as config.
+    if let Some(list) = s.hosts.as_deref() {
+        crate::config::inventory::load_into(list, &mut ctx.config)?;
+    }
+    Ok(ctx)
 }
 
 /// The hosts of `--hosts` / `--all-hosts`, if given.
