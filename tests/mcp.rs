@@ -749,3 +749,40 @@ fn the_compact_tools_relay_an_approval() {
     assert_eq!(r["signed"], true, "{r:#}");
     assert!(ok(&r["approved"]).is_object());
 }
+
+/// The skill is a prompt, and the catalog, the server's rules and the audit tail are
+/// resources: listed and readable with the Python SDK (issue 26, item 3).
+#[test]
+fn the_skill_prompt_and_the_resources_are_listed_and_readable() {
+    let _host = lock();
+    let home = Home::new();
+    let r = client(&home, &["--prompts"]);
+    assert_eq!(r["prompts"], serde_json::json!(["pxagent-skill"]));
+    let skill = r["prompt_text"].as_str().unwrap();
+    assert!(skill.starts_with("---\nname: pxagent\n"), "{skill}");
+    assert!(skill.contains("[`vm.destroy`]"));
+    assert_eq!(
+        r["resources"],
+        serde_json::json!([
+            "pxagent://catalog",
+            "pxagent://rules",
+            "pxagent://audit/tail"
+        ])
+    );
+    let read = &r["read"];
+    let catalog: Value = serde_json::from_str(read["pxagent://catalog"].as_str().unwrap()).unwrap();
+    assert_eq!(catalog.as_array().unwrap().len(), every_tool().len());
+    let rules: Value = serde_json::from_str(read["pxagent://rules"].as_str().unwrap()).unwrap();
+    assert_eq!(rules["profile"], "full");
+    assert!(
+        rules["needs_phrase"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|o| o == "vm.destroy")
+    );
+    // The call made before reading: its record is in the tail.
+    let tail = read["pxagent://audit/tail"].as_str().unwrap();
+    let last: Value = serde_json::from_str(tail.lines().last().unwrap()).unwrap();
+    assert_eq!(last["op"], "pve.version");
+}

@@ -7,6 +7,7 @@ Usage:
     python3 tests/mcp_client.py PXAGENT_BIN --approve KEY  # a read the gated host wants approved
     python3 tests/mcp_client.py PXAGENT_BIN --readonly # a --profile readonly server's tools and refusals
     python3 tests/mcp_client.py PXAGENT_BIN --lean     # the default tool list: bytes, tools, calls
+    python3 tests/mcp_client.py PXAGENT_BIN --prompts  # the skill prompt and the resources, read
     python3 tests/mcp_client.py PXAGENT_BIN --compact [KEY]  # --tools compact: find, describe, run
     python3 tests/mcp_client.py PXAGENT_BIN --bench N  # N warm `pve_version` calls; prints timings
     python3 tests/mcp_client.py PXAGENT_BIN --calls JSON  # [[tool, args], …] in one session, in order
@@ -72,6 +73,29 @@ async def lean(binary):
             report["has_output_schema"] = any(field(t, "output_schema", "outputSchema") for t in tools)
             report["vm_status"] = await call(session, "vm_status", {"vmid": 100})
             report["vm_destroy"] = await call(session, "vm_destroy", {"vmid": 102})
+    log.seek(0)
+    report["server_stderr"] = log.read()
+    return report
+
+
+async def prompts(binary):
+    """The skill as a prompt and the read-only resources: listed and read."""
+    log = server_log()
+    report = {}
+    async with stdio_client(server_params(binary), errlog=log) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            await session.call_tool("pve_version", {})
+            report["prompts"] = [p.name for p in (await session.list_prompts()).prompts]
+            got = await session.get_prompt("pxagent-skill")
+            report["prompt_text"] = "".join(
+                getattr(m.content, "text", "") for m in got.messages
+            )
+            report["resources"] = [str(r.uri) for r in (await session.list_resources()).resources]
+            report["read"] = {}
+            for uri in report["resources"]:
+                res = await session.read_resource(uri)
+                report["read"][uri] = "".join(getattr(c, "text", "") for c in res.contents)
     log.seek(0)
     report["server_stderr"] = log.read()
     return report
@@ -528,6 +552,8 @@ def main():
         out = anyio.run(cancel, binary)
     elif len(sys.argv) >= 4 and sys.argv[2] == "--calls":
         out = anyio.run(calls, binary, json.loads(sys.argv[3]))
+    elif len(sys.argv) >= 3 and sys.argv[2] == "--prompts":
+        out = anyio.run(prompts, binary)
     elif len(sys.argv) >= 3 and sys.argv[2] == "--lean":
         out = anyio.run(lean, binary)
     elif len(sys.argv) >= 3 and sys.argv[2] == "--compact":

@@ -19,6 +19,7 @@ pub mod invocation;
 pub mod kind;
 pub mod ops;
 pub mod pve;
+pub mod skill;
 #[cfg(test)]
 pub mod testing;
 pub mod then;

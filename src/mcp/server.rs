@@ -457,11 +457,175 @@ Outcomes: connection_failed after a change was sent means the outcome is unknown
     )
 }
 
+/// The prompt that carries the skill.
+const SKILL_PROMPT: &str = "pxagent-skill";
+/// The read-only resources: URI, name, description.
+const RESOURCES: &[(&str, &str, &str)] = &[
+    (
+        "pxagent://catalog",
+        "catalog",
+        "The operations this server runs: tool, op id, usage, risk and the phrase each needs (JSON).",
+    ),
+    (
+        "pxagent://rules",
+        "rules",
+        "This server's effective local rules: profile, policy source, and the operations it offers, denies or asks a phrase for (JSON). The host's own sudoers and gate policy are read by `pxagent preflight`.",
+    ),
+    (
+        "pxagent://audit/tail",
+        "audit tail",
+        "The last 50 records of the local audit trail (JSON Lines).",
+    ),
+];
+
+impl Server {
+    /// A resource's text, by URI.
+    fn resource_text(&self, uri: &str) -> Option<(String, &'static str)> {
+        match uri {
+            "pxagent://catalog" => {
+                let ops: Vec<Value> = self
+                    .tools
+                    .iter()
+                    .map(|(s, _)| {
+                        json!({
+                            "tool": s.name,
+                            "op": s.op.id,
+                            "usage": format!("pxagent {}", s.op.usage()),
+                            "about": s.op.about,
+                            "risk": s.op.risk.name(),
+                            "phrase": s.op.confirm.map(|c| c.phrase),
+                        })
+                    })
+                    .collect();
+                Some((Value::Array(ops).to_string(), "application/json"))
+            }
+            "pxagent://rules" => {
+                let offered: Vec<&str> = self.tools.iter().map(|(s, _)| s.op.id).collect();
+                let denied: Vec<&str> = OPS
+                    .iter()
+                    .filter(|op| !op.is_step() && !offered.contains(&op.id))
+                    .map(|op| op.id)
+                    .collect();
+                let phrase: Vec<&str> = self
+                    .tools
+                    .iter()
+                    .filter(|(s, _)| s.input_schema["properties"].get("confirm").is_some())
+                    .map(|(s, _)| s.op.id)
+                    .collect();
+                let doc = json!({
+                    "host": self.host,
+                    "account": self.account,
+                    "profile": self.profile.name(),
+                    "policy": self.policy.source(),
+                    "offered": offered,
+                    "not_offered": denied,
+                    "needs_phrase": phrase,
+                });
+                Some((doc.to_string(), "application/json"))
+            }
+            "pxagent://audit/tail" => {
+                let text = crate::audit::default_path()
+                    .and_then(|p| std::fs::read_to_string(p).ok())
+                    .unwrap_or_default();
+                let lines: Vec<&str> = text.lines().collect();
+                let tail = lines[lines.len().saturating_sub(50)..].join("\n");
+                Some((tail, "application/jsonl"))
+            }
+            _ => None,
+        }
+    }
+}
+
 impl ServerHandler for Server {
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> std::result::Result<rmcp::model::ListPromptsResult, ErrorData> {
+        Ok(rmcp::model::ListPromptsResult::with_all_items(vec![
+            rmcp::model::Prompt::new(
+                SKILL_PROMPT,
+                Some(
+                    "How to use pxagent safely: its operations, phrases, approvals, exit codes and workflows (the skill `pxagent skill` prints)",
+                ),
+                None,
+            ),
+        ]))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: rmcp::model::GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> std::result::Result<rmcp::model::GetPromptResponse, ErrorData> {
+        if request.name != SKILL_PROMPT {
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "no prompt '{}'",
+                    crate::base::text::printable(&request.name)
+                ),
+                None,
+            ));
+        }
+        let text = crate::catalog::skill::render(self.profile);
+        Ok(
+            rmcp::model::GetPromptResult::new(vec![rmcp::model::PromptMessage::new_text(
+                rmcp::model::Role::User,
+                text,
+            )])
+            .with_description("The pxagent skill")
+            .into(),
+        )
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> std::result::Result<rmcp::model::ListResourcesResult, ErrorData> {
+        Ok(rmcp::model::ListResourcesResult::with_all_items(
+            RESOURCES
+                .iter()
+                .map(|(uri, name, about)| {
+                    rmcp::model::Resource::new(*uri, *name).with_description(*about)
+                })
+                .collect(),
+        ))
+    }
+
+    async fn read_resource(
+        &self,
+        request: rmcp::model::ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> std::result::Result<rmcp::model::ReadResourceResponse, ErrorData> {
+        let Some((text, _mime)) = self.resource_text(&request.uri) else {
+            return Err(ErrorData::resource_not_found(
+                format!(
+                    "no resource '{}'",
+                    crate::base::text::printable(&request.uri)
+                ),
+                None,
+            ));
+        };
+        Ok(
+            rmcp::model::ReadResourceResult::new(vec![rmcp::model::ResourceContents::text(
+                text,
+                request.uri.clone(),
+            )])
+            .into(),
+        )
+    }
+
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new("pxagent", env!("CARGO_PKG_VERSION")))
-            .with_instructions(instructions(&self.host, self.compact))
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_prompts()
+                .enable_resources()
+                .build(),
+        )
+        .with_server_info(Implementation::new("pxagent", env!("CARGO_PKG_VERSION")))
+        .with_instructions(instructions(&self.host, self.compact))
     }
 
     async fn list_tools(

@@ -13,7 +13,6 @@ mod op;
 mod persist;
 mod preflight;
 mod setup;
-mod skill;
 mod status;
 mod sudoers;
 mod version;
@@ -39,7 +38,10 @@ pub fn execute(
     let plain = |r: Result<u8>| r.map_err(|e| (e, None));
     match cmd {
         Cmd::Catalog => plain(catalog::catalog(out)),
-        Cmd::Skill(profile) => plain(skill::skill(*profile)),
+        Cmd::Skill(profile) => plain({
+            crate::output::write_raw(&crate::catalog::skill::render(*profile));
+            Ok(0)
+        }),
         Cmd::Gate(opts) => Ok(crate::host::gate::run(opts)),
         Cmd::SudoersRender(opts) => plain(sudoers::sudoers_render(opts, out)),
         Cmd::SudoersLint { file, user, groups } => sudoers::sudoers_lint(file, user, groups, out),

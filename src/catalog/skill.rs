@@ -1,18 +1,11 @@
-//! `pxagent skill [--profile P]`: a skill document in the Agent Skills format (`SKILL.md`: YAML
+//! The agent skill (`pxagent skill [--profile P]`, the MCP prompt `pxagent-skill`): a skill document in the Agent Skills format (`SKILL.md`: YAML
 //! front matter with `name` and `description`, then Markdown) generated from the catalog, so
 //! it never drifts from what pxagent does: when to use it, first steps, every operation of the
 //! profile grouped by area with its usage, risk and phrase, how to relay a phrase or an
 //! approval, what each exit code means and what to do next, and the common workflows as
 //! pxagent commands. `skills/pxagent/SKILL.md` is the committed copy (`scripts/regen.sh`).
 
-use crate::base::error::Result;
 use crate::catalog::{Area, OPS, Op, Profile, Risk};
-
-/// Print the skill for `profile`.
-pub fn skill(profile: Profile) -> Result<u8> {
-    crate::output::write_raw(&render(profile));
-    Ok(0)
-}
 
 /// The areas in the order the skill lists them, with their headings.
 const AREAS: &[(Area, &str)] = &[
