@@ -838,3 +838,67 @@ mod live {
         assert!(screen.contains("a\\u{1b}]0;pwned\\u{7}b"), "{screen:?}");
     }
 }
+
+/// Issue 40, item 1: under a pseudo-terminal (as many agent harnesses run shells), a confirm op
+/// without its phrase never waits on a prompt when the caller said so — `-o json`, `--no-input`
+/// or `PXAGENT_NO_INPUT=1` — but answers at once with the refusal (exit 4). `script` gives the
+/// command a terminal for stdin, stdout and stderr.
+mod no_hidden_prompt {
+    use std::process::Command;
+    use std::time::{Duration, Instant};
+
+    use crate::support::{Home, bed_env, bin, isolate, lock};
+
+    fn under_a_pty(
+        home: &Home,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> (Option<i32>, String, Duration) {
+        let line: Vec<String> = std::iter::once(bin().to_string_lossy().into_owned())
+            .chain(args.iter().map(|a| a.to_string()))
+            .map(|w| format!("'{}'", w.replace('\'', "'\\''")))
+            .collect();
+        let mut c = Command::new("timeout");
+        isolate(&mut c, home.path());
+        bed_env(&mut c);
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        // `timeout` ends a prompt that waits; `script -e` passes on the command's exit code.
+        c.args(["20", "script", "-qec", &line.join(" "), "/dev/null"])
+            .stdin(std::process::Stdio::null());
+        let t = Instant::now();
+        let out = c.output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            t.elapsed(),
+        )
+    }
+
+    #[test]
+    fn json_no_input_and_the_variable_each_refuse_at_once_under_a_terminal() {
+        let _g = lock();
+        let home = Home::new();
+        for (args, env) in [
+            (&["-o", "json", "vm", "destroy", "100"][..], &[][..]),
+            (&["--no-input", "vm", "destroy", "100"][..], &[][..]),
+            (
+                &["vm", "destroy", "100"][..],
+                &[("PXAGENT_NO_INPUT", "1")][..],
+            ),
+        ] {
+            let (code, out, took) = under_a_pty(&home, args, env);
+            assert_eq!(code, Some(4), "{args:?} {env:?}: {out}");
+            assert!(
+                took < Duration::from_secs(15),
+                "{args:?} {env:?} waited {took:?}"
+            );
+            assert!(out.contains("yes destroy 100"), "{args:?}: {out}");
+            assert!(
+                !out.contains("Type `yes destroy 100`"),
+                "{args:?} prompted: {out}"
+            );
+        }
+    }
+}

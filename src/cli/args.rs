@@ -46,6 +46,14 @@ fn general_args() -> Vec<Arg> {
             .global(true)
             .action(ArgAction::Count)
             .help("More log output on stderr (repeat for more)"),
+        Arg::new("no_input")
+            .long("no-input")
+            .env("PXAGENT_NO_INPUT")
+            .global(true)
+            .action(ArgAction::SetTrue)
+            // PXAGENT_NO_INPUT=1 (or any value but 0, false, no, off or empty) turns it on.
+            .value_parser(clap::builder::FalseyValueParser::new())
+            .help("Never prompt, even at a terminal: a missing confirmation phrase is refused at once (exit 4). -o json implies it"),
     ]
     .into_iter()
     .map(|a| a.help_heading(GLOBAL_HEADING))

@@ -44,6 +44,9 @@ pub struct Settings {
     pub config: Option<PathBuf>,
     /// `-v` count.
     pub verbose: u8,
+    /// Never prompt (`--no-input`, `PXAGENT_NO_INPUT`, or `-o json`): a missing phrase is
+    /// refused at once, terminal or not.
+    pub no_input: bool,
     /// `--color`.
     pub color: crate::output::style::ColorChoice,
     /// `--no-wait`.
@@ -354,6 +357,8 @@ impl Settings {
             policy: get("policy"),
             config: get("config").map(PathBuf::from),
             verbose: m.get_count("verbose"),
+            no_input: m.get_flag("no_input")
+                || string(m, "output").and_then(|s| Format::parse(&s)) == Some(Format::Json),
             color: string(m, "color")
                 .and_then(|c| crate::output::style::ColorChoice::parse(&c))
                 .unwrap_or_default(),

@@ -58,7 +58,7 @@ pub fn exec(
         Some(c) => c,
         None => ctx.connector(exec_target(ctx, req, out, trail)?),
     };
-    let engine = ctx.engine(&connector, true);
+    let engine = ctx.engine(&connector, !s.no_input);
     // Once the command is sent, a signal still leaves its audit record.
     let armed = trail.sending();
     let data = rt.block_on(async {

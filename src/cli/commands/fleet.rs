@@ -107,7 +107,7 @@ pub fn run_op(
                     let engine = Engine {
                         policy: &ctx.policy,
                         connector: &connector,
-                        interactive: true,
+                        interactive: !s.no_input,
                     };
                     let r = engine
                         .execute(inv, s.confirm.as_deref(), &mut trail, &mut |_| {})

@@ -47,7 +47,7 @@ pub fn run_named(
     // One runtime for the lookup and the op: the connection lives in it.
     let rt = runtime()?;
     let inv = rt.block_on(async {
-        let r = ctx.engine(&connector, true).named(named).await;
+        let r = ctx.engine(&connector, !s.no_input).named(named).await;
         if r.is_err() || s.dry_run {
             connector.close().await;
         }
@@ -126,7 +126,7 @@ fn run_connected(
     }
     let inv = &inv;
     let given = s.confirm.as_deref();
-    let engine = ctx.engine(connector, true);
+    let engine = ctx.engine(connector, !s.no_input);
     if s.no_wait && inv.op.runs_task() {
         return no_wait(rt, s, &engine, connector, inv, given, out, trail);
     }

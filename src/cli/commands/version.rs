@@ -56,7 +56,7 @@ pub fn both(
     let done = (|| {
         let target = super::resolve(ctx, out, trail)?;
         let connector = ctx.connector(target);
-        let engine = ctx.engine(&connector, true);
+        let engine = ctx.engine(&connector, !s.no_input);
         runtime()?.block_on(async {
             let r = engine.execute(inv, None, trail, &mut |_| {}).await;
             connector.close().await;
