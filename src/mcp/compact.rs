@@ -154,7 +154,7 @@ pub fn find(specs: &[&ToolSpec], query: &str) -> Value {
             });
             if let Some(c) = s.op.confirm {
                 v["phrase"] = json!(c.phrase);
-            } else if s.input_schema["properties"].get("confirm").is_some() {
+            } else if s.confirm {
                 v["phrase"] = json!("(asked by the local policy)");
             }
             v

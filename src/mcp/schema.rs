@@ -37,6 +37,9 @@ pub struct ToolSpec {
     pub idempotent: bool,
     /// `openWorldHint`: it reaches beyond the Proxmox host ([`Op::open_world`]).
     pub open_world: bool,
+    /// A call may need a phrase (the catalog's or a local `confirm` rule's): the tool takes
+    /// `confirm`.
+    pub confirm: bool,
 }
 
 /// Whether an op is offered as a tool: it is a command of its own (not a step of another
@@ -77,6 +80,7 @@ pub fn tool_spec(op: &'static Op, confirm: bool) -> ToolSpec {
         destructive: op.destructive() || confirm,
         idempotent: op.idempotent(),
         open_world: op.open_world(),
+        confirm,
     }
 }
 
@@ -288,24 +292,11 @@ pub(super) fn description(op: &Op, confirm: bool) -> String {
             op.needs_one_of.join(", ")
         ));
     }
-    let siblings = catalog::ops_at(op.cli);
-    if siblings.len() > 1 {
-        let when: Vec<String> = op
-            .select
-            .iter()
-            .map(|sel| match sel {
-                Select::Flag(f) => format!("{f}: true"),
-                Select::Contains(p, needle, _) => format!("a {p} containing '{needle}'"),
-            })
-            .collect();
-        if !when.is_empty() {
-            s.push_str(&format!(" Only for {}.", when.join(" and ")));
-        }
-    }
+    s.push_str(&only_for(op));
     if let Some(c) = op.confirm {
         s.push_str(&format!(
             " Runs only when `confirm` is exactly `{}`; that phrase must come from the human user, never from you: call without `confirm` to get the exact phrase, ask the user to reply with it, then call again passing it as `confirm`.",
-            c.phrase.replace('{', "<").replace('}', ">")
+            shown_phrase(c.phrase)
         ));
     } else if confirm {
         s.push_str(" Local policy requires a confirmation phrase from the human user: call without `confirm` to learn it, ask the user, then pass their reply as `confirm`.");
@@ -318,6 +309,28 @@ pub(super) fn description(op: &Op, confirm: bool) -> String {
     s
 }
 
+/// For a variant that shares its CLI path with others: which arguments select it
+/// (` Only for snapshot containing ':import/'.`); empty otherwise.
+fn only_for(op: &Op) -> String {
+    let when: Vec<String> = op
+        .select
+        .iter()
+        .map(|sel| match sel {
+            Select::Flag(f) => format!("{f}: true"),
+            Select::Contains(p, needle, _) => format!("a {p} containing '{needle}'"),
+        })
+        .collect();
+    if when.is_empty() || catalog::ops_at(op.cli).len() < 2 {
+        return String::new();
+    }
+    format!(" Only for {}.", when.join(" and "))
+}
+
+/// A phrase template as a model reads it: `yes destroy <vmid>`.
+fn shown_phrase(template: &str) -> String {
+    template.replace('{', "<").replace('}', ">")
+}
+
 /// The short description of the lean tool list: the op's line of help, what it risks, which
 /// tool of a family it is, and the phrase it needs. How phrases and approvals work is said
 /// once, in the server's instructions.
@@ -327,21 +340,11 @@ pub(super) fn lean_description(op: &Op, confirm: bool) -> String {
     if op.risk == Risk::Exec {
         s.push_str(" Runs in the guest as root; no shell.");
     }
-    let when: Vec<String> = op
-        .select
-        .iter()
-        .map(|sel| match sel {
-            Select::Flag(f) => format!("{f}: true"),
-            Select::Contains(p, needle, _) => format!("a {p} containing '{needle}'"),
-        })
-        .collect();
-    if !when.is_empty() && catalog::ops_at(op.cli).len() > 1 {
-        s.push_str(&format!(" Only for {}.", when.join(" and ")));
-    }
+    s.push_str(&only_for(op));
     if let Some(c) = op.confirm {
         s.push_str(&format!(
             " Needs confirm: the user's phrase `{}`.",
-            c.phrase.replace('{', "<").replace('}', ">")
+            shown_phrase(c.phrase)
         ));
     } else if confirm {
         s.push_str(" Needs confirm: the user's phrase (policy).");
@@ -410,13 +413,12 @@ impl ToolSpec {
     /// The rmcp tool: with its output schema and the long texts (`full`), or lean (see
     /// [`lean_description`], [`lean_input_schema`]).
     pub(super) fn to_tool(&self, full: bool) -> Tool {
-        let confirm = self.input_schema["properties"].get("confirm").is_some();
         let (description, input) = if full {
             (self.description.clone(), self.input_schema.clone())
         } else {
             (
-                lean_description(self.op, confirm),
-                lean_input_schema(self.op, confirm),
+                lean_description(self.op, self.confirm),
+                lean_input_schema(self.op, self.confirm),
             )
         };
         let schema = match input {

@@ -509,7 +509,7 @@ impl Server {
                 let phrase: Vec<&str> = self
                     .tools
                     .iter()
-                    .filter(|(s, _)| s.input_schema["properties"].get("confirm").is_some())
+                    .filter(|(s, _)| s.confirm)
                     .map(|(s, _)| s.op.id)
                     .collect();
                 let doc = json!({
