@@ -642,18 +642,17 @@ fn an_interrupted_batch_ends_its_commands_on_the_host() {
     an_interrupted_caller_leaves_nothing_running("batch");
 }
 
-/// A worker that outlives its tool (the simulator's `detach`: the tool dies on the signal
-/// without passing it on) keeps the backup running after the call's command was ended: the
-/// server finds it in the node's task list and stops it with `task.stop`, and the audit trail
-/// has the stop and names the task in the cancelled call's record. No archive is left.
-#[test]
-fn a_task_that_outlives_its_cancelled_command_is_stopped() {
-    let _g = lock();
+/// What a cancelled backup of VM 101, held running by the simulator (`faults`), left: the
+/// cancelled call's audit text, its task as the node's task list shows it once the call was
+/// recorded, the home (for its records) and the archives before. A task still running then
+/// is stopped afterwards, so the host is left as it was whatever the outcome.
+fn cancel_a_running_backup_of_101(faults: &[&str]) -> (String, Value, Home, usize) {
     let home = Home::new();
     clear_faults();
     let (node, before, archives_before, _) = host_view(101);
-    fault(r#"{"match":"vzdump --vmid 101","action":"hold","seconds":60,"times":1}"#);
-    fault(r#"{"match":"vzdump --vmid 101","action":"detach","times":1}"#);
+    for f in faults {
+        fault(f);
+    }
     let mut m = Mcp::start(&home);
     m.backup_101_started(&home);
     let new_task = || {
@@ -694,7 +693,20 @@ fn a_task_that_outlives_its_cancelled_command_is_stopped() {
         .as_str()
         .unwrap()
         .to_string();
-    let task = task.unwrap();
+    (why, task.unwrap(), home, archives_before)
+}
+
+/// A worker that outlives its tool (the simulator's `detach`: the tool dies on the signal
+/// without passing it on) keeps the backup running after the call's command was ended: the
+/// server finds it in the node's task list and stops it with `task.stop`, and the audit trail
+/// has the stop and names the task in the cancelled call's record. No archive is left.
+#[test]
+fn a_task_that_outlives_its_cancelled_command_is_stopped() {
+    let _g = lock();
+    let (why, task, home, archives_before) = cancel_a_running_backup_of_101(&[
+        r#"{"match":"vzdump --vmid 101","action":"hold","seconds":60,"times":1}"#,
+        r#"{"match":"vzdump --vmid 101","action":"detach","times":1}"#,
+    ]);
     let upid = task["upid"].as_str().unwrap();
     assert_eq!(task["status"], "interrupted by signal", "{why}: {task}");
     assert!(
@@ -724,52 +736,9 @@ fn a_task_that_outlives_its_cancelled_command_is_stopped() {
 #[test]
 fn a_cancelled_backup_whose_task_runs_ends_interrupted() {
     let _g = lock();
-    let home = Home::new();
-    clear_faults();
-    let (_, before, archives_before, _) = host_view(101);
-    fault(r#"{"match":"vzdump --vmid 101","action":"hold","seconds":60,"times":1}"#);
-    let mut m = Mcp::start(&home);
-    m.backup_101_started(&home);
-    let (node, _, _, _) = host_view(101);
-    let running = || {
-        host_view(101)
-            .1
-            .into_iter()
-            .find(|t| !before.iter().any(|b| b["upid"] == t["upid"]))
-    };
-    assert!(
-        eventually(20, || running().is_some()),
-        "the backup never started"
-    );
-    m.send(json!({"jsonrpc":"2.0","method":"notifications/cancelled",
-        "params":{"requestId":7,"reason":"test"}}));
-    let completion = |home: &Home| {
-        records(home).into_iter().find(|r| {
-            r["op"] == "backup.create"
-                && r["phase"] != "started"
-                && r["error"]
-                    .as_str()
-                    .is_some_and(|e| e.contains("cancelled by the client"))
-        })
-    };
-    let ended = eventually(40, || completion(&home).is_some());
-    let task = running();
-    clear_faults();
-    if let Some(t) = task.as_ref().filter(|t| t["status"] == "RUNNING") {
-        sim(&[
-            "pvesh",
-            "delete",
-            &format!("/nodes/{node}/tasks/{}", t["upid"].as_str().unwrap()),
-        ]);
-    }
-    drop(m.child.stdin.take());
-    let _ = m.child.wait();
-    assert!(ended, "no completion record: {:#?}", records(&home));
-    let why = completion(&home).unwrap()["error"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let task = task.unwrap();
+    let (why, task, home, archives_before) = cancel_a_running_backup_of_101(&[
+        r#"{"match":"vzdump --vmid 101","action":"hold","seconds":60,"times":1}"#,
+    ]);
     assert_eq!(
         (task["status"].as_str(), task.get("endtime").is_some()),
         (Some("interrupted by signal"), true),

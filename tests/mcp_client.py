@@ -124,27 +124,7 @@ async def compact(binary, key=None):
                 return call(session, "run_operation", {"tool": tool, "arguments": args})
 
             if key:
-                report["refused"] = first = await run("vm_config", {"vmid": 100})
-                statement = (
-                    ((first.get("structured") or {}).get("error") or {}).get("approval_request")
-                    or {}
-                ).get("statement")
-                report["signed"] = False
-                if statement:
-                    with tempfile.TemporaryDirectory() as d:
-                        path = os.path.join(d, "statement.txt")
-                        with open(path, "w") as f:
-                            f.write(statement)
-                        signed = subprocess.run(
-                            [binary, "approve", "--key", key, path],
-                            capture_output=True,
-                            text=True,
-                            check=False,
-                        )
-                    report["signed"] = signed.returncode == 0
-                    report["approved"] = await run(
-                        "vm_config", {"vmid": 100, "approval": signed.stdout}
-                    )
+                await relay_approval(binary, key, report, lambda args: run("vm_config", args))
             else:
                 report["status_run"] = await run("vm_status", {"vmid": 100})
                 report["status_own"] = await call(session, "vm_status", {"vmid": 100})
@@ -440,6 +420,30 @@ async def cancel(binary):
     return report
 
 
+async def relay_approval(binary, key, report, vm_config):
+    """An approval round trip: `vm_config({"vmid": 100})` is refused with the host's
+    statement, the approver (`pxagent approve --key KEY`) signs it, and the same call with
+    `approval` runs. Records `refused`, `signed` and `approved` in `report`."""
+    report["refused"] = first = await vm_config({"vmid": 100})
+    statement = (
+        ((first.get("structured") or {}).get("error") or {}).get("approval_request") or {}
+    ).get("statement")
+    report["signed"] = False
+    if statement:
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "statement.txt")
+            with open(path, "w") as f:
+                f.write(statement)
+            signed = subprocess.run(
+                [binary, "approve", "--key", key, path],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+        report["signed"] = signed.returncode == 0
+        report["approved"] = await vm_config({"vmid": 100, "approval": signed.stdout})
+
+
 async def approve(binary, key):
     """On the gated bed, whose host policy says `vm.config: approve`: the read is refused with
     the approval request, a human approver (here `pxagent approve --key KEY`) signs the
@@ -449,26 +453,9 @@ async def approve(binary, key):
     async with stdio_client(server_params(binary), errlog=log) as (read, write):
         async with ClientSession(read, write) as session:
             await session.initialize()
-            report["refused"] = first = await call(session, "vm_config", {"vmid": 100})
-            statement = (
-                ((first.get("structured") or {}).get("error") or {}).get("approval_request") or {}
-            ).get("statement")
-            report["signed"] = False
-            if statement:
-                with tempfile.TemporaryDirectory() as d:
-                    path = os.path.join(d, "statement.txt")
-                    with open(path, "w") as f:
-                        f.write(statement)
-                    signed = subprocess.run(
-                        [binary, "approve", "--key", key, path],
-                        capture_output=True,
-                        text=True,
-                        check=False,
-                    )
-                report["signed"] = signed.returncode == 0
-                report["approved"] = await call(
-                    session, "vm_config", {"vmid": 100, "approval": signed.stdout}
-                )
+            await relay_approval(
+                binary, key, report, lambda args: call(session, "vm_config", args)
+            )
     log.seek(0)
     report["server_stderr"] = log.read()
     return report

@@ -99,6 +99,17 @@ impl Bed {
     }
 }
 
+/// SIGTERM to a spawned tool, as sudo relays it.
+fn term(child: &Child) {
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+}
+
 fn finish(child: Child) -> Run {
     child.wait_with_output().unwrap().into()
 }
@@ -219,13 +230,7 @@ fn sigterm_to_a_tool_interrupts_its_running_task_and_before_it_starts_nothing() 
         .spawn("pvesh create /nodes/pve1/vzdump --vmid 100 --storage local --output-format json");
     let upid = bed.running_task("pve1", "vzdump");
     let t = Instant::now();
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &backup.id().to_string()])
-            .status()
-            .unwrap()
-            .success()
-    );
+    term(&backup);
     let done = finish(backup);
     assert!(t.elapsed() < Duration::from_secs(5));
     assert_eq!(done.stderr, "interrupted by signal\n");
@@ -252,13 +257,7 @@ fn sigterm_to_a_tool_interrupts_its_running_task_and_before_it_starts_nothing() 
     let hung = bed
         .spawn("pvesh create /nodes/pve1/vzdump --vmid 100 --storage local --output-format json");
     std::thread::sleep(Duration::from_millis(300));
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &hung.id().to_string()])
-            .status()
-            .unwrap()
-            .success()
-    );
+    term(&hung);
     let done = hung.wait_with_output().unwrap();
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(done.status.signal(), Some(15));
@@ -281,13 +280,7 @@ fn a_detached_worker_outlives_its_tool_until_it_is_stopped() {
     let backup = bed
         .spawn("pvesh create /nodes/pve1/vzdump --vmid 100 --storage local --output-format json");
     let upid = bed.running_task("pve1", "vzdump");
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &backup.id().to_string()])
-            .status()
-            .unwrap()
-            .success()
-    );
+    term(&backup);
     let done = finish(backup);
     assert_eq!(done.code, 143, "{}", done.stderr);
     std::thread::sleep(Duration::from_millis(500));

@@ -36,7 +36,7 @@ use serde_json::Value;
 use crate::base::error::{Error, Result};
 use crate::catalog::invocation::Invocation;
 use crate::catalog::ops;
-use crate::engine::{Engine, Started, Trail, task_filter, task_upids};
+use crate::engine::{Engine, Started, Trail, task_filter};
 use crate::ssh::Settled;
 
 use super::*;
@@ -293,7 +293,7 @@ impl Server {
             .into_iter()
             .flatten()
             .filter_map(|t| {
-                let upid = task_upids(&Value::Array(vec![t.clone()])).pop()?;
+                let upid = t.get("upid").and_then(Value::as_str)?.to_string();
                 if before.contains(&upid) {
                     return None;
                 }

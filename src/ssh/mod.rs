@@ -49,7 +49,7 @@ use russh::keys::{HashAlg, PublicKey};
 use crate::base::error::{Error, Result};
 use crate::base::text::MAX_COMMAND_LINE;
 
-pub use session::{MAX_CONCURRENT_CHANNELS, SETTLE_WITHIN, Session, Settled, all_settled};
+pub use session::{MAX_CONCURRENT_CHANNELS, SETTLE_WITHIN, Session, Settled};
 
 /// The default agent account.
 pub const DEFAULT_USER: &str = "zen-agent";

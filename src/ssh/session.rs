@@ -856,11 +856,9 @@ impl Drop for Live {
         impl Drop for Counted {
             fn drop(&mut self) {
                 self.0.aborting.send_modify(|n| *n = n.saturating_sub(1));
-                ABORTING.send_modify(|n| *n = n.saturating_sub(1));
             }
         }
         self.inner.aborting.send_modify(|n| *n += 1);
-        ABORTING.send_modify(|n| *n += 1);
         let counted = Counted(self.inner.clone());
         let target = self.inner.target.clone();
         rt.spawn(async move {
@@ -871,20 +869,6 @@ impl Drop for Live {
             drop(counted);
         });
     }
-}
-
-/// Commands being stopped on every connection of this process ([`Live`]).
-static ABORTING: std::sync::LazyLock<tokio::sync::watch::Sender<usize>> =
-    std::sync::LazyLock::new(|| tokio::sync::watch::Sender::new(0));
-
-/// Waits (at most `within`) until the commands being stopped on every connection of this
-/// process were; true when none is left. For a front end that dropped several connections'
-/// work at once (a fleet batch after a signal) before its runtime ends.
-pub async fn all_settled(within: Duration) -> bool {
-    let mut rx = ABORTING.subscribe();
-    tokio::time::timeout(within, rx.wait_for(|n| *n == 0))
-        .await
-        .is_ok_and(|r| r.is_ok())
 }
 
 /// Stops a timed-out command. Closing the channel alone does not stop a process that neither

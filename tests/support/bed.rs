@@ -356,6 +356,11 @@ impl Gated {
     /// An OpenSSH client running `line` on the gated bed, not yet started (stdout and stderr
     /// are the test's unless the caller redirects them).
     pub fn ssh_cmd(&self, line: &str) -> Command {
+        self.ssh_command(Some(std::ffi::OsStr::new(line)))
+    }
+
+    /// [`ssh_command`] with the gated bed's login, key and known_hosts.
+    fn ssh_command(&self, line: Option<&std::ffi::OsStr>) -> Command {
         let get = |n: &str| {
             self.env
                 .iter()
@@ -368,28 +373,13 @@ impl Gated {
             &get("PXAGENT_PORT"),
             &get("PXAGENT_IDENTITY"),
             Some(&get("PXAGENT_KNOWN_HOSTS")),
-            Some(std::ffi::OsStr::new(line)),
+            line,
         )
     }
 
     /// [`Gated::ssh`] with a command line that need not be UTF-8.
     pub fn ssh_os(&self, line: Option<&std::ffi::OsStr>) -> (i32, String, String) {
-        let get = |n: &str| {
-            self.env
-                .iter()
-                .find(|(k, _)| *k == n)
-                .map(|(_, v)| v.clone())
-                .unwrap_or_default()
-        };
-        let out = ssh_command(
-            &format!("{}@{}", get("PXAGENT_USER"), get("PXAGENT_HOST")),
-            &get("PXAGENT_PORT"),
-            &get("PXAGENT_IDENTITY"),
-            Some(&get("PXAGENT_KNOWN_HOSTS")),
-            line,
-        )
-        .output()
-        .expect("ssh");
+        let out = self.ssh_command(line).output().expect("ssh");
         (
             out.status.code().unwrap_or(-1),
             String::from_utf8_lossy(&out.stdout).into_owned(),

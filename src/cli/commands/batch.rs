@@ -123,9 +123,8 @@ pub fn run(s: &Settings, ctx: &Context, fleet: Option<&Fleet>, stop_on_error: bo
 }
 
 /// Run `work` (batches given the receiving end of `stop`); on SIGINT, SIGTERM or SIGHUP, set
-/// `stop` and let `work` end — each batch drops its requests in flight — then wait until
-/// their commands were ended on the host (each connection's close waits too; a fleet's
-/// connections may be gone by then).
+/// `stop` and let `work` end: each batch drops its requests in flight, and each connection's
+/// close then waits until their commands were ended on the host.
 async fn stopping<F: std::future::Future<Output = u8>>(
     work: F,
     stop: &tokio::sync::watch::Sender<bool>,
@@ -140,7 +139,6 @@ async fn stopping<F: std::future::Future<Output = u8>>(
         sig = watch.next() => {
             let _ = stop.send(true);
             work.await;
-            crate::ssh::all_settled(crate::ssh::SETTLE_WITHIN).await;
             Err(sig)
         }
     }
