@@ -204,6 +204,58 @@ fn the_gate_admits_nfs_storages_only_on_the_admins_servers() {
     assert_eq!(r.json()["error"]["kind"], "policy_refused");
 }
 
+/// Issue 39: the gate reads the storage configuration itself and refuses a directory storage
+/// inside or above another storage's path, whatever the client did (the line sent by hand).
+#[test]
+fn the_gate_keeps_directory_storages_apart() {
+    let _g = lock();
+    let g = gated();
+    let _p = g.policy("ops: {}\n");
+    let home = Home::new();
+    let id = fresh("gapart");
+    let base = format!("/mnt/{id}");
+    let r = gated_run(
+        &home,
+        &[
+            "storage",
+            "add-dir",
+            &id,
+            "--path",
+            &base,
+            "--content",
+            "iso",
+        ],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let line = |sid: &str, path: &str| {
+        let mut v = std::collections::BTreeMap::new();
+        v.insert("storage", sid.to_string());
+        v.insert("path", path.to_string());
+        v.insert("content", "iso".to_string());
+        let argv = pxagent::catalog::ops::STORAGE_ADD_DIR.argv(&v);
+        let mut words = vec!["sudo".to_string(), "-n".to_string()];
+        words.extend(argv);
+        pxagent::base::text::quote_argv(&words)
+    };
+    for path in [format!("{base}/inner"), base.clone()] {
+        let (code, _, err) = g.ssh(Some(&line(&fresh("gapart"), &path)));
+        assert_eq!(code, 125, "{path}: {err}");
+        assert!(
+            err.contains("not_allowed") && err.contains(&format!("overlaps storage {id}")),
+            "{err}"
+        );
+    }
+    // Apart from every storage, the same line runs.
+    let other = fresh("gapart");
+    let (code, _, err) = g.ssh(Some(&line(&other, &format!("/mnt/{other}"))));
+    assert_eq!(code, 0, "{other}: {err}");
+    for sid in [&id, &other] {
+        let phrase = format!("yes remove {sid}");
+        let r = gated_run(&home, &["storage", "remove", sid, "--confirm", &phrase]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+    }
+}
+
 #[test]
 fn the_host_policy_wins_over_the_client_policy() {
     let _g = lock();

@@ -213,13 +213,13 @@ fn directory_storages_are_added_marked_disabled_enabled_and_removed() {
         .find(|s| s["storage"] == id.as_str())
         .unwrap();
     assert!(entry["avail"].as_u64().unwrap() > 0, "{entry}");
-    // The same id again: Proxmox's refusal comes back (exit 1).
+    // The same id again (at a path of its own): Proxmox's refusal comes back (exit 1).
     let again = home.on_bed(&[
         "storage",
         "add-dir",
         &id,
         "--path",
-        &path,
+        &format!("{path}b"),
         "--content",
         "iso",
     ]);
@@ -315,6 +315,58 @@ fn directory_storages_are_added_marked_disabled_enabled_and_removed() {
         assert_eq!(r.code, 2, "{p} {content}: {}", r.stderr);
     }
     assert_not_sent(at, &["/storage"]);
+}
+
+/// Issue 39: a directory storage lies neither inside, at, nor above another storage's path
+/// (where one storage's files would be read as another's). The client reads the storage
+/// configuration (`GET /storage`) first and refuses with exit 2, naming the storage; nothing
+/// is created. A sibling whose name only starts the same is apart.
+#[test]
+fn directory_storages_lie_apart_from_every_storage_path() {
+    let _g = lock();
+    let home = Home::new();
+    let id = fresh("apart");
+    let base = format!("/srv/{id}");
+    let add = |sid: &str, path: &str| {
+        home.on_bed(&[
+            "storage",
+            "add-dir",
+            sid,
+            "--path",
+            path,
+            "--content",
+            "iso",
+            "-o",
+            "json",
+        ])
+    };
+    assert_eq!(add(&id, &format!("{base}/pve")).code, 0);
+    let at = sudo_log_len();
+    for path in [
+        format!("{base}/pve/iso"),
+        format!("{base}/pve"),
+        base.clone(),
+    ] {
+        let r = add(&fresh("apart"), &path);
+        assert_eq!(r.code, 2, "{path}: {}", r.stdout);
+        let msg = r.json()["error"]["message"].as_str().unwrap().to_string();
+        assert!(
+            msg.contains(&format!("overlaps storage {id}")) && msg.contains(&format!("{base}/pve")),
+            "{msg}"
+        );
+    }
+    assert_not_sent(at, &["create /storage"]);
+    // The storage configuration was read: the refusal rests on what the host holds.
+    assert!(
+        crate::support::sudo_commands_since(at)
+            .iter()
+            .any(|c| c.ends_with("get /storage --output-format json")),
+        "no configuration read"
+    );
+    let sibling = fresh("apart");
+    assert_eq!(add(&sibling, &format!("{base}/pve2")).code, 0);
+    remove(&home, &sibling);
+    remove(&home, &id);
 }
 
 #[test]

@@ -100,6 +100,7 @@ enum Route {
     AptUpdates(String),
     StorageCreate,
     StorageSet(String),
+    StorageIndex,
 }
 
 fn kind_of(s: &str) -> Option<Kind> {
@@ -123,6 +124,7 @@ fn route(verb: &str, segs: &[&str]) -> Option<Route> {
         ("get", ["nodes", _, "services"]) => R::NodeServices(s(1)),
         ("get", ["nodes", _, "services", _, "state"]) => R::NodeService(s(1), s(3)),
         ("get", ["nodes", _, "apt", "update"]) => R::AptUpdates(s(1)),
+        ("get", ["storage"]) => R::StorageIndex,
         ("create", ["storage"]) => R::StorageCreate,
         ("set", ["storage", _]) => R::StorageSet(s(1)),
         ("get", ["nodes", _, "aplinfo"]) => R::AplInfo(s(1)),
@@ -531,6 +533,7 @@ fn schema(r: &Route) -> Vec<Param> {
             p("endcursor", Ty::Str),
         ],
         R::StorageCreate => storage_cfg::CREATE_OPTS.to_vec(),
+        R::StorageIndex => vec![p("type", Ty::Enum(storage_cfg::TYPES))],
         R::StorageSet(_) => storage_cfg::SET_OPTS.to_vec(),
         R::Destroy(_, kind, _) => {
             let mut v = vec![
@@ -1212,6 +1215,7 @@ fn execute(
         R::NodeServices(_) => data(hostinfo::services()),
         R::NodeService(_, svc) => data(hostinfo::service(svc)?),
         R::AptUpdates(_) => data(hostinfo::updates()),
+        R::StorageIndex => data(storage_cfg::index(st, o.get("type"))),
         R::StorageCreate => data(storage_cfg::create(st, o)?),
         R::StorageSet(sid) => data(storage_cfg::set(st, sid, o)?),
         R::AgentFileRead(n, _) => {

@@ -3,7 +3,7 @@
 //! `nfs`; `pbs` and the rest are refused as the simulator cannot act on them). Removing one is
 //! [`crate::storage_ops::delete_storage`].
 //!
-//! Both are pve-storage `src/PVE/API2/Storage/Config.pm` `create` and `update` [SRC, find_string
+//! `pvesh get /storage` is [`index`]. All three are pve-storage `src/PVE/API2/Storage/Config.pm` `create` and `update` [SRC, find_string
 //! index id 12024645782]: they run under the storage-config lock, whose errors read
 //! `create storage failed: …` and `update storage failed: …` (exit 255), and return
 //! `{"storage": ID, "type": TYPE}` (FORMATS.md §2.15).
@@ -17,7 +17,7 @@ use crate::args::{Param, Parsed, Ty, p};
 use crate::state::{State, Storage};
 
 /// The types `POST /storage` takes (its `type` enum in PVE 9.1.11 and 9.2).
-const TYPES: &[&str] = &[
+pub const TYPES: &[&str] = &[
     "btrfs",
     "cephfs",
     "cifs",
@@ -125,6 +125,41 @@ fn param_exc(key: &str, msg: &str) -> Failure {
     Failure::die(format!(
         "400 Parameter verification failed.\n{key}: {msg}\n"
     ))
+}
+
+/// `pvesh get /storage [--type T]`: each storage's storage.cfg entry (pve-storage
+/// `PVE/API2/Storage/Config.pm` `index` and `$api_storage_config` [SRC, find_string index id
+/// 427116387]: the section's options, `storage` set to its id, `digest` the file's, `content`
+/// encoded as a comma list). `path` is there for the file-based types (an NFS storage's is its
+/// mount point, `/mnt/pve/ID`); `shared` and `disable` appear as `1` only when set.
+pub fn index(st: &State, kind: Option<&str>) -> Value {
+    let digest = format!("{:040x}", st.storages.len() as u64 * 0x9e37_79b9);
+    let entries = st
+        .storages
+        .iter()
+        .filter(|s| kind.is_none_or(|k| s.kind == k))
+        .map(|s| {
+            let mut e = serde_json::Map::new();
+            e.insert("storage".into(), json!(s.id));
+            e.insert("type".into(), json!(s.kind));
+            e.insert("content".into(), json!(s.content.join(",")));
+            e.insert("digest".into(), json!(digest));
+            if let Some(path) = &s.path {
+                e.insert("path".into(), json!(path));
+            }
+            if s.shared {
+                e.insert("shared".into(), json!(1));
+            }
+            if s.disable {
+                e.insert("disable".into(), json!(1));
+            }
+            for (k, v) in &s.options {
+                e.insert(k.clone(), json!(v));
+            }
+            Value::Object(e)
+        })
+        .collect();
+    Value::Array(entries)
 }
 
 /// `pvesh create /storage --storage ID --type T …`: the new storage on every node, active at
@@ -323,5 +358,50 @@ mod tests {
         );
         let e = set(&mut st, "local-lvm", &parsed(&[("is_mountpoint", "yes")])).unwrap_err();
         assert!(e.msg.contains("is_mountpoint"), "{}", e.msg);
+    }
+
+    #[test]
+    fn the_index_carries_each_entry_with_its_path_and_options() {
+        let mut st = initial(1_790_000_000);
+        create(
+            &mut st,
+            &parsed(&[
+                ("storage", "n1"),
+                ("type", "nfs"),
+                ("server", "nas"),
+                ("export", "/export/pve"),
+                ("options", "nosuid,nodev,noexec,nosymfollow"),
+                ("content", "iso"),
+            ]),
+        )
+        .unwrap();
+        let all = index(&st, None);
+        let entry = |id: &str| all.as_array().unwrap().iter().find(|e| e["storage"] == id);
+        let local = entry("local").unwrap();
+        assert_eq!(
+            (&local["type"], &local["path"]),
+            (&json!("dir"), &json!("/var/lib/vz"))
+        );
+        assert!(
+            local["content"]
+                .as_str()
+                .unwrap()
+                .split(',')
+                .any(|c| c == "iso")
+        );
+        assert_eq!(local["digest"].as_str().unwrap().len(), 40);
+        let n1 = entry("n1").unwrap();
+        assert_eq!(
+            (&n1["path"], &n1["server"], &n1["export"], &n1["shared"]),
+            (
+                &json!("/mnt/pve/n1"),
+                &json!("nas"),
+                &json!("/export/pve"),
+                &json!(1)
+            )
+        );
+        assert!(entry("local-lvm").unwrap().get("path").is_none());
+        let nfs = index(&st, Some("nfs"));
+        assert_eq!(nfs.as_array().unwrap().len(), 1);
     }
 }

@@ -807,6 +807,48 @@ fn parse_storage_path(raw: &str) -> std::result::Result<String, String> {
     Ok(raw.to_string())
 }
 
+/// The storage whose path a new directory storage at `path` would lie inside, at, or above,
+/// if there is one, as `(storage id, its path)`: `config` is `GET /storage`'s answer
+/// ([`super::ops::STORAGE_CONFIG`]), whose entries carry `path` for every file-based type
+/// (a directory, an NFS or CIFS mount at `/mnt/pve/ID`, CephFS, BTRFS). Paths compare by whole
+/// segments, lexically normalised (`/srv/a//b/` and `/srv/x/../a/b` are `/srv/a/b`), so `/srv/ab` is apart from
+/// `/srv/a`. An entry without a string `path` has no directory to overlap. The host's symlinks
+/// are not followed: the storage roots hold none the account could have made (they are not
+/// its to write).
+pub fn overlapping_storage(path: &str, config: &serde_json::Value) -> Option<(String, String)> {
+    let segments = |p: &str| -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for s in p.split('/') {
+            match s {
+                "" | "." => {}
+                ".." => {
+                    out.pop();
+                }
+                s => out.push(s.to_string()),
+            }
+        }
+        out
+    };
+    let new = segments(path);
+    config.as_array()?.iter().find_map(|entry| {
+        let other = entry.get("path")?.as_str()?;
+        let theirs = segments(other);
+        let n = new.len().min(theirs.len());
+        (new[..n] == theirs[..n]).then(|| {
+            let id = entry.get("storage").and_then(|s| s.as_str()).unwrap_or("?");
+            (id.to_string(), other.to_string())
+        })
+    })
+}
+
+/// Why a directory storage at `path` is refused when [`overlapping_storage`] found storage
+/// `id` at `theirs`: the same words from the client and the gate.
+pub fn overlap_message(path: &str, id: &str, theirs: &str) -> String {
+    format!(
+        "{path} overlaps storage {id} (path {theirs}): a directory storage lies neither inside nor above another storage's path, where one storage's files would be read as another's; pick a directory apart from every storage's"
+    )
+}
+
 /// Validate an absolute guest path (what [`guest_path_problem`] refuses, and more).
 fn parse_guest_path(raw: &str) -> std::result::Result<String, String> {
     if !raw.starts_with('/') {
@@ -1495,5 +1537,39 @@ pub(crate) mod tests {
         ] {
             assert!(!re.is_match(&bad), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_storage_path_inside_at_or_above_another_is_found_and_a_sibling_is_not() {
+        let config = serde_json::json!([
+            {"storage": "local", "type": "dir", "path": "/var/lib/vz", "content": "iso"},
+            {"storage": "local-lvm", "type": "lvmthin", "vgname": "pve", "thinpool": "data"},
+            {"storage": "nfs1", "type": "nfs", "path": "/mnt/pve/nfs1", "server": "10.0.0.5"},
+            {"storage": "bulk", "type": "dir", "path": "/srv/bulk//pve/"},
+            {"storage": "odd", "type": "dir", "path": "/srv/x/../odd"},
+            {"storage": "weird", "type": "dir", "path": 7},
+        ]);
+        let found = |p: &str| overlapping_storage(p, &config).map(|(id, _)| id);
+        // inside, at, above
+        assert_eq!(found("/srv/bulk/pve/iso").as_deref(), Some("bulk"));
+        assert_eq!(found("/srv/bulk/pve").as_deref(), Some("bulk"));
+        assert_eq!(found("/srv/bulk").as_deref(), Some("bulk"));
+        assert_eq!(found("/mnt/pve").as_deref(), Some("nfs1"));
+        assert_eq!(found("/var/lib/vz/template").as_deref(), Some("local"));
+        assert_eq!(found("/srv/odd/a").as_deref(), Some("odd"));
+        // siblings and prefixes of a segment are apart
+        assert_eq!(found("/srv/bulky"), None);
+        assert_eq!(found("/srv/bulk2/pve"), None);
+        assert_eq!(found("/mnt/pve2"), None);
+        assert_eq!(found("/srv/x"), None);
+        // the path that is reported is the host's, as written
+        assert_eq!(
+            overlapping_storage("/srv/bulk", &config),
+            Some(("bulk".into(), "/srv/bulk//pve/".into()))
+        );
+        // a root storage is above everything; a configuration that is not a list holds none
+        let root = serde_json::json!([{"storage": "all", "type": "dir", "path": "/"}]);
+        assert!(overlapping_storage("/srv/a", &root).is_some());
+        assert_eq!(overlapping_storage("/srv/a", &serde_json::json!({})), None);
     }
 }

@@ -335,6 +335,11 @@ pub enum Precheck {
     /// The storage named by the second parameter must have room for the archive named by
     /// the first (when that storage parameter is given).
     SpaceForArchive(&'static str, &'static str),
+    /// The directory in this parameter must lie neither inside nor above another storage's
+    /// path (`GET /storage`, [`ops::STORAGE_CONFIG`]): a directory storage over another
+    /// storage's files, or inside them, lets one storage's content appear as another's, written
+    /// by whoever writes the other (issue 39). See [`kind::overlapping_storage`].
+    PathApart(&'static str),
 }
 
 /// A condition that selects one of several ops sharing a CLI path.

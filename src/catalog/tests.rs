@@ -406,7 +406,7 @@ fn handles_are_the_rows_find_returns() {
         assert!(OPS.iter().any(|o| std::ptr::eq(*o, handle)), "{id}");
     }
     let steps: Vec<&str> = OPS.iter().filter(|o| o.is_step()).map(|o| o.id).collect();
-    assert_eq!(steps, ["vm.file-write", "vm.file-read"]);
+    assert_eq!(steps, ["storage.config", "vm.file-write", "vm.file-read"]);
     assert!(ops::VM_START.runs_task() && !ops::VM_EXEC.runs_task());
     assert!(!ops::BACKUP_REMOVE.runs_task() && !ops::VM_STATUS.runs_task());
     assert_ne!(ops::BACKUP_RESTORE, ops::BACKUP_RESTORE_CT);

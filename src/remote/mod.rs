@@ -376,6 +376,18 @@ impl Remote {
                 self.need_space(&node, storage, need, &format!("{size} GiB"))
                     .await
             }
+            Precheck::PathApart(param) => {
+                let Some(path) = inv.values.get(param) else {
+                    return Ok(());
+                };
+                let config = self.read_op(&ops::STORAGE_CONFIG, &[]).await?;
+                match catalog::kind::overlapping_storage(path, &config) {
+                    Some((id, theirs)) => Err(Error::usage(catalog::kind::overlap_message(
+                        path, &id, &theirs,
+                    ))),
+                    None => Ok(()),
+                }
+            }
             Precheck::SpaceForArchive(archive_param, storage_param) => {
                 let Some(archive) = inv.values.get(archive_param) else {
                     return Ok(());

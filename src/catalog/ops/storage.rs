@@ -103,6 +103,30 @@ pub static STORAGE_ADD_DIR: Op = Op {
         Arg::Opt("is_mountpoint", &["--is_mountpoint", "{is_mountpoint}"])
     ),
     view: View::Done,
+    prechecks: &[Precheck::PathApart("path")],
+    ..ROW
+};
+
+/// A step of `storage add-dir`: the cluster's storage configuration (`GET /storage`,
+/// pve-storage `PVE/API2/Storage/Config.pm` `index`: each storage's `storage.cfg` entry with
+/// its `storage`, `type`, `content`, `digest` and options such as `path`), read before a
+/// directory storage is added so that its path lies neither inside nor above another
+/// storage's. The client reads it, and the gate reads it again on the host.
+pub static STORAGE_CONFIG: Op = Op {
+    id: "storage.config",
+    cli: &["storage", "config"],
+    about: "The cluster's storage configuration (a step of `storage add-dir`)",
+    risk: Risk::Read,
+    area: Area::Storage,
+    params: &[],
+    args: pvesh!("get", "/storage"),
+    view: View::Table(&[
+        ("storage", "STORAGE"),
+        ("type", "TYPE"),
+        ("path", "PATH"),
+        ("content", "CONTENT"),
+    ]),
+    step: true,
     ..ROW
 };
 

@@ -451,6 +451,8 @@ fn check(
             }
             None => {}
         }
+        // Only for a line the policy admits: the host read costs a tool run.
+        path_apart(opts, inv).map_err(with_op)?;
         match decision {
             Decision::Allow => {}
             Decision::Confirm(c) => confirm = Some(c.phrase),
@@ -674,10 +676,10 @@ fn run_collect(program: &Path, args: &[String]) -> protocol::CommandResult {
     }
 }
 
-/// The guests' tags, read with the catalog's own `/cluster/resources` line.
-fn guest_tags(opts: &Options) -> Result<crate::policy::GuestTags, String> {
-    let inv =
-        Invocation::new(&ops::CLUSTER_RESOURCES, BTreeMap::new()).map_err(|e| e.to_string())?;
+/// What a parameterless catalog read answers, run with the catalog's own line (so the
+/// account's sudoers admits it as it admits the client's).
+fn host_read(opts: &Options, op: &'static Op) -> Result<Value, String> {
+    let inv = Invocation::new(op, BTreeMap::new()).map_err(|e| e.to_string())?;
     let argv = inv.remote_argv();
     let out = run_collect(&opts.sudo, &argv[1..]);
     if out.exit_status != Some(0) {
@@ -687,9 +689,42 @@ fn guest_tags(opts: &Options) -> Result<crate::policy::GuestTags, String> {
             out.stderr.trim()
         ));
     }
-    let resources: Value = serde_json::from_str(&out.stdout)
-        .map_err(|e| format!("/cluster/resources is not JSON: {e}"))?;
+    serde_json::from_str(&out.stdout)
+        .map_err(|e| format!("`{}` did not answer JSON: {e}", argv.join(" ")))
+}
+
+/// The guests' tags, read with the catalog's own `/cluster/resources` line.
+fn guest_tags(opts: &Options) -> Result<crate::policy::GuestTags, String> {
+    let resources = host_read(opts, &ops::CLUSTER_RESOURCES)?;
     Ok(crate::policy::GuestTags::from_resources(&resources))
+}
+
+/// A directory storage's path must lie apart from every storage's path (issue 39): the gate
+/// reads the storage configuration itself, since the client's reading is the agent's.
+fn path_apart(opts: &Options, inv: &Invocation) -> Result<(), Box<Refusal>> {
+    let paths = inv.op.prechecks.iter().filter_map(|c| match c {
+        catalog::Precheck::PathApart(param) => inv.values.get(*param),
+        _ => None,
+    });
+    let mut config = None;
+    for path in paths {
+        if config.is_none() {
+            config = Some(host_read(opts, &ops::STORAGE_CONFIG).map_err(|m| {
+                Box::new(Refusal::new(
+                    RefusalKind::PolicyUnavailable,
+                    format!("the gate cannot read the storage configuration to check {path}: {m}"),
+                ))
+            })?);
+        }
+        let config = config.as_ref().expect("read above");
+        if let Some((id, theirs)) = catalog::kind::overlapping_storage(path, config) {
+            return Err(Box::new(Refusal::new(
+                RefusalKind::NotAllowed,
+                catalog::kind::overlap_message(path, &id, &theirs),
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The answer to a `hello`: who the gate is and what the account can do (the preflight reads
