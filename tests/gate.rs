@@ -256,6 +256,76 @@ fn the_gate_keeps_directory_storages_apart() {
     }
 }
 
+/// Issue 39: with a host policy that names its NFS servers, the gate reads the storage
+/// configuration and refuses a restore, an import or a backup that would trust an NFS storage
+/// on another server (the admin's hand-added share of the simulator's `/export/hostile`).
+#[test]
+fn the_gate_trusts_no_storage_on_an_unnamed_server() {
+    let _g = lock();
+    let g = gated();
+    let _p = g.policy("nfs_servers: [nas]\nops: {}\n");
+    let sid = fresh("ghostile");
+    sim(&[
+        "pvesh",
+        "create",
+        "/storage",
+        "--storage",
+        &sid,
+        "--type",
+        "nfs",
+        "--server",
+        "198.51.100.66",
+        "--export",
+        "/export/hostile",
+        "--content",
+        "backup,import",
+    ]);
+    let line = |op: &pxagent::catalog::Op, values: &[(&'static str, String)]| {
+        let v: std::collections::BTreeMap<&'static str, String> = values.iter().cloned().collect();
+        let mut words = vec!["sudo".to_string(), "-n".to_string()];
+        words.extend(op.argv(&v));
+        pxagent::base::text::quote_argv(&words)
+    };
+    let node = ("node", "pve1".to_string());
+    for l in [
+        line(
+            &pxagent::catalog::ops::BACKUP_RESTORE,
+            &[
+                (
+                    "archive",
+                    format!("{sid}:backup/vzdump-qemu-950-2026_01_01-00_00_00.vma.zst"),
+                ),
+                ("vmid", "950".into()),
+                node.clone(),
+            ],
+        ),
+        line(
+            &pxagent::catalog::ops::BACKUP_CREATE,
+            &[
+                ("vmid", "100".into()),
+                ("storage", sid.clone()),
+                node.clone(),
+            ],
+        ),
+    ] {
+        let (code, _, err) = g.ssh(Some(&l));
+        assert_eq!(code, 125, "{l}: {err}");
+        assert!(
+            err.contains("policy_refused")
+                && err.contains(&format!("storage {sid} is an NFS storage on 198.51.100.66")),
+            "{err}"
+        );
+    }
+    assert!(
+        sim_get("/cluster/resources", &[])
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["vmid"] != 950)
+    );
+    sim(&["pvesh", "delete", &format!("/storage/{sid}")]);
+}
+
 #[test]
 fn the_host_policy_wins_over_the_client_policy() {
     let _g = lock();

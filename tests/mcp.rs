@@ -376,7 +376,7 @@ fn a_readonly_server_lists_and_runs_only_reads() {
         .collect();
     let mut want: Vec<String> = pxagent::catalog::OPS
         .iter()
-        .filter(|op| op.risk == pxagent::catalog::Risk::Read)
+        .filter(|op| op.risk == pxagent::catalog::Risk::Read && !op.is_step())
         .map(|op| op.tool_name())
         .collect();
     want.sort();

@@ -369,6 +369,145 @@ fn directory_storages_lie_apart_from_every_storage_path() {
     remove(&home, &id);
 }
 
+/// Destroy VM `vmid` through pxagent (its phrase given).
+fn destroy(home: &Home, vmid: &str) {
+    let phrase = format!("yes destroy {vmid}");
+    let r = home.on_bed(&["vm", "destroy", vmid, "--confirm", &phrase]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+}
+
+/// Issue 39: a share whose owner planted an archive with an `args:` line and the host's disk,
+/// and a symlink to `/dev/sda` (the simulator's `/export/hostile`). Added by hand on a server no
+/// policy names, it is never trusted where a policy names its NFS servers: restore, import,
+/// backup and download refuse it before anything is sent (exit 3). Without such a list the
+/// admin's storages are trusted, and the simulator shows what root would then take: the
+/// restore brings back the `args:` line and the host disk, and the import reads `/dev/sda`.
+/// The same export added by pxagent on a named server is mounted `nosymfollow`, so the planted
+/// link cannot be followed.
+#[test]
+fn a_share_on_a_server_the_admin_did_not_name_is_never_trusted() {
+    let _g = lock();
+    let home = Home::new();
+    let sid = fresh("hostile");
+    crate::support::sim(&[
+        "pvesh",
+        "create",
+        "/storage",
+        "--storage",
+        &sid,
+        "--type",
+        "nfs",
+        "--server",
+        "198.51.100.66",
+        "--export",
+        "/export/hostile",
+        "--content",
+        "backup,import,iso",
+    ]);
+    home.write("named.yaml", b"nfs_servers: [nas]\n");
+    let archive = format!("{sid}:backup/vzdump-qemu-950-2026_01_01-00_00_00.vma.zst");
+    let link = format!("{sid}:import/host-disk.raw");
+    let at = sudo_log_len();
+    let attempts: [&[&str]; 4] = [
+        &["backup", "restore", &archive, "--vmid", "950"],
+        &[
+            "vm", "create", "--vmid", "951", "--name", "x", "--image", &link,
+        ],
+        &["backup", "create", "100", "--storage", &sid],
+        &[
+            "iso",
+            "download",
+            "https://example.org/a.iso",
+            "--storage",
+            &sid,
+        ],
+    ];
+    for args in attempts {
+        let mut argv = vec!["--policy", "named.yaml", "-o", "json"];
+        argv.extend_from_slice(args);
+        let r = home.on_bed(&argv);
+        assert_eq!(r.code, 3, "{args:?}: {}", r.stdout);
+        let e = &r.json()["error"];
+        assert_eq!(e["kind"], "policy_refused", "{e}");
+        assert!(
+            e["message"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("storage {sid} is an NFS storage on 198.51.100.66")),
+            "{e}"
+        );
+    }
+    assert_not_sent(at, &["/qemu ", "vzdump", "download-url"]);
+
+    // Control: no list, so the storage is the admin's; this is what root takes from it.
+    let r = home.on_bed(&["backup", "restore", &archive, "--vmid", "950", "-o", "json"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let config = sim_get("/nodes/pve1/qemu/950/config", &[]);
+    assert!(
+        config["args"].as_str().unwrap().contains("path=/"),
+        "{config}"
+    );
+    assert!(
+        config["scsi1"].as_str().unwrap().starts_with("/dev/sda"),
+        "{config}"
+    );
+    destroy(&home, "950");
+    let r = home.on_bed(&[
+        "vm", "create", "--vmid", "951", "--name", "x", "--image", &link, "-o", "json",
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let upid = r.json()["data"]["upid"].as_str().unwrap().to_string();
+    let log = home.on_bed(&["task", "log", &upid]);
+    assert!(
+        log.stdout.contains("symbolic link to /dev/sda"),
+        "{}",
+        log.stdout
+    );
+    destroy(&home, "951");
+
+    // pxagent's own NFS storage on a named server: mounted nosymfollow, the link fails.
+    let named = fresh("named");
+    let r = home.on_bed(&[
+        "storage",
+        "add-nfs",
+        &named,
+        "--server",
+        "nas",
+        "--export",
+        "/export/hostile",
+        "--content",
+        "import",
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let r = home.on_bed(&[
+        "vm",
+        "create",
+        "--vmid",
+        "952",
+        "--name",
+        "y",
+        "--image",
+        &format!("{named}:import/host-disk.raw"),
+        "-o",
+        "json",
+    ]);
+    assert_eq!(r.code, 1, "{}", r.stdout);
+    assert!(
+        r.stdout.contains("Too many levels of symbolic links"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        sim_get("/cluster/resources", &[])
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|g| g["vmid"] != 952)
+    );
+    remove(&home, &named);
+    remove(&home, &sid);
+}
+
 #[test]
 fn lvmthin_zfs_and_nfs_storages_are_added_and_removed() {
     let _g = lock();

@@ -217,6 +217,7 @@ fn backup_guest(g: &Guest, job: &Job, stamp_t: i64, now: i64, log: &mut Vec<Stri
         subtype: Some(kind.into()),
         guest_config: Some(config),
         disk_size: Some(g.maxdisk),
+        link: None,
     }
 }
 

@@ -605,13 +605,34 @@ pub fn qemu_create(
                     let storage = st.storage(&sid).cloned().ok_or("storage vanished")?;
                     // An imported disk takes its source's size (`STORAGE:0,import-from=…`).
                     let source = import_from(&spec).and_then(|src| {
-                        find_file(st, &node_s, src).map(|v| (src.to_string(), v.size))
+                        find_file(st, &node_s, src)
+                            .map(|v| (src.to_string(), v.size, v.link.clone(), v.storage.clone()))
                     });
                     let size = match &source {
-                        Some((_, bytes)) => *bytes,
+                        Some((_, bytes, ..)) => *bytes,
                         None => (gib * 1_073_741_824.0) as u64,
                     };
-                    if let Some((src, _)) = &source {
+                    // A source that is a symbolic link (a share's planted `host-disk.raw`):
+                    // on a share mounted `nosymfollow` opening it fails with ELOOP; elsewhere
+                    // qemu-img follows it and reads the host's file [INFER message: qemu-img's
+                    // "Could not open" with strerror(ELOOP)].
+                    if let Some((src, _, Some(target), sid)) = &source {
+                        let path = file_path(st, src);
+                        let nosymfollow = st
+                            .storage(sid)
+                            .and_then(|s| s.options.get("options"))
+                            .is_some_and(|o| o.split(',').any(|x| x == "nosymfollow"));
+                        if nosymfollow {
+                            result = Err(format!(
+                                "qemu-img: Could not open '{path}': Could not open '{path}': Too many levels of symbolic links"
+                            ));
+                            break;
+                        }
+                        log.push(format!(
+                            "pve-sim: {path} is a symbolic link to {target}: the import reads the host's {target}"
+                        ));
+                    }
+                    if let Some((src, ..)) = &source {
                         // [INFER] qemu-img convert's progress lines, as qm importdisk prints them.
                         log.push(format!("importing disk '{src}' to VM {vmid} ..."));
                         log.push(format!(

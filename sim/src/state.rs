@@ -426,6 +426,10 @@ pub struct Volume {
     /// The backed-up guest's disk size (`maxdisk`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disk_size: Option<u64>,
+    /// The file is a symbolic link to this host path (a share's `host-disk.raw` pointing at
+    /// `/dev/sda`): what root reads when it follows the link ([`crate::storage_cfg::share`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link: Option<String>,
 }
 
 impl Volume {
@@ -1014,6 +1018,7 @@ pub fn initial(now: i64) -> State {
         subtype: Some(kind.into()),
         guest_config: None,
         disk_size: None,
+        link: None,
     };
     let file = |node: &str, volname: &str, content: &str, format: &str, size: u64, t: i64| Volume {
         node: node.into(),
@@ -1027,6 +1032,7 @@ pub fn initial(now: i64) -> State {
         subtype: None,
         guest_config: None,
         disk_size: None,
+        link: None,
     };
     // `local` on every node holds the installer ISO, two container templates and last night's
     // backups of VM 100 and CT 200 (so a restore works on any node); pve2 also has VM 101's.

@@ -214,6 +214,10 @@ pub fn create(st: &mut State, o: &Parsed) -> Result<Value, Failure> {
         }
     }
     let total = new_size(st, &kind);
+    if kind == "nfs" {
+        let files = share(&sid, o.get("export").unwrap_or_default(), &st.local_node);
+        st.volumes.extend(files);
+    }
     st.storages.push(Storage {
         id: sid.clone(),
         kind: kind.clone(),
@@ -231,6 +235,70 @@ pub fn create(st: &mut State, o: &Parsed) -> Result<Value, Failure> {
         options,
     });
     Ok(json!({"storage": sid, "type": kind}))
+}
+
+/// The export the simulator's NFS servers offer with files that root-run Proxmox code must
+/// not trust: whoever runs a server writes its files (issue 39).
+pub const HOSTILE_EXPORT: &str = "/export/hostile";
+
+/// What an export holds once mounted as storage `sid` (the simulator does not mount; every
+/// server's export is empty but [`HOSTILE_EXPORT`], which holds what the share's owner would
+/// plant for root):
+/// - `backup/vzdump-qemu-950-2026_01_01-00_00_00.vma.zst`, an archive whose guest
+///   configuration carries an `args:` line (a 9p share of the host's `/`) and the host's disk
+///   `scsi1: /dev/sda,backup=0`: a restore brings both back (qmrestore restores the archive's
+///   `qemu-server.conf` as it is);
+/// - `import/host-disk.raw`, a symbolic link to `/dev/sda`: an import reads the host's disk
+///   through it unless the share is mounted `nosymfollow`.
+pub fn share(sid: &str, export: &str, node: &str) -> Vec<crate::state::Volume> {
+    // 2026-01-01 00:00:00 UTC, the time the archive's name carries.
+    const PLANTED: i64 = 1_767_225_600;
+    if export != HOSTILE_EXPORT {
+        return Vec::new();
+    }
+    let mut config = BTreeMap::new();
+    for (k, v) in [
+        ("name", "hostile"),
+        ("ostype", "l26"),
+        ("scsihw", "virtio-scsi-single"),
+        ("scsi0", "local-lvm:vm-950-disk-0,size=1G"),
+        ("scsi1", "/dev/sda,backup=0"),
+        (
+            "args",
+            "-fsdev local,id=host,path=/,security_model=passthrough -device virtio-9p-pci,fsdev=host,mount_tag=host",
+        ),
+    ] {
+        config.insert(k.to_string(), json!(v));
+    }
+    config.insert("memory".into(), json!(512));
+    config.insert("cores".into(), json!(1));
+    let file = |volname: &str, content: &str, format: &str, size: u64| crate::state::Volume {
+        node: node.to_string(),
+        storage: sid.to_string(),
+        volname: volname.to_string(),
+        content: content.to_string(),
+        format: format.to_string(),
+        size,
+        ctime: PLANTED,
+        vmid: None,
+        subtype: None,
+        guest_config: None,
+        disk_size: None,
+        link: None,
+    };
+    let mut archive = file(
+        "backup/vzdump-qemu-950-2026_01_01-00_00_00.vma.zst",
+        "backup",
+        "vma.zst",
+        12_582_912,
+    );
+    archive.vmid = Some(950);
+    archive.subtype = Some("qemu".into());
+    archive.guest_config = Some(config);
+    archive.disk_size = Some(1 << 30);
+    let mut link = file("import/host-disk.raw", "import", "raw", 8_589_934_592);
+    link.link = Some("/dev/sda".into());
+    vec![archive, link]
 }
 
 /// `pvesh set /storage/{storage} [--content …] [--is_mountpoint …] [--disable 0|1]`.

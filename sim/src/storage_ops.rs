@@ -694,6 +694,7 @@ pub fn download_url(st: &mut State, ctx: &Ctx, d: &DownloadUrl) -> Result<TaskRu
                     subtype: None,
                     guest_config: None,
                     disk_size: None,
+                    link: None,
                 });
             }
             Ok(())
@@ -864,6 +865,7 @@ pub fn apl_download(
                     subtype: None,
                     guest_config: None,
                     disk_size: None,
+                    link: None,
                 });
             }
             Ok(())

@@ -340,6 +340,12 @@ pub enum Precheck {
     /// storage's files, or inside them, lets one storage's content appear as another's, written
     /// by whoever writes the other (issue 39). See [`kind::overlapping_storage`].
     PathApart(&'static str),
+    /// Root-run Proxmox code trusts the files of the storage this parameter names (a storage
+    /// id, or a volume's `STORAGE:` part): it restores from it, imports or boots from it, or
+    /// writes guests' data to it. Where a policy names the trusted NFS servers
+    /// (`nfs_servers`), an NFS storage on any other server is refused here (issue 39): its
+    /// files are whoever runs that server's. See [`Op::trusted_storages`].
+    Trusted(&'static str),
 }
 
 /// A condition that selects one of several ops sharing a CLI path.
@@ -634,6 +640,19 @@ impl Op {
     /// by that server and read by root-run Proxmox code.
     pub fn names_a_server(&self) -> bool {
         self.params.iter().any(|p| p.kind == Kind::Server)
+    }
+
+    /// The storages whose files root-run Proxmox code would trust for this invocation
+    /// ([`Precheck::Trusted`]): each such parameter's storage id (a volume's part before `:`).
+    pub fn trusted_storages(&self, values: &BTreeMap<&'static str, String>) -> Vec<String> {
+        self.prechecks
+            .iter()
+            .filter_map(|c| match c {
+                Precheck::Trusted(param) => values.get(param),
+                _ => None,
+            })
+            .map(|v| v.split(':').next().unwrap_or_default().to_string())
+            .collect()
     }
 
     /// The names of the switches that select this op (for help and CLI args).

@@ -432,3 +432,45 @@ fn samples_of_many_options_cover_each_option_present_and_absent() {
     // Ops with few options keep every combination.
     assert_eq!(samples(&ops::VM_SHUTDOWN).len(), 2);
 }
+
+/// Issue 39, the class: every op that makes root-run Proxmox code trust a storage's files
+/// (restore from it, import or boot from it, write a guest's data or a download to it) marks
+/// each such parameter [`Precheck::Trusted`], so a policy's `nfs_servers` judges it. Ops that
+/// only remove or list a storage's files, and the storage ops themselves, trust nothing.
+#[test]
+fn every_op_that_trusts_a_storage_marks_it() {
+    let storage_kinds = [
+        Kind::StorageId,
+        Kind::Archive,
+        Kind::IsoVolume,
+        Kind::TemplateVolume,
+        Kind::ImportVolume,
+    ];
+    let trusts_nothing = [
+        "backup.remove",
+        "backup.prune",
+        "iso.remove",
+        "template.remove",
+        "image.remove",
+    ];
+    let mut marked = 0;
+    for op in OPS {
+        if op.risk == Risk::Read || op.id.starts_with("storage.") || trusts_nothing.contains(&op.id)
+        {
+            continue;
+        }
+        for p in op.params.iter().filter(|p| storage_kinds.contains(&p.kind)) {
+            marked += 1;
+            assert!(
+                op.prechecks
+                    .iter()
+                    .any(|c| matches!(c, Precheck::Trusted(n) if *n == p.name)),
+                "{} does not mark {} as trusted",
+                op.id,
+                p.name
+            );
+        }
+    }
+    // restores (4 × 2), creates (3 × 2), backup create, 3 downloads
+    assert_eq!(marked, 18);
+}

@@ -84,6 +84,12 @@ impl<C: Connector> Engine<'_, C> {
         };
         let decision = self.policy.check(inv, tags.as_ref())?;
         self.policy.check_destinations(inv, None)?;
+        if self.policy.wants_storage_config(inv) {
+            // Only a policy that names its NFS servers pays this read (issue 39).
+            let remote = self.connector.remote().await?;
+            let config = remote.read_op(&ops::STORAGE_CONFIG, &[]).await?;
+            self.policy.check_storage_trust(inv, &config)?;
+        }
         Ok(matches!(decision, Decision::Confirm(_)))
     }
 

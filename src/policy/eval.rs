@@ -571,6 +571,53 @@ impl Policy {
         Ok(())
     }
 
+    /// Whether [`Policy::check_storage_trust`] has anything to judge for this invocation: it
+    /// names storages whose files root-run code trusts ([`crate::catalog::Precheck::Trusted`])
+    /// and some layer names its NFS servers. Without such a list every NFS storage is the
+    /// admin's (the account cannot add one: the gate and the render refuse every server then).
+    pub fn wants_storage_config(&self, inv: &Invocation) -> bool {
+        self.layers().any(|p| p.nfs_servers.is_some())
+            && !inv.op.trusted_storages(&inv.values).is_empty()
+    }
+
+    /// Issue 39: the storages of `inv` whose files root-run Proxmox code trusts must not be NFS
+    /// storages on a server some layer's `nfs_servers` leaves out: those files are whoever runs
+    /// that server's (a restore's `args:` line, an image that is a symlink to a host disk).
+    /// `config` is `GET /storage`'s answer ([`crate::catalog::ops::STORAGE_CONFIG`]). A storage
+    /// the configuration lacks passes (Proxmox refuses it itself). `Err` is [`Error::Policy`]
+    /// (exit 3).
+    pub fn check_storage_trust(&self, inv: &Invocation, config: &serde_json::Value) -> Result<()> {
+        for id in inv.op.trusted_storages(&inv.values) {
+            let Some(entry) = config
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|e| e.get("storage").and_then(|s| s.as_str()) == Some(id.as_str()))
+            else {
+                continue;
+            };
+            if entry.get("type").and_then(|t| t.as_str()) != Some("nfs") {
+                continue;
+            }
+            let server = entry
+                .get("server")
+                .and_then(|s| s.as_str())
+                .unwrap_or_default()
+                .to_ascii_lowercase();
+            for p in self.layers() {
+                if let Some(list) = p.nfs_servers.as_ref().filter(|l| !l.contains(&server)) {
+                    return Err(Error::Policy(format!(
+                        "storage {id} is an NFS storage on {}, which is not one the admin named (nfs_servers: {}) in {}: root-run Proxmox code would trust its files (restore, import, boot, backup), and they are written by whoever runs that server; use a storage on a named server",
+                        crate::base::text::printable(&server),
+                        list.join(", "),
+                        p.source
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Where an invocation reaches beyond the guests: every URL it carries
     /// ([`Policy::check_download_on_host`]) and its NFS server ([`Policy::check_nfs_server`]).
     /// `host_names` is `Some` on the host itself (the gate): the names its resolver answers
@@ -1074,6 +1121,70 @@ mod tests {
         // Other ops name no server.
         let status = inv("vm.status", &[("vmid", "100")]);
         none.check_nfs_server(&status, true).unwrap();
+    }
+
+    /// Issue 39: where a policy names its NFS servers, ops whose storage root-run code trusts
+    /// refuse an NFS storage on any other server; without a list nothing is read or refused.
+    #[test]
+    fn storages_on_unnamed_nfs_servers_are_not_trusted() {
+        let config = serde_json::json!([
+            {"storage": "local", "type": "dir", "path": "/var/lib/vz"},
+            {"storage": "nas1", "type": "nfs", "server": "NAS", "path": "/mnt/pve/nas1"},
+            {"storage": "evil", "type": "nfs", "server": "198.51.100.66", "path": "/mnt/pve/evil"},
+        ]);
+        let restore = |archive: &str, target: Option<&str>| {
+            let mut v = vec![("archive", archive), ("vmid", "950")];
+            if let Some(t) = target {
+                v.push(("storage", t));
+            }
+            inv("backup.restore", &v)
+        };
+        let evil_archive = "evil:backup/vzdump-qemu-950-2026_01_01-00_00_00.vma.zst";
+        let nas_archive = "nas1:backup/vzdump-qemu-950-2026_01_01-00_00_00.vma.zst";
+        let none = policy("ops: {}\n").unwrap();
+        assert!(!none.wants_storage_config(&restore(evil_archive, None)));
+        let named = policy("nfs_servers: [nas]\n").unwrap();
+        assert!(named.wants_storage_config(&restore(evil_archive, None)));
+        named
+            .check_storage_trust(&restore(nas_archive, Some("local")), &config)
+            .unwrap();
+        for bad in [
+            restore(evil_archive, None),
+            restore(nas_archive, Some("evil")),
+            inv("backup.create", &[("vmid", "100"), ("storage", "evil")]),
+            inv(
+                "vm.create-image",
+                &[
+                    ("vmid", "951"),
+                    ("name", "x"),
+                    ("image", "evil:import/host-disk.raw"),
+                ],
+            ),
+            inv(
+                "iso.download",
+                &[("url", "https://example.org/a.iso"), ("storage", "evil")],
+            ),
+        ] {
+            let e = named.check_storage_trust(&bad, &config).unwrap_err();
+            assert_eq!(e.exit_code(), 3, "{}", bad.op.id);
+            assert!(
+                e.to_string()
+                    .contains("storage evil is an NFS storage on 198.51.100.66"),
+                "{e}"
+            );
+        }
+        // Reads and removals judge nothing; a storage the configuration lacks is Proxmox's.
+        let list = inv("backup.list", &[("storage", "evil")]);
+        assert!(!named.wants_storage_config(&list));
+        named
+            .check_storage_trust(
+                &restore(
+                    "gone:backup/vzdump-qemu-950-2026_01_01-00_00_00.vma.zst",
+                    None,
+                ),
+                &config,
+            )
+            .unwrap();
     }
 
     /// Issue 39: marking a storage as a mount point takes it offline, so an entry for

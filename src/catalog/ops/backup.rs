@@ -44,6 +44,7 @@ pub static BACKUP_CREATE: Op = Op {
     ),
     view: View::Task,
     yields: Some(Yield::Archive("storage")),
+    prechecks: &[Precheck::Trusted("storage")],
     ..ROW
 };
 
@@ -92,6 +93,8 @@ pub static BACKUP_RESTORE: Op = Op {
     prechecks: &[
         Precheck::NewVmid("vmid"),
         Precheck::SpaceForArchive("archive", "storage"),
+        Precheck::Trusted("archive"),
+        Precheck::Trusted("storage"),
     ],
     fence: Some(Area::Vm),
     ..ROW
@@ -127,6 +130,8 @@ pub static BACKUP_RESTORE_CT: Op = Op {
     prechecks: &[
         Precheck::NewVmid("vmid"),
         Precheck::SpaceForArchive("archive", "storage"),
+        Precheck::Trusted("archive"),
+        Precheck::Trusted("storage"),
     ],
     variant_of: &[&BACKUP_RESTORE],
     fence: Some(Area::Ct),
@@ -162,7 +167,11 @@ pub static BACKUP_RESTORE_OVERWRITE: Op = Op {
         Select::Contains("archive", ":backup/vzdump-qemu-", QEMU_ARCHIVE),
         Select::Flag("force"),
     ],
-    prechecks: &[Precheck::SpaceForArchive("archive", "storage")],
+    prechecks: &[
+        Precheck::SpaceForArchive("archive", "storage"),
+        Precheck::Trusted("archive"),
+        Precheck::Trusted("storage"),
+    ],
     variant_of: &[&BACKUP_RESTORE],
     fence: Some(Area::Vm),
     ..ROW
@@ -201,7 +210,11 @@ pub static BACKUP_RESTORE_CT_OVERWRITE: Op = Op {
         Select::Contains("archive", ":backup/vzdump-lxc-", LXC_ARCHIVE),
         Select::Flag("force"),
     ],
-    prechecks: &[Precheck::SpaceForArchive("archive", "storage")],
+    prechecks: &[
+        Precheck::SpaceForArchive("archive", "storage"),
+        Precheck::Trusted("archive"),
+        Precheck::Trusted("storage"),
+    ],
     variant_of: &[&BACKUP_RESTORE_CT, &BACKUP_RESTORE_OVERWRITE],
     fence: Some(Area::Ct),
     ..ROW

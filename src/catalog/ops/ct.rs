@@ -382,6 +382,8 @@ pub static CT_CREATE: Op = Op {
     prechecks: &[
         Precheck::NewVmid("vmid"),
         Precheck::SpaceGib("disk_size", "disk_storage"),
+        Precheck::Trusted("template"),
+        Precheck::Trusted("disk_storage"),
     ],
     ..ROW
 };

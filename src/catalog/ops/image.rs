@@ -26,6 +26,7 @@ pub static IMAGE_DOWNLOAD: Op = Op {
         DOWNLOAD_CHECKSUM
     ),
     view: View::Task,
+    prechecks: &[Precheck::Trusted("storage")],
     ..ROW
 };
 

@@ -22,6 +22,7 @@ pub static ISO_DOWNLOAD: Op = Op {
         DOWNLOAD_CHECKSUM
     ),
     view: View::Task,
+    prechecks: &[Precheck::Trusted("storage")],
     ..ROW
 };
 

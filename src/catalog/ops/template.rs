@@ -37,6 +37,7 @@ pub static TEMPLATE_DOWNLOAD: Op = Op {
         Arg::Word("{template}")
     ),
     view: View::Task,
+    prechecks: &[Precheck::Trusted("storage")],
     ..ROW
 };
 

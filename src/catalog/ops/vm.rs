@@ -472,6 +472,8 @@ pub static VM_CREATE: Op = Op {
     prechecks: &[
         Precheck::NewVmid("vmid"),
         Precheck::SpaceGib("disk_size", "disk_storage"),
+        Precheck::Trusted("iso"),
+        Precheck::Trusted("disk_storage"),
     ],
     ..ROW
 };
@@ -547,6 +549,8 @@ pub static VM_CREATE_IMAGE: Op = Op {
     prechecks: &[
         Precheck::NewVmid("vmid"),
         Precheck::SpaceGib("disk_size", "disk_storage"),
+        Precheck::Trusted("image"),
+        Precheck::Trusted("disk_storage"),
     ],
     then: &[Then::GrowTo {
         vmid: "vmid",

@@ -453,6 +453,17 @@ fn check(
         }
         // Only for a line the policy admits: the host read costs a tool run.
         path_apart(opts, inv).map_err(with_op)?;
+        if policy.wants_storage_config(inv) {
+            let config = host_read(opts, &ops::STORAGE_CONFIG).map_err(|m| {
+                with_op(refusal(
+                    RefusalKind::PolicyUnavailable,
+                    format!("the gate cannot read the storage configuration: {m}"),
+                ))
+            })?;
+            policy
+                .check_storage_trust(inv, &config)
+                .map_err(policy_refused)?;
+        }
         match decision {
             Decision::Allow => {}
             Decision::Confirm(c) => confirm = Some(c.phrase),
