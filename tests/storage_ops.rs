@@ -383,7 +383,7 @@ fn destroy(home: &Home, vmid: &str) {
 /// admin's storages are trusted, and the simulator shows what root would then take: the
 /// restore brings back the `args:` line and the host disk, and the import reads `/dev/sda`.
 /// The same export added by pxagent on a named server is mounted `nosymfollow`, so the planted
-/// link cannot be followed.
+/// link cannot be followed, and Proxmox itself refuses its image with a backing file.
 #[test]
 fn a_share_on_a_server_the_admin_did_not_name_is_never_trusted() {
     let _g = lock();
@@ -494,6 +494,26 @@ fn a_share_on_a_server_the_admin_did_not_name_is_never_trusted() {
     assert_eq!(r.code, 1, "{}", r.stdout);
     assert!(
         r.stdout.contains("Too many levels of symbolic links"),
+        "{}",
+        r.stdout
+    );
+    // An image whose backing file is the host's disk: Proxmox takes an import volume as
+    // untrusted and refuses it.
+    let r = home.on_bed(&[
+        "vm",
+        "create",
+        "--vmid",
+        "952",
+        "--name",
+        "y",
+        "--image",
+        &format!("{named}:import/layered.qcow2"),
+        "-o",
+        "json",
+    ]);
+    assert_eq!(r.code, 1, "{}", r.stdout);
+    assert!(
+        r.stdout.contains("backing file not allowed"),
         "{}",
         r.stdout
     );

@@ -218,6 +218,7 @@ fn backup_guest(g: &Guest, job: &Job, stamp_t: i64, now: i64, log: &mut Vec<Stri
         guest_config: Some(config),
         disk_size: Some(g.maxdisk),
         link: None,
+        backing: None,
     }
 }
 

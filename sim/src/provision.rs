@@ -608,6 +608,20 @@ pub fn qemu_create(
                         find_file(st, &node_s, src)
                             .map(|v| (src.to_string(), v.size, v.link.clone(), v.storage.clone()))
                     });
+                    // An `import` volume is an untrusted image: `file_size_info(…, $untrusted)`
+                    // dies on a backing file [SRC pve-storage src/PVE/Storage/Plugin.pm
+                    // file_size_info, find_string index id 11938247578; INFER that import-from
+                    // of an import volume takes that path, as download-url's check does].
+                    if let Some(v) = import_from(&spec)
+                        .and_then(|src| find_file(st, &node_s, src))
+                        .filter(|v| v.content == "import" && v.backing.is_some())
+                    {
+                        let path = file_path(st, &v.volid());
+                        result = Err(format!(
+                            "backing file not allowed for untrusted image '{path}'!"
+                        ));
+                        break;
+                    }
                     let size = match &source {
                         Some((_, bytes, ..)) => *bytes,
                         None => (gib * 1_073_741_824.0) as u64,

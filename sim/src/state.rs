@@ -430,6 +430,10 @@ pub struct Volume {
     /// `/dev/sda`): what root reads when it follows the link ([`crate::storage_cfg::share`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub link: Option<String>,
+    /// A qcow2 image's backing file (`qemu-img info`'s `backing-filename`): a share's
+    /// `layered.qcow2` whose backing file is the host's `/dev/sda`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backing: Option<String>,
 }
 
 impl Volume {
@@ -1019,6 +1023,7 @@ pub fn initial(now: i64) -> State {
         guest_config: None,
         disk_size: None,
         link: None,
+        backing: None,
     };
     let file = |node: &str, volname: &str, content: &str, format: &str, size: u64, t: i64| Volume {
         node: node.into(),
@@ -1033,6 +1038,7 @@ pub fn initial(now: i64) -> State {
         guest_config: None,
         disk_size: None,
         link: None,
+        backing: None,
     };
     // `local` on every node holds the installer ISO, two container templates and last night's
     // backups of VM 100 and CT 200 (so a restore works on any node); pve2 also has VM 101's.

@@ -249,7 +249,9 @@ pub const HOSTILE_EXPORT: &str = "/export/hostile";
 ///   `scsi1: /dev/sda,backup=0`: a restore brings both back (qmrestore restores the archive's
 ///   `qemu-server.conf` as it is);
 /// - `import/host-disk.raw`, a symbolic link to `/dev/sda`: an import reads the host's disk
-///   through it unless the share is mounted `nosymfollow`.
+///   through it unless the share is mounted `nosymfollow`;
+/// - `import/layered.qcow2`, a qcow2 image whose backing file is `/dev/sda`: Proxmox refuses
+///   to import it (an import volume is untrusted: [`crate::provision`]).
 pub fn share(sid: &str, export: &str, node: &str) -> Vec<crate::state::Volume> {
     // 2026-01-01 00:00:00 UTC, the time the archive's name carries.
     const PLANTED: i64 = 1_767_225_600;
@@ -285,6 +287,7 @@ pub fn share(sid: &str, export: &str, node: &str) -> Vec<crate::state::Volume> {
         guest_config: None,
         disk_size: None,
         link: None,
+        backing: None,
     };
     let mut archive = file(
         "backup/vzdump-qemu-950-2026_01_01-00_00_00.vma.zst",
@@ -298,7 +301,9 @@ pub fn share(sid: &str, export: &str, node: &str) -> Vec<crate::state::Volume> {
     archive.disk_size = Some(1 << 30);
     let mut link = file("import/host-disk.raw", "import", "raw", 8_589_934_592);
     link.link = Some("/dev/sda".into());
-    vec![archive, link]
+    let mut layered = file("import/layered.qcow2", "import", "qcow2", 8_589_934_592);
+    layered.backing = Some("/dev/sda".into());
+    vec![archive, link, layered]
 }
 
 /// `pvesh set /storage/{storage} [--content …] [--is_mountpoint …] [--disable 0|1]`.

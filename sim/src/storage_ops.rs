@@ -695,6 +695,7 @@ pub fn download_url(st: &mut State, ctx: &Ctx, d: &DownloadUrl) -> Result<TaskRu
                     guest_config: None,
                     disk_size: None,
                     link: None,
+                    backing: None,
                 });
             }
             Ok(())
@@ -866,6 +867,7 @@ pub fn apl_download(
                     guest_config: None,
                     disk_size: None,
                     link: None,
+                    backing: None,
                 });
             }
             Ok(())
