@@ -482,6 +482,79 @@ fn node() -> String {
         .unwrap_or_else(|| "node".to_string())
 }
 
+/// Issue 26 with the TypeScript SDK: the default (lean) tool list is at most 40 KB, has no
+/// output schemas and still serves every operation, typed; `--tools compact` is at most 8 KB and
+/// runs a read and refuses a phrase-less destroy as the per-op tool does.
+#[test]
+fn the_typescript_sdk_reads_the_lean_and_the_compact_lists() {
+    let _host = lock();
+    let home = Home::new();
+    let mut c = Command::new(node());
+    isolate(&mut c, home.path())
+        .arg(root().join("tests/mcp_ts/client.mjs"))
+        .arg(bin())
+        .arg("--modes");
+    bed_env(&mut c);
+    let out = c.output().unwrap_or_else(|e| {
+        panic!(
+            "cannot run {} ({e}): the TypeScript MCP tests need Node; run scripts/test.sh",
+            node()
+        )
+    });
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "client.mjs --modes failed ({}):\n{stderr}",
+        out.status
+    );
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let lean = &r["lean"];
+    let bytes = lean["bytes"].as_u64().unwrap();
+    assert!(bytes <= 40 * 1024, "the lean list is {bytes} bytes");
+    assert_eq!(lean["has_output_schema"], false);
+    let listed = lean["tools"].as_object().unwrap();
+    let want = every_tool();
+    assert_eq!(listed.len(), want.len());
+    for (name, req) in want {
+        let got = listed
+            .get(&name)
+            .unwrap_or_else(|| panic!("{name} is missing from the lean list"));
+        assert_eq!(got, &serde_json::json!(req), "{name}");
+    }
+    let own = ok(&lean["vm_status"]);
+    assert_eq!(own["vmid"], 100);
+    let refusal = &lean["vm_destroy"]["structured"]["error"];
+    assert_eq!(refusal["kind"], "confirmation_required", "{refusal}");
+
+    let compact = &r["compact"];
+    let bytes = compact["bytes"].as_u64().unwrap();
+    assert!(bytes <= 8 * 1024, "the compact list is {bytes} bytes");
+    assert_eq!(
+        compact["names"],
+        serde_json::json!(["describe_operation", "find_operation", "run_operation"])
+    );
+    let found: Vec<&str> = compact["found"]["structured"]["operations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["tool"].as_str().unwrap())
+        .collect();
+    assert!(found.contains(&"vm_destroy"), "{found:?}");
+    assert_eq!(compact["described"]["structured"]["op"], "vm.destroy");
+    let run = ok(&compact["status"]);
+    for k in ["vmid", "name", "status", "node"] {
+        assert_eq!(run[k], own[k], "{k}");
+    }
+    let refused = &compact["destroy"]["structured"]["error"];
+    assert_eq!(refused["kind"], refusal["kind"]);
+    assert_eq!(refused["phrase"], refusal["phrase"]);
+    assert_eq!(
+        compact["invalid"]["is_error"], true,
+        "{}",
+        compact["invalid"]
+    );
+}
+
 /// The official TypeScript SDK drives the real binary against the bed: list, read, confirm flow,
 /// invalid argument as isError, exec, progress, and a cancelled backup that leaves no archive and a
 /// stopped task.

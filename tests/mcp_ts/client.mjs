@@ -2,7 +2,9 @@
 // A real MCP client, the official TypeScript SDK (@modelcontextprotocol/sdk, pinned in
 // package-lock.json), driving `pxagent mcp` over stdio.
 //
-// Usage: node tests/mcp_ts/client.mjs PXAGENT_BIN   # prints one JSON report on stdout
+// Usage: node tests/mcp_ts/client.mjs PXAGENT_BIN           # prints one JSON report on stdout
+//        node tests/mcp_ts/client.mjs PXAGENT_BIN --modes   # the default (lean) list and
+//                                                           # --tools compact, each called
 //
 // tests/mcp.rs runs it against the sandbox host (the PXAGENT_* variables of
 // `scripts/testbed.sh env` pass through to the server) after adding a `hold` fault for the
@@ -177,7 +179,58 @@ async function main() {
   process.stdout.write(JSON.stringify(report) + "\n");
 }
 
-main().catch((e) => {
+/** A connected client of `pxagent mcp FLAGS…`, and its server's stderr so far. */
+async function connect(flags) {
+  const transport = new sdk.StdioClientTransport({
+    command: binary,
+    args: ["-v", "mcp", ...flags],
+    env: { ...process.env },
+    stderr: "pipe",
+  });
+  const log = { text: "" };
+  transport.stderr?.on("data", (d) => (log.text += d.toString()));
+  const client = new sdk.Client({ name: "pxagent-ts-test", version: "0" });
+  await client.connect(transport);
+  return { client, log };
+}
+
+/** The tool list's size as sent (the SDK keeps each tool as the server wrote it). */
+const listedBytes = (tools) => Buffer.byteLength(JSON.stringify({ tools }));
+
+/** The default (lean) tool list and `--tools compact`, each listed and called (issue 26). */
+async function modes() {
+  const report = { lean: {}, compact: {} };
+  {
+    const { client, log } = await connect([]);
+    const { tools } = await client.listTools();
+    report.lean.bytes = listedBytes(tools);
+    report.lean.tools = Object.fromEntries(
+      tools.map((t) => [t.name, [...(t.inputSchema?.required ?? [])].sort()]),
+    );
+    report.lean.has_output_schema = tools.some((t) => Boolean(t.outputSchema));
+    report.lean.vm_status = await call(client, "vm_status", { vmid: 100 });
+    report.lean.vm_destroy = await call(client, "vm_destroy", { vmid: 102 });
+    await client.close();
+    report.lean.server_stderr = log.text;
+  }
+  {
+    const { client, log } = await connect(["--tools", "compact"]);
+    const { tools } = await client.listTools();
+    report.compact.bytes = listedBytes(tools);
+    report.compact.names = tools.map((t) => t.name).sort();
+    const run = (tool, args) => call(client, "run_operation", { tool, arguments: args });
+    report.compact.found = await call(client, "find_operation", { query: "destroy" });
+    report.compact.described = await call(client, "describe_operation", { tool: "vm_destroy" });
+    report.compact.status = await run("vm_status", { vmid: 100 });
+    report.compact.destroy = await run("vm_destroy", { vmid: 102 });
+    report.compact.invalid = await run("vm_status", { vmid: 99 });
+    await client.close();
+    report.compact.server_stderr = log.text;
+  }
+  process.stdout.write(JSON.stringify(report) + "\n");
+}
+
+(process.argv[3] === "--modes" ? modes() : main()).catch((e) => {
   process.stderr.write(`client.mjs: ${e.stack ?? e}\n`);
   process.exit(1);
 });
