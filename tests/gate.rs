@@ -326,6 +326,21 @@ fn the_gate_trusts_no_storage_on_an_unnamed_server() {
     sim(&["pvesh", "delete", &format!("/storage/{sid}")]);
 }
 
+/// Issue 26: through the gate, `skill --from-host` also leaves out what the host policy
+/// denies outright.
+#[test]
+fn the_skill_from_a_gated_host_leaves_out_what_its_policy_denies() {
+    let _g = lock();
+    let g = gated();
+    let _p = g.policy("ops:\n  vm.destroy: deny\n  \"ct.*\": deny\n");
+    let home = Home::new();
+    let r = gated_run(&home, &["skill", "--from-host"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("[`vm.start`]"), "{}", r.stdout);
+    assert!(!r.stdout.contains("[`vm.destroy`]"), "{}", r.stdout);
+    assert!(!r.stdout.contains("[`ct.start`]"), "{}", r.stdout);
+}
+
 #[test]
 fn the_host_policy_wins_over_the_client_policy() {
     let _g = lock();

@@ -250,6 +250,52 @@ fn sudoers_removed_preflight_names_missing_rules_and_ops_exit_9() {
     );
 }
 
+/// The op ids a skill document names (`[`vm.start`]` at the end of each op's line).
+fn skill_ops(text: &str) -> Vec<String> {
+    text.lines()
+        .filter(|l| l.starts_with("- `"))
+        .filter_map(|l| {
+            l.rsplit_once("[`")
+                .map(|(_, id)| id.trim_end_matches("`]").to_string())
+        })
+        .collect()
+}
+
+/// Issue 26: `skill --from-host` names exactly what the account's sudoers admits (an operator
+/// render here: no phrase ops), where the plain skill names the whole profile.
+#[test]
+fn the_skill_from_the_host_names_what_its_sudoers_admits() {
+    let _g = lock();
+    let b = bed();
+    let text = on_bed(&[
+        "sudoers",
+        "render",
+        "--user",
+        &b.user,
+        "--profile",
+        "operator",
+    ])
+    .stdout;
+    let _swap = SudoersSwap::install(Some(&text));
+    let r = on_bed(&["skill", "--from-host"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.starts_with("---\nname: pxagent\n"), "{}", r.stdout);
+    assert!(r.stdout.contains("--from-host"), "{}", r.stdout);
+    let mut named = skill_ops(&r.stdout);
+    named.sort();
+    let mut want: Vec<String> = pxagent::catalog::OPS
+        .iter()
+        .filter(|op| !op.is_step() && pxagent::catalog::Profile::Operator.allows_op(op))
+        .filter(|op| !op.names_a_server())
+        .map(|op| op.id.to_string())
+        .collect();
+    want.sort();
+    assert_eq!(named, want);
+    assert!(!named.iter().any(|id| id == "vm.destroy"));
+    let full = skill_ops(&on_bed(&["skill"]).stdout);
+    assert!(full.iter().any(|id| id == "vm.destroy"));
+}
+
 #[test]
 fn missing_rules_are_named() {
     let _g = lock();

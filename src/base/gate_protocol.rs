@@ -268,6 +268,9 @@ impl Refusal {
     }
 }
 
+/// The key of [`Hello::extra`] that lists the op ids the host policy denies outright.
+pub const HELLO_POLICY_DENIES: &str = "policy_denies";
+
 /// What the gate tells about itself (answer to a `hello` envelope, on stdout as JSON).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Hello {

@@ -429,11 +429,14 @@ pub fn command() -> Command {
         // of every command's: connection, policy, global ([`GLOBAL_HEADING`]).
         .args(general_args())
         .subcommand(Command::new("catalog").about("List every operation with its risk, profiles, remote command and sudoers rule"))
-        .subcommand(Command::new("skill")
+        .subcommand(reaches_host(Command::new("skill")
             .about("Print a skill document for AI agents (Agent Skills SKILL.md) generated from the catalog")
             .arg(Arg::new("profile").long("profile").value_name("PROFILE").default_value("full")
                 .value_parser(["readonly", "operator", "full"])
-                .help("Only the operations of this profile: readonly, operator or full")))
+                .help("Only the operations of this profile: readonly, operator or full"))
+            .arg(Arg::new("from_host").long("from-host").action(ArgAction::SetTrue)
+                .help("Only what the account may run on its host: its sudoers rules (and the gate's host policy), read as preflight reads them")),
+            Reach::Connection))
         .subcommand(reaches_host(
             Command::new("preflight")
                 .about("Prove the host's setup: key-only SSH, sudo version, the rules a profile needs (and nothing dangerous), audit logging")

@@ -66,8 +66,14 @@ pub struct Settings {
 pub enum Cmd {
     /// `pxagent catalog`.
     Catalog,
-    /// `pxagent skill [--profile P]`.
-    Skill(Profile),
+    /// `pxagent skill [--profile P] [--from-host]`: with `from_host`, narrowed to what the
+    /// account may run on its host.
+    Skill {
+        /// The profile.
+        profile: Profile,
+        /// Read the host's rules first.
+        from_host: bool,
+    },
     /// `pxagent preflight [--profile P]`.
     Preflight(Profile),
     /// `pxagent status`.
@@ -157,7 +163,7 @@ impl Cmd {
     pub fn name(&self) -> &'static str {
         match self {
             Cmd::Catalog => "catalog",
-            Cmd::Skill(_) => "skill",
+            Cmd::Skill { .. } => "skill",
             Cmd::Preflight(_) => "preflight",
             Cmd::Status => "status",
             Cmd::AuditShow(_) => "audit.show",
@@ -402,7 +408,10 @@ pub fn command(m: &ArgMatches, s: &Settings) -> Result<Cmd> {
         |a: &ArgMatches| Profile::parse(string(a, "profile").as_deref().unwrap_or("full"));
     Ok(match (top, sub.subcommand()) {
         ("catalog", _) => Cmd::Catalog,
-        ("skill", _) => Cmd::Skill(profile(sub)?),
+        ("skill", _) => Cmd::Skill {
+            profile: profile(sub)?,
+            from_host: sub.get_flag("from_host"),
+        },
         ("preflight", _) => Cmd::Preflight(profile(sub)?),
         ("status", _) => Cmd::Status,
         ("mcp", _) => Cmd::Mcp {

@@ -721,6 +721,81 @@ fn runas_root(runas: &str) -> bool {
     runas == "root" || runas.is_empty()
 }
 
+/// What an account may run on its host, as the preflight reads it (`pxagent skill
+/// --from-host`).
+#[derive(Debug, Clone)]
+pub struct HostRules {
+    /// The ops whose sudoers rule the account holds (`(root) NOPASSWD`), less those the host
+    /// policy denies outright; steps left out.
+    pub ops: Vec<&'static Op>,
+    /// Whether a gate answered (its host policy was read too).
+    pub gated: bool,
+    /// The op ids the host policy denies outright (gated hosts).
+    pub denied: Vec<String>,
+}
+
+/// Read what the account may run: the gate's hello (its `sudo -n -l` and the ops its host
+/// policy denies) where a gate is in front, else `sudo -n -l` itself. Fails (exit 5) when the
+/// host gives no listing.
+pub async fn host_rules(remote: &Remote, user: &str) -> crate::Result<HostRules> {
+    let hello_cmd = crate::base::gate_protocol::Envelope {
+        client: format!("pxagent {}", crate::VERSION),
+        hello: true,
+        ..Default::default()
+    }
+    .to_command();
+    let hello = remote.session.exec(&hello_cmd).await;
+    let (_, gated) = gate_checks(&hello, user);
+    let (listing, denied) = match &gated {
+        Some(h) => {
+            let denied: Vec<String> = h
+                .extra
+                .get(crate::base::gate_protocol::HELLO_POLICY_DENIES)
+                .and_then(|v| v.as_array())
+                .into_iter()
+                .flatten()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect();
+            if h.sudo_list.exit_status != Some(0) {
+                return Err(crate::Error::Preflight(format!(
+                    "the gate's `sudo -n -l` failed: {}",
+                    h.sudo_list.stderr.trim()
+                )));
+            }
+            (h.sudo_list.stdout.clone(), denied)
+        }
+        None => {
+            let out = remote.session.exec(&words(&["sudo", "-n", "-l"])).await?;
+            if !out.success() {
+                return Err(crate::Error::Preflight(format!(
+                    "`sudo -n -l` failed: {}",
+                    out.stderr_text().trim()
+                )));
+            }
+            (out.stdout_text().to_string(), Vec::new())
+        }
+    };
+    Ok(HostRules {
+        ops: admitted_ops(&parse_listing(&listing), &denied),
+        gated: gated.is_some(),
+        denied,
+    })
+}
+
+/// The ops (no steps) whose rule `listing` holds as `(root) NOPASSWD`, less `denied`.
+pub fn admitted_ops(listing: &SudoListing, denied: &[String]) -> Vec<&'static Op> {
+    OPS.iter()
+        .copied()
+        .filter(|op| !op.is_step() && !denied.iter().any(|d| d == op.id))
+        .filter(|op| {
+            let re = rule_matcher(op);
+            listing.commands.iter().any(|(runas, tags, c)| {
+                re.is_match(c) && runas_root(runas) && tags.iter().any(|t| t == "NOPASSWD")
+            })
+        })
+        .collect()
+}
+
 /// Whether any check failed.
 pub fn failed(checks: &[Check]) -> bool {
     checks.iter().any(|c| c.status == Status::Fail)

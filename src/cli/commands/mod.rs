@@ -38,10 +38,21 @@ pub fn execute(
     let plain = |r: Result<u8>| r.map_err(|e| (e, None));
     match cmd {
         Cmd::Catalog => plain(catalog::catalog(out)),
-        Cmd::Skill(profile) => plain({
+        Cmd::Skill {
+            profile,
+            from_host: false,
+        } => plain({
             crate::output::write_raw(&crate::catalog::skill::render(*profile));
             Ok(0)
         }),
+        Cmd::Skill {
+            profile,
+            from_host: true,
+        } => {
+            let ctx = context(s).map_err(|e| (e, None))?;
+            no_fleet(s, &ctx, "skill --from-host").map_err(|e| (e, None))?;
+            plain(preflight::skill_from_host(&ctx, *profile, out, trail))
+        }
         Cmd::Gate(opts) => Ok(crate::host::gate::run(opts)),
         Cmd::SudoersRender(opts) => plain(sudoers::sudoers_render(opts, out)),
         Cmd::SudoersLint { file, user, groups } => sudoers::sudoers_lint(file, user, groups, out),

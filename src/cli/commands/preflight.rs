@@ -67,3 +67,26 @@ pub fn preflight(
     out.success("preflight", data, |_| human(&checks));
     Ok(0)
 }
+
+/// `pxagent skill --from-host`: the skill narrowed to what the account may run on its host
+/// ([`preflight::host_rules`]), printed as markdown whatever the output format.
+pub fn skill_from_host(
+    ctx: &Context,
+    profile: Profile,
+    out: &mut Output,
+    trail: &mut Trail,
+) -> crate::Result<u8> {
+    let target = super::resolve(ctx, out, trail)?;
+    let who = format!("{}@{}", target.user, target.host);
+    let rules = runtime()?.block_on(async {
+        let remote = open(ctx, &target).await?;
+        let r = preflight::host_rules(&remote, &target.user).await;
+        remote.session.close().await;
+        r
+    })?;
+    output::write_raw(&crate::catalog::skill::render_narrowed(
+        profile,
+        Some((&who, &rules.ops)),
+    ));
+    Ok(0)
+}

@@ -742,15 +742,26 @@ fn path_apart(opts: &Options, inv: &Invocation) -> Result<(), Box<Refusal>> {
 /// it instead of running `id`, `sudo -V` and `sudo -n -l`, which the gate does not accept as
 /// commands).
 fn hello(opts: &Options, ctx: &RequestFacts) -> Hello {
+    let mut extra = serde_json::Map::new();
     let policy = match load_policy(opts, ctx) {
-        Ok(p) => protocol::FileState {
-            path: opts.policy.display().to_string(),
-            ok: true,
-            detail: format!(
-                "loaded ({})",
-                if p.read_only() { "read_only" } else { "rules" }
-            ),
-        },
+        Ok(p) => {
+            // The ops the host policy denies outright, whatever their values: `skill
+            // --from-host` leaves them out of what the account may run.
+            let denied: Vec<&str> = ops::OPS
+                .iter()
+                .filter(|op| !p.allows_listing(op))
+                .map(|op| op.id)
+                .collect();
+            extra.insert(protocol::HELLO_POLICY_DENIES.into(), json!(denied));
+            protocol::FileState {
+                path: opts.policy.display().to_string(),
+                ok: true,
+                detail: format!(
+                    "loaded ({})",
+                    if p.read_only() { "read_only" } else { "rules" }
+                ),
+            }
+        }
         Err(m) => protocol::FileState {
             path: opts.policy.display().to_string(),
             ok: false,
@@ -777,7 +788,7 @@ fn hello(opts: &Options, ctx: &RequestFacts) -> Hello {
         sudo_version: run_collect(&opts.sudo, &["-V".to_string()]),
         sudo_list: run_collect(&opts.sudo, &["-n".to_string(), "-l".to_string()]),
         tools,
-        extra: Default::default(),
+        extra,
     }
 }
 
