@@ -854,6 +854,23 @@ fn the_skill_prompt_and_the_resources_are_listed_and_readable() {
             .iter()
             .any(|o| o == "vm.destroy")
     );
+    // What the host admits, read as preflight reads it: the bed's full render, no gate.
+    let host = &rules["host_rules"];
+    assert_eq!(host["gated"], false, "{rules:#}");
+    let may: Vec<&str> = host["may_run"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    // The bed's render has no `--ct-exec`, so commands in containers are not the account's.
+    assert!(!may.contains(&"ct.exec"), "{may:?}");
+    for op in pxagent::catalog::OPS
+        .iter()
+        .filter(|op| !op.is_step() && op.id != "ct.exec")
+    {
+        assert!(may.contains(&op.id), "{} is missing: {may:?}", op.id);
+    }
     // The call made before reading: its record is in the tail.
     let tail = read["pxagent://audit/tail"].as_str().unwrap();
     let last: Value = serde_json::from_str(tail.lines().last().unwrap()).unwrap();

@@ -782,6 +782,22 @@ pub async fn host_rules(remote: &Remote, user: &str) -> crate::Result<HostRules>
     })
 }
 
+/// [`host_rules`] as the JSON document the MCP resource `pxagent://rules` carries under
+/// `host_rules` (the signature of `mcp::HostRulesFn`).
+pub fn rules_json(
+    remote: Remote,
+    user: String,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = crate::Result<serde_json::Value>> + Send>> {
+    Box::pin(async move {
+        let r = host_rules(&remote, &user).await?;
+        Ok(serde_json::json!({
+            "gated": r.gated,
+            "may_run": r.ops.iter().map(|op| op.id).collect::<Vec<_>>(),
+            "policy_denies": r.denied,
+        }))
+    })
+}
+
 /// The ops (no steps) whose rule `listing` holds as `(root) NOPASSWD`, less `denied`.
 pub fn admitted_ops(listing: &SudoListing, denied: &[String]) -> Vec<&'static Op> {
     OPS.iter()

@@ -64,6 +64,16 @@ pub use schema::{
 pub use server::Server;
 pub use wire::{Cancels, LineTransport, MAX_LINE_BYTES};
 
+/// Reads what the account may run on its host (the preflight's reading, which the mcp layer
+/// may not import): given the connection and the account, a JSON document for the
+/// `pxagent://rules` resource. The CLI passes the preflight's reader (`host::preflight::rules_json`).
+pub type HostRulesFn = fn(
+    crate::remote::Remote,
+    String,
+) -> std::pin::Pin<
+    Box<dyn std::future::Future<Output = Result<serde_json::Value>> + Send>,
+>;
+
 /// How `pxagent mcp` was asked to run.
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -75,6 +85,8 @@ pub struct Options {
     pub tools: ToolSet,
     /// Output schemas and the long descriptions in the tool list (`--output-schemas`).
     pub full: bool,
+    /// The host's rules for `pxagent://rules` (`None`: the resource holds the local ones only).
+    pub host_rules: Option<HostRulesFn>,
 }
 
 /// `pxagent mcp [--profile P] [--list-tools]`: serve MCP on stdin/stdout until the client
@@ -85,6 +97,7 @@ pub fn serve(ctx: crate::config::context::Context, opts: Options) -> Result<u8> 
         list_tools,
         tools,
         full,
+        host_rules,
     } = opts;
     let policy = ctx.policy;
     let specs = tool_specs(&policy, profile);
@@ -112,7 +125,8 @@ pub fn serve(ctx: crate::config::context::Context, opts: Options) -> Result<u8> 
             profile.name(),
             policy.source()
         ));
-        let server = Server::with_tools(policy, profile, target, &tools, full);
+        let mut server = Server::with_tools(policy, profile, target, &tools, full);
+        server.host_rules = host_rules;
         let link = server.link.clone();
         let (stdin, stdout) = rmcp::transport::stdio_pipes();
         let transport = LineTransport::new(stdin, stdout, server.cancels.clone());

@@ -40,6 +40,8 @@ pub struct Server {
     pub(super) exec_timeout: Duration,
     /// The request ids the client cancelled (noted by the [`LineTransport`]).
     pub cancels: Arc<Cancels>,
+    /// Reads the host's rules for `pxagent://rules` (`None`: the local ones only).
+    pub host_rules: Option<super::HostRulesFn>,
 }
 
 impl Server {
@@ -83,6 +85,7 @@ impl Server {
             listed,
             compact,
             cancels: Arc::default(),
+            host_rules: None,
         }
     }
 
@@ -469,7 +472,7 @@ const RESOURCES: &[(&str, &str, &str)] = &[
     (
         "pxagent://rules",
         "rules",
-        "This server's effective local rules: profile, policy source, and the operations it offers, denies or asks a phrase for (JSON). The host's own sudoers and gate policy are read by `pxagent preflight`.",
+        "The account's effective rules (JSON): this server's profile, policy and the operations it offers, denies or asks a phrase for, and under host_rules what the host admits, read as `pxagent preflight` reads it (its sudoers rules, and what its gate's policy denies).",
     ),
     (
         "pxagent://audit/tail",
@@ -598,7 +601,7 @@ impl ServerHandler for Server {
         request: rmcp::model::ReadResourceRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> std::result::Result<rmcp::model::ReadResourceResponse, ErrorData> {
-        let Some((text, _mime)) = self.resource_text(&request.uri) else {
+        let Some((mut text, _mime)) = self.resource_text(&request.uri) else {
             return Err(ErrorData::resource_not_found(
                 format!(
                     "no resource '{}'",
@@ -607,6 +610,22 @@ impl ServerHandler for Server {
                 None,
             ));
         };
+        if request.uri == "pxagent://rules"
+            && let Some(read) = self.host_rules
+        {
+            // What the host itself admits, read as preflight reads it (one connection, the
+            // server's own); a host that cannot be read says why in the document.
+            let host = match self.link.get().await {
+                Ok((_, remote, _)) => read(remote, self.account.clone())
+                    .await
+                    .unwrap_or_else(|e| json!({"error": e.to_string()})),
+                Err(e) => json!({"error": e.to_string()}),
+            };
+            if let Ok(mut doc) = serde_json::from_str::<Value>(&text) {
+                doc["host_rules"] = host;
+                text = doc.to_string();
+            }
+        }
         Ok(
             rmcp::model::ReadResourceResult::new(vec![rmcp::model::ResourceContents::text(
                 text,

@@ -89,6 +89,7 @@ pub fn execute(
                     list_tools: *list_tools,
                     tools: tools.clone(),
                     full: *full,
+                    host_rules: Some(crate::host::preflight::rules_json),
                 },
             )
         })),
