@@ -215,10 +215,15 @@ fn a_real_mcp_client_drives_the_sandbox() {
     ok(&steps["vm_stop_confirmed"]);
     assert_eq!(ok(&steps["status_after_stop"])["status"], "stopped");
 
-    // A confirm op without the phrase: refused, with the reference wording and the phrase.
+    // A confirm op without the phrase: refused, with the reference wording, what goes and
+    // what stays (read before asking), and the phrase.
     let refusal = tool_error(&steps["vm_destroy_unconfirmed"]);
     assert!(
-        refusal.starts_with("I won't run `vm destroy 100` without explicit confirmation — this deletes the VM and its disks irrecoverably. Reply `yes destroy 100` if you want me to proceed."),
+        refusal.starts_with("I won't run `vm destroy 103` without explicit confirmation — this deletes the VM and its disks irrecoverably; with it go: disk scsi0 ("),
+        "{refusal}"
+    );
+    assert!(
+        refusal.contains("Reply `yes destroy 103` if you want me to proceed."),
         "{refusal}"
     );
     assert!(
@@ -226,13 +231,18 @@ fn a_real_mcp_client_drives_the_sandbox() {
         "{refusal}"
     );
     assert!(
-        refusal.contains("\"confirm\": \"yes destroy 100\""),
+        refusal.contains("\"confirm\": \"yes destroy 103\""),
         "{refusal}"
     );
     let e = &steps["vm_destroy_unconfirmed"]["structured"]["error"];
     assert_eq!(e["kind"], "confirmation_required");
-    assert_eq!(e["phrase"], "yes destroy 100");
+    assert_eq!(e["phrase"], "yes destroy 103");
     assert_eq!(e["exit_code"], 4);
+    assert!(e["goes"].as_array().is_some_and(|g| !g.is_empty()), "{e}");
+    // A running VM is not asked about at all: Proxmox would refuse the destroy (issue 40).
+    let e = &steps["vm_destroy_running"]["structured"]["error"];
+    assert_eq!(e["kind"], "wrong_state", "{e}");
+    assert!(e.get("phrase").is_none(), "{e}");
     ok(&steps["status_100_after_refusal"]);
 
     // ... and with it, on a throwaway VM (a wrong phrase is refused first).
@@ -243,6 +253,15 @@ fn a_real_mcp_client_drives_the_sandbox() {
         wrong.contains(&format!("needs exactly `yes destroy {new}`")),
         "{wrong}"
     );
+    assert!(
+        wrong.contains("exactly what the human user typed"),
+        "{wrong}"
+    );
+    let e = &steps["vm_destroy_wrong_phrase"]["structured"]["error"];
+    assert_eq!(e["kind"], "confirmation_mismatch", "{e}");
+    assert_eq!(e["phrase_from"], "user", "{e}");
+    let e = &steps["vm_destroy_unconfirmed"]["structured"]["error"];
+    assert_eq!(e["phrase_from"], "user", "{e}");
     let destroyed = ok(&steps["vm_destroy_confirmed"]);
     assert_eq!(destroyed["task"]["exitstatus"], "OK", "{destroyed:#}");
     tool_error(&steps["status_after_destroy"]);

@@ -72,7 +72,8 @@ async def lean(binary):
             }
             report["has_output_schema"] = any(field(t, "output_schema", "outputSchema") for t in tools)
             report["vm_status"] = await call(session, "vm_status", {"vmid": 100})
-            report["vm_destroy"] = await call(session, "vm_destroy", {"vmid": 102})
+            # VM 9000, a template, is never running: its destroy is asked for.
+            report["vm_destroy"] = await call(session, "vm_destroy", {"vmid": 9000})
     log.seek(0)
     report["server_stderr"] = log.read()
     return report
@@ -257,7 +258,8 @@ async def scenario_logged(binary, log):
                 )
                 steps["status_after_stop"] = await call(session, "vm_status", {"vmid": target})
 
-            steps["vm_destroy_unconfirmed"] = await call(session, "vm_destroy", {"vmid": 100})
+            steps["vm_destroy_unconfirmed"] = await call(session, "vm_destroy", {"vmid": 103})
+            steps["vm_destroy_running"] = await call(session, "vm_destroy", {"vmid": 100})
             steps["status_100_after_refusal"] = await call(session, "vm_status", {"vmid": 100})
 
             # A throwaway VM, destroyed with the phrase.
@@ -474,7 +476,8 @@ async def readonly(binary):
             tools = (await session.list_tools()).tools
             report["tools"] = sorted(t.name for t in tools)
             report["vm_start"] = await call(session, "vm_start", {"vmid": 102})
-            report["vm_destroy"] = await call(session, "vm_destroy", {"vmid": 102})
+            # VM 9000, a template, is never running: its destroy is asked for.
+            report["vm_destroy"] = await call(session, "vm_destroy", {"vmid": 9000})
     log.seek(0)
     report["server_stderr"] = log.read()
     return report

@@ -577,10 +577,11 @@ mod local {
     }
 
     #[test]
+    /// (`storage remove` asks before it connects: it has nothing to check on the host first.)
     fn a_refusal_at_a_terminal_names_the_confirm_flag() {
         let home = Home::new();
         let cmd = format!(
-            "{} -H zen-agent@127.0.0.1:1 vm destroy 100 </dev/null",
+            "{} -H zen-agent@127.0.0.1:1 storage remove local </dev/null",
             bin().display()
         );
         let mut c = std::process::Command::new("script");
@@ -588,17 +589,17 @@ mod local {
         let out = c.args(["-qefc", &cmd, "/dev/null"]).output().unwrap();
         let screen = String::from_utf8_lossy(&out.stdout);
         assert_eq!(out.status.code(), Some(4), "{screen}");
-        assert!(screen.contains("Reply `yes destroy 100`"), "{screen}");
+        assert!(screen.contains("Reply `yes remove local`"), "{screen}");
         assert!(
-            screen.contains("run the same command again with --confirm 'yes destroy 100'"),
+            screen.contains("run the same command again with --confirm 'yes remove local'"),
             "{screen}"
         );
         // Without a terminal (an agent), the reference text alone.
         let r = px()
-            .args(["-H", "zen-agent@127.0.0.1:1", "vm", "destroy", "100"])
+            .args(["-H", "zen-agent@127.0.0.1:1", "storage", "remove", "local"])
             .run();
         assert_eq!(r.code, 4);
-        assert!(!r.stderr.contains("--confirm"), "{}", r.stderr);
+        assert!(!r.stderr.contains("--confirm 'yes"), "{}", r.stderr);
     }
 }
 
@@ -881,10 +882,10 @@ mod no_hidden_prompt {
         let _g = lock();
         let home = Home::new();
         for (args, env) in [
-            (&["-o", "json", "vm", "destroy", "100"][..], &[][..]),
-            (&["--no-input", "vm", "destroy", "100"][..], &[][..]),
+            (&["-o", "json", "vm", "destroy", "103"][..], &[][..]),
+            (&["--no-input", "vm", "destroy", "103"][..], &[][..]),
             (
-                &["vm", "destroy", "100"][..],
+                &["vm", "destroy", "103"][..],
                 &[("PXAGENT_NO_INPUT", "1")][..],
             ),
         ] {
@@ -894,11 +895,169 @@ mod no_hidden_prompt {
                 took < Duration::from_secs(15),
                 "{args:?} {env:?} waited {took:?}"
             );
-            assert!(out.contains("yes destroy 100"), "{args:?}: {out}");
+            assert!(out.contains("yes destroy 103"), "{args:?}: {out}");
             assert!(
-                !out.contains("Type `yes destroy 100`"),
+                !out.contains("Type `yes destroy 103`"),
                 "{args:?} prompted: {out}"
             );
         }
+    }
+}
+
+/// Issue 40, item 2: the phrase is the human's, and every CLI answer says so. A missing phrase
+/// and a wrong one are different kinds; the JSON carries `phrase_from` and an instruction, the
+/// text mode without a terminal a `hint:` line with the same words; nothing tells the caller to
+/// pass the phrase on its own. Nothing is sent in any case.
+mod the_phrase_is_the_humans {
+    use serde_json::Value;
+
+    use crate::support::{Home, assert_not_sent, lock, sudo_log_len};
+
+    #[test]
+    fn missing_and_wrong_phrases_are_told_apart_and_say_whose_the_phrase_is() {
+        let _g = lock();
+        let home = Home::new();
+        let at = sudo_log_len();
+        for op in [&["vm", "destroy", "103"][..], &["ct", "destroy", "201"][..]] {
+            let mut args = vec!["-o", "json"];
+            args.extend_from_slice(op);
+            let r = home.on_bed(&args);
+            assert_eq!(r.code, 4, "{op:?}: {}", r.stdout);
+            let e: Value = r.json()["error"].clone();
+            assert_eq!(e["kind"], "confirmation_required", "{e}");
+            assert_eq!(e["phrase_from"], "user", "{e}");
+            let phrase = e["phrase"].as_str().unwrap().to_string();
+            let instruction = e["instruction"].as_str().unwrap();
+            assert!(instruction.contains("must come from the human user"), "{e}");
+            assert!(!instruction.contains(&phrase), "{e}");
+            // A wrong phrase: its own kind, the same owner.
+            let mut wrong = args.clone();
+            let given = format!("{phrase}0");
+            wrong.extend(["--confirm", &given]);
+            let r = home.on_bed(&wrong);
+            assert_eq!(r.code, 4, "{op:?}: {}", r.stdout);
+            let e: Value = r.json()["error"].clone();
+            assert_eq!(e["kind"], "confirmation_mismatch", "{e}");
+            assert_eq!(e["phrase_from"], "user", "{e}");
+            assert!(
+                e["instruction"]
+                    .as_str()
+                    .unwrap()
+                    .contains("Ask them again"),
+                "{e}"
+            );
+            // Text mode with no terminal: the same instruction, no `--confirm` to copy.
+            let r = home.on_bed(op);
+            assert_eq!(r.code, 4);
+            assert!(
+                r.stderr
+                    .contains("hint: Nothing was sent. The phrase must come from the human user"),
+                "{}",
+                r.stderr
+            );
+            assert!(!r.stderr.contains("--confirm '"), "{}", r.stderr);
+        }
+        assert_not_sent(at, &["/status/stop", "delete /nodes"]);
+    }
+}
+
+/// Issue 40, item 3: a confirm op checks what pxagent can know before it asks for the phrase
+/// — a destroy that Proxmox would refuse (running, protected, an HA resource without --purge),
+/// a rollback or snapshot removal of a snapshot that is not there — and asks only for what can
+/// run, saying what goes with the guest and what stays. Nothing but reads is sent.
+mod check_before_asking {
+    use serde_json::Value;
+
+    use crate::support::{Home, assert_not_sent, lock, sim, sudo_log_len};
+
+    fn error(home: &Home, args: &[&str], code: i32) -> Value {
+        let mut argv = vec!["-o", "json"];
+        argv.extend_from_slice(args);
+        let r = home.on_bed(&argv);
+        assert_eq!(r.code, code, "{args:?}: {}", r.stdout);
+        r.json()["error"].clone()
+    }
+
+    #[test]
+    fn a_phrase_is_asked_only_for_what_can_run() {
+        let _g = lock();
+        let home = Home::new();
+        let at = sudo_log_len();
+        // VM 100 runs: Proxmox would refuse the destroy after the phrase, so none is asked.
+        let e = error(&home, &["vm", "destroy", "100"], 1);
+        assert_eq!(e["kind"], "wrong_state", "{e}");
+        assert!(e["message"].as_str().unwrap().contains("is running"), "{e}");
+        assert!(e.get("phrase").is_none(), "{e}");
+        // VM 103 is stopped: the phrase is asked for, with what goes and what stays.
+        let e = error(&home, &["vm", "destroy", "103"], 4);
+        assert_eq!(e["kind"], "confirmation_required", "{e}");
+        let goes: Vec<&str> = e["goes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        assert!(goes.iter().any(|g| g.starts_with("disk scsi0 (")), "{e}");
+        assert!(e["stays"][0].as_str().unwrap().contains("backups"), "{e}");
+        assert!(
+            e["message"]
+                .as_str()
+                .unwrap()
+                .contains("with it go: disk scsi0"),
+            "{e}"
+        );
+        // VM 104 is an HA resource: only with --purge, which the question then names.
+        let e = error(&home, &["vm", "destroy", "104"], 1);
+        assert_eq!(e["kind"], "wrong_state", "{e}");
+        assert!(e["message"].as_str().unwrap().contains("--purge"), "{e}");
+        let e = error(&home, &["vm", "destroy", "104", "--purge"], 4);
+        assert!(
+            e["goes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|g| g.as_str().unwrap().contains("HA")),
+            "{e}"
+        );
+        // A protected VM: the admin's protection is named, no phrase asked.
+        sim(&[
+            "pvesh",
+            "set",
+            "/nodes/pve3/qemu/103/config",
+            "--protection",
+            "1",
+        ]);
+        let e = error(&home, &["vm", "destroy", "103"], 1);
+        sim(&[
+            "pvesh",
+            "set",
+            "/nodes/pve3/qemu/103/config",
+            "--protection",
+            "0",
+        ]);
+        assert_eq!(e["kind"], "wrong_state", "{e}");
+        assert!(e["message"].as_str().unwrap().contains("protected"), "{e}");
+        // A snapshot that is not there: not found, before any phrase.
+        for op in ["rollback", "delsnapshot"] {
+            let e = error(&home, &["vm", op, "100", "nosuch"], 1);
+            assert_eq!(e["kind"], "not_found", "{op}: {e}");
+            assert!(
+                e["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("has no snapshot 'nosuch'"),
+                "{op}: {e}"
+            );
+        }
+        let e = error(&home, &["ct", "destroy", "201"], 4);
+        assert!(
+            e["goes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|g| g.as_str().unwrap().starts_with("disk rootfs (")),
+            "{e}"
+        );
+        assert_not_sent(at, &["delete /nodes", "/rollback", "create /nodes"]);
     }
 }

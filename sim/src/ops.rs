@@ -547,6 +547,14 @@ pub fn destroy(
             kind.noun()
         )));
     }
+    // `check_protection($conf, "can't remove VM $vmid")` [SRC pve-guest-common
+    // AbstractConfig.pm check_protection: "$err_prefix - protection mode enabled"].
+    if g.config.get("protection").is_some_and(|p| p == 1) {
+        return Err(Failure::die(format!(
+            "can't remove {} {vmid} - protection mode enabled",
+            kind.noun()
+        )));
+    }
     let ttype = format!("{}destroy", kind.task_prefix());
     Ok(run_task(
         st,

@@ -430,6 +430,7 @@ fn schema(r: &Route) -> Vec<Param> {
                 p("description", Ty::MaxLen(8192)),
                 p("tags", Ty::Str),
                 p("onboot", Ty::Bool),
+                p("protection", Ty::Bool),
                 p("digest", Ty::MaxLen(40)),
                 p("delete", Ty::Str),
                 p("revert", Ty::Str),

@@ -86,8 +86,9 @@ fn dns_name_ok(s: &str) -> bool {
         })
 }
 
-/// The options `PUT …/config` takes here, in the order pxagent can send them.
-pub const QEMU_SETTABLE: [&str; 12] = [
+/// The options `PUT …/config` takes here, in the order pxagent can send them (and
+/// `protection`, which only the admin sets: tests set it as root).
+pub const QEMU_SETTABLE: [&str; 13] = [
     "cores",
     "memory",
     "balloon",
@@ -100,9 +101,10 @@ pub const QEMU_SETTABLE: [&str; 12] = [
     "ipconfig0",
     "nameserver",
     "searchdomain",
+    "protection",
 ];
 /// The container options.
-pub const LXC_SETTABLE: [&str; 7] = [
+pub const LXC_SETTABLE: [&str; 8] = [
     "cores",
     "memory",
     "swap",
@@ -110,6 +112,7 @@ pub const LXC_SETTABLE: [&str; 7] = [
     "description",
     "tags",
     "onboot",
+    "protection",
 ];
 
 /// `PUT /nodes/{node}/{qemu,lxc}/{vmid}/config`: returns what the handler printed (a VM's
@@ -198,7 +201,7 @@ pub fn config_set(
         // integers are integers.
         let value = match (k, kind) {
             ("memory", Kind::Qemu) => json!(v),
-            ("cores" | "memory" | "balloon" | "swap" | "onboot", _) => {
+            ("cores" | "memory" | "balloon" | "swap" | "onboot" | "protection", _) => {
                 json!(v.parse::<u64>().unwrap_or(0))
             }
             ("tags", _) => json!(unique_tags(v)),

@@ -7,6 +7,23 @@
 use std::path::PathBuf;
 
 /// Everything that can go wrong in pxagent, grouped by the exit code it maps to.
+/// What every refusal for a missing phrase tells an agent (the JSON `instruction`, beside
+/// `phrase_from: "user"`; the human text at no terminal): the phrase is the human's.
+pub const PHRASE_INSTRUCTION: &str = "Nothing was sent. The phrase must come from the human user, never from you: show them what this does and ask them to reply with the phrase; if they do, run the same request again passing their reply unchanged (--confirm, or MCP \"confirm\"). Never type, guess or reuse a phrase yourself.";
+
+/// What a refusal for a wrong phrase tells an agent: ask the human again.
+pub const MISMATCH_INSTRUCTION: &str = "Nothing was sent. The phrase given is not the exact phrase: it must be exactly what the human user typed. Ask them again and pass their reply unchanged; never correct or complete a phrase yourself.";
+
+/// What a destructive operation takes with its target and what it leaves (issue 40: the
+/// human is told before typing the phrase), each item one short phrase.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Scope {
+    /// What goes with the target (`disk scsi0 local-lvm:vm-100-disk-0, 32 GiB`).
+    pub goes: Vec<String>,
+    /// What stays (`its backups`).
+    pub stays: Vec<String>,
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// Bad input from the user, an agent or a config file; nothing was sent.
@@ -39,6 +56,18 @@ pub enum Error {
         phrase: String,
         /// An extra hint, e.g. "try `vm shutdown` first".
         hint: Option<String>,
+        /// What goes with the target and what stays, where pxagent read it before asking.
+        scope: Option<Box<Scope>>,
+    },
+
+    /// A confirmation phrase was given and it is not the operation's exact phrase; nothing
+    /// was sent (issue 40: a wrong phrase is not a missing one).
+    #[error("{message}")]
+    ConfirmationMismatch {
+        /// What went wrong (never quoting more than a printable form of what was given).
+        message: String,
+        /// The exact phrase that would confirm this operation.
+        phrase: String,
     },
 
     /// The remote operation ran and failed (non-zero exit, task ended not OK).
@@ -106,6 +135,7 @@ impl Error {
                 message: msg,
                 phrase: String::new(),
                 hint: None,
+                scope: None,
             },
             5 => Error::Preflight(msg),
             6 => Error::Auth(msg),
@@ -126,7 +156,7 @@ impl Error {
             | Error::Findings(_) => 1,
             Error::Usage(_) | Error::ReadFile { .. } => 2,
             Error::Policy(_) => 3,
-            Error::ConfirmationRequired { .. } => 4,
+            Error::ConfirmationRequired { .. } | Error::ConfirmationMismatch { .. } => 4,
             Error::Preflight(_) => 5,
             Error::Auth(_) => 6,
             Error::Connection(_) => 7,
@@ -161,6 +191,7 @@ impl Error {
             Error::Usage(_) | Error::ReadFile { .. } => "invalid_input",
             Error::Policy(_) => "policy_refused",
             Error::ConfirmationRequired { .. } => "confirmation_required",
+            Error::ConfirmationMismatch { .. } => "confirmation_mismatch",
             Error::Preflight(_) => "preflight_failed",
             Error::Auth(_) => "auth_failed",
             Error::Connection(_) => "connection_failed",
@@ -177,14 +208,32 @@ impl Error {
         use serde_json::json;
         let mut e = json!({"kind": self.kind(), "message": self.to_string(), "exit_code": self.exit_code()});
         match self {
-            Error::ConfirmationRequired { phrase, hint, .. } => {
+            Error::ConfirmationRequired {
+                phrase,
+                hint,
+                scope,
+                ..
+            } => {
                 e["phrase"] = json!(phrase);
                 e["hint"] = json!(hint);
+                if let Some(sc) = scope {
+                    e["goes"] = json!(sc.goes);
+                    e["stays"] = json!(sc.stays);
+                }
+                e["phrase_from"] = json!("user");
+                e["instruction"] = json!(PHRASE_INSTRUCTION);
+            }
+            Error::ConfirmationMismatch { phrase, .. } => {
+                e["phrase"] = json!(phrase);
+                e["phrase_from"] = json!("user");
+                e["instruction"] = json!(MISMATCH_INSTRUCTION);
             }
             Error::Host(r) => {
                 e["source"] = json!("host");
                 if let Some(p) = &r.phrase {
                     e["phrase"] = json!(p);
+                    e["phrase_from"] = json!("user");
+                    e["instruction"] = json!(PHRASE_INSTRUCTION);
                 }
                 if let Some(a) = &r.approval_request {
                     e["approval_request"] = json!(a);
@@ -244,6 +293,7 @@ mod tests {
                     message: "m".into(),
                     phrase: "p".into(),
                     hint: None,
+                    scope: None,
                 },
                 4,
                 "confirmation_required",

@@ -188,7 +188,7 @@ where
                     line: line_no,
                     id: Value::Null,
                     op: None,
-                    error: Error::usage(format!("line {line_no}: {e}")),
+                    error: Box::new(Error::usage(format!("line {line_no}: {e}"))),
                 }),
             };
             let index = next_in;
@@ -310,6 +310,7 @@ fn refusal(req: &request::BatchRequest, opts: &Options) -> Option<Error> {
             ),
             phrase,
             hint: Some("run this line with -H HOST, once per host".into()),
+            scope: None,
         });
     }
     None
@@ -352,7 +353,7 @@ fn audit_invalid(bad: &request::Invalid, opts: &Options) {
         ..Trail::default()
     };
     let name = bad.op.map_or("batch", |o| o.id);
-    trail.record(name, Via::Batch, Some(&bad.error), 2, Duration::ZERO);
+    trail.record(name, Via::Batch, Some(&*bad.error), 2, Duration::ZERO);
 }
 
 fn label(doc: &mut Value, opts: &Options) {

@@ -38,8 +38,8 @@ pub struct Invalid {
     pub id: Value,
     /// The op, when the line named a known one (its arguments were wrong).
     pub op: Option<&'static Op>,
-    /// What was wrong (always [`Error::Usage`]).
-    pub error: Error,
+    /// What was wrong (always [`Error::Usage`]; boxed: an `Err` stays small).
+    pub error: Box<Error>,
 }
 
 /// Parse line `line` (1-based) of the input. `policy` decides whether the op takes `confirm`
@@ -53,7 +53,7 @@ pub fn parse(
         line,
         id,
         op,
-        error: Error::Usage(format!("line {line}: {msg}")),
+        error: Box::new(Error::Usage(format!("line {line}: {msg}"))),
     };
     let value: Value = serde_json::from_str(text).map_err(|e| {
         invalid(

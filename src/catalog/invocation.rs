@@ -35,6 +35,9 @@ pub struct Attach {
     pub approval: Option<String>,
     /// The confirmation phrase the user gave and the client accepted.
     pub confirmed: Option<String>,
+    /// What goes with the target and what stays, read from the host before the phrase is
+    /// asked for ([`crate::catalog::Precheck::Destroyable`]): the refusal and the prompt say it.
+    pub scope: Option<crate::base::error::Scope>,
 }
 
 impl Invocation {
@@ -231,7 +234,15 @@ impl Invocation {
     pub fn refusal(&self) -> Option<Error> {
         let c = self.op.confirm?;
         let phrase = self.phrase()?;
-        let consequence = catalog::fill(c.consequence, &self.values);
+        let mut consequence = catalog::fill(c.consequence, &self.values);
+        if let Some(sc) = &self.attach.scope {
+            if !sc.goes.is_empty() {
+                consequence.push_str(&format!("; with it go: {}", sc.goes.join(", ")));
+            }
+            if !sc.stays.is_empty() {
+                consequence.push_str(&format!("; what stays: {}", sc.stays.join(", ")));
+            }
+        }
         Some(Error::ConfirmationRequired {
             message: format!(
                 "I won't run `{}` without explicit confirmation — {consequence}. Reply `{phrase}` if you want me to proceed.",
@@ -239,6 +250,7 @@ impl Invocation {
             ),
             phrase,
             hint: c.hint.map(|h| catalog::fill(h, &self.values)),
+            scope: self.attach.scope.clone().map(Box::new),
         })
     }
 

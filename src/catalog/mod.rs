@@ -346,6 +346,21 @@ pub enum Precheck {
     /// (`nfs_servers`), an NFS storage on any other server is refused here (issue 39): its
     /// files are whoever runs that server's. See [`Op::trusted_storages`].
     Trusted(&'static str),
+    /// Checked before the phrase is asked for (issue 40): the guest can be destroyed now —
+    /// not running, not protected (`protection: 1`), not an HA resource unless `purge` is
+    /// given — and the refusal says what goes with it (its disks, its snapshots) and what
+    /// stays (its backups).
+    Destroyable,
+    /// Checked before the phrase is asked for: the guest has the snapshot this parameter names.
+    SnapshotExists(&'static str),
+}
+
+impl Precheck {
+    /// Whether the engine runs this check before it asks for a phrase (it reads the host):
+    /// a human is never asked to confirm what cannot run.
+    pub fn before_asking(&self) -> bool {
+        matches!(self, Precheck::Destroyable | Precheck::SnapshotExists(_))
+    }
 }
 
 /// A condition that selects one of several ops sharing a CLI path.

@@ -66,7 +66,7 @@ const EXIT_CODES: &[(u8, &str, &str)] = &[
     ),
     (
         4,
-        "confirmation_required, approval required",
+        "confirmation_required, confirmation_mismatch, approval required",
         "Relay the phrase or the approval request to the human (below); never make one up.",
     ),
     (
@@ -180,7 +180,7 @@ pub fn render_narrowed(profile: Profile, host: Option<(&str, &[&Op])>) -> String
         s.push('\n');
     }
     s.push_str("## Confirmation phrases\n\n");
-    s.push_str("A destructive operation runs only with `--confirm` set to its exact phrase (`yes destroy 100`). Run it without `--confirm` first: it exits 4 with `error.kind` `confirmation_required` and the phrase in `error.phrase`. Show the user what will happen and ask them to type the phrase; pass their reply with `--confirm`. The phrase must come from the human, never from you, and is good for that one call.\n\n");
+    s.push_str("A destructive operation runs only with `--confirm` set to its exact phrase (`yes destroy 100`). Run it without `--confirm` first: it exits 4 with `error.kind` `confirmation_required`, the phrase in `error.phrase` and `error.phrase_from` `user`. Show the user what will happen and ask them to type the phrase; pass their reply unchanged with `--confirm`. The phrase must come from the human, never from you, and is good for that one call. A wrong phrase exits 4 with `error.kind` `confirmation_mismatch`: ask the user again, never correct it yourself. Pass `-o json` (or `--no-input`): pxagent then never waits at a prompt.\n\n");
     s.push_str("## Approvals\n\n");
     s.push_str("A host may want a human approver's signature for an operation: the call exits 4 and `error.approval_request` holds a statement. Hand that text to the human approver; they sign it with `pxagent approve --key KEY FILE` and give you the signature, which you pass with `--approval`. Never sign, invent or reuse an approval.\n\n");
     s.push_str("## Exit codes\n\n");

@@ -128,8 +128,28 @@ impl<C: Connector> Engine<'_, C> {
         trail: &mut Trail,
     ) -> Result<std::result::Result<Invocation, Value>> {
         let Some(already) = inv.op.already else {
-            self.decide(inv, given, trail).await?;
-            return Ok(Ok(inv.clone()));
+            if !inv.op.prechecks.iter().any(|c| c.before_asking()) {
+                self.decide(inv, given, trail).await?;
+                return Ok(Ok(inv.clone()));
+            }
+            // Check before asking (issue 40): a human is never asked for a phrase for what
+            // cannot run, and is told what goes with the target. A wrong phrase is still
+            // refused before anything is read.
+            let policy_confirm = self.judge(inv, trail).await?;
+            if given.is_some() {
+                crate::policy::confirm::gate_with(inv, given, policy_confirm, false, |_| {
+                    Err(Error::Internal("no terminal to ask".into()))
+                })?;
+            }
+            let remote = self.connector.remote().await?;
+            let mut inv = inv.clone();
+            if inv.needs_node() {
+                let node = remote.resolve_node(&inv).await?;
+                inv.values.insert("node", node);
+            }
+            inv.attach.scope = remote.before_asking(&inv).await?;
+            self.confirm(&inv, given, policy_confirm, trail)?;
+            return Ok(Ok(inv));
         };
         let policy_confirm = self.judge(inv, trail).await?;
         // A wrong phrase is refused before anything is read (exit 4, nothing sent).

@@ -102,6 +102,7 @@ impl Trail {
             Some(
                 Error::Policy(_)
                 | Error::ConfirmationRequired { .. }
+                | Error::ConfirmationMismatch { .. }
                 | Error::RateLimited(_)
                 | Error::Host(_),
             ) => Verdict::Refused,
@@ -243,7 +244,9 @@ impl Trail {
         rec.duration_ms = took.as_millis() as u64;
         // A wrong phrase's message quotes what was typed: keep only the error's kind.
         rec.error = err.map(|e| match e {
-            Error::ConfirmationRequired { .. } => e.kind().to_string(),
+            Error::ConfirmationRequired { .. } | Error::ConfirmationMismatch { .. } => {
+                e.kind().to_string()
+            }
             _ => e.to_string(),
         });
         if let Some(b) = &self.begun {

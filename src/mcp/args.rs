@@ -164,6 +164,7 @@ pub fn failure_text(err: &Error, inv: &Invocation) -> String {
             message,
             phrase,
             hint,
+            ..
         } => {
             let mut s = format!(
                 "{message}\n\nNothing was sent. The phrase must come from the human user, never from you: ask the user to reply `{phrase}`; if they do, call {tool} again with the same arguments plus \"confirm\": \"{phrase}\"."
@@ -173,6 +174,9 @@ pub fn failure_text(err: &Error, inv: &Invocation) -> String {
             }
             s
         }
+        Error::ConfirmationMismatch { message, .. } => format!(
+            "{message}\n\nNothing was sent. The phrase must be exactly what the human user typed, never one you made, corrected or completed: ask the user again and pass their reply unchanged as \"confirm\" to {tool}."
+        ),
         Error::Policy(m) => format!(
             "{m}. Nothing was sent. This is the local policy of this pxagent installation: do not retry; tell the user if they need it."
         ),

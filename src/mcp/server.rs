@@ -454,7 +454,7 @@ pub(super) fn instructions(host: &str, compact: bool) -> String {
         "Manage the Proxmox VE host {host} through pxagent. {tools} \
 `vmid` is the guest's id; `node` is optional everywhere (pxagent finds the guest's node). \
 Start with status or preflight when unsure. Read-only tools change nothing. \
-Confirmation: a destructive tool runs only with `confirm` set to the exact phrase the human user typed. Call without it, show the user the phrase from the refusal (error kind confirmation_required), and pass their reply; never invent or reuse a phrase. \
+Confirmation: a destructive tool runs only with `confirm` set to the exact phrase the human user typed. Call without it, show the user the phrase from the refusal (error kind confirmation_required, phrase_from user), and pass their reply; a wrong one is confirmation_mismatch: ask again; never invent, correct or reuse a phrase. \
 Approval: when a result has error kind approval_required, hand its approval_request text to a human approver and pass their signature back as `approval` in the same call; every tool takes `approval`; never make one up. \
 Outcomes: connection_failed after a change was sent means the outcome is unknown: check with a read (vm_status, task_list) before trying again, never repeat a change blindly. policy_refused, sudo_refused and rate_limited are final for now: tell the user. invalid_input: correct the arguments as the message says."
     )

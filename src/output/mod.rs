@@ -133,6 +133,19 @@ pub fn refusal_hints(err: &Error, at_terminal: bool) -> Vec<String> {
             }
             if at_terminal && !phrase.is_empty() {
                 lines.push(confirm(phrase));
+            } else if !phrase.is_empty() {
+                // No person at this terminal: whoever reads this relays to one.
+                lines.push(format!("hint: {}", crate::base::error::PHRASE_INSTRUCTION));
+            }
+        }
+        Error::ConfirmationMismatch { phrase, .. } => {
+            if at_terminal {
+                lines.push(confirm(phrase));
+            } else {
+                lines.push(format!(
+                    "hint: {}",
+                    crate::base::error::MISMATCH_INSTRUCTION
+                ));
             }
         }
         Error::Host(r) => {
@@ -334,11 +347,17 @@ mod tests {
             message: "I won't run `vm destroy 100` …".into(),
             phrase: "yes destroy 100".into(),
             hint: None,
+            scope: None,
         };
+        // No person at the terminal: the phrase is the human's, and nothing says to pass it
+        // on one's own.
+        let agent = refusal_hints(&e, false);
+        assert_eq!(agent.len(), 1, "{agent:?}");
         assert!(
-            refusal_hints(&e, false).is_empty(),
-            "agents get the message only"
+            agent[0].contains("must come from the human user"),
+            "{agent:?}"
         );
+        assert!(!agent[0].contains("--confirm 'yes"), "{agent:?}");
         assert_eq!(
             refusal_hints(&e, true),
             ["hint: to proceed, run the same command again with --confirm 'yes destroy 100'"]

@@ -52,19 +52,19 @@ pub fn gate_with(
                 ),
                 phrase: p.clone(),
                 hint: None,
+                scope: None,
             };
             (p, Some(refusal))
         }
         None => return Ok(None),
     };
-    let mismatch = |given: &str| Error::ConfirmationRequired {
+    let mismatch = |given: &str| Error::ConfirmationMismatch {
         message: format!(
             "the confirmation `{}` does not match: `{}` needs exactly `{expected}`",
             crate::base::text::printable(given),
             inv.display()
         ),
         phrase: expected.clone(),
-        hint: None,
     };
     match given {
         Some(g) if g == expected => Ok(Some(expected)),
@@ -106,6 +106,7 @@ fn prompt(text: &str) -> Result<String> {
             message: format!("no confirmation was typed ({e})"),
             phrase: String::new(),
             hint: None,
+            scope: None,
         })
 }
 

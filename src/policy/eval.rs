@@ -82,6 +82,7 @@ impl Confirmation {
             ),
             phrase: self.phrase.clone(),
             hint: None,
+            scope: None,
         }
     }
 }

@@ -133,10 +133,130 @@ impl Remote {
                 inv.values.insert(p.name, v);
             }
         }
-        for check in inv.op.prechecks {
+        // Those checked before the phrase was asked for are the engine's (`before_asking`).
+        for check in inv.op.prechecks.iter().filter(|c| !c.before_asking()) {
             self.precheck(&inv, *check).await?;
         }
         Ok(inv)
+    }
+
+    /// The checks an op makes before its phrase is asked for ([`catalog::Precheck::before_asking`],
+    /// issue 40): reads only, on `inv` with its node resolved. A guest that cannot be destroyed
+    /// now, or a snapshot that is not there, is refused here (nothing sent, no phrase asked);
+    /// for a destroy, what goes with the guest and what stays.
+    pub async fn before_asking(
+        &self,
+        inv: &Invocation,
+    ) -> Result<Option<crate::base::error::Scope>> {
+        let mut scope = None;
+        for check in inv.op.prechecks.iter().filter(|c| c.before_asking()) {
+            match check {
+                catalog::Precheck::Destroyable => scope = Some(self.destroyable(inv).await?),
+                catalog::Precheck::SnapshotExists(param) => {
+                    self.snapshot_exists(inv, param).await?
+                }
+                _ => {}
+            }
+        }
+        Ok(scope)
+    }
+
+    /// The guest reads a check before asking makes: its status, config or snapshots.
+    async fn guest_read(&self, inv: &Invocation, what: GuestRead) -> Result<Value> {
+        let vm = inv.op.area == catalog::Area::Vm;
+        let op = match (what, vm) {
+            (GuestRead::Status, true) => &ops::VM_STATUS,
+            (GuestRead::Status, false) => &ops::CT_STATUS,
+            (GuestRead::Config, true) => &ops::VM_CONFIG,
+            (GuestRead::Config, false) => &ops::CT_CONFIG,
+            (GuestRead::Snapshots, true) => &ops::VM_SNAPSHOTS,
+            (GuestRead::Snapshots, false) => &ops::CT_SNAPSHOTS,
+        };
+        let vmid = inv.values.get("vmid").cloned().unwrap_or_default();
+        let node = inv.values.get("node").cloned().unwrap_or_default();
+        self.read_op(op, &[("vmid", &vmid), ("node", &node)]).await
+    }
+
+    /// [`catalog::Precheck::Destroyable`]: not running, not protected, not an HA resource
+    /// unless `purge` is given (Proxmox refuses each: `VM N is running - destroy failed`, its
+    /// protection check, `used in HA resources and purge parameter not set`); then what goes.
+    async fn destroyable(&self, inv: &Invocation) -> Result<crate::base::error::Scope> {
+        let noun = catalog::guest_noun(inv.op.area.guest_types()[0]);
+        let vmid = inv.values.get("vmid").cloned().unwrap_or_default();
+        let area = inv.op.cli[0];
+        let status = self.guest_read(inv, GuestRead::Status).await?;
+        if status.get("status").and_then(Value::as_str) == Some("running") {
+            return Err(Error::WrongState(format!(
+                "{noun} {vmid} is running, and Proxmox destroys only a stopped guest: nothing was sent and no phrase is needed yet; shut it down first (`pxagent {area} shutdown {vmid}`), then destroy it"
+            )));
+        }
+        let config = self.guest_read(inv, GuestRead::Config).await?;
+        if config.get("protection").is_some_and(|p| p == 1 || p == "1") {
+            return Err(Error::WrongState(format!(
+                "{noun} {vmid} is protected (protection: 1), and Proxmox refuses to destroy it: nothing was sent; the protection is the admin's to lift"
+            )));
+        }
+        let purge = inv.values.contains_key("purge");
+        let ha = match vmid.parse::<u64>() {
+            Ok(id) => self
+                .guest(id)
+                .await?
+                .and_then(|r| r.get("hastate").cloned())
+                .is_some_and(|h| !h.is_null()),
+            Err(_) => false,
+        };
+        if ha && !purge {
+            return Err(Error::WrongState(format!(
+                "{noun} {vmid} is an HA resource, and Proxmox destroys it only with --purge (which also removes it from the HA configuration): nothing was sent; add --purge if that is meant"
+            )));
+        }
+        let mut goes = disks_of(&config);
+        let snaps: Vec<String> = self
+            .guest_read(inv, GuestRead::Snapshots)
+            .await?
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|s| s.get("name").and_then(Value::as_str))
+            .filter(|n| *n != "current")
+            .map(|n| format!("snapshot {}", crate::base::text::printable(n)))
+            .collect();
+        goes.extend(snaps);
+        if purge {
+            goes.push("its entries in backup jobs, replication and HA".into());
+        }
+        Ok(crate::base::error::Scope {
+            goes,
+            stays: vec![format!("its backups (`pxagent backup list --vmid {vmid}`)")],
+        })
+    }
+
+    /// [`catalog::Precheck::SnapshotExists`]: the guest has the snapshot `param` names.
+    async fn snapshot_exists(&self, inv: &Invocation, param: &str) -> Result<()> {
+        let Some(want) = inv.values.get(param) else {
+            return Ok(());
+        };
+        let list = self.guest_read(inv, GuestRead::Snapshots).await?;
+        let names: Vec<&str> = list
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|s| s.get("name").and_then(Value::as_str))
+            .filter(|n| *n != "current")
+            .collect();
+        if names.contains(&want.as_str()) {
+            return Ok(());
+        }
+        let noun = catalog::guest_noun(inv.op.area.guest_types()[0]);
+        let vmid = inv.values.get("vmid").cloned().unwrap_or_default();
+        Err(Error::NotFound(format!(
+            "{noun} {vmid} has no snapshot '{want}' ({}): nothing was sent and no phrase is needed",
+            if names.is_empty() {
+                "it has none".to_string()
+            } else {
+                format!("it has {}", names.join(", "))
+            }
+        )))
     }
 
     /// Send a prepared invocation and follow its task.
@@ -390,6 +510,8 @@ impl Remote {
             }
             // Judged with the policy's NFS servers, by the engine and the gate.
             Precheck::Trusted(_) => Ok(()),
+            // Checked before the phrase was asked for ([`Remote::before_asking`]).
+            Precheck::Destroyable | Precheck::SnapshotExists(_) => Ok(()),
             Precheck::SpaceForArchive(archive_param, storage_param) => {
                 let Some(archive) = inv.values.get(archive_param) else {
                     return Ok(());
@@ -822,4 +944,48 @@ mod tests {
         assert!(!task_ok("VM 100 already running"));
         assert!(!task_ok("unexpected status"));
     }
+}
+
+/// Which of a guest's reads [`Remote::before_asking`] makes.
+#[derive(Debug, Clone, Copy)]
+enum GuestRead {
+    Status,
+    Config,
+    Snapshots,
+}
+
+/// A guest configuration's disks, as the short items of a [`crate::base::error::Scope`]:
+/// `disk scsi0 (local-lvm:vm-100-disk-0, 32G)`; CD-ROMs and empty drives are not the guest's.
+fn disks_of(config: &Value) -> Vec<String> {
+    let Some(obj) = config.as_object() else {
+        return Vec::new();
+    };
+    let is_disk = |k: &str| {
+        let num = |p: &str| k.strip_prefix(p).is_some_and(|n| n.parse::<u32>().is_ok());
+        k == "rootfs"
+            || [
+                "scsi", "virtio", "sata", "ide", "efidisk", "tpmstate", "mp", "unused",
+            ]
+            .iter()
+            .any(|p| num(p))
+    };
+    obj.iter()
+        .filter(|(k, _)| is_disk(k))
+        .filter_map(|(k, v)| {
+            let spec = v.as_str()?;
+            if spec.contains("media=cdrom") || spec.starts_with("none") {
+                return None;
+            }
+            let volid = spec.split(',').next().unwrap_or(spec);
+            let size = spec
+                .split(',')
+                .find_map(|kv| kv.strip_prefix("size="))
+                .map(|s| format!(", {s}"))
+                .unwrap_or_default();
+            Some(format!(
+                "disk {k} ({}{size})",
+                crate::base::text::printable(volid)
+            ))
+        })
+        .collect()
 }

@@ -209,7 +209,7 @@ async function modes() {
     );
     report.lean.has_output_schema = tools.some((t) => Boolean(t.outputSchema));
     report.lean.vm_status = await call(client, "vm_status", { vmid: 100 });
-    report.lean.vm_destroy = await call(client, "vm_destroy", { vmid: 102 });
+    report.lean.vm_destroy = await call(client, "vm_destroy", { vmid: 9000 });
     await client.close();
     report.lean.server_stderr = log.text;
   }
@@ -222,7 +222,7 @@ async function modes() {
     report.compact.found = await call(client, "find_operation", { query: "destroy" });
     report.compact.described = await call(client, "describe_operation", { tool: "vm_destroy" });
     report.compact.status = await run("vm_status", { vmid: 100 });
-    report.compact.destroy = await run("vm_destroy", { vmid: 102 });
+    report.compact.destroy = await run("vm_destroy", { vmid: 9000 });
     report.compact.invalid = await run("vm_status", { vmid: 99 });
     await client.close();
     report.compact.server_stderr = log.text;

@@ -188,6 +188,7 @@ pub static CT_DESTROY: Op = Op {
         consequence: "this deletes the container and its volumes irrecoverably",
         hint: None,
     }),
+    prechecks: &[Precheck::Destroyable],
     ..ROW
 };
 
@@ -230,6 +231,7 @@ pub static CT_ROLLBACK: Op = Op {
         consequence: "this discards every change made to container {vmid} since snapshot {snapshot}",
         hint: Some("take a snapshot of the current state first if you may want it back"),
     }),
+    prechecks: &[Precheck::SnapshotExists("snapshot")],
     ..ROW
 };
 
@@ -248,6 +250,7 @@ pub static CT_DELSNAPSHOT: Op = Op {
         consequence: "this deletes snapshot {snapshot} of container {vmid} irrecoverably",
         hint: None,
     }),
+    prechecks: &[Precheck::SnapshotExists("snapshot")],
     ..ROW
 };
 

@@ -243,6 +243,7 @@ pub static VM_DESTROY: Op = Op {
         consequence: "this deletes the VM and its disks irrecoverably",
         hint: None,
     }),
+    prechecks: &[Precheck::Destroyable],
     ..ROW
 };
 
@@ -313,6 +314,7 @@ pub static VM_ROLLBACK: Op = Op {
         consequence: "this discards every change made to VM {vmid} since snapshot {snapshot}",
         hint: Some("take a snapshot of the current state first if you may want it back"),
     }),
+    prechecks: &[Precheck::SnapshotExists("snapshot")],
     ..ROW
 };
 
@@ -331,6 +333,7 @@ pub static VM_DELSNAPSHOT: Op = Op {
         consequence: "this deletes snapshot {snapshot} of VM {vmid} irrecoverably",
         hint: None,
     }),
+    prechecks: &[Precheck::SnapshotExists("snapshot")],
     ..ROW
 };
 

@@ -49,7 +49,8 @@ pub fn check(s: &Settings, f: &Fleet, inv: Option<&Invocation>) -> Result<()> {
                 f.hosts.len()
             ),
             phrase: inv.phrase().unwrap_or_default(),
-            hint: Some("at a terminal pxagent asks for the phrase host by host; otherwise run it with -H HOST --confirm PHRASE, once per host".into()),
+            hint: Some("at a terminal pxagent asks for the phrase host by host; otherwise run it once per host with -H HOST, each with the phrase the user typed for that host".into()),
+            scope: None,
         });
     }
     Ok(())

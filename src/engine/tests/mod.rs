@@ -262,16 +262,45 @@ async fn a_change_whose_audit_record_cannot_be_written_is_not_sent() {
 #[tokio::test]
 async fn confirmation_missing_or_wrong_sends_nothing() {
     let none = Policy::default();
-    let destroy = invocation("vm.destroy", &[("vmid", "100")]);
-    for given in [None, Some("yes destroy 101"), Some("yes destroy 100 ")] {
-        let run = execute(&none, Replay::new("pve"), &destroy, given).await;
+    let destroy = invocation("vm.destroy", &[("vmid", "100"), ("node", "pve1")]);
+    // A wrong phrase is its own kind, refused before anything is read (issue 40).
+    for given in ["yes destroy 101", "yes destroy 100 "] {
+        let run = execute(&none, Replay::new("pve"), &destroy, Some(given)).await;
         assert_eq!(run.code(), 4, "{given:?}");
-        let Error::ConfirmationRequired { phrase, .. } = run.err() else {
-            panic!("{}", run.err());
+        let Error::ConfirmationMismatch { phrase, .. } = run.err() else {
+            panic!("{given:?}: {}", run.err());
         };
         assert_eq!(phrase, "yes destroy 100");
+        let json = run.err().to_json();
+        assert_eq!(json["kind"], "confirmation_mismatch", "{json}");
+        assert_eq!(json["phrase_from"], "user", "{json}");
+        assert!(
+            json["instruction"].as_str().unwrap().contains("human user"),
+            "{json}"
+        );
         assert_eq!(run.host.count(), 0, "{given:?}");
     }
+    // No phrase: the guest is checked before the phrase is asked for; VM 100 runs, so
+    // Proxmox would refuse the destroy, and no phrase is asked for at all (only reads sent).
+    let host = Replay::new("pve").expect(
+        &words(VM100_STATUS),
+        Answer::ok(fixture(
+            "replay/pvesh_get_qemu_status_current_running_sim.json",
+        )),
+    );
+    let run = execute(&none, host, &destroy, None).await;
+    assert_eq!(run.code(), 1, "{}", run.err());
+    assert_eq!(run.err().kind(), "wrong_state");
+    assert!(
+        run.err().to_string().contains("is running"),
+        "{}",
+        run.err()
+    );
+    assert!(
+        run.sent().iter().all(|argv| argv[3] == "get"),
+        "{:?}",
+        run.sent()
+    );
     // An op that may be a no-op (`vm stop`) refuses a wrong phrase before reading anything.
     let stop = invocation("vm.stop", &[("vmid", "100")]);
     for given in ["yes stop 101", "yes stop 100 "] {

@@ -67,11 +67,19 @@ async fn a_change_during_a_backup_is_locked() {
     assert!(msg.contains("pxagent task list"), "{msg}");
 }
 
-/// A snapshot that does not exist is `not_found` (the text comes from the task).
+/// A snapshot that does not exist is `not_found` (the text comes from the task): here it was
+/// listed when pxagent looked before asking, and gone when Proxmox deleted it (a race).
 #[tokio::test]
 async fn deleting_a_missing_snapshot_is_not_found() {
     let upid = "UPID:pve1:000F4271:0735B4CF:6B0F9F4E:qmdelsnapshot:100:root@pam:";
     let host = Replay::new("pve")
+        .expect(
+            &words("sudo -n /usr/bin/pvesh get /nodes/pve1/qemu/100/snapshot --output-format json"),
+            // The shape of qm_listsnapshot's API answer (FORMATS.md): the snapshot, then `current`.
+            Answer::ok(
+                r#"[{"name":"nosuch","snaptime":1790000000,"description":""},{"name":"current","description":"You are here!","running":1,"parent":"nosuch"}]"#,
+            ),
+        )
         .expect(
             &words(
                 "sudo -n /usr/bin/pvesh delete /nodes/pve1/qemu/100/snapshot/nosuch --output-format json",
