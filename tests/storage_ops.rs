@@ -479,18 +479,21 @@ fn a_share_on_a_server_the_admin_did_not_name_is_never_trusted() {
         "import",
     ]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    let r = home.on_bed(&[
-        "vm",
-        "create",
-        "--vmid",
-        "952",
-        "--name",
-        "y",
-        "--image",
-        &format!("{named}:import/host-disk.raw"),
-        "-o",
-        "json",
-    ]);
+    let create_952 = |image: &str| {
+        home.on_bed(&[
+            "vm",
+            "create",
+            "--vmid",
+            "952",
+            "--name",
+            "y",
+            "--image",
+            &format!("{named}:import/{image}"),
+            "-o",
+            "json",
+        ])
+    };
+    let r = create_952("host-disk.raw");
     assert_eq!(r.code, 1, "{}", r.stdout);
     assert!(
         r.stdout.contains("Too many levels of symbolic links"),
@@ -499,18 +502,7 @@ fn a_share_on_a_server_the_admin_did_not_name_is_never_trusted() {
     );
     // An image whose backing file is the host's disk: Proxmox takes an import volume as
     // untrusted and refuses it.
-    let r = home.on_bed(&[
-        "vm",
-        "create",
-        "--vmid",
-        "952",
-        "--name",
-        "y",
-        "--image",
-        &format!("{named}:import/layered.qcow2"),
-        "-o",
-        "json",
-    ]);
+    let r = create_952("layered.qcow2");
     assert_eq!(r.code, 1, "{}", r.stdout);
     assert!(
         r.stdout.contains("backing file not allowed"),

@@ -114,43 +114,24 @@ impl<C: Connector> Engine<'_, C> {
         Ok(())
     }
 
-    /// [`Engine::decide`] for an op that may have nothing to do ([`catalog::Already`]):
-    /// the policy first (a refusal stays a refusal), then the guest's status (one
-    /// read, after the node lookup), and only when the action is to run, the phrase and the
-    /// rate limit. A no-op needs no phrase and counts against no limit, since nothing
-    /// happens; a phrase that was given must still be the right one (checked before the
-    /// reads). Returns the invocation
-    /// with its node resolved, or the `changed: false` result.
+    /// [`Engine::decide`] for an op that may have nothing to do ([`catalog::Already`]), or
+    /// that looks at its target before asking ([`catalog::Precheck::before_asking`]): the
+    /// policy first (a refusal stays a refusal), then the reads (after the node lookup), and
+    /// only when the action is to run, the phrase and the rate limit. A no-op needs no phrase
+    /// and counts against no limit, since nothing happens; a phrase that was given must
+    /// still be the right one (checked before the reads). Returns the invocation with its
+    /// node resolved, or the `changed: false` result.
     async fn admit(
         &self,
         inv: &Invocation,
         given: Option<&str>,
         trail: &mut Trail,
     ) -> Result<std::result::Result<Invocation, Value>> {
-        let Some(already) = inv.op.already else {
-            if !inv.op.prechecks.iter().any(|c| c.before_asking()) {
-                self.decide(inv, given, trail).await?;
-                return Ok(Ok(inv.clone()));
-            }
-            // Check before asking (issue 40): a human is never asked for a phrase for what
-            // cannot run, and is told what goes with the target. A wrong phrase is still
-            // refused before anything is read.
-            let policy_confirm = self.judge(inv, trail).await?;
-            if given.is_some() {
-                crate::policy::confirm::gate_with(inv, given, policy_confirm, false, |_| {
-                    Err(Error::Internal("no terminal to ask".into()))
-                })?;
-            }
-            let remote = self.connector.remote().await?;
-            let mut inv = inv.clone();
-            if inv.needs_node() {
-                let node = remote.resolve_node(&inv).await?;
-                inv.values.insert("node", node);
-            }
-            inv.attach.scope = remote.before_asking(&inv).await?;
-            self.confirm(&inv, given, policy_confirm, trail)?;
-            return Ok(Ok(inv));
-        };
+        let asks_after_looking = inv.op.prechecks.iter().any(|c| c.before_asking());
+        if inv.op.already.is_none() && !asks_after_looking {
+            self.decide(inv, given, trail).await?;
+            return Ok(Ok(inv.clone()));
+        }
         let policy_confirm = self.judge(inv, trail).await?;
         // A wrong phrase is refused before anything is read (exit 4, nothing sent).
         if given.is_some() {
@@ -164,6 +145,13 @@ impl<C: Connector> Engine<'_, C> {
             let node = remote.resolve_node(&inv).await?;
             inv.values.insert("node", node);
         }
+        let Some(already) = inv.op.already else {
+            // Check before asking (issue 40): a human is never asked for a phrase for what
+            // cannot run, and is told what goes with the target.
+            inv.attach.scope = remote.before_asking(&inv).await?;
+            self.confirm(&inv, given, policy_confirm, trail)?;
+            return Ok(Ok(inv));
+        };
         let vmid = inv.values.get("vmid").cloned().unwrap_or_default();
         let node = inv.values.get("node").cloned().unwrap_or_default();
         let values = [("vmid", vmid.as_str()), ("node", node.as_str())];
