@@ -77,13 +77,7 @@ pub async fn run(remote: &Remote, profile: Profile, user: &str) -> Vec<Check> {
 
     // Is a gate in front of the account? Ask it first: a gated account accepts no `id` or
     // `sudo -l`, so the gate answers those itself.
-    let hello_cmd = crate::base::gate_protocol::Envelope {
-        client: format!("pxagent {}", crate::VERSION),
-        hello: true,
-        ..Default::default()
-    }
-    .to_command();
-    let hello = remote.session.exec(&hello_cmd).await;
+    let hello = ask_gate(remote).await;
     let (gate_checks, gated) = gate_checks(&hello, user);
     checks.extend(gate_checks);
 
@@ -734,17 +728,23 @@ pub struct HostRules {
     pub denied: Vec<String>,
 }
 
-/// Read what the account may run: the gate's hello (its `sudo -n -l` and the ops its host
-/// policy denies) where a gate is in front, else `sudo -n -l` itself. Fails (exit 5) when the
-/// host gives no listing.
-pub async fn host_rules(remote: &Remote, user: &str) -> crate::Result<HostRules> {
+/// Send the gate's `hello` (on an ungated account, the forced-command-less shell answers
+/// something else, which [`gate_checks`] tells apart).
+async fn ask_gate(remote: &Remote) -> crate::Result<Captured> {
     let hello_cmd = crate::base::gate_protocol::Envelope {
         client: format!("pxagent {}", crate::VERSION),
         hello: true,
         ..Default::default()
     }
     .to_command();
-    let hello = remote.session.exec(&hello_cmd).await;
+    remote.session.exec(&hello_cmd).await
+}
+
+/// Read what the account may run: the gate's hello (its `sudo -n -l` and the ops its host
+/// policy denies) where a gate is in front, else `sudo -n -l` itself. Fails (exit 5) when the
+/// host gives no listing.
+pub async fn host_rules(remote: &Remote, user: &str) -> crate::Result<HostRules> {
+    let hello = ask_gate(remote).await;
     let (_, gated) = gate_checks(&hello, user);
     let (listing, denied) = match &gated {
         Some(h) => {
