@@ -9,7 +9,7 @@
 #   2. pxagent's own rules beside it, and the linter passing them;
 #   3. the gated account, proved by `pxagent preflight`;
 #   4. a plain `ssh host id` refused while a typed operation works;
-#   5. a destroy refused without its phrase (nothing sent);
+#   5. a destroy looked at before it is asked for, and refused without its phrase (nothing sent);
 #   6. an approval round trip: the host asks for a signed statement, a human signs, the op runs once;
 #   7. one MCP tool call.
 # Nothing it does changes a guest, so it can run again and again (and beside other beds).
@@ -117,7 +117,8 @@ status_head() { local rc=0 out; out="$(pxagent vm status "$DEMO_VM")" || rc=$?; 
 step 0 "A typed operation works" --show "pxagent vm status $DEMO_VM | head -3" status_head
 
 # 5. The soft blacklist.
-step 4 "A destroy without its phrase is refused; nothing is sent" pxagent vm destroy 100 </dev/null
+step 1 "A running VM is not asked about: Proxmox would refuse its destroy (only reads are sent)" pxagent vm destroy 100 </dev/null
+step 4 "A destroy without its phrase is refused, naming what goes and what stays; nothing is sent" pxagent vm destroy 103 </dev/null
 
 # 6. An approval round trip: the host policy (root's) says reading VM configs needs a human's
 # signature; the gate issues a statement, the approver signs it, the same call runs once.
