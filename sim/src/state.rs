@@ -437,6 +437,34 @@ pub struct Volume {
 }
 
 impl Volume {
+    /// A plain file on a storage (an ISO, a template, an image): no owner, no archive
+    /// contents, no link.
+    pub fn file(
+        node: &str,
+        storage: &str,
+        volname: &str,
+        content: &str,
+        format: &str,
+        size: u64,
+        ctime: i64,
+    ) -> Volume {
+        Volume {
+            node: node.into(),
+            storage: storage.into(),
+            volname: volname.into(),
+            content: content.into(),
+            format: format.into(),
+            size,
+            ctime,
+            vmid: None,
+            subtype: None,
+            guest_config: None,
+            disk_size: None,
+            link: None,
+            backing: None,
+        }
+    }
+
     /// `<storage>:<volname>`.
     pub fn volid(&self) -> String {
         format!("{}:{}", self.storage, self.volname)
@@ -1025,20 +1053,8 @@ pub fn initial(now: i64) -> State {
         link: None,
         backing: None,
     };
-    let file = |node: &str, volname: &str, content: &str, format: &str, size: u64, t: i64| Volume {
-        node: node.into(),
-        storage: "local".into(),
-        volname: volname.into(),
-        content: content.into(),
-        format: format.into(),
-        size,
-        ctime: t,
-        vmid: None,
-        subtype: None,
-        guest_config: None,
-        disk_size: None,
-        link: None,
-        backing: None,
+    let file = |node: &str, volname: &str, content: &str, format: &str, size: u64, t: i64| {
+        Volume::file(node, "local", volname, content, format, size, t)
     };
     // `local` on every node holds the installer ISO, two container templates and last night's
     // backups of VM 100 and CT 200 (so a restore works on any node); pve2 also has VM 101's.

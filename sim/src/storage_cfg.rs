@@ -274,20 +274,8 @@ pub fn share(sid: &str, export: &str, node: &str) -> Vec<crate::state::Volume> {
     }
     config.insert("memory".into(), json!(512));
     config.insert("cores".into(), json!(1));
-    let file = |volname: &str, content: &str, format: &str, size: u64| crate::state::Volume {
-        node: node.to_string(),
-        storage: sid.to_string(),
-        volname: volname.to_string(),
-        content: content.to_string(),
-        format: format.to_string(),
-        size,
-        ctime: PLANTED,
-        vmid: None,
-        subtype: None,
-        guest_config: None,
-        disk_size: None,
-        link: None,
-        backing: None,
+    let file = |volname: &str, content: &str, format: &str, size: u64| {
+        crate::state::Volume::file(node, sid, volname, content, format, size, PLANTED)
     };
     let mut archive = file(
         "backup/vzdump-qemu-950-2026_01_01-00_00_00.vma.zst",

@@ -677,26 +677,15 @@ pub fn download_url(st: &mut State, ctx: &Ctx, d: &DownloadUrl) -> Result<TaskRu
                 log,
             )?;
             if wrote {
-                st.volumes.push(Volume {
-                    node: node_s.clone(),
-                    storage: sid.clone(),
-                    volname: volname.clone(),
-                    content: content_s.clone(),
-                    // Import content's format is its extension (pve-storage parse_volname).
-                    format: match content_s.as_str() {
-                        "iso" => "iso".into(),
-                        "import" => name.rsplit('.').next().unwrap_or("raw").into(),
-                        _ => tmpl_format(&name).into(),
-                    },
-                    size,
-                    ctime: ctx.now,
-                    vmid: None,
-                    subtype: None,
-                    guest_config: None,
-                    disk_size: None,
-                    link: None,
-                    backing: None,
-                });
+                // Import content's format is its extension (pve-storage parse_volname).
+                let format = match content_s.as_str() {
+                    "iso" => "iso",
+                    "import" => name.rsplit('.').next().unwrap_or("raw"),
+                    _ => tmpl_format(&name),
+                };
+                st.volumes.push(Volume::file(
+                    &node_s, &sid, &volname, &content_s, format, size, ctx.now,
+                ));
             }
             Ok(())
         },
@@ -854,21 +843,15 @@ pub fn apl_download(
                 log,
             )?;
             if wrote {
-                st.volumes.push(Volume {
-                    node: node_s.clone(),
-                    storage: sid.clone(),
-                    volname: volname.clone(),
-                    content: "vztmpl".into(),
-                    format: tmpl_format(template).into(),
+                st.volumes.push(Volume::file(
+                    &node_s,
+                    &sid,
+                    &volname,
+                    "vztmpl",
+                    tmpl_format(template),
                     size,
-                    ctime: ctx.now,
-                    vmid: None,
-                    subtype: None,
-                    guest_config: None,
-                    disk_size: None,
-                    link: None,
-                    backing: None,
-                });
+                    ctx.now,
+                ));
             }
             Ok(())
         },
