@@ -161,9 +161,10 @@ impl Remote {
         Ok(scope)
     }
 
-    /// The guest reads a check before asking makes: its status, config or snapshots.
+    /// One of the guest's reads (its status, config or snapshots) on `inv`'s VMID and node:
+    /// what a check before asking makes, and what [`Remote::settle`] polls.
     async fn guest_read(&self, inv: &Invocation, what: GuestRead) -> Result<Value> {
-        let vm = inv.op.area == catalog::Area::Vm;
+        let vm = inv.op.area != catalog::Area::Ct;
         let op = match (what, vm) {
             (GuestRead::Status, true) => &ops::VM_STATUS,
             (GuestRead::Status, false) => &ops::CT_STATUS,
@@ -427,17 +428,10 @@ impl Remote {
 
     /// Poll a guest's status until it is `want` (at most the command timeout, default 120 s).
     async fn settle(&self, inv: &Invocation, want: &str) -> Result<()> {
-        let status_op = match inv.op.area {
-            catalog::Area::Ct => &ops::CT_STATUS,
-            _ => &ops::VM_STATUS,
-        };
         let vmid = inv.values.get("vmid").cloned().unwrap_or_default();
-        let node = inv.values.get("node").cloned().unwrap_or_default();
         let deadline = tokio::time::Instant::now() + self.settle_timeout;
         loop {
-            let st = self
-                .read_op(status_op, &[("vmid", &vmid), ("node", &node)])
-                .await?;
+            let st = self.guest_read(inv, GuestRead::Status).await?;
             if st.get("status").and_then(Value::as_str) == Some(want) {
                 return Ok(());
             }
