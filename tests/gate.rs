@@ -265,21 +265,7 @@ fn the_gate_trusts_no_storage_on_an_unnamed_server() {
     let g = gated();
     let _p = g.policy("nfs_servers: [nas]\nops: {}\n");
     let sid = fresh("ghostile");
-    sim(&[
-        "pvesh",
-        "create",
-        "/storage",
-        "--storage",
-        &sid,
-        "--type",
-        "nfs",
-        "--server",
-        "198.51.100.66",
-        "--export",
-        "/export/hostile",
-        "--content",
-        "backup,import",
-    ]);
+    crate::support::add_hostile_share(&sid, "backup,import");
     let line = |op: &pxagent::catalog::Op, values: &[(&'static str, String)]| {
         let v: std::collections::BTreeMap<&'static str, String> = values.iter().cloned().collect();
         let mut words = vec!["sudo".to_string(), "-n".to_string()];

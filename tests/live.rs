@@ -261,22 +261,19 @@ fn skill_ops(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// Render the sudoers file of `profile` for `user` and install it until the swap drops.
+fn install_render(user: &str, profile: &str) -> SudoersSwap {
+    let text = on_bed(&["sudoers", "render", "--user", user, "--profile", profile]).stdout;
+    SudoersSwap::install(Some(&text))
+}
+
 /// Issue 26: `skill --from-host` names exactly what the account's sudoers admits (an operator
 /// render here: no phrase ops), where the plain skill names the whole profile.
 #[test]
 fn the_skill_from_the_host_names_what_its_sudoers_admits() {
     let _g = lock();
     let b = bed();
-    let text = on_bed(&[
-        "sudoers",
-        "render",
-        "--user",
-        &b.user,
-        "--profile",
-        "operator",
-    ])
-    .stdout;
-    let _swap = SudoersSwap::install(Some(&text));
+    let _swap = install_render(&b.user, "operator");
     let r = on_bed(&["skill", "--from-host"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(r.stdout.starts_with("---\nname: pxagent\n"), "{}", r.stdout);
@@ -301,16 +298,7 @@ fn missing_rules_are_named() {
     let _g = lock();
     let b = bed();
     // Operator rules installed, full profile expected: the confirm ops are missing.
-    let text = on_bed(&[
-        "sudoers",
-        "render",
-        "--user",
-        &b.user,
-        "--profile",
-        "operator",
-    ])
-    .stdout;
-    let _swap = SudoersSwap::install(Some(&text));
+    let _swap = install_render(&b.user, "operator");
     let r = on_bed(&["preflight", "--profile", "full", "-o", "json"]);
     assert_eq!(r.code, 5);
     let checks = r.json()["data"]["checks"].clone();

@@ -389,21 +389,7 @@ fn a_share_on_a_server_the_admin_did_not_name_is_never_trusted() {
     let _g = lock();
     let home = Home::new();
     let sid = fresh("hostile");
-    crate::support::sim(&[
-        "pvesh",
-        "create",
-        "/storage",
-        "--storage",
-        &sid,
-        "--type",
-        "nfs",
-        "--server",
-        "198.51.100.66",
-        "--export",
-        "/export/hostile",
-        "--content",
-        "backup,import,iso",
-    ]);
+    crate::support::add_hostile_share(&sid, "backup,import,iso");
     home.write("named.yaml", b"nfs_servers: [nas]\n");
     let archive = format!("{sid}:backup/vzdump-qemu-950-2026_01_01-00_00_00.vma.zst");
     let link = format!("{sid}:import/host-disk.raw");

@@ -75,6 +75,27 @@ pub fn sim(args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Add, as root (as `pvesm add` by hand would), NFS storage `sid` on the server 198.51.100.66,
+/// which no test policy names, exporting the simulator's hostile share (`/export/hostile`:
+/// sim/README.md) with `content`.
+pub fn add_hostile_share(sid: &str, content: &str) {
+    sim(&[
+        "pvesh",
+        "create",
+        "/storage",
+        "--storage",
+        sid,
+        "--type",
+        "nfs",
+        "--server",
+        "198.51.100.66",
+        "--export",
+        "/export/hostile",
+        "--content",
+        content,
+    ]);
+}
+
 /// `pvesh get PATH EXTRA… --output-format json` asked of the simulator directly: what the host
 /// holds, to compare pxagent's answers with.
 pub fn sim_get(path: &str, extra: &[&str]) -> Value {
