@@ -357,6 +357,32 @@ impl Kind {
         }
     }
 
+    /// The ERE (unanchored) of what a caller gives for this kind (the command line, an MCP
+    /// argument), or `None` where no one expression says it and only [`Kind::parse`] can: the
+    /// pattern of an MCP tool's input schema. Most kinds are given as they travel; the ones
+    /// whose given form differs from their wire form ([`Kind::regex`]) say so here, so a
+    /// schema never demands the wire form (`ip=…`, URL-encoded keys, Unix seconds). The
+    /// tests hold every kind's example and other given forms to this pattern.
+    pub fn input_regex(self) -> Option<String> {
+        match self {
+            // Plain OpenSSH keys, one per line; the client URL-encodes them.
+            Kind::SshKeys => None,
+            // Seconds, an RFC 3339 time or a date: the client turns them into seconds.
+            Kind::Epoch => None,
+            // The client adds `ip=`, and takes it given.
+            Kind::IpConfig => Some(format!(
+                "(ip=)?(dhcp|{IPV4}/([89]|[12][0-9]|3[0-2])(,gw={IPV4})?)"
+            )),
+            // Any path of the form; the client and the host's rules check where it lies.
+            Kind::StoragePath => Some(format!("({PATH_SEGMENT}){{2,16}}")),
+            Kind::GuestArgv | Kind::GuestData | Kind::Flag | Kind::Choice(_) => None,
+            _ => match self.regex() {
+                r if r == ".*" => None,
+                r => Some(r),
+            },
+        }
+    }
+
     /// The POSIX ERE (unanchored) that matches every wire value of this kind.
     pub fn regex(self) -> String {
         match self {

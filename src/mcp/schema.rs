@@ -164,10 +164,12 @@ pub(super) fn param_schema(op: &Op, p: &Param) -> Value {
         }
         kind => match integer_range(kind) {
             Some((min, max)) => json!({"type": "integer", "minimum": min, "maximum": max}),
-            // The kind's own regex (the one in sudoers), anchored; extra checks such as
+            // What a caller gives ([`Kind::input_regex`]), anchored; extra checks such as
             // reserved snapshot names are made by the server.
-            None if kind.regex() == ".*" => json!({"type": "string"}),
-            None => json!({"type": "string", "pattern": format!("^({})$", kind.regex())}),
+            None => match kind.input_regex() {
+                None => json!({"type": "string"}),
+                Some(re) => json!({"type": "string", "pattern": format!("^({re})$")}),
+            },
         },
     };
     let mut text = match p.how {

@@ -763,3 +763,73 @@ fn the_lean_list_fits_in_40_kb_and_the_compact_one_in_8() {
         .len();
     assert!(compact <= 8 * 1024, "compact: {compact} bytes");
 }
+
+/// Each op's documented example, in the form its help and description give it (not the wire
+/// form: `10.0.0.5/24`, a plain OpenSSH key, a date), passes its own tool's schema, and what
+/// the schema takes the server takes. Every parameter is tried, options included, with other
+/// given forms each kind's description names.
+#[test]
+fn documented_examples_pass_their_own_schema() {
+    let more: &[(Kind, &[&str])] = &[
+        (
+            Kind::IpConfig,
+            &["dhcp", "10.0.0.5/24", "192.168.1.20/16,gw=192.168.0.1"],
+        ),
+        (
+            Kind::Epoch,
+            &["1767225600", "2026-01-02", "2026-01-02T03:04:05Z"],
+        ),
+        (
+            Kind::SshKeys,
+            &["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBRQPGL2CEQuW0392R+C9lGvfVuz1GCljUYKWbWiGOiw"],
+        ),
+        (Kind::Nameservers, &["10.0.0.1,1.1.1.1"]),
+    ];
+    let mut tried = 0;
+    for op in OPS.iter().filter(|o| !o.is_step()) {
+        let spec = tool_spec(op, op.confirm.is_some());
+        let v = jsonschema::validator_for(&spec.input_schema).unwrap();
+        let base = catalog::example_values(op);
+        for p in op.params {
+            // A parameter that selects this variant keeps the variant's example.
+            let selects = op.select.iter().any(|s| match s {
+                catalog::Select::Flag(f) => *f == p.name,
+                catalog::Select::Contains(n, _, _) => *n == p.name,
+            });
+            let mut given = vec![match selects {
+                true => base[p.name].clone(),
+                false => op.example_of(p.name, p.kind).to_string(),
+            }];
+            for (k, forms) in more {
+                if *k == p.kind {
+                    given.extend(forms.iter().map(|s| s.to_string()));
+                }
+            }
+            for value in given {
+                let mut raw = base.clone();
+                raw.insert(p.name, value.clone());
+                let args = as_args(op, &raw);
+                let doc = Value::Object(args.clone());
+                let errors: Vec<String> = v.iter_errors(&doc).map(|e| e.to_string()).collect();
+                assert!(
+                    errors.is_empty(),
+                    "{} {}={value}: {errors:?}",
+                    op.id,
+                    p.name
+                );
+                invocation(op, &args, op.confirm.is_some())
+                    .unwrap_or_else(|e| panic!("{} {}={value}: {e}", op.id, p.name));
+                tried += 1;
+            }
+        }
+    }
+    assert!(tried > 300, "{tried}");
+    // The forms the wire takes are not what a caller is asked for.
+    let ci = OPS.iter().find(|o| o.id == "vm.create-image").unwrap();
+    let schema = tool_spec(ci, false).input_schema;
+    let ip = &schema["properties"]["ip"];
+    let re = regex::Regex::new(ip["pattern"].as_str().unwrap()).unwrap();
+    assert!(re.is_match("10.0.0.5/24,gw=10.0.0.1") && re.is_match("dhcp"));
+    assert!(!re.is_match("10.0.0.5") && !re.is_match("ip=10.0.0.5/24;x"));
+    assert!(schema["properties"]["sshkeys"].get("pattern").is_none());
+}
