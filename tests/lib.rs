@@ -6,7 +6,7 @@
 //! Filter by topic: `cargo test --test integration cli::` (and `approve::`, `mcp_wire::`,
 //! `sudoers_lint::`, and `setup::`, which needs only this machine's sshd binary) runs what needs
 //! no host. The live topics (`live`, `actions`, `audit`, `batch`, `exec`, `fleet`, `mcp`,
-//! `newops`, `cloud_images`, `persist`, `policy`, `pve`, `robust`, `scripting`, `storage_ops`,
+//! `newops`, `cloud_images`, `persist`, `policy`, `pve`, `robust`, `scripting`, `storage_ops`, `health`,
 //! `sudo_rules`, `sudo_fences`, `ct_restore`, `ssh_transport`, `tasks`, `gate`, `jump`, `ux`) need
 //! root and the beds that `scripts/test.sh` brings up; without them they fail with what to run.
 
@@ -23,6 +23,7 @@ mod docs_examples;
 mod exec;
 mod fleet;
 mod gate;
+mod health;
 mod jump;
 mod layers;
 mod live;

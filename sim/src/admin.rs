@@ -18,6 +18,9 @@ pub const USAGE: &str = "USAGE: pve-sim <TOOL> [ARGS]     (TOOL: qm pct pvesh pv
        pve-sim qga VMID up|down|no-exec
                                     let the VM's guest agent answer, or not, or answer but refuse
                                     guest-exec and files (RHEL's allow list)
+       pve-sim break NODE service NAME|disk DEV|offline|none
+                                    make a service fail, a disk fail SMART, the node drop out of
+                                    the cluster; `none` mends the node
        pve-sim sandbox [out-limit=BYTES] [timeout=SECONDS]
                                     show/set the guest-command limits (output kept per stream, kill after)
        (internal: pve-sim guest-run …, guest-io …, guest-tool … are the sandbox's helpers, see sandbox.rs and guest_tools.rs)
@@ -81,6 +84,37 @@ pub fn run(cmd: &str, args: &[String], env: &Env, now: i64) -> Output {
                 set(&mut st.qga_no_exec, no_exec);
             }) {
                 Ok(()) => Output::default(),
+                Err(e) => Output::err(&format!("pve-sim: {e}"), 255),
+            }
+        }
+        // `break NODE service NAME|disk DEV|offline`, and `break NODE none` to mend it.
+        ("break", Some(node)) if (2..=3).contains(&args.len()) => {
+            let what = match (args[1].as_str(), args.get(2)) {
+                ("service", Some(name))
+                    if crate::hostinfo::service_names().contains(&name.as_str()) =>
+                {
+                    Some(format!("service:{name}"))
+                }
+                ("disk", Some(dev)) if dev.starts_with("/dev/") => Some(format!("disk:{dev}")),
+                ("offline", None) | ("none", None) => None,
+                _ => return Output::err(USAGE, 2),
+            };
+            let mend = args[1] == "none";
+            let offline = args[1] == "offline";
+            match store.transact(now, |st| {
+                let n = st.nodes.iter_mut().find(|n| n.name == *node)?;
+                match (&what, mend, offline) {
+                    (Some(w), _, _) => n.broken.push(w.clone()),
+                    (None, true, _) => {
+                        n.broken.clear();
+                        n.online = true;
+                    }
+                    (None, _, _) => n.online = false,
+                }
+                Some(())
+            }) {
+                Ok(Some(())) => Output::default(),
+                Ok(None) => Output::err(&format!("pve-sim: no node '{node}'"), 2),
                 Err(e) => Output::err(&format!("pve-sim: {e}"), 255),
             }
         }

@@ -49,30 +49,34 @@ fn service_state(name: &str) -> (&'static str, &'static str, &'static str) {
     }
 }
 
-fn service_entry(name: &str, desc: &str) -> Value {
-    let (active, state, unit) = service_state(name);
+fn service_entry(n: &Node, name: &str, desc: &str) -> Value {
+    let (active, state, unit) = match n.broken.iter().any(|b| *b == format!("service:{name}")) {
+        // A crashed daemon: `systemctl show` gives ActiveState=failed, SubState=failed.
+        true => ("failed", "failed", "enabled"),
+        false => service_state(name),
+    };
     json!({"active-state": active, "desc": desc, "name": name, "service": name,
            "state": state, "unit-state": unit})
 }
 
 /// `GET /nodes/{node}/services`: every service of [`SERVICES`], sorted by name as the
 /// handler does.
-pub fn services() -> Value {
+pub fn services(n: &Node) -> Value {
     Value::Array(
         SERVICES
             .iter()
-            .map(|(name, desc)| service_entry(name, desc))
+            .map(|(name, desc)| service_entry(n, name, desc))
             .collect(),
     )
 }
 
 /// `GET /nodes/{node}/services/{service}/state`: one entry of [`services`]. The path's
 /// `service` is checked against the enum before this runs.
-pub fn service(name: &str) -> Result<Value, Failure> {
+pub fn service(node: &Node, name: &str) -> Result<Value, Failure> {
     SERVICES
         .iter()
         .find(|(n, _)| *n == name)
-        .map(|(n, d)| service_entry(n, d))
+        .map(|(n, d)| service_entry(node, n, d))
         .ok_or_else(|| Failure::die(format!("unknown service '{name}'")))
 }
 
@@ -124,7 +128,15 @@ fn drives(n: &Node) -> Vec<Value> {
 /// since neither whole disk is itself mounted (the root file system is on LVM, the pool on
 /// ZFS) [INFER the value] (FORMATS.md §2.14).
 pub fn disks(n: &Node) -> Value {
-    Value::Array(drives(n))
+    let mut list = drives(n);
+    for d in &mut list {
+        let dev = format!("disk:{}", d["devpath"].as_str().unwrap_or(""));
+        if n.broken.contains(&dev) {
+            // smartctl's overall-health self-assessment when a drive predicts its failure.
+            d["health"] = json!("FAILED");
+        }
+    }
+    Value::Array(list)
 }
 
 /// `GET /nodes/{node}/disks/smart --disk DEV [--healthonly 1]` (pve-manager `Disks.pm` `smart`,
@@ -136,12 +148,16 @@ pub fn smart(n: &Node, disk: &str, healthonly: bool) -> Result<Value, Failure> {
         .into_iter()
         .find(|d| d["devpath"] == disk)
         .ok_or_else(|| Failure::die(format!("no such block device '{disk}'")))?;
+    // A disk `pve-sim break` failed: smartctl's overall assessment, and for a SATA drive the
+    // attribute below its threshold (`WHEN_FAILED` `FAILING_NOW`).
+    let failing = n.broken.contains(&format!("disk:{disk}"));
+    let health = if failing { "FAILED" } else { "PASSED" };
     if healthonly {
-        return Ok(json!({"health": "PASSED"}));
+        return Ok(json!({"health": health}));
     }
     if drive["type"] == "nvme" {
         let text = "\nSMART/Health Information (NVMe Log 0x02)\nCritical Warning:                   0x00\nTemperature:                        38 Celsius\nAvailable Spare:                    100%\nAvailable Spare Threshold:          10%\nPercentage Used:                    3%\nData Units Read:                    12,345,678 [6.32 TB]\nData Units Written:                 23,456,789 [12.0 TB]\nPower Cycles:                       42\nPower On Hours:                     8,760\nUnsafe Shutdowns:                   7\nMedia and Data Integrity Errors:    0\nError Information Log Entries:      0\n";
-        return Ok(json!({"health": "PASSED", "text": text, "type": "text"}));
+        return Ok(json!({"health": health, "text": text, "type": "text"}));
     }
     let attr = |id: u32, name: &str, value: u32, worst: u32, thresh: u32, raw: &str| {
         json!({"fail": "-", "flags": "-O--CK", "id": format!("{id:>3}"), "name": name,
@@ -151,13 +167,19 @@ pub fn smart(n: &Node, disk: &str, healthonly: bool) -> Result<Value, Failure> {
     Ok(json!({
         "attributes": [
             attr(1, "Raw_Read_Error_Rate", 100, 100, 0, "0"),
-            attr(5, "Reallocate_NAND_Blk_Cnt", 100, 100, 10, "0"),
+            if failing {
+                let mut a = attr(5, "Reallocate_NAND_Blk_Cnt", 3, 3, 10, "1788");
+                a["fail"] = json!("FAILING_NOW");
+                a
+            } else {
+                attr(5, "Reallocate_NAND_Blk_Cnt", 100, 100, 10, "0")
+            },
             attr(9, "Power_On_Hours", 100, 100, 0, "8760"),
             attr(12, "Power_Cycle_Count", 100, 100, 0, "42"),
             attr(194, "Temperature_Celsius", 65, 52, 0, "35 (Min/Max 20/48)"),
             attr(202, "Percent_Lifetime_Remain", 99, 99, 1, "1"),
         ],
-        "health": "PASSED",
+        "health": health,
         "type": "ata"
     }))
 }
@@ -271,8 +293,20 @@ mod tests {
                 .unwrap()
                 .is_empty()
         );
-        assert_eq!(services().as_array().unwrap().len(), SERVICES.len());
-        assert_eq!(service("pveproxy").unwrap()["state"], "running");
-        assert!(service("nginx").is_err());
+        assert_eq!(services(&n).as_array().unwrap().len(), SERVICES.len());
+        assert_eq!(service(&n, "pveproxy").unwrap()["state"], "running");
+        assert!(service(&n, "nginx").is_err());
+        let mut broken = n.clone();
+        broken.broken = vec!["service:pveproxy".into(), "disk:/dev/sda".into()];
+        assert_eq!(
+            service(&broken, "pveproxy").unwrap()["active-state"],
+            "failed"
+        );
+        assert_eq!(
+            smart(&broken, "/dev/sda", true).unwrap()["health"],
+            "FAILED"
+        );
+        assert_eq!(disks(&broken)[1]["health"], "FAILED");
+        assert_eq!(disks(&broken)[0]["health"], "PASSED");
     }
 }

@@ -1213,8 +1213,8 @@ fn execute(
                 .and_then(|v| usize::try_from(v).ok())
                 .filter(|v| *v > 0),
         )),
-        R::NodeServices(_) => data(hostinfo::services()),
-        R::NodeService(_, svc) => data(hostinfo::service(svc)?),
+        R::NodeServices(n) => data(hostinfo::services(&node_of(st, n)?)),
+        R::NodeService(n, svc) => data(hostinfo::service(&node_of(st, n)?, svc)?),
         R::AptUpdates(_) => data(hostinfo::updates()),
         R::StorageIndex => data(storage_cfg::index(st, o.get("type"))),
         R::StorageCreate => data(storage_cfg::create(st, o)?),

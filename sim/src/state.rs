@@ -133,6 +133,11 @@ pub struct Node {
     pub cpu: f64,
     /// SHA-256 fingerprint of pve-ssl.pem, `AA:BB:…`.
     pub ssl_fingerprint: String,
+    /// What `pve-sim break` made fail on this node, for the health checks' tests:
+    /// `service:NAME` (its unit failed, as systemd shows a crashed daemon) and `disk:DEV`
+    /// (smartctl's overall assessment `FAILED`). Empty on a fresh node.
+    #[serde(default)]
+    pub broken: Vec<String>,
 }
 
 /// Guest type.
@@ -733,6 +738,7 @@ pub fn initial(now: i64) -> State {
         disk: 5_014_233_088 + u64::from(id) * 377_487_360,
         cpu: 0.0123 * f64::from(id),
         ssl_fingerprint: fp.to_string(),
+        broken: Vec::new(),
     };
     let nodes = vec![
         node(

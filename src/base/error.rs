@@ -95,6 +95,10 @@ pub enum Error {
     #[error("{0}")]
     Preflight(String),
 
+    /// `pxagent health` found a problem (a warning or a critical finding).
+    #[error("{0}")]
+    Unhealthy(String),
+
     /// Host key or authentication failure.
     #[error("{0}")]
     Auth(String),
@@ -157,7 +161,7 @@ impl Error {
             Error::Usage(_) | Error::ReadFile { .. } => 2,
             Error::Policy(_) => 3,
             Error::ConfirmationRequired { .. } | Error::ConfirmationMismatch { .. } => 4,
-            Error::Preflight(_) => 5,
+            Error::Preflight(_) | Error::Unhealthy(_) => 5,
             Error::Auth(_) => 6,
             Error::Connection(_) => 7,
             Error::RateLimited(_) => 8,
@@ -193,6 +197,7 @@ impl Error {
             Error::ConfirmationRequired { .. } => "confirmation_required",
             Error::ConfirmationMismatch { .. } => "confirmation_mismatch",
             Error::Preflight(_) => "preflight_failed",
+            Error::Unhealthy(_) => "unhealthy",
             Error::Auth(_) => "auth_failed",
             Error::Connection(_) => "connection_failed",
             Error::RateLimited(_) => "rate_limited",

@@ -447,6 +447,10 @@ pub struct Op {
     /// What runs after the op succeeded, each step an op of its own (its policy, audit record
     /// and sudoers rule): a cloud image's disk grown, a clone's cloud-init set. Empty for most.
     pub then: &'static [Then],
+    /// Parameters the client applies to PVE's answer and never sends: filters of a read whose
+    /// endpoint takes none (`cluster tasks --errors`, as `GET /cluster/tasks` has no
+    /// parameters). No template names them, so no command line or sudoers rule has them.
+    pub local: &'static [&'static str],
 }
 
 /// Two ops are the same op when their ids are (ids are unique: the catalog tests check).

@@ -71,8 +71,8 @@ const EXIT_CODES: &[(u8, &str, &str)] = &[
     ),
     (
         5,
-        "preflight_failed",
-        "The host's setup is incomplete: show the user `pxagent preflight`'s findings.",
+        "preflight_failed, unhealthy",
+        "The host's setup is incomplete (`preflight`), or `health` found problems: show the user the findings (each names the command that shows more).",
     ),
     (
         6,
@@ -159,7 +159,7 @@ pub fn render_narrowed(profile: Profile, host: Option<(&str, &[&Op])>) -> String
     s.push_str("- Do not use `ssh`, `qm`, `pct` or `pvesh` directly instead, and do not try another way when pxagent refuses: a refusal is the host owner's decision.\n");
     s.push_str("- Always pass `-o json` and read `ok`, `data` and `error.kind`.\n\n");
     s.push_str("## First steps\n\n");
-    s.push_str("```\npxagent -o json preflight      # is the host set up: key-only SSH, sudo rules, audit\npxagent -o json status         # version, nodes, storages, guests by state\n```\n\n");
+    s.push_str("```\npxagent -o json preflight      # is the host set up: key-only SSH, sudo rules, audit\npxagent -o json status         # version, nodes, storages, guests by state\npxagent -o json health         # anything wrong? findings by severity; exit 5 when there are problems\n```\n\n");
     s.push_str(&format!("## Operations (profile {})\n\n", profile.name()));
     s.push_str("`<vmid>` is a guest's id; `--node` is optional (pxagent finds the guest's node). Risk: read, change, destructive (needs the human's phrase), in the guest.\n\n");
     for (area, title) in AREAS {

@@ -198,7 +198,7 @@ pub fn host_arg_ids() -> Vec<String> {
 enum Reach {
     /// The connection flags (`status`, `preflight`).
     Connection,
-    /// The connection flags and `--policy` (`mcp`).
+    /// The connection flags and `--policy` (`mcp`, `health`).
     ConnectionAndPolicyFile,
     /// The connection flags, `--policy` and `--dry-run` (`batch`: each request carries its own
     /// confirmation or approval, and runs to its end).
@@ -483,6 +483,21 @@ by the keys in --approvers), counts host rate limits, logs each decision to sysl
         .subcommand(reaches_host(
             Command::new("status").about("One summary of the host or cluster: version, nodes, storages, guests by state"),
             Reach::Connection,
+        ))
+        .subcommand(reaches_host(
+            Command::new("health")
+                .about("Is anything wrong? Quorum, nodes down, failed tasks, full storages, SMART, services, HA, updates: one call, exit 5 when something is")
+                .long_about("Is anything wrong? One call over one connection reads the cluster's membership and \
+quorum, its resources, its recent tasks and the HA manager, then each online node's disks, services and pending \
+updates, and lists what it found, worst first: each finding with its severity (critical, warning, info), where it \
+is, and the pxagent command that shows more. Checks the local policy denies, or the host refuses, are listed as \
+not checked. Exit 0 when no finding is a warning or critical (pending updates are info), exit 5 (`unhealthy`) \
+otherwise.")
+                .arg(Arg::new("since").long("since").value_name("WHEN")
+                    .help("Failed tasks from then on: an age (24h, 2d), a date, an RFC 3339 time or Unix seconds [default: 24h]"))
+                .arg(Arg::new("storage_threshold").long("storage-threshold").value_name("PCT")
+                    .help("A storage this full or fuller is a finding (percent) [default: 90]")),
+            Reach::ConnectionAndPolicyFile,
         ))
         .subcommand(reaches_host(
             Command::new("batch")

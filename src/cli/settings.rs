@@ -78,6 +78,8 @@ pub enum Cmd {
     Preflight(Profile),
     /// `pxagent status`.
     Status,
+    /// `pxagent health [--since T] [--storage-threshold PCT]`.
+    Health(HealthOptions),
     /// `pxagent audit show [filters]`.
     AuditShow(crate::audit::query::Filter),
     /// `pxagent audit verify`.
@@ -166,6 +168,7 @@ impl Cmd {
             Cmd::Skill { .. } => "skill",
             Cmd::Preflight(_) => "preflight",
             Cmd::Status => "status",
+            Cmd::Health(_) => "health",
             Cmd::AuditShow(_) => "audit.show",
             Cmd::AuditVerify => "audit.verify",
             Cmd::AuditNewChain => "audit.new-chain",
@@ -414,6 +417,7 @@ pub fn command(m: &ArgMatches, s: &Settings) -> Result<Cmd> {
         },
         ("preflight", _) => Cmd::Preflight(profile(sub)?),
         ("status", _) => Cmd::Status,
+        ("health", _) => Cmd::Health(health_options(sub)?),
         ("mcp", _) => Cmd::Mcp {
             profile: profile(sub)?,
             list_tools: sub.get_flag("list_tools"),
@@ -797,5 +801,48 @@ fn exec_request(op: &'static Op, leaf: &ArgMatches, s: &Settings) -> Result<Gues
             .connect
             .timeout
             .unwrap_or(crate::engine::guest::DEFAULT_TIMEOUT),
+    })
+}
+/// What `health` looks at and how strict it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HealthOptions {
+    /// Failed tasks that started at or after this time (Unix seconds) are findings.
+    pub since: u64,
+    /// A storage this full (percent of its size) or fuller is a finding.
+    pub storage_threshold: u8,
+}
+
+/// `health`'s options: `--since` (Unix seconds, a time, or how long ago: `24h`; default a day) and
+/// `--storage-threshold` (1-100, default 90).
+fn health_options(sub: &ArgMatches) -> Result<HealthOptions> {
+    let now = std::time::SystemTime::now();
+    let since = match string(sub, "since") {
+        None => now - Duration::from_secs(24 * 3600),
+        // Unix seconds, as `cluster tasks --since` takes them.
+        Some(s) if !s.is_empty() && s.len() <= 11 && s.bytes().all(|b| b.is_ascii_digit()) => {
+            std::time::UNIX_EPOCH + Duration::from_secs(s.parse().unwrap_or(0))
+        }
+        Some(s) => crate::base::time::parse_since(&s, now)?,
+    };
+    let since = since
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_err(|_| Error::usage("--since: before 1970"))?
+        .as_secs();
+    let storage_threshold = match string(sub, "storage_threshold") {
+        None => 90,
+        Some(t) => t
+            .parse::<u8>()
+            .ok()
+            .filter(|t| (1..=100).contains(t))
+            .ok_or_else(|| {
+                Error::usage(format!(
+                    "--storage-threshold: expected a percentage 1-100, got '{}'",
+                    crate::base::text::printable(&t)
+                ))
+            })?,
+    };
+    Ok(HealthOptions {
+        since,
+        storage_threshold,
     })
 }

@@ -281,6 +281,7 @@ impl<C: Connector> Engine<'_, C> {
         trail.argv = prepared.remote_argv();
         trail.upid = outcome.upid.clone();
         let data = crate::views::normalize(inv.op.view, &outcome.data, inv.keep_type)?;
+        let data = crate::views::keep_local(inv.op.view, inv.op.local, &inv.values, data);
         let mut data = match outcome.upid {
             Some(upid) => crate::views::value(&crate::views::TaskResult {
                 upid: Some(upid),

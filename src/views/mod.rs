@@ -433,9 +433,80 @@ fn parse<T: for<'de> Deserialize<'de>>(data: &Value, what: &str) -> Result<T> {
         .map_err(|e| Error::Remote(format!("unexpected {what} from the host: {e}")))
 }
 
+/// Whether a task entry failed: its status is of type `error` by pve-common
+/// `PVE::Tools::upid_normalize_status_type` (neither `OK` nor `WARNINGS: N`, and not the
+/// `unknown` of an empty status or `unexpected status`). A running task has no status yet.
+pub fn task_failed(t: &serde_json::Map<String, Value>) -> bool {
+    let status = t.get("status").and_then(Value::as_str).unwrap_or("");
+    let warnings = status
+        .strip_prefix("WARNINGS: ")
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+    !matches!(status, "" | "OK" | "RUNNING" | "unexpected status") && !warnings
+}
+
+/// Task entries newest first, each with `failed` ([`task_failed`]).
+fn tasks(data: &Value) -> Result<Value> {
+    let list = data
+        .as_array()
+        .ok_or_else(|| Error::Remote("unexpected task list from the host: not a list".into()))?;
+    let start = |t: &Value| t.get("starttime").and_then(Value::as_f64).unwrap_or(0.0);
+    let mut out: Vec<Value> = list
+        .iter()
+        .filter_map(Value::as_object)
+        .map(|t| {
+            let mut t = t.clone();
+            let failed = task_failed(&t);
+            t.insert("failed".into(), Value::Bool(failed));
+            Value::Object(t)
+        })
+        .collect();
+    out.sort_by(|a, b| start(b).total_cmp(&start(a)));
+    Ok(Value::Array(out))
+}
+
+/// What an op's client-side filters ([`crate::catalog::Op::local`]) keep of its normalised
+/// answer: for task lists, `errors` (failed only), `since` (started then or later), `vmid`
+/// (the task's `id` is the guest's) and `limit` (the newest N, applied last). Any other data
+/// passes unchanged.
+pub fn keep_local(
+    view: View,
+    local: &[&str],
+    values: &BTreeMap<&'static str, String>,
+    data: Value,
+) -> Value {
+    let View::Tasks = view else { return data };
+    let Value::Array(list) = data else {
+        return data;
+    };
+    let values: BTreeMap<&str, &String> = values
+        .iter()
+        .filter(|(k, _)| local.contains(k))
+        .map(|(k, v)| (*k, v))
+        .collect();
+    let since = values.get("since").and_then(|s| s.parse::<f64>().ok());
+    let limit = values.get("limit").and_then(|s| s.parse::<usize>().ok());
+    let kept = list.into_iter().filter(|t| {
+        let Some(o) = t.as_object() else { return false };
+        (!values.contains_key("errors") || task_failed(o))
+            && since.is_none_or(|s| o.get("starttime").and_then(Value::as_f64).unwrap_or(0.0) >= s)
+            && values.get("vmid").is_none_or(|v| {
+                o.get("id").is_some_and(|id| match id {
+                    Value::String(s) => s == *v,
+                    Value::Number(n) => n.to_string() == **v,
+                    _ => false,
+                })
+            })
+    });
+    Value::Array(match limit {
+        Some(n) => kept.take(n).collect(),
+        None => kept.collect(),
+    })
+}
+
 /// Parse raw pvesh JSON into the op's typed form; `keep_type` filters resource entries.
 pub fn normalize(view: View, data: &Value, keep_type: Option<&str>) -> Result<Value> {
     Ok(match view {
+        View::Tasks => tasks(data)?,
         View::Resources(only) => {
             let mut list: Vec<Resource> = parse(data, "resource list")?;
             if let Some(t) = keep_type.or(only) {
@@ -496,7 +567,6 @@ pub fn normalize(view: View, data: &Value, keep_type: Option<&str>) -> Result<Va
         | View::NodeStatus
         | View::TaskStatus
         | View::Config
-        | View::Tasks
         | View::ClusterStatus
         | View::Task
         | View::Done
@@ -1092,5 +1162,73 @@ mod tests {
             .unwrap_err();
             assert_eq!(e.exit_code(), 2, "{e}");
         }
+    }
+}
+
+#[cfg(test)]
+mod task_tests {
+    use super::*;
+    use serde_json::json;
+
+    fn list() -> Value {
+        // `/cluster/tasks` entries (FORMATS.md §2.12): finished ones carry `status` and
+        // `endtime`; a running one has neither.
+        json!([
+            {"upid": "a", "id": "100", "starttime": 100, "endtime": 101, "status": "OK", "node": "pve1", "type": "qmstart"},
+            {"upid": "b", "id": "101", "starttime": 300, "endtime": 305, "status": "command 'qm' failed", "node": "pve1", "type": "qmstart"},
+            {"upid": "c", "id": "", "starttime": 200, "endtime": 220, "status": "WARNINGS: 2", "node": "pve2", "type": "vzdump"},
+            {"upid": "d", "id": "100", "starttime": 400, "node": "pve1", "type": "vzdump"},
+            {"upid": "e", "id": "102", "starttime": 250, "endtime": 251, "status": "unexpected status", "node": "pve1", "type": "qmstop"},
+            {"upid": "f", "id": "100", "starttime": 150, "endtime": 151, "status": "WARNINGS: x", "node": "pve1", "type": "qmstop"}
+        ])
+    }
+
+    fn upids(v: &Value) -> Vec<&str> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["upid"].as_str().unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn tasks_come_newest_first_and_say_whether_they_failed() {
+        let v = normalize(View::Tasks, &list(), None).unwrap();
+        assert_eq!(upids(&v), ["d", "b", "e", "c", "f", "a"]);
+        let failed: Vec<bool> = v
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["failed"].as_bool().unwrap())
+            .collect();
+        assert_eq!(failed, [false, true, false, false, true, false]);
+    }
+
+    #[test]
+    fn local_filters_apply_only_where_the_op_names_them() {
+        let v = normalize(View::Tasks, &list(), None).unwrap();
+        let all = ["errors", "since", "limit", "vmid"];
+        let vals = |pairs: &[(&'static str, &str)]| -> BTreeMap<&'static str, String> {
+            pairs.iter().map(|(k, v)| (*k, v.to_string())).collect()
+        };
+        let keep = |local: &[&str], pairs: &[(&'static str, &str)]| {
+            upids(&keep_local(View::Tasks, local, &vals(pairs), v.clone()))
+                .into_iter()
+                .map(String::from)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(keep(&all, &[("errors", "1")]), ["b", "f"]);
+        assert_eq!(keep(&all, &[("since", "200")]), ["d", "b", "e", "c"]);
+        assert_eq!(keep(&all, &[("vmid", "100")]), ["d", "f", "a"]);
+        assert_eq!(keep(&all, &[("vmid", "100"), ("limit", "2")]), ["d", "f"]);
+        assert_eq!(keep(&all, &[("errors", "1"), ("since", "200")]), ["b"]);
+        // Where the op sends a value itself (task list --vmid), the client does not filter.
+        assert_eq!(keep(&[], &[("vmid", "100")]).len(), 6);
+        // Other views pass unchanged.
+        let obj = json!({"a": 1});
+        assert_eq!(
+            keep_local(View::Object, &all, &vals(&[("limit", "1")]), obj.clone()),
+            obj
+        );
     }
 }

@@ -61,23 +61,19 @@ pub static CLUSTER_NEXTID: Op = Op {
 };
 
 /// `pxagent cluster tasks`: the running and recent tasks of every node (each node shares
-/// its running tasks and its last finished ones through the cluster file system).
+/// its running tasks and its last finished ones through the cluster file system), newest
+/// first, each with `failed`. `GET /cluster/tasks` takes no parameters (PVE 9.1.11 and 9.2), so
+/// the filters are applied by the client to its answer ([`Op::local`]).
 pub static CLUSTER_TASKS: Op = Op {
     id: "cluster.tasks",
     cli: &["cluster", "tasks"],
-    about: "List the running and recent tasks of every node",
+    about: "List the running and recent tasks of every node, newest first",
     risk: Risk::Read,
     area: Area::Cluster,
-    params: &[],
+    params: &[TASK_ERRORS, TASK_SINCE, TASK_LIMIT, TASK_VMID],
     args: pvesh!("get", "/cluster/tasks"),
-    view: View::Table(&[
-        ("upid", "UPID"),
-        ("node", "NODE"),
-        ("type", "TYPE"),
-        ("id", "ID"),
-        ("status", "STATUS"),
-        ("starttime", "STARTED"),
-    ]),
+    view: View::Tasks,
+    local: &["errors", "since", "limit", "vmid"],
     ..ROW
 };
 
@@ -113,4 +109,29 @@ const RESOURCE_TYPE: Param = Param {
     ]),
     how: How::Option,
     help: "only resources of this type",
+};
+
+const TASK_ERRORS: Param = Param {
+    name: "errors",
+    kind: Kind::Flag,
+    how: How::Flag,
+    help: "only tasks that failed",
+};
+const TASK_SINCE: Param = Param {
+    name: "since",
+    kind: Kind::Epoch,
+    how: How::Option,
+    help: "only tasks started then or later",
+};
+const TASK_LIMIT: Param = Param {
+    name: "limit",
+    kind: Kind::Count,
+    how: How::Option,
+    help: "at most this many tasks, the newest",
+};
+const TASK_VMID: Param = Param {
+    name: "vmid",
+    kind: Kind::Vmid,
+    how: How::Option,
+    help: "only this guest's tasks",
 };

@@ -231,6 +231,7 @@ const ROW: Op = Op {
     yields: None,
     fence: None,
     then: &[],
+    local: &[],
 };
 
 // --- parameters shared by several areas ---------------------------------------------------

@@ -9,6 +9,7 @@ mod catalog;
 mod docs;
 mod exec;
 mod fleet;
+mod health;
 mod op;
 mod persist;
 mod preflight;
@@ -105,6 +106,11 @@ pub fn execute(
             }
             None => status::status(&ctx, out, trail),
         })),
+        Cmd::Health(opts) => {
+            let ctx = context(s).map_err(|e| (e, None))?;
+            no_fleet(s, &ctx, "health").map_err(|e| (e, None))?;
+            health::health(&ctx, opts, out, trail)
+        }
         Cmd::Op(inv, filter) => plain(context(s).and_then(|ctx| match fleet(s, &ctx)? {
             Some(f) => {
                 // Each host's run is audited on its own.

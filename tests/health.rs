@@ -1,0 +1,259 @@
+//! `pxagent health` on the bed (issue 40, item 4): a healthy cluster is exit 0; a failed
+//! service, a disk failing SMART, a node offline and a failed task are each a finding with its
+//! severity and a command that shows more (exit 5, kind `unhealthy`), on the plain bed and
+//! through the gate; a read the local policy denies is listed as not checked. And `cluster
+//! tasks` with its client-side filters: `--errors`, `--since`, `--vmid`, `--limit`.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde_json::Value;
+
+use crate::support::{Home, clear_faults, fault, lock, sim};
+
+/// Mends every node when dropped, so a failing assertion leaves no broken node behind.
+struct Mend;
+
+impl Drop for Mend {
+    fn drop(&mut self) {
+        for n in ["pve1", "pve2", "pve3"] {
+            let _ = std::process::Command::new("/usr/local/lib/pve-sim/pve-sim")
+                .args(["break", n, "none"])
+                .status();
+        }
+        clear_faults();
+    }
+}
+
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+fn findings(doc: &Value) -> Vec<Value> {
+    doc["data"]["findings"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+fn find<'a>(list: &'a [Value], check: &str, subject: &str) -> &'a Value {
+    list.iter()
+        .find(|f| f["check"] == check && f["subject"] == subject)
+        .unwrap_or_else(|| panic!("no {check} finding for {subject}: {list:#?}"))
+}
+
+#[test]
+fn health_finds_what_is_wrong_and_names_the_command_that_shows_more() {
+    let _g = lock();
+    let _mend = Mend;
+    let home = Home::new();
+    let t0 = now().to_string();
+
+    // A healthy cluster: every check made, nothing above info (the pending updates).
+    let r = home.on_bed(&["health", "--since", &t0, "-o", "json"]);
+    let data = r.data();
+    assert_eq!(data["healthy"], true, "{data:#}");
+    for check in [
+        "quorum", "nodes", "storage", "tasks", "ha", "services", "smart", "updates",
+    ] {
+        assert!(
+            data["checked"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|c| c == check),
+            "{check}: {data:#}"
+        );
+    }
+    assert!(
+        findings(&r.json()).iter().all(|f| f["severity"] == "info"),
+        "{data:#}"
+    );
+    assert!(
+        findings(&r.json()).iter().any(|f| f["check"] == "updates"),
+        "{data:#}"
+    );
+
+    // Break four things.
+    fault(
+        r#"{"match":"qemu/103/status/start","action":"fail","message":"start failed: QEMU exited with code 1","times":1}"#,
+    );
+    assert_eq!(home.on_bed(&["vm", "start", "103"]).code, 1);
+    sim(&["break", "pve2", "service", "pvestatd"]);
+    sim(&["break", "pve1", "disk", "/dev/sda"]);
+    let down = "pve3";
+    sim(&["break", down, "offline"]);
+
+    for gate in [false, true] {
+        let px = if gate {
+            home.px().gated()
+        } else {
+            home.px().bed()
+        };
+        let r = px.args(["health", "--since", &t0, "-o", "json"]).run();
+        assert_eq!(r.code, 5, "gate {gate}: {}\n{}", r.stdout, r.stderr);
+        let doc = r.json();
+        assert_eq!(doc["ok"], false);
+        assert_eq!(doc["error"]["kind"], "unhealthy", "{doc:#}");
+        assert_eq!(doc["data"]["healthy"], false);
+        let list = findings(&doc);
+        let f = find(&list, "services", "pvestatd");
+        assert_eq!(
+            (f["severity"].as_str(), f["node"].as_str()),
+            (Some("warning"), Some("pve2"))
+        );
+        assert_eq!(f["more"], "pxagent node service pve2 pvestatd");
+        let f = find(&list, "smart", "/dev/sda");
+        assert_eq!(f["severity"], "critical");
+        assert_eq!(f["more"], "pxagent node smart pve1 /dev/sda");
+        let f = find(&list, "nodes", down);
+        assert_eq!(f["severity"], "critical");
+        let task = list
+            .iter()
+            .find(|f| {
+                f["check"] == "tasks" && f["message"].as_str().unwrap().contains("qmstart 103")
+            })
+            .unwrap_or_else(|| panic!("{list:#?}"));
+        assert_eq!(task["severity"], "warning");
+        let upid = task["subject"].as_str().unwrap().to_string();
+        assert_eq!(task["more"], format!("pxagent task log {upid}"));
+        // Worst first; the offline node's own reads are not attempted.
+        let rank = |s: &Value| {
+            ["critical", "warning", "info"]
+                .iter()
+                .position(|x| s == x)
+                .unwrap()
+        };
+        assert!(
+            list.windows(2)
+                .all(|w| rank(&w[0]["severity"]) <= rank(&w[1]["severity"])),
+            "{list:#?}"
+        );
+        assert!(
+            !list
+                .iter()
+                .any(|f| f["check"] == "updates" && f["node"] == down),
+            "{list:#?}"
+        );
+        assert_eq!(doc["data"]["unchecked"], serde_json::json!([]), "{doc:#}");
+
+        // Each "more" is a command that runs and shows the finding.
+        for f in [
+            find(&list, "services", "pvestatd"),
+            find(&list, "smart", "/dev/sda"),
+            task,
+        ] {
+            let words: Vec<&str> = f["more"].as_str().unwrap().split(' ').skip(1).collect();
+            let mut args = words.clone();
+            args.extend(["-o", "json"]);
+            let r = home.on_bed(&args);
+            assert_eq!(r.code, 0, "{words:?}: {}", r.stderr);
+            let shown = r.stdout;
+            assert!(
+                shown.contains("failed") || shown.contains("FAILED"),
+                "{words:?}: {shown}"
+            );
+        }
+    }
+
+    // For people: one line per finding, the exit code the same.
+    let r = home.on_bed(&["health", "--since", &t0]);
+    assert_eq!(r.code, 5);
+    assert!(r.stdout.starts_with("unhealthy: "), "{}", r.stdout);
+    assert!(r.stdout.contains("CRITICAL  smart"), "{}", r.stdout);
+
+    // A read the local policy denies is not checked, and says why.
+    home.write("deny.yaml", b"ops:\n  node.updates: deny\n");
+    let r = home.on_bed(&[
+        "--policy",
+        "deny.yaml",
+        "health",
+        "--since",
+        &t0,
+        "-o",
+        "json",
+    ]);
+    let doc = r.json();
+    let unchecked = doc["data"]["unchecked"].as_array().unwrap();
+    assert!(
+        unchecked
+            .iter()
+            .any(|u| u["check"] == "updates" && u["reason"].as_str().unwrap().contains("policy")),
+        "{doc:#}"
+    );
+    assert!(
+        !findings(&doc).iter().any(|f| f["check"] == "updates"),
+        "{doc:#}"
+    );
+
+    // Mended, and the failed task left out by --since: healthy again.
+    drop(_mend);
+    let r = home.on_bed(&["health", "--since", &(now() + 1).to_string(), "-o", "json"]);
+    assert_eq!(r.data()["healthy"], true, "{}", r.stdout);
+}
+
+#[test]
+fn cluster_tasks_filters_apply_to_the_answer_newest_first() {
+    let _g = lock();
+    let _mend = Mend;
+    let home = Home::new();
+    let t0 = now().to_string();
+    fault(
+        r#"{"match":"qemu/103/status/start","action":"fail","message":"start failed: QEMU exited with code 1","times":1}"#,
+    );
+    assert_eq!(home.on_bed(&["vm", "start", "103"]).code, 1);
+    let all = home.on_bed(&["cluster", "tasks", "-o", "json"]).data();
+    let all = all.as_array().unwrap();
+    let starts: Vec<u64> = all
+        .iter()
+        .map(|t| t["starttime"].as_u64().unwrap())
+        .collect();
+    assert!(
+        starts.windows(2).all(|w| w[0] >= w[1]),
+        "newest first: {starts:?}"
+    );
+    assert!(all.iter().all(|t| t["failed"].is_boolean()));
+
+    let errors = home
+        .on_bed(&["cluster", "tasks", "--errors", "--since", &t0, "-o", "json"])
+        .data();
+    let errors = errors.as_array().unwrap();
+    assert_eq!(errors.len(), 1, "{errors:#?}");
+    assert_eq!(
+        (errors[0]["id"].as_str(), errors[0]["failed"].as_bool()),
+        (Some("103"), Some(true))
+    );
+    let one = home
+        .on_bed(&[
+            "cluster", "tasks", "--vmid", "103", "--limit", "1", "-o", "json",
+        ])
+        .data();
+    assert_eq!(one.as_array().unwrap().len(), 1);
+    assert_eq!(one[0]["upid"], errors[0]["upid"]);
+    // The filters never travel: the host runs the one `pvesh get /cluster/tasks`.
+    let r = home.on_bed(&[
+        "cluster",
+        "tasks",
+        "--errors",
+        "--limit",
+        "2",
+        "--dry-run",
+        "-o",
+        "json",
+    ]);
+    let command = r.data()["command"].as_str().unwrap().to_string();
+    assert!(command.contains("pvesh get /cluster/tasks"), "{command}");
+    assert!(
+        !command.contains("errors") && !command.contains("limit"),
+        "{command}"
+    );
+    // Through the gate too.
+    let r = home
+        .px()
+        .gated()
+        .args(["cluster", "tasks", "--errors", "--since", &t0, "-o", "json"])
+        .run();
+    assert_eq!(r.data().as_array().unwrap().len(), 1, "{}", r.stdout);
+}
