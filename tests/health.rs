@@ -2,7 +2,8 @@
 //! service, a disk failing SMART, a node offline and a failed task are each a finding with its
 //! severity and a command that shows more (exit 5, kind `unhealthy`), on the plain bed and
 //! through the gate; a read the local policy denies is listed as not checked. And `cluster
-//! tasks` with its client-side filters: `--errors`, `--since`, `--vmid`, `--limit`.
+//! tasks` with its client-side filters: `--errors`, `--since`, `--vmid`, `--limit`. And
+//! `--all-nodes` on node-scoped reads.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -31,6 +32,12 @@ fn now() -> u64 {
         .as_secs()
 }
 
+/// A start time later than any task an earlier test made (task times are whole seconds).
+fn fresh_second() -> String {
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    now().to_string()
+}
+
 fn findings(doc: &Value) -> Vec<Value> {
     doc["data"]["findings"]
         .as_array()
@@ -49,7 +56,7 @@ fn health_finds_what_is_wrong_and_names_the_command_that_shows_more() {
     let _g = lock();
     let _mend = Mend;
     let home = Home::new();
-    let t0 = now().to_string();
+    let t0 = fresh_second();
 
     // A healthy cluster: every check made, nothing above info (the pending updates).
     let r = home.on_bed(&["health", "--since", &t0, "-o", "json"]);
@@ -199,7 +206,7 @@ fn cluster_tasks_filters_apply_to_the_answer_newest_first() {
     let _g = lock();
     let _mend = Mend;
     let home = Home::new();
-    let t0 = now().to_string();
+    let t0 = fresh_second();
     fault(
         r#"{"match":"qemu/103/status/start","action":"fail","message":"start failed: QEMU exited with code 1","times":1}"#,
     );
@@ -256,4 +263,87 @@ fn cluster_tasks_filters_apply_to_the_answer_newest_first() {
         .args(["cluster", "tasks", "--errors", "--since", &t0, "-o", "json"])
         .run();
     assert_eq!(r.data().as_array().unwrap().len(), 1, "{}", r.stdout);
+}
+
+#[test]
+fn all_nodes_runs_a_node_read_on_every_online_node_over_one_connection() {
+    let _g = lock();
+    let _mend = Mend;
+    let home = Home::new();
+    let doc = home
+        .on_bed(&["node", "services", "--all-nodes", "-o", "json"])
+        .json();
+    assert_eq!(doc["ok"], true, "{doc:#}");
+    assert_eq!(doc["op"], "node.services");
+    let nodes = doc["nodes"].as_array().unwrap();
+    let names: Vec<&str> = nodes.iter().map(|n| n["node"].as_str().unwrap()).collect();
+    assert_eq!(names, ["pve1", "pve2", "pve3"]);
+    assert!(
+        nodes
+            .iter()
+            .all(|n| n["ok"] == true && n["data"].as_array().unwrap().len() > 20),
+        "{doc:#}"
+    );
+
+    // An offline node is listed, not asked; the others answer; exit 1 for the one missing.
+    sim(&["break", "pve3", "offline"]);
+    let before = crate::support::sudo_log_len();
+    let r = home.on_bed(&["storage", "list", "--all-nodes", "-o", "json"]);
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    let doc = r.json();
+    let pve3 = &doc["nodes"][2];
+    assert_eq!(
+        (pve3["node"].as_str(), pve3["ok"].as_bool()),
+        (Some("pve3"), Some(false))
+    );
+    assert_eq!(pve3["error"]["kind"], "wrong_state", "{doc:#}");
+    assert!(
+        doc["nodes"][0]["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["storage"] == "local")
+    );
+    let sent = crate::support::sudo_commands_since(before);
+    assert!(
+        sent.iter().any(|c| c.contains("/nodes/pve2/storage")),
+        "{sent:#?}"
+    );
+    assert!(
+        !sent.iter().any(|c| c.contains("/nodes/pve3/")),
+        "{sent:#?}"
+    );
+    // For people: a block per node and a summary.
+    let r = home.on_bed(&["node", "disks", "--all-nodes"]);
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stdout.contains("== pve1\n") && r.stdout.contains("== pve2\n"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout
+            .ends_with("2 of 3 nodes ok; failed: pve3 (wrong_state)\n"),
+        "{}",
+        r.stdout
+    );
+
+    // Through the gate, each node's line is judged as if asked alone.
+    let r = home
+        .px()
+        .gated()
+        .args(["node", "updates", "--all-nodes", "-o", "json"])
+        .run();
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(r.json()["nodes"][1]["ok"], true, "{}", r.stdout);
+
+    // Only node-scoped reads take it, and never beside a node.
+    for args in [
+        &["vm", "start", "100", "--all-nodes"][..],
+        &["node", "status", "pve1", "--all-nodes"],
+        &["storage", "list", "--node", "pve1", "--all-nodes"],
+    ] {
+        let r = home.on_bed(args);
+        assert_eq!(r.code, 2, "{args:?}: {}", r.stderr);
+    }
 }

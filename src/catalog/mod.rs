@@ -500,6 +500,23 @@ impl Op {
         self.view == View::Task
     }
 
+    /// Whether this op reads one node's state (`node disks NODE`, `storage list [--node]`): a
+    /// read whose node is a positional or the local node, not a guest's, and whose only
+    /// positional is that node (`node smart NODE DISK` names a thing of one node). The CLI
+    /// runs such an op on every online node with `--all-nodes`.
+    pub fn node_scoped_read(&self) -> bool {
+        self.risk == Risk::Read
+            && !self.step
+            && !self
+                .params
+                .iter()
+                .any(|p| p.how == How::Positional && p.kind != Kind::Node)
+            && self.params.iter().any(|p| {
+                p.kind == Kind::Node
+                    && matches!(p.how, How::Positional | How::Node(NodeFrom::Local))
+            })
+    }
+
     /// Whether this op starts a process inside a guest (it takes a [`Kind::GuestArgv`]).
     pub fn runs_guest_command(&self) -> bool {
         self.params.iter().any(|p| p.kind == Kind::GuestArgv)

@@ -161,7 +161,7 @@ pub fn render_narrowed(profile: Profile, host: Option<(&str, &[&Op])>) -> String
     s.push_str("## First steps\n\n");
     s.push_str("```\npxagent -o json preflight      # is the host set up: key-only SSH, sudo rules, audit\npxagent -o json status         # version, nodes, storages, guests by state\npxagent -o json health         # anything wrong? findings by severity; exit 5 when there are problems\n```\n\n");
     s.push_str(&format!("## Operations (profile {})\n\n", profile.name()));
-    s.push_str("`<vmid>` is a guest's id; `--node` is optional (pxagent finds the guest's node). Risk: read, change, destructive (needs the human's phrase), in the guest.\n\n");
+    s.push_str("`<vmid>` is a guest's id; `--node` is optional (pxagent finds the guest's node); a node's reads (`node disks`, `storage list`, …) take `--all-nodes` for every online node in one call. Risk: read, change, destructive (needs the human's phrase), in the guest.\n\n");
     for (area, title) in AREAS {
         let mine: Vec<&&Op> = ops.iter().filter(|op| op.area == *area).collect();
         if mine.is_empty() {

@@ -379,6 +379,20 @@ fn op_command(name: &str, ops: &[&'static Op]) -> Command {
             }
         }
     }
+    if base.node_scoped_read() {
+        cmd = cmd.arg(
+            Arg::new("all_nodes")
+                .long("all-nodes")
+                .action(ArgAction::SetTrue)
+                .conflicts_with("node")
+                .help("Run it on every online node of the cluster, over one connection: one result per node"),
+        );
+        if base.param("node").is_some_and(|p| p.how == How::Positional) {
+            cmd = cmd.mut_arg("node", |a| {
+                a.required(false).required_unless_present("all_nodes")
+            });
+        }
+    }
     if base.runs_guest_command() {
         cmd = cmd.args(exec_args()).after_help(
             "Exits 0 when the command ran in the guest, whatever its exit code (JSON: data.exitcode), \

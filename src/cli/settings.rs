@@ -147,6 +147,8 @@ pub enum Cmd {
     Man(Vec<String>),
     /// A catalog op (not a guest command), with the list filters of its command line.
     Op(Invocation, Filter),
+    /// A node-scoped read on every online node (`--all-nodes`).
+    AllNodes(Box<AllNodes>),
     /// A catalog op whose guest was given by name (`vm status web`): looked up on the host
     /// first, then run as [`Cmd::Op`].
     Named(Box<Named>, Filter),
@@ -190,6 +192,7 @@ impl Cmd {
             Cmd::Completions(_) => "completions",
             Cmd::Man(_) => "man",
             Cmd::Op(inv, _) => inv.op.id,
+            Cmd::AllNodes(a) => a.op.id,
             Cmd::Named(named, _) => named.op.id,
             Cmd::Exec { req, .. } => req.op.id,
         }
@@ -503,6 +506,9 @@ pub fn command(m: &ArgMatches, s: &Settings) -> Result<Cmd> {
                     client_only: leaf.get_flag("client"),
                     inv: invocation(&path, leaf)?,
                 },
+                None if leaf.try_get_one::<bool>("all_nodes").ok().flatten() == Some(&true) => {
+                    Cmd::AllNodes(Box::new(all_nodes(&path, leaf)?))
+                }
                 None => {
                     let filter = filter(leaf)?;
                     match named(&path, leaf)? {
@@ -689,6 +695,39 @@ pub fn invocation(path: &[&str], m: &ArgMatches) -> Result<Invocation> {
     let op = catalog::select(path, &raw)?;
     raw.retain(|k, _| op.param(k).is_some());
     Invocation::new(op, raw)
+}
+
+/// A node-scoped read to run on every online node: the op and its other values, checked now
+/// with a stand-in node (so a bad value is exit 2 before anything is sent).
+#[derive(Debug, Clone)]
+pub struct AllNodes {
+    pub op: &'static Op,
+    /// Its values but the node.
+    pub raw: BTreeMap<&'static str, String>,
+    pub filter: Filter,
+}
+
+impl AllNodes {
+    /// The invocation for one node.
+    pub fn on(&self, node: &str) -> Result<Invocation> {
+        let mut raw = self.raw.clone();
+        raw.insert("node", node.to_string());
+        Invocation::new(self.op, raw)
+    }
+}
+
+fn all_nodes(path: &[&str], m: &ArgMatches) -> Result<AllNodes> {
+    let mut raw = raw_values(path, m);
+    cli_forms(path, m, &mut raw)?;
+    let op = catalog::select(path, &raw)?;
+    raw.retain(|k, _| op.param(k).is_some() && *k != "node");
+    let a = AllNodes {
+        op,
+        raw,
+        filter: filter(m)?,
+    };
+    a.on("pve1")?;
+    Ok(a)
 }
 
 /// Every value given for a parameter of any op at `path`, unvalidated.

@@ -10,6 +10,7 @@ mod docs;
 mod exec;
 mod fleet;
 mod health;
+mod nodes;
 mod op;
 mod persist;
 mod preflight;
@@ -118,6 +119,10 @@ pub fn execute(
                 fleet::run_op(s, &ctx, &f, inv, filter, out)
             }
             None => op::run_op(s, &ctx, inv, filter, out, trail),
+        })),
+        Cmd::AllNodes(a) => plain(context(s).and_then(|ctx| {
+            no_fleet(s, &ctx, "--all-nodes")?;
+            nodes::all_nodes(s, &ctx, a, out, trail)
         })),
         Cmd::Named(named, filter) => plain(context(s).and_then(|ctx| {
             no_fleet(
