@@ -151,9 +151,11 @@ fn a_real_mcp_client_drives_the_sandbox() {
     );
     let mut names: Vec<&str> = tools.keys().map(String::as_str).collect();
     let mut want: Vec<&str> = expected.iter().map(|s| s.name.as_str()).collect();
+    want.push("health");
     names.sort();
     want.sort();
     assert_eq!(names, want);
+    assert_eq!(tools["health"]["read_only"], true);
     assert_eq!(tools["vm_list"]["read_only"], true);
     assert_eq!(tools["vm_list"]["idempotent"], true);
     assert_eq!(tools["vm_destroy"]["destructive"], true);
@@ -397,6 +399,7 @@ fn a_readonly_server_lists_and_runs_only_reads() {
         .iter()
         .filter(|op| op.risk == pxagent::catalog::Risk::Read && !op.is_step())
         .map(|op| op.tool_name())
+        .chain(["health".to_string()])
         .collect();
     want.sort();
     assert_eq!(names, want);
@@ -533,7 +536,8 @@ fn the_typescript_sdk_reads_the_lean_and_the_compact_lists() {
     assert_eq!(lean["has_output_schema"], false);
     let listed = lean["tools"].as_object().unwrap();
     let want = every_tool();
-    assert_eq!(listed.len(), want.len());
+    assert_eq!(listed.len(), want.len() + 1, "every operation and health");
+    assert_eq!(listed["health"], serde_json::json!([]));
     for (name, req) in want {
         let got = listed
             .get(&name)
@@ -550,7 +554,33 @@ fn the_typescript_sdk_reads_the_lean_and_the_compact_lists() {
     assert!(bytes <= 8 * 1024, "the compact list is {bytes} bytes");
     assert_eq!(
         compact["names"],
-        serde_json::json!(["describe_operation", "find_operation", "run_operation"])
+        serde_json::json!([
+            "describe_operation",
+            "find_operation",
+            "health",
+            "run_operation"
+        ])
+    );
+    // "Is anything wrong?" is one call in both lists (issue 40, item 4).
+    for h in [&lean["health"], &compact["health"]] {
+        let doc = &h["structured"];
+        assert_eq!(doc["op"], "health", "{h}");
+        assert_eq!(h["is_error"], false, "{h}");
+        let checked = doc["data"]["checked"].as_array().unwrap();
+        assert!(
+            checked.iter().any(|c| c == "quorum") && checked.iter().any(|c| c == "smart"),
+            "{h}"
+        );
+        assert_eq!(doc["ok"], doc["data"]["healthy"], "{h}");
+    }
+    assert_eq!(
+        lean["health_bad"]["is_error"], true,
+        "{}",
+        lean["health_bad"]
+    );
+    assert_eq!(
+        lean["health_bad"]["structured"]["error"]["kind"],
+        "invalid_input"
     );
     let found: Vec<&str> = compact["found"]["structured"]["operations"]
         .as_array()
@@ -758,7 +788,9 @@ fn the_default_tool_list_fits_in_40_kb_and_offers_every_operation() {
             .collect();
         assert_eq!(got, req, "{name}");
     }
-    assert_eq!(listed.len(), every_tool().len());
+    // Every operation, and the health check.
+    assert_eq!(listed.len(), every_tool().len() + 1);
+    assert!(listed.contains_key("health"));
     assert_eq!(ok(&r["vm_status"])["vmid"], 100);
     let refused = &r["vm_destroy"]["structured"];
     assert_eq!(
@@ -778,7 +810,12 @@ fn the_compact_tools_find_describe_and_run_every_operation() {
     assert!(bytes <= 8 * 1024, "the compact list is {bytes} bytes");
     assert_eq!(
         r["names"],
-        serde_json::json!(["describe_operation", "find_operation", "run_operation"])
+        serde_json::json!([
+            "describe_operation",
+            "find_operation",
+            "health",
+            "run_operation"
+        ])
     );
     let found = &r["found"]["structured"];
     let names: Vec<&str> = found["operations"]

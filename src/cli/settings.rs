@@ -79,7 +79,7 @@ pub enum Cmd {
     /// `pxagent status`.
     Status,
     /// `pxagent health [--since T] [--storage-threshold PCT]`.
-    Health(HealthOptions),
+    Health(crate::engine::health::Options),
     /// `pxagent audit show [filters]`.
     AuditShow(crate::audit::query::Filter),
     /// `pxagent audit verify`.
@@ -842,18 +842,9 @@ fn exec_request(op: &'static Op, leaf: &ArgMatches, s: &Settings) -> Result<Gues
             .unwrap_or(crate::engine::guest::DEFAULT_TIMEOUT),
     })
 }
-/// What `health` looks at and how strict it is.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HealthOptions {
-    /// Failed tasks that started at or after this time (Unix seconds) are findings.
-    pub since: u64,
-    /// A storage this full (percent of its size) or fuller is a finding.
-    pub storage_threshold: u8,
-}
-
 /// `health`'s options: `--since` (Unix seconds, a time, or how long ago: `24h`; default a day) and
 /// `--storage-threshold` (1-100, default 90).
-fn health_options(sub: &ArgMatches) -> Result<HealthOptions> {
+fn health_options(sub: &ArgMatches) -> Result<crate::engine::health::Options> {
     let now = std::time::SystemTime::now();
     let since = match string(sub, "since") {
         None => now - Duration::from_secs(24 * 3600),
@@ -880,7 +871,7 @@ fn health_options(sub: &ArgMatches) -> Result<HealthOptions> {
                 ))
             })?,
     };
-    Ok(HealthOptions {
+    Ok(crate::engine::health::Options {
         since,
         storage_threshold,
     })

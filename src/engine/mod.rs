@@ -29,6 +29,7 @@ use crate::policy::{Decision, GuestTags, Policy};
 use crate::remote::Remote;
 
 pub mod guest;
+pub mod health;
 mod then;
 mod trail;
 

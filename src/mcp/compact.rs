@@ -92,7 +92,13 @@ pub fn glob(pattern: &str, text: &str) -> bool {
     true
 }
 
-fn tool(name: &str, title: &str, description: &str, schema: Value, read_only: bool) -> Tool {
+pub(super) fn tool(
+    name: &str,
+    title: &str,
+    description: &str,
+    schema: Value,
+    read_only: bool,
+) -> Tool {
     let schema = match schema {
         Value::Object(o) => o,
         _ => JsonObject::new(),

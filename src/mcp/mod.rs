@@ -44,6 +44,7 @@ use crate::catalog::Profile;
 mod args;
 mod cancel;
 mod compact;
+mod health;
 mod link;
 mod progress;
 mod schema;
@@ -111,6 +112,13 @@ pub fn serve(ctx: crate::config::context::Context, opts: Options) -> Result<u8> 
                 s.description
             ));
         }
+        let h = health::spec(false);
+        text.push_str(&format!(
+            "{}	read	{}
+",
+            h.name,
+            h.description.as_deref().unwrap_or_default()
+        ));
         crate::output::write_raw(&text);
         return Ok(0);
     }

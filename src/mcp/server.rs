@@ -67,11 +67,12 @@ impl Server {
                 (s, t)
             })
             .collect();
-        let listed = if compact {
+        let mut listed: Vec<Tool> = if compact {
             compact::tools()
         } else {
             tools.iter().map(|(_, t)| t.clone()).collect()
         };
+        listed.push(health::spec(full));
         Server {
             exec_timeout: target
                 .command_timeout
@@ -174,6 +175,9 @@ impl Server {
         context: RequestContext<RoleServer>,
     ) -> std::result::Result<CallToolResult, ErrorData> {
         let args = request.arguments.unwrap_or_default();
+        if request.name == health::NAME {
+            return Ok(self.call_health(&args).await);
+        }
         if !self.compact {
             return self.call_op(request.name.as_ref(), args, context).await;
         }
@@ -224,6 +228,63 @@ impl Server {
                 self.call_op(&tool, inner, context).await
             }
             name => self.call_op(name, args, context).await,
+        }
+    }
+
+    /// Handle a call of [`health::NAME`]: its reads over the session's connection, one audit
+    /// record `health`.
+    async fn call_health(&self, args: &JsonObject) -> CallToolResult {
+        let started = Instant::now();
+        let trail = Trail {
+            audited: true,
+            host: Some(self.host.clone()),
+            account: Some(self.account.clone()),
+            via: Via::Mcp,
+            ..Trail::default()
+        };
+        let result = async {
+            let opts = health::options(args)?;
+            let call = CallLink::new(&self.link);
+            let remote = crate::engine::Connector::remote(&call).await;
+            let remote = match remote {
+                Err(e) => return Err(e),
+                Ok(r) => r,
+            };
+            let policy = &self.policy;
+            let r = crate::engine::health::report(
+                &remote,
+                &|op| crate::engine::health::denied_by(policy, op),
+                &opts,
+            )
+            .await;
+            if let (Err(Error::Connection(_)), Some((g, _))) = (&r, call.used()) {
+                self.link.discard(g).await;
+            }
+            r
+        }
+        .await;
+        let code = match &result {
+            Ok(r) if !r.healthy => 5,
+            Ok(_) => 0,
+            Err(e) => e.exit_code(),
+        };
+        trail.record(
+            health::NAME,
+            Via::Mcp,
+            result.as_ref().err(),
+            code,
+            started.elapsed(),
+        );
+        match result {
+            Ok(report) => {
+                let doc = crate::engine::health::document(&report, &self.host);
+                let text = crate::engine::health::human(&doc["data"]);
+                result_of(doc, text, false)
+            }
+            Err(err) => {
+                let text = format!("{err}. Nothing was changed.");
+                failure_result(&err, health::NAME, &self.host, text)
+            }
         }
     }
 

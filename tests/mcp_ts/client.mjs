@@ -210,6 +210,8 @@ async function modes() {
     report.lean.has_output_schema = tools.some((t) => Boolean(t.outputSchema));
     report.lean.vm_status = await call(client, "vm_status", { vmid: 100 });
     report.lean.vm_destroy = await call(client, "vm_destroy", { vmid: 9000 });
+    report.lean.health = await call(client, "health", { since: "1h" });
+    report.lean.health_bad = await call(client, "health", { since: "yesterday" });
     await client.close();
     report.lean.server_stderr = log.text;
   }
@@ -224,6 +226,7 @@ async function modes() {
     report.compact.status = await run("vm_status", { vmid: 100 });
     report.compact.destroy = await run("vm_destroy", { vmid: 9000 });
     report.compact.invalid = await run("vm_status", { vmid: 99 });
+    report.compact.health = await call(client, "health", {});
     await client.close();
     report.compact.server_stderr = log.text;
   }

@@ -1,0 +1,156 @@
+//! The tool `health`: "is anything wrong?" in one call, as `pxagent health` answers it
+//! ([`crate::engine::health`]). Listed beside the operations' tools, and in the compact set
+//! beside find, describe and run: it is no catalog op but a set of catalog reads, each judged
+//! by the server's policy (a denied one is listed as not checked) and admitted by the host's
+//! rules as it would be alone.
+
+use rmcp::model::Tool;
+use serde_json::{Value, json};
+
+use super::compact::tool;
+use crate::base::error::{Error, Result};
+use crate::engine::health::Options;
+
+/// The tool's name.
+pub const NAME: &str = "health";
+
+/// The tool: read-only, closed world, two optional arguments; with `full`, the schema of its
+/// result (the `pxagent -o json health` document).
+pub fn spec(full: bool) -> Tool {
+    let t = tool(
+        NAME,
+        "Health check",
+        "Is anything wrong? One call: quorum, nodes offline, failed tasks, full storages, SMART, failed services, HA errors, pending updates. Findings worst first, each with severity and the command that shows more; ok false (unhealthy) when any is a warning or critical.",
+        json!({"type": "object", "properties": {
+            "since": {"type": "string", "description": "failed tasks from then on: 24h (default), 2d, a date, RFC 3339 or Unix seconds"},
+            "storage_threshold": {"type": "integer", "minimum": 1, "maximum": 100, "description": "percent full that is a finding (default 90)"}
+        }, "additionalProperties": false}),
+        true,
+    );
+    if !full {
+        return t;
+    }
+    let finding = json!({"type": "object", "required": ["check", "severity", "subject", "message", "more"], "properties": {
+        "check": {"type": "string"},
+        "severity": {"enum": ["critical", "warning", "info"]},
+        "node": {"type": ["string", "null"]},
+        "subject": {"type": "string"},
+        "message": {"type": "string"},
+        "more": {"type": "string", "description": "the pxagent command that shows more"}
+    }});
+    let output = json!({"type": "object", "required": ["ok", "op", "host"], "properties": {
+        "ok": {"type": "boolean", "description": "healthy: no finding is a warning or critical"},
+        "op": {"const": NAME},
+        "host": {"type": "string"},
+        "error": {"type": "object", "description": "kind unhealthy (exit 5) when not healthy; another kind when the check failed"},
+        "data": {"type": "object", "properties": {
+            "healthy": {"type": "boolean"},
+            "checked": {"type": "array", "items": {"type": "string"}},
+            "findings": {"type": "array", "items": finding},
+            "unchecked": {"type": "array", "items": {"type": "object"}},
+            "since": {"type": "integer"},
+            "storage_threshold": {"type": "integer"}
+        }}
+    }});
+    match output {
+        Value::Object(o) => t.with_raw_output_schema(std::sync::Arc::new(o)),
+        _ => t,
+    }
+}
+
+/// The call's arguments as options; anything else is invalid input (exit 2).
+pub fn options(args: &serde_json::Map<String, Value>) -> Result<Options> {
+    if let Some(k) = args
+        .keys()
+        .find(|k| !["since", "storage_threshold"].contains(&k.as_str()))
+    {
+        return Err(Error::usage(format!(
+            "health takes no argument '{}' (only since and storage_threshold)",
+            crate::base::text::printable(k)
+        )));
+    }
+    let now = std::time::SystemTime::now();
+    let since = match args.get("since") {
+        None | Some(Value::Null) => now - std::time::Duration::from_secs(24 * 3600),
+        Some(Value::Number(n)) => n
+            .as_u64()
+            .map(|s| std::time::UNIX_EPOCH + std::time::Duration::from_secs(s))
+            .ok_or_else(|| Error::usage("since: Unix seconds are a whole number"))?,
+        Some(Value::String(s))
+            if !s.is_empty() && s.len() <= 11 && s.bytes().all(|b| b.is_ascii_digit()) =>
+        {
+            std::time::UNIX_EPOCH + std::time::Duration::from_secs(s.parse().unwrap_or(0))
+        }
+        Some(Value::String(s)) => crate::base::time::parse_since(s, now)?,
+        Some(_) => {
+            return Err(Error::usage(
+                "since: give an age, a date, an RFC 3339 time or Unix seconds",
+            ));
+        }
+    };
+    let since = since
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_err(|_| Error::usage("since: before 1970"))?
+        .as_secs();
+    let storage_threshold = match args.get("storage_threshold") {
+        None | Some(Value::Null) => 90,
+        Some(v) => v
+            .as_u64()
+            .filter(|t| (1..=100).contains(t))
+            .map(|t| t as u8)
+            .ok_or_else(|| Error::usage("storage_threshold: a percentage 1-100"))?,
+    };
+    Ok(Options {
+        since,
+        storage_threshold,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(v: Value) -> serde_json::Map<String, Value> {
+        v.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn arguments_are_checked() {
+        let o = options(&args(
+            json!({"since": "1767225600", "storage_threshold": 80}),
+        ))
+        .unwrap();
+        assert_eq!((o.since, o.storage_threshold), (1_767_225_600, 80));
+        assert_eq!(
+            options(&args(json!({"since": 1767225600}))).unwrap().since,
+            1_767_225_600
+        );
+        assert_eq!(
+            options(&args(json!({"since": "2026-01-01"})))
+                .unwrap()
+                .since,
+            1_767_225_600
+        );
+        let day = options(&args(json!({}))).unwrap();
+        assert_eq!(day.storage_threshold, 90);
+        for bad in [
+            json!({"since": "yesterday"}),
+            json!({"storage_threshold": 0}),
+            json!({"storage_threshold": 101}),
+            json!({"node": "pve1"}),
+            json!({"since": true}),
+        ] {
+            assert_eq!(
+                options(&args(bad.clone())).unwrap_err().exit_code(),
+                2,
+                "{bad}"
+            );
+        }
+        // The listed schema is a valid JSON Schema and takes what the server takes.
+        let schema = Value::Object((*spec(false).input_schema).clone());
+        assert!(jsonschema::meta::is_valid(&schema));
+        let v = jsonschema::validator_for(&schema).unwrap();
+        assert!(v.is_valid(&json!({"since": "24h", "storage_threshold": 95})));
+        assert!(!v.is_valid(&json!({"storage_threshold": 101})));
+    }
+}
