@@ -477,8 +477,29 @@ fn cluster_tasks_ha_status_rrd_and_network_read_what_the_host_holds() {
         ok(&home.on_bed(&a))
     };
     // Tasks of every node.
+    // The host's entries, newest first, each with `failed` (what PVE's task status type says).
     let tasks = data(&["cluster", "tasks"]);
-    assert_eq!(tasks, sim_get("/cluster/tasks", &[]));
+    let mut host = sim_get("/cluster/tasks", &[]).as_array().unwrap().clone();
+    host.sort_by_key(|t| std::cmp::Reverse(t["starttime"].as_u64().unwrap()));
+    let shown: Vec<serde_json::Value> = tasks
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            let mut t = t.clone();
+            let failed = t.as_object_mut().unwrap().remove("failed").unwrap();
+            let status = t["status"].as_str().unwrap_or("");
+            assert_eq!(
+                failed,
+                status != "OK" && !status.starts_with("WARNINGS") && !status.is_empty(),
+                "{t}"
+            );
+            t
+        })
+        .collect();
+    let key = |v: &[serde_json::Value]| v.iter().map(|t| t["upid"].clone()).collect::<Vec<_>>();
+    assert_eq!(key(&shown), key(&host));
+    assert_eq!(shown.len(), host.len());
     let nodes: std::collections::BTreeSet<&str> = tasks
         .as_array()
         .unwrap()

@@ -321,6 +321,14 @@ pub enum Yield {
     /// 'vm/101/2026-…Z'` gives `pbs:backup/vm/101/2026-…Z` (FORMATS.md §3.10). Shown as
     /// `archive`.
     Archive(&'static str),
+    /// The guest it made, by the parameter holding its VMID (a create's resolved `vmid`, a
+    /// clone's `newid`): shown as `vmid`, a number.
+    Guest(&'static str),
+    /// The snapshot it took, by its name parameter: shown as `snapshot`.
+    Snapshot(&'static str),
+    /// The volume a download stored: `STORAGE:DIR/NAME` from the `storage` parameter, this
+    /// content directory (`iso`, `import`, `vztmpl`) and the name parameter. Shown as `volid`.
+    Volume(&'static str, &'static str),
 }
 
 /// A check made on the host before an action is sent, so that an obviously doomed or

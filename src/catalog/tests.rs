@@ -371,8 +371,46 @@ fn no_op_states_and_yields_are_well_formed() {
                 op.id
             );
         }
-        if let Some(Yield::Archive(p)) = op.yields {
-            assert!(op.runs_task() && op.param(p).is_some(), "{}", op.id);
+        match op.yields {
+            Some(Yield::Archive(p) | Yield::Snapshot(p)) => {
+                assert!(op.runs_task() && op.param(p).is_some(), "{}", op.id);
+            }
+            Some(Yield::Guest(p)) => {
+                assert!(
+                    op.param(p).is_some_and(|q| q.kind == Kind::Vmid),
+                    "{}",
+                    op.id
+                );
+            }
+            Some(Yield::Volume(_, name)) => {
+                assert!(
+                    op.param(name).is_some() && op.param("storage").is_some(),
+                    "{}",
+                    op.id
+                );
+            }
+            None => {}
+        }
+    }
+    // Results name what they made (issue 40, item 5): every op that makes a guest (a new
+    // VMID: create, clone, restore), a snapshot or a downloaded volume says which.
+    for op in OPS.iter().filter(|o| o.risk != Risk::Read) {
+        let makes_guest = op
+            .params
+            .iter()
+            .any(|p| p.kind == Kind::Vmid && (p.how == How::NextId || p.name == "newid"))
+            || op
+                .prechecks
+                .iter()
+                .any(|c| matches!(c, crate::catalog::Precheck::NewVmid(_)));
+        let snapshots = op.id.ends_with(".snapshot") || op.id.ends_with(".snapshot-vmstate");
+        let downloads = op.id.ends_with(".download");
+        if makes_guest || snapshots || downloads {
+            assert!(
+                op.yields.is_some(),
+                "{} makes something and does not name it",
+                op.id
+            );
         }
     }
     let noop: Vec<&str> = OPS

@@ -654,7 +654,56 @@ Exit 0 when all succeeded, 2 when any line was invalid, 3/4/8 when every failure
         }
         root = root.subcommand(reaches_host(group, Reach::All));
     }
-    root
+    short_help(root, false)
+}
+
+/// One line that stands for the host, policy and global options in the short help (`-h`),
+/// which leaves them out so that a command's own arguments fit a screen; `--help` lists them
+/// all under their headings.
+const SHORT_HELP_OPTIONS: &str = "Host and output: -H HOST (or PXAGENT_HOST), -o json, --dry-run, --confirm PHRASE, --no-input; all options: --help";
+
+/// Leave the shared options out of `-h` everywhere, and give every command that reaches a host
+/// (it or a parent has `--host`) [`SHORT_HELP_OPTIONS`] after its own short help.
+fn short_help(cmd: Command, inherited: bool) -> Command {
+    let host = cmd
+        .get_arguments()
+        .find(|a| a.get_id() == "host" && a.get_help_heading() == Some(CONNECTION_HEADING));
+    let reaches = inherited || host.is_some();
+    // The root's host flags are its own (`pxagent -H pve1 vm list`); a command's are global,
+    // so its subcommands reach the host too.
+    let passes_on = inherited || host.is_some_and(|a| a.is_global_set());
+    let shared: Vec<String> = cmd
+        .get_arguments()
+        .filter(|a| {
+            let heading = a.get_help_heading();
+            heading == Some(GLOBAL_HEADING)
+                || heading == Some(CONNECTION_HEADING)
+                || heading == Some(POLICY_HEADING)
+        })
+        .map(|a| a.get_id().to_string())
+        .collect();
+    let mut cmd = cmd;
+    for id in shared {
+        cmd = cmd.mut_arg(id, |a| a.hide_short_help(true));
+    }
+    let names: Vec<String> = cmd
+        .get_subcommands()
+        .map(|c| c.get_name().to_string())
+        .collect();
+    for n in names {
+        cmd = cmd.mut_subcommand(n, |c| short_help(c, passes_on));
+    }
+    if reaches && cmd.get_subcommands().next().is_none() {
+        let own = cmd.get_after_help().map(|h| h.to_string());
+        let short = match &own {
+            Some(h) => format!("{h}\n\n{SHORT_HELP_OPTIONS}"),
+            None => SHORT_HELP_OPTIONS.to_string(),
+        };
+        cmd = cmd
+            .after_help(short)
+            .after_long_help(own.unwrap_or_default());
+    }
+    cmd
 }
 
 /// `--storage-roots` of `sudoers render` and `setup render`.

@@ -295,7 +295,7 @@ impl<C: Connector> Engine<'_, C> {
         if let Some(obj) = data.as_object_mut().filter(|_| inv.op.risk != Risk::Read) {
             obj.insert("changed".into(), json!(true));
             if let Some(y) = inv.op.yields {
-                obj.insert(yield_key(y).into(), json!(yielded(y, &prepared, &log)));
+                obj.insert(yield_key(y).into(), yielded(y, &prepared, &log));
             }
         }
         if !steps.is_empty() {
@@ -535,8 +535,14 @@ pub fn human(inv: &Invocation, data: &Value) -> String {
             data["message"].as_str().unwrap_or("nothing to do")
         );
     }
+    // What it made, alone on the last line (a script takes it with `tail -1`).
     if let Some(y) = inv.op.yields
-        && let Some(v) = data[yield_key(y)].as_str()
+        && let Some(v) = match &data[yield_key(y)] {
+            Value::String(s) => Some(crate::base::text::printable(s).to_string()),
+            Value::Number(n) => Some(n.to_string()),
+            _ => None,
+        }
+        && data["then"].is_null()
     {
         return format!(
             "{}: {} (task {})\n{v}",
@@ -571,6 +577,10 @@ pub fn human(inv: &Invocation, data: &Value) -> String {
                     crate::base::text::printable(what)
                 ));
             }
+            // What it made, last (the guest a create with follow-up steps made).
+            if let Some(n) = inv.op.yields.and_then(|y| data[yield_key(y)].as_u64()) {
+                s.push_str(&format!("\n{n}"));
+            }
             s
         }
         catalog::View::Done => format!("{}: done", inv.display()),
@@ -587,22 +597,37 @@ pub fn human(inv: &Invocation, data: &Value) -> String {
 fn yield_key(y: catalog::Yield) -> &'static str {
     match y {
         catalog::Yield::Archive(_) => "archive",
+        catalog::Yield::Guest(_) => "vmid",
+        catalog::Yield::Snapshot(_) => "snapshot",
+        catalog::Yield::Volume(..) => "volid",
     }
 }
 
 /// The value a [`catalog::Yield`] names, from the task's log lines (`None` when the log does
 /// not say). pvesh prints the log as it runs, or — proxied to another node — as one JSON
 /// string holding it (FORMATS.md §1.6); both are searched.
-fn yielded(y: catalog::Yield, inv: &Invocation, log: &[String]) -> Option<String> {
+fn yielded(y: catalog::Yield, inv: &Invocation, log: &[String]) -> Value {
     let lines = log.iter().flat_map(|l| {
         let decoded = serde_json::from_str::<String>(l).unwrap_or_else(|_| l.clone());
         decoded.lines().map(String::from).collect::<Vec<_>>()
     });
+    let value = |p: &str| inv.values.get(p).cloned();
     match y {
         catalog::Yield::Archive(storage) => {
-            let storage = inv.values.get(storage)?;
-            lines.into_iter().find_map(|l| archive_volid(&l, storage))
+            json!(value(storage).and_then(|storage| {
+                lines.into_iter().find_map(|l| archive_volid(&l, &storage))
+            }))
         }
+        catalog::Yield::Guest(p) => match value(p).and_then(|v| v.parse::<u64>().ok()) {
+            Some(n) => json!(n),
+            None => Value::Null,
+        },
+        catalog::Yield::Snapshot(p) => json!(value(p)),
+        catalog::Yield::Volume(dir, name) => json!(
+            value("storage")
+                .zip(value(name))
+                .map(|(storage, name)| format!("{storage}:{dir}/{name}"))
+        ),
     }
 }
 

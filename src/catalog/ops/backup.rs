@@ -97,6 +97,7 @@ pub static BACKUP_RESTORE: Op = Op {
         Precheck::Trusted("storage"),
     ],
     fence: Some(Area::Vm),
+    yields: Some(Yield::Guest("vmid")),
     ..ROW
 };
 
@@ -135,6 +136,7 @@ pub static BACKUP_RESTORE_CT: Op = Op {
     ],
     variant_of: &[&BACKUP_RESTORE],
     fence: Some(Area::Ct),
+    yields: Some(Yield::Guest("vmid")),
     ..ROW
 };
 
@@ -174,6 +176,7 @@ pub static BACKUP_RESTORE_OVERWRITE: Op = Op {
     ],
     variant_of: &[&BACKUP_RESTORE],
     fence: Some(Area::Vm),
+    yields: Some(Yield::Guest("vmid")),
     ..ROW
 };
 
@@ -217,6 +220,7 @@ pub static BACKUP_RESTORE_CT_OVERWRITE: Op = Op {
     ],
     variant_of: &[&BACKUP_RESTORE_CT, &BACKUP_RESTORE_OVERWRITE],
     fence: Some(Area::Ct),
+    yields: Some(Yield::Guest("vmid")),
     ..ROW
 };
 

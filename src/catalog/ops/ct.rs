@@ -210,6 +210,7 @@ pub static CT_SNAPSHOT: Op = Op {
         Arg::Opt("description", &["--description", "{description}"])
     ),
     view: View::Task,
+    yields: Some(Yield::Snapshot("snapshot")),
     ..ROW
 };
 
@@ -388,6 +389,7 @@ pub static CT_CREATE: Op = Op {
         Precheck::Trusted("template"),
         Precheck::Trusted("disk_storage"),
     ],
+    yields: Some(Yield::Guest("vmid")),
     ..ROW
 };
 

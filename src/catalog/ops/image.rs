@@ -27,6 +27,7 @@ pub static IMAGE_DOWNLOAD: Op = Op {
     ),
     view: View::Task,
     prechecks: &[Precheck::Trusted("storage")],
+    yields: Some(Yield::Volume("import", "filename")),
     ..ROW
 };
 

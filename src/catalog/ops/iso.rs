@@ -23,6 +23,7 @@ pub static ISO_DOWNLOAD: Op = Op {
     ),
     view: View::Task,
     prechecks: &[Precheck::Trusted("storage")],
+    yields: Some(Yield::Volume("iso", "filename")),
     ..ROW
 };
 

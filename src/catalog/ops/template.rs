@@ -38,6 +38,7 @@ pub static TEMPLATE_DOWNLOAD: Op = Op {
     ),
     view: View::Task,
     prechecks: &[Precheck::Trusted("storage")],
+    yields: Some(Yield::Volume("vztmpl", "template")),
     ..ROW
 };
 

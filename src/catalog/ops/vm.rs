@@ -265,6 +265,7 @@ pub static VM_SNAPSHOT: Op = Op {
         Arg::Opt("description", &["--description", "{description}"])
     ),
     view: View::Task,
+    yields: Some(Yield::Snapshot("snapshot")),
     ..ROW
 };
 
@@ -293,6 +294,7 @@ pub static VM_SNAPSHOT_VMSTATE: Op = Op {
     }),
     select: &[Select::Flag("vmstate")],
     variant_of: &[&VM_SNAPSHOT],
+    yields: Some(Yield::Snapshot("snapshot")),
     ..ROW
 };
 
@@ -478,6 +480,7 @@ pub static VM_CREATE: Op = Op {
         Precheck::Trusted("iso"),
         Precheck::Trusted("disk_storage"),
     ],
+    yields: Some(Yield::Guest("vmid")),
     ..ROW
 };
 
@@ -560,6 +563,7 @@ pub static VM_CREATE_IMAGE: Op = Op {
         disk: "scsi0",
         size: "disk_size",
     }],
+    yields: Some(Yield::Guest("vmid")),
     ..ROW
 };
 
@@ -696,6 +700,7 @@ pub static VM_CLONE: Op = Op {
         Then::CloudInit { vmid: "newid" },
         Then::CloudInitKeys { vmid: "newid" },
     ],
+    yields: Some(Yield::Guest("newid")),
     ..ROW
 };
 
