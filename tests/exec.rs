@@ -356,6 +356,9 @@ fn the_allowlist_admits_the_example_shapes_and_refuses_the_rest() {
     ]);
     assert_eq!(r.code, 8, "the eleventh call within a minute: {}", r.stdout);
     assert!(r.stdout.contains("resets in"), "{}", r.stdout);
+    // How long to wait, as a field an agent can use (issue 40, item 7).
+    let wait = r.json()["error"]["retry_after"].as_u64().unwrap();
+    assert!((1..=60).contains(&wait), "{}", r.stdout);
 }
 
 fn wait_for_a_fresh_minute() {

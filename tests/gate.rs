@@ -561,10 +561,22 @@ fn host_limits_hold_across_separate_client_states() {
                 .spawn()
         })
         .collect();
-    let codes: Vec<i32> = running.into_iter().map(|r| r.wait().code).collect();
+    let runs: Vec<_> = running.into_iter().map(|r| r.wait()).collect();
+    let codes: Vec<i32> = runs.iter().map(|r| r.code).collect();
     let ok = codes.iter().filter(|c| **c == 0).count();
     let limited = codes.iter().filter(|c| **c == 8).count();
     assert_eq!((ok, limited), (5, 7), "{codes:?}");
+    // The host's refusal says how long to wait, as a field (issue 40, item 7).
+    for r in runs.iter().filter(|r| r.code == 8) {
+        let e = &r.json()["error"];
+        assert_eq!(
+            (e["kind"].as_str(), e["source"].as_str()),
+            (Some("rate_limited"), Some("host")),
+            "{e}"
+        );
+        let wait = e["retry_after"].as_u64().unwrap_or_else(|| panic!("{e}"));
+        assert!((1..=60).contains(&wait), "{e}");
+    }
 }
 
 /// An account made for real by `setup render` (readonly profile, the gated bed's gate binary,

@@ -107,9 +107,13 @@ pub enum Error {
     #[error("{0}")]
     Connection(String),
 
-    /// A rate limit was reached; nothing was sent.
-    #[error("{0}")]
-    RateLimited(String),
+    /// A rate limit was reached; nothing was sent. `retry_after`: seconds until the window
+    /// that is full resets (JSON `retry_after`), when known.
+    #[error("{message}")]
+    RateLimited {
+        message: String,
+        retry_after: Option<u64>,
+    },
 
     /// sudo on the host refused the command.
     #[error("{0}")]
@@ -144,7 +148,10 @@ impl Error {
             5 => Error::Preflight(msg),
             6 => Error::Auth(msg),
             7 => Error::Connection(msg),
-            8 => Error::RateLimited(msg),
+            8 => Error::RateLimited {
+                message: msg,
+                retry_after: None,
+            },
             9 => Error::SudoRefused(msg),
             _ => Error::Internal(msg),
         }
@@ -164,7 +171,7 @@ impl Error {
             Error::Preflight(_) | Error::Unhealthy(_) => 5,
             Error::Auth(_) => 6,
             Error::Connection(_) => 7,
-            Error::RateLimited(_) => 8,
+            Error::RateLimited { .. } => 8,
             Error::SudoRefused(_) => 9,
             Error::Internal(_) => 10,
             Error::Host(r) => {
@@ -200,7 +207,7 @@ impl Error {
             Error::Unhealthy(_) => "unhealthy",
             Error::Auth(_) => "auth_failed",
             Error::Connection(_) => "connection_failed",
-            Error::RateLimited(_) => "rate_limited",
+            Error::RateLimited { .. } => "rate_limited",
             Error::SudoRefused(_) => "sudo_refused",
             Error::Internal(_) => "internal",
             Error::Host(r) => r.kind.name(),
@@ -228,6 +235,12 @@ impl Error {
                 e["phrase_from"] = json!("user");
                 e["instruction"] = json!(PHRASE_INSTRUCTION);
             }
+            Error::RateLimited {
+                retry_after: Some(s),
+                ..
+            } => {
+                e["retry_after"] = json!(s);
+            }
             Error::ConfirmationMismatch { phrase, .. } => {
                 e["phrase"] = json!(phrase);
                 e["phrase_from"] = json!("user");
@@ -245,6 +258,9 @@ impl Error {
                 }
                 if let Some(why) = &r.reason {
                     e["reason"] = json!(why);
+                }
+                if let Some(s) = r.retry_after {
+                    e["retry_after"] = json!(s);
                 }
                 if !r.gate.is_empty() {
                     e["gate"] = json!(r.gate);
@@ -306,7 +322,14 @@ mod tests {
             (Error::Preflight("x".into()), 5, "preflight_failed"),
             (Error::Auth("x".into()), 6, "auth_failed"),
             (Error::Connection("x".into()), 7, "connection_failed"),
-            (Error::RateLimited("x".into()), 8, "rate_limited"),
+            (
+                Error::RateLimited {
+                    message: "x".into(),
+                    retry_after: Some(3),
+                },
+                8,
+                "rate_limited",
+            ),
             (Error::SudoRefused("x".into()), 9, "sudo_refused"),
             (Error::Internal("x".into()), 10, "internal"),
         ];

@@ -227,6 +227,9 @@ pub struct Refusal {
     /// For `approval_invalid`: which check failed (`expired`, `replayed`, `unlisted_key` …).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// For `rate_limited`: seconds until the full window resets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after: Option<u64>,
     /// The gate's version.
     #[serde(default)]
     pub gate: String,
@@ -242,6 +245,7 @@ impl Refusal {
             phrase: None,
             approval_request: None,
             reason: None,
+            retry_after: None,
             gate: crate::VERSION.to_string(),
         }
     }

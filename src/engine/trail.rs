@@ -103,7 +103,7 @@ impl Trail {
                 Error::Policy(_)
                 | Error::ConfirmationRequired { .. }
                 | Error::ConfirmationMismatch { .. }
-                | Error::RateLimited(_)
+                | Error::RateLimited { .. }
                 | Error::Host(_),
             ) => Verdict::Refused,
             Some(Error::Usage(_) | Error::ReadFile { .. } | Error::Internal(_))

@@ -180,7 +180,7 @@ pub fn failure_text(err: &Error, inv: &Invocation) -> String {
         Error::Policy(m) => format!(
             "{m}. Nothing was sent. This is the local policy of this pxagent installation: do not retry; tell the user if they need it."
         ),
-        Error::RateLimited(m) => format!(
+        Error::RateLimited { message: m, .. } => format!(
             "{m}. Wait until the window resets before calling {tool} again, or tell the user the limit was reached."
         ),
         Error::Connection(m) if inv.op.risk == Risk::Read => format!(

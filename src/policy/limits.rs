@@ -114,15 +114,18 @@ pub fn admit_at(
         let used = if c.start == start { c.used } else { 0 };
         if used >= l.max {
             let reset = start + l.window.seconds() - now;
-            return Err(Error::RateLimited(format!(
-                "rate limit reached: {} allows {} call(s) per {} on counter {} and {used} were made; \
-                 the window resets in {reset}s ({}); nothing was sent",
-                op.id,
-                l.max,
-                l.window.name(),
-                l.counter,
-                source.unwrap_or("pxagent's default for commands inside guests"),
-            )));
+            return Err(Error::RateLimited {
+                message: format!(
+                    "rate limit reached: {} allows {} call(s) per {} on counter {} and {used} were made; \
+                     the window resets in {reset}s ({}); nothing was sent",
+                    op.id,
+                    l.max,
+                    l.window.name(),
+                    l.counter,
+                    source.unwrap_or("pxagent's default for commands inside guests"),
+                ),
+                retry_after: Some(reset),
+            });
         }
     }
     for l in limits {

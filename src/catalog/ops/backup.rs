@@ -301,8 +301,10 @@ const COMPRESS: Param = Param {
             keep_type: None,
         },
     ]),
-    how: How::Option,
-    help: "archive compression",
+    // zstd unless told otherwise, as the Proxmox GUI's backup dialog does (vzdump itself
+    // would not compress: its `compress` defaults to 0).
+    how: How::Defaulted("zstd"),
+    help: "archive compression (none: uncompressed)",
 };
 const ARCHIVE: Param = Param {
     name: "archive",

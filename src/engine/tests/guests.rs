@@ -269,7 +269,7 @@ async fn backup_of_a_container_names_its_archive() {
     let host = Replay::new("pve")
         .expect(&words(CLUSTER_RESOURCES_GUESTS), sim_guests_answer())
         .expect(
-            &words("sudo -n /usr/bin/pvesh create /nodes/pve1/vzdump --vmid 200 --storage local --output-format json"),
+            &words("sudo -n /usr/bin/pvesh create /nodes/pve1/vzdump --vmid 200 --storage local --compress zstd --output-format json"),
             Answer::ok(fixture("replay/pvesh_create_vzdump_lxc_200_sim.stdout")),
         )
         .expect(
@@ -299,7 +299,7 @@ async fn backup_proxied_to_another_node_names_its_archive_too() {
     let upid = "UPID:pve2:000F4271:062E09FB:6B0F96FB:vzdump:101:root@pam:";
     let host = Replay::new("pve")
         .expect(
-            &words("sudo -n /usr/bin/pvesh create /nodes/pve2/vzdump --vmid 101 --storage local --output-format json"),
+            &words("sudo -n /usr/bin/pvesh create /nodes/pve2/vzdump --vmid 101 --storage local --compress zstd --output-format json"),
             Answer::ok(fixture("replay/pvesh_create_vzdump_qemu_101_sim.stdout")),
         )
         .expect(

@@ -506,13 +506,17 @@ fn check(
     // the guest command's op it belongs to (a file write counts as vm.exec).
     for inv in &invs {
         admit(&policy, &state, sync_step(inv).0.op, ctx.now).map_err(|e| {
-            with_op(refusal(
+            let mut r = refusal(
                 match e {
-                    Error::RateLimited(_) => RefusalKind::RateLimited,
+                    Error::RateLimited { .. } => RefusalKind::RateLimited,
                     _ => RefusalKind::PolicyUnavailable,
                 },
                 host_words(&e.to_string()),
-            ))
+            );
+            if let Error::RateLimited { retry_after, .. } = e {
+                r.retry_after = retry_after;
+            }
+            with_op(r)
         })?;
     }
     Ok(())
