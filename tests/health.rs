@@ -347,3 +347,25 @@ fn all_nodes_runs_a_node_read_on_every_online_node_over_one_connection() {
         assert_eq!(r.code, 2, "{args:?}: {}", r.stderr);
     }
 }
+
+/// An unknown node is `not_found`, like an unknown VMID (issue 40, item 7).
+#[test]
+fn an_unknown_node_is_not_found() {
+    let home = Home::new();
+    for args in [
+        &["node", "status", "pve9"][..],
+        &["vm", "status", "100", "--node", "pve9"],
+        &["storage", "list", "--node", "pve9"],
+    ] {
+        let mut a = args.to_vec();
+        a.extend(["-o", "json"]);
+        let r = home.on_bed(&a);
+        assert_eq!(r.code, 1, "{args:?}: {}", r.stdout);
+        assert_eq!(
+            r.json()["error"]["kind"],
+            "not_found",
+            "{args:?}: {}",
+            r.stdout
+        );
+    }
+}

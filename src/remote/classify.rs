@@ -72,6 +72,11 @@ const TEXTS: &[(Class, &str, &str)] = &[
     ),
     (
         Class::NotFound,
+        r"hostname lookup '[^']*' failed - .*",
+        "pve-cluster Cluster.pm remote_node_ip (a node that is not in the cluster)",
+    ),
+    (
+        Class::NotFound,
         r"(upid: )?no such task",
         "pve-manager API2/Tasks.pm read_task_status, stop_task",
     ),
@@ -282,6 +287,10 @@ mod tests {
             ),
             ("snapshot 'x' does not exist", Some(Class::NotFound)),
             ("storage 'x' does not exist", Some(Class::NotFound)),
+            (
+                "hostname lookup 'pve9' failed - failed to get address info for: pve9: Name or service not known",
+                Some(Class::NotFound),
+            ),
             (
                 "could not activate storage 'nas': storage 'nas' does not exist could not get storage information for 'nas': storage 'nas' does not exist",
                 Some(Class::NotFound),
