@@ -465,3 +465,37 @@ fn the_gateway_policy_loads_and_default_deny_refuses_unlisted_ops() {
     let msg = r.json()["error"]["message"].as_str().unwrap().to_string();
     assert!(msg.contains("unknown version \"2\""), "{msg}");
 }
+
+/// A push into a guest directory that does not exist is `not_found`, names the command that
+/// makes it, and runs nothing (issue 40, item 7); in a VM and in a container.
+#[test]
+fn a_push_into_a_missing_directory_is_not_found_and_names_the_fix() {
+    let (_sudoers, _g) = ct_exec_bed();
+    let home = Home::new();
+    let local = home.write("p.txt", b"hi\n");
+    let spec = format!("{local}:/nonexistent-dir/sub/p.txt");
+    for (kind, id) in [("vm", "100"), ("ct", "200")] {
+        let r = home.on_bed(&[
+            kind,
+            "exec",
+            id,
+            "--push",
+            &spec,
+            "-o",
+            "json",
+            "--",
+            "cat",
+            "/nonexistent-dir/sub/p.txt",
+        ]);
+        assert_eq!(r.code, 1, "{kind}: {}\n{}", r.stdout, r.stderr);
+        let e = &r.json()["error"];
+        assert_eq!(e["kind"], "not_found", "{kind}: {e}");
+        let msg = e["message"].as_str().unwrap();
+        assert!(
+            msg.contains(&format!(
+                "pxagent {kind} exec {id} -- mkdir -p /nonexistent-dir/sub"
+            )),
+            "{kind}: {msg}"
+        );
+    }
+}

@@ -72,13 +72,17 @@ pub(super) async fn ct_flow(
             .await?
             .output;
         if out.exit_status != 0 {
-            return Err(Error::Remote(format!(
-                "pushing {} to {guest} in container {}: `{TEE}` exited {}: {}",
-                local.display(),
-                t.vmid,
-                out.exit_status,
-                out.stderr_text().trim()
-            )));
+            return Err(super::sync::push_error(
+                Error::Remote(format!(
+                    "`{TEE}` exited {}: {}",
+                    out.exit_status,
+                    out.stderr_text().trim()
+                )),
+                local,
+                guest,
+                &format!("container {}", t.vmid),
+                &format!("ct exec {}", t.vmid),
+            ));
         }
         let sum = ct_sha256(remote, &t.vmid, guest).await?;
         verify(

@@ -168,9 +168,85 @@ pub fn base64(data: &[u8]) -> String {
     s
 }
 
+/// A push that the guest refused, as an error whose kind says why: a guest directory that is
+/// not there is `not_found` (with the command that makes it); anything else stays the guest's
+/// own words (`remote_failed`). `what` is `VM 100` or `container 200`, `exec` the pxagent
+/// command that runs a program there (`vm exec 100`).
+pub(super) fn push_error(
+    err: Error,
+    local: &std::path::Path,
+    guest: &str,
+    what: &str,
+    exec: &str,
+) -> Error {
+    let text = match &err {
+        Error::Remote(m) => m.clone(),
+        _ => return err,
+    };
+    let dir = guest
+        .rsplit_once('/')
+        .map_or("/", |(d, _)| if d.is_empty() { "/" } else { d });
+    if text.contains("No such file or directory") {
+        return Error::NotFound(format!(
+            "pushing {} to {guest}: the directory {dir} does not exist in {what}; make it first (`pxagent {exec} -- mkdir -p {dir}`) ({})",
+            local.display(),
+            text.trim()
+        ));
+    }
+    Error::Remote(format!(
+        "pushing {} to {guest} in {what}: {}",
+        local.display(),
+        text.trim()
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_push_into_a_missing_directory_is_not_found() {
+        let local = std::path::Path::new("a.txt");
+        for text in [
+            "Agent error: failed to open file '/x/y/a.txt' (mode: 'wb'): No such file or directory",
+            "`/usr/bin/tee` exited 1: tee: /x/y/a.txt: No such file or directory",
+        ] {
+            let e = push_error(
+                Error::Remote(text.into()),
+                local,
+                "/x/y/a.txt",
+                "VM 100",
+                "vm exec 100",
+            );
+            assert_eq!(e.kind(), "not_found", "{e}");
+            assert!(
+                e.to_string()
+                    .contains("`pxagent vm exec 100 -- mkdir -p /x/y`"),
+                "{e}"
+            );
+        }
+        let e = push_error(
+            Error::Remote("tee: /a.txt: Read-only file system".into()),
+            local,
+            "/a.txt",
+            "container 200",
+            "ct exec 200",
+        );
+        assert_eq!(e.kind(), "remote_failed");
+        assert!(
+            e.to_string()
+                .contains("in container 200: tee: /a.txt: Read-only"),
+            "{e}"
+        );
+        let other = push_error(
+            Error::Connection("lost".into()),
+            local,
+            "/a",
+            "VM 1",
+            "vm exec 1",
+        );
+        assert_eq!(other.kind(), "connection_failed");
+    }
     use std::os::unix::fs::PermissionsExt;
 
     #[test]

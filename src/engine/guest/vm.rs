@@ -36,10 +36,15 @@ pub(super) async fn vm_flow(
                 ("content", &base64(data)),
             ],
         )?;
-        remote
-            .exec(&step.remote_argv())
-            .await
-            .map_err(|e| agent_error(e, &inv))?;
+        remote.exec(&step.remote_argv()).await.map_err(|e| {
+            super::sync::push_error(
+                agent_error(e, &inv),
+                local,
+                guest,
+                &format!("VM {vmid}"),
+                &format!("vm exec {vmid}"),
+            )
+        })?;
         let sum = vm_sha256(remote, &vmid, &node, guest, timeout).await?;
         verify(
             &sum,
