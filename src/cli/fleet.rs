@@ -182,10 +182,17 @@ pub struct HostResult {
 
 /// The JSON document of a fleet command (see the module docs).
 pub fn document(op: &str, results: &[HostResult]) -> Value {
-    let hosts: Vec<Value> = results
+    let hosts = entries(results, |r| json!({"host": r.host, "target": r.target}));
+    json!({"ok": results.iter().all(|r| r.result.is_ok()), "op": op, "hosts": hosts})
+}
+
+/// One JSON entry per result: `head` (its name fields), then `ok` and `data` (with any
+/// `warnings`) or `error`. A fleet's hosts and `--all-nodes`' nodes.
+pub fn entries(results: &[HostResult], head: impl Fn(&HostResult) -> Value) -> Vec<Value> {
+    results
         .iter()
         .map(|r| {
-            let mut h = json!({"host": r.host, "target": r.target});
+            let mut h = head(r);
             match &r.result {
                 Ok((data, warnings)) => {
                     h["ok"] = json!(true);
@@ -201,8 +208,7 @@ pub fn document(op: &str, results: &[HostResult]) -> Value {
             }
             h
         })
-        .collect();
-    json!({"ok": results.iter().all(|r| r.result.is_ok()), "op": op, "hosts": hosts})
+        .collect()
 }
 
 /// The text for people: one block per host (its heading, then what it gave or its error),

@@ -133,26 +133,7 @@ pub fn all_nodes(
 /// `{"ok", "op", "host", "nodes": [{"node", "ok", "data" | "error"}]}`: `ok` when every node
 /// answered.
 fn document(op: &str, host: &str, results: &[HostResult]) -> Value {
-    let nodes: Vec<Value> = results
-        .iter()
-        .map(|r| {
-            let mut n = json!({"node": r.host});
-            match &r.result {
-                Ok((data, warnings)) => {
-                    n["ok"] = json!(true);
-                    n["data"] = data.clone();
-                    if !warnings.is_empty() {
-                        n["warnings"] = json!(warnings);
-                    }
-                }
-                Err(e) => {
-                    n["ok"] = json!(false);
-                    n["error"] = e.to_json();
-                }
-            }
-            n
-        })
-        .collect();
+    let nodes = crate::cli::fleet::entries(results, |r| json!({"node": r.host}));
     json!({"ok": results.iter().all(|r| r.result.is_ok()), "op": op, "host": host, "nodes": nodes})
 }
 
