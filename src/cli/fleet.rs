@@ -214,6 +214,11 @@ pub fn entries(results: &[HostResult], head: impl Fn(&HostResult) -> Value) -> V
 /// The text for people: one block per host (its heading, then what it gave or its error),
 /// then a summary line.
 pub fn human(results: &[HostResult], render: impl Fn(&Value) -> String) -> String {
+    human_of(results, render, "hosts")
+}
+
+/// [`human`] for results of `what` (`hosts`, or `--all-nodes`' `nodes`).
+pub fn human_of(results: &[HostResult], render: impl Fn(&Value) -> String, what: &str) -> String {
     let mut out = String::new();
     for r in results {
         out.push_str(&format!("== {}", r.host));
@@ -234,12 +239,17 @@ pub fn human(results: &[HostResult], render: impl Fn(&Value) -> String) -> Strin
         }
         out.push('\n');
     }
-    out.push_str(&summary(results));
+    out.push_str(&summary_of(results, what));
     out
 }
 
 /// `2 of 3 hosts ok; failed: dead (connection_failed)`.
 pub fn summary(results: &[HostResult]) -> String {
+    summary_of(results, "hosts")
+}
+
+/// [`summary`] for results of `what`.
+fn summary_of(results: &[HostResult], what: &str) -> String {
     let ok = results.iter().filter(|r| r.result.is_ok()).count();
     let failed: Vec<String> = results
         .iter()
@@ -250,7 +260,7 @@ pub fn summary(results: &[HostResult]) -> String {
                 .map(|e| format!("{} ({})", r.host, e.kind()))
         })
         .collect();
-    let mut s = format!("{ok} of {} hosts ok", results.len());
+    let mut s = format!("{ok} of {} {what} ok", results.len());
     if !failed.is_empty() {
         s.push_str(&format!("; failed: {}", failed.join(", ")));
     }

@@ -845,34 +845,8 @@ fn exec_request(op: &'static Op, leaf: &ArgMatches, s: &Settings) -> Result<Gues
 /// `health`'s options: `--since` (Unix seconds, a time, or how long ago: `24h`; default a day) and
 /// `--storage-threshold` (1-100, default 90).
 fn health_options(sub: &ArgMatches) -> Result<crate::engine::health::Options> {
-    let now = std::time::SystemTime::now();
-    let since = match string(sub, "since") {
-        None => now - Duration::from_secs(24 * 3600),
-        // Unix seconds, as `cluster tasks --since` takes them.
-        Some(s) if !s.is_empty() && s.len() <= 11 && s.bytes().all(|b| b.is_ascii_digit()) => {
-            std::time::UNIX_EPOCH + Duration::from_secs(s.parse().unwrap_or(0))
-        }
-        Some(s) => crate::base::time::parse_since(&s, now)?,
-    };
-    let since = since
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_err(|_| Error::usage("--since: before 1970"))?
-        .as_secs();
-    let storage_threshold = match string(sub, "storage_threshold") {
-        None => 90,
-        Some(t) => t
-            .parse::<u8>()
-            .ok()
-            .filter(|t| (1..=100).contains(t))
-            .ok_or_else(|| {
-                Error::usage(format!(
-                    "--storage-threshold: expected a percentage 1-100, got '{}'",
-                    crate::base::text::printable(&t)
-                ))
-            })?,
-    };
-    Ok(crate::engine::health::Options {
-        since,
-        storage_threshold,
-    })
+    crate::engine::health::Options::parse(
+        string(sub, "since").as_deref(),
+        string(sub, "storage_threshold").as_deref(),
+    )
 }

@@ -26,6 +26,45 @@ pub struct Options {
     pub storage_threshold: u8,
 }
 
+impl Options {
+    /// From what a caller gives (the CLI's `--since` and `--storage-threshold`, the MCP tool's
+    /// arguments), `None` for the defaults: `since` is Unix seconds, an age (`24h`, the
+    /// default), a date or an RFC 3339 time; `storage_threshold` a percentage 1-100 (default
+    /// 90). Anything else is invalid input (exit 2).
+    pub fn parse(since: Option<&str>, storage_threshold: Option<&str>) -> Result<Options> {
+        let now = std::time::SystemTime::now();
+        let since = match since {
+            None => now - std::time::Duration::from_secs(24 * 3600),
+            // Unix seconds, as `cluster tasks --since` takes them.
+            Some(s) if !s.is_empty() && s.len() <= 11 && s.bytes().all(|b| b.is_ascii_digit()) => {
+                std::time::UNIX_EPOCH + std::time::Duration::from_secs(s.parse().unwrap_or(0))
+            }
+            Some(s) => crate::base::time::parse_since(s, now)?,
+        };
+        let since = since
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_err(|_| Error::usage("since: before 1970"))?
+            .as_secs();
+        let storage_threshold = match storage_threshold {
+            None => 90,
+            Some(t) => t
+                .parse::<u8>()
+                .ok()
+                .filter(|t| (1..=100).contains(t))
+                .ok_or_else(|| {
+                    Error::usage(format!(
+                        "storage threshold: expected a percentage 1-100, got '{}'",
+                        crate::base::text::printable(t)
+                    ))
+                })?,
+        };
+        Ok(Options {
+            since,
+            storage_threshold,
+        })
+    }
+}
+
 /// Whether `policy` lets `op`'s read run: `None` if it does, else why not (a check whose read
 /// is denied is listed as not checked).
 pub fn denied_by(policy: &crate::policy::Policy, op: &'static Op) -> Option<String> {

@@ -69,41 +69,21 @@ pub fn options(args: &serde_json::Map<String, Value>) -> Result<Options> {
             crate::base::text::printable(k)
         )));
     }
-    let now = std::time::SystemTime::now();
-    let since = match args.get("since") {
-        None | Some(Value::Null) => now - std::time::Duration::from_secs(24 * 3600),
-        Some(Value::Number(n)) => n
-            .as_u64()
-            .map(|s| std::time::UNIX_EPOCH + std::time::Duration::from_secs(s))
-            .ok_or_else(|| Error::usage("since: Unix seconds are a whole number"))?,
-        Some(Value::String(s))
-            if !s.is_empty() && s.len() <= 11 && s.bytes().all(|b| b.is_ascii_digit()) =>
-        {
-            std::time::UNIX_EPOCH + std::time::Duration::from_secs(s.parse().unwrap_or(0))
-        }
-        Some(Value::String(s)) => crate::base::time::parse_since(s, now)?,
-        Some(_) => {
-            return Err(Error::usage(
-                "since: give an age, a date, an RFC 3339 time or Unix seconds",
-            ));
+    // A number is taken as its digits; the rest is the CLI's own parsing.
+    let given = |key: &str| -> Result<Option<String>> {
+        match args.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(Value::Number(n)) if n.is_u64() => Ok(Some(n.to_string())),
+            Some(_) => Err(Error::usage(format!(
+                "{key}: expected a string or a whole number"
+            ))),
         }
     };
-    let since = since
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_err(|_| Error::usage("since: before 1970"))?
-        .as_secs();
-    let storage_threshold = match args.get("storage_threshold") {
-        None | Some(Value::Null) => 90,
-        Some(v) => v
-            .as_u64()
-            .filter(|t| (1..=100).contains(t))
-            .map(|t| t as u8)
-            .ok_or_else(|| Error::usage("storage_threshold: a percentage 1-100"))?,
-    };
-    Ok(Options {
-        since,
-        storage_threshold,
-    })
+    Options::parse(
+        given("since")?.as_deref(),
+        given("storage_threshold")?.as_deref(),
+    )
 }
 
 #[cfg(test)]

@@ -119,13 +119,17 @@ pub fn all_nodes(
         Format::Json => {
             crate::output::write_stdout(&document(a.op.id, &host, &results).to_string())
         }
-        Format::Table => crate::output::write_stdout(&human(&results, |d| {
-            if s.dry_run {
-                d["command"].as_str().unwrap_or_default().to_string()
-            } else {
-                crate::views::human(a.op.view, d)
-            }
-        })),
+        Format::Table => crate::output::write_stdout(&crate::cli::fleet::human_of(
+            &results,
+            |d| {
+                if s.dry_run {
+                    d["command"].as_str().unwrap_or_default().to_string()
+                } else {
+                    crate::views::human(a.op.view, d)
+                }
+            },
+            "nodes",
+        )),
     }
     Ok(crate::cli::fleet::exit_code(&results))
 }
@@ -135,38 +139,4 @@ pub fn all_nodes(
 fn document(op: &str, host: &str, results: &[HostResult]) -> Value {
     let nodes = crate::cli::fleet::entries(results, |r| json!({"node": r.host}));
     json!({"ok": results.iter().all(|r| r.result.is_ok()), "op": op, "host": host, "nodes": nodes})
-}
-
-/// One block per node, then `2 of 3 nodes ok; failed: pve3 (wrong_state)`.
-fn human(results: &[HostResult], render: impl Fn(&Value) -> String) -> String {
-    let mut out = String::new();
-    for r in results {
-        out.push_str(&format!("== {}\n", crate::output::escape::cell(&r.host)));
-        match &r.result {
-            Ok((data, warnings)) => {
-                for w in warnings {
-                    out.push_str(&format!("warning: {w}\n"));
-                }
-                out.push_str(render(data).trim_end_matches('\n'));
-                out.push('\n');
-            }
-            Err(e) => out.push_str(&format!("error: {e}\n")),
-        }
-        out.push('\n');
-    }
-    let ok = results.iter().filter(|r| r.result.is_ok()).count();
-    out.push_str(&format!("{ok} of {} nodes ok", results.len()));
-    let failed: Vec<String> = results
-        .iter()
-        .filter_map(|r| {
-            r.result
-                .as_ref()
-                .err()
-                .map(|e| format!("{} ({})", r.host, e.kind()))
-        })
-        .collect();
-    if !failed.is_empty() {
-        out.push_str(&format!("; failed: {}", failed.join(", ")));
-    }
-    out
 }
