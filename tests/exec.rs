@@ -10,7 +10,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::support::{Home, SudoersSwap, ct_exec_bed, lock, sim};
+use crate::support::{Home, SudoersSwap, ct_exec_bed, lock, on_bed, sim};
 
 #[test]
 fn vm_exec_returns_exit_code_and_output_from_any_node() {
@@ -492,10 +492,97 @@ fn a_push_into_a_missing_directory_is_not_found_and_names_the_fix() {
         assert_eq!(e["kind"], "not_found", "{kind}: {e}");
         let msg = e["message"].as_str().unwrap();
         assert!(
-            msg.contains(&format!(
-                "pxagent {kind} exec {id} -- mkdir -p /nonexistent-dir/sub"
-            )),
+            msg.contains("pass --mkdir to make it first")
+                && msg.contains(&format!(
+                    "pxagent {kind} exec {id} -- mkdir -p /nonexistent-dir/sub"
+                )),
             "{kind}: {msg}"
         );
     }
+}
+
+/// `--mkdir` makes a push's guest directory first, as a guest command (issue 40, item 7): the
+/// file arrives and the command reads it, in a VM and in a container; the dry run lists the
+/// `mkdir -p` step; a command allowlist without mkdir refuses it before anything is sent.
+#[test]
+fn mkdir_makes_the_push_directory_first() {
+    let (_sudoers, _g) = ct_exec_bed();
+    let home = Home::new();
+    let local = home.write("p.txt", b"made\n");
+    for (kind, id) in [("vm", "100"), ("ct", "200")] {
+        let dir = format!("/tmp/pxagent-mkdir-{}", std::process::id());
+        let file = format!("{dir}/deep/p.txt");
+        let spec = format!("{local}:{file}");
+        let dry = home.on_bed(&[
+            kind,
+            "exec",
+            id,
+            "--mkdir",
+            "--push",
+            &spec,
+            "--dry-run",
+            "-o",
+            "json",
+            "--",
+            "cat",
+            &file,
+        ]);
+        assert_eq!(dry.code, 0, "{kind}: {}\n{}", dry.stdout, dry.stderr);
+        assert_eq!(
+            dry.json()["data"]["transfers"][0],
+            format!("mkdir -p {dir}/deep"),
+            "{kind}: {}",
+            dry.stdout
+        );
+        let r = home.on_bed(&[
+            kind, "exec", id, "--mkdir", "--push", &spec, "-o", "json", "--", "cat", &file,
+        ]);
+        assert_eq!(r.code, 0, "{kind}: {}\n{}", r.stdout, r.stderr);
+        let d = &r.json()["data"];
+        assert_eq!(d["stdout"], "made\n", "{kind}: {d}");
+        assert_eq!(d["pushed"][0]["guest"], file.as_str(), "{kind}: {d}");
+        // Again: the directory exists now, and mkdir -p is content with that.
+        let again = home.on_bed(&[
+            kind, "exec", id, "--mkdir", "--push", &spec, "-o", "json", "--", "true",
+        ]);
+        assert_eq!(again.code, 0, "{kind}: {}\n{}", again.stdout, again.stderr);
+    }
+    let policy = home.write(
+        "only-cat.yaml",
+        b"ops:\n  vm.exec:\n    commands: [[cat, \"...\"]]\n    push: [\"/tmp/**\"]\n  ct.exec:\n    commands: [[cat, \"...\"]]\n    push: [\"/tmp/**\"]\n",
+    );
+    for (kind, id) in [("vm", "100"), ("ct", "200")] {
+        let spec = format!("{local}:/tmp/new-dir/p.txt");
+        let r = home.on_bed(&[
+            "--policy",
+            &policy,
+            kind,
+            "exec",
+            id,
+            "--mkdir",
+            "--push",
+            &spec,
+            "-o",
+            "json",
+            "--",
+            "cat",
+            "/tmp/new-dir/p.txt",
+        ]);
+        assert_eq!(r.code, 3, "{kind}: {}\n{}", r.stdout, r.stderr);
+        let msg = r.json()["error"]["message"].as_str().unwrap().to_string();
+        assert!(msg.contains("/bin/mkdir -p /tmp/new-dir"), "{kind}: {msg}");
+    }
+}
+
+/// `--mkdir` without a push is a usage error, nothing sent.
+#[test]
+fn mkdir_without_a_push_is_a_usage_error() {
+    let r = on_bed(&["-o", "json", "vm", "exec", "100", "--mkdir", "--", "true"]);
+    assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
+    assert!(
+        r.json()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("--mkdir makes the directories")
+    );
 }

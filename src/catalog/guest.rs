@@ -25,5 +25,8 @@ pub const CT_STREAM_MAX: usize = 16 * 1024 * 1024;
 pub const TEE: &str = "/usr/bin/tee";
 /// `cat` in a guest: a container pull.
 pub const CAT: &str = "/bin/cat";
+/// `mkdir -p` in a guest: a push's directory, made first when asked (`--mkdir`). It runs as
+/// an ordinary guest command, so a command allowlist must admit it.
+pub const MKDIR: &str = "/bin/mkdir";
 /// The checksum that proves a transfer.
 pub const SHA256SUM: &str = "/usr/bin/sha256sum";

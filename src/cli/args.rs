@@ -294,6 +294,10 @@ fn exec_args() -> Vec<Arg> {
             .value_name("LOCAL:GUEST")
             .action(ArgAction::Append)
             .help("Copy a local file to an absolute guest path before the command (repeatable; VMs: at most 46080 bytes). Not a secret channel: for a VM the content travels as a command argument on the host (its process list, sudo's logs); for a container through sudo's I/O log"),
+        Arg::new("mkdir")
+            .long("mkdir")
+            .action(ArgAction::SetTrue)
+            .help("Make each --push file's guest directory first (`/bin/mkdir -p DIR`, run as a guest command: a command allowlist must admit it)"),
         Arg::new("pull")
             .long("pull")
             .value_name("GUEST:LOCAL")

@@ -836,6 +836,7 @@ fn exec_request(op: &'static Op, leaf: &ArgMatches, s: &Settings) -> Result<Gues
             .map(|p| GuestRequest::parse_pull(p))
             .collect::<Result<_>>()?,
         force: leaf.try_get_one::<bool>("force").ok().flatten() == Some(&true),
+        mkdir: leaf.try_get_one::<bool>("mkdir").ok().flatten() == Some(&true),
         timeout: s
             .connect
             .timeout

@@ -499,6 +499,7 @@ pub fn guest_request(
         push: Vec::new(),
         pull: Vec::new(),
         force: false,
+        mkdir: false,
         timeout,
     }
 }
@@ -517,7 +518,7 @@ pub fn dry_run_exec(
     // A refusal is a refusal in a dry run too (exit 3, the same message).
     let verdict = dry_verdict(policy, &inv)?;
     policy.check_command(&inv, &argv)?;
-    crate::engine::guest::check_transfers(policy, req, inv.op)?;
+    crate::engine::guest::check_transfers(policy, req, &inv)?;
     trail.transfers = req.transfers();
     let mut data = inv.dry_run();
     data["policy"] = json!(verdict);

@@ -66,6 +66,19 @@ pub(super) async fn ct_flow(
 ) -> Result<Value> {
     trail.argv = c.inv.remote_argv();
     trail.begin(c.inv.op)?;
+    for dir in &c.mkdirs {
+        let out = pct(remote, &t.vmid, &[MKDIR, "-p", dir], None)
+            .await?
+            .output;
+        if out.exit_status != 0 {
+            return Err(super::sync::mkdir_error(
+                dir,
+                &format!("container {}", t.vmid),
+                &json!(out.exit_status),
+                &out.stderr_text(),
+            ));
+        }
+    }
     let mut pushed = Vec::new();
     for (local, guest, data) in &c.push {
         let out = pct(remote, &t.vmid, &[TEE, guest], Some(data))

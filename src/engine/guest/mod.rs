@@ -31,7 +31,7 @@ use serde_json::Value;
 
 use crate::base::error::{Error, Result};
 use crate::catalog::guest::{
-    CAT, CT_FILE_MAX, CT_STREAM_MAX, FILE_WRITE_MAX_BASE64, SHA256SUM, TEE, VM_PULL_MAX,
+    CAT, CT_FILE_MAX, CT_STREAM_MAX, FILE_WRITE_MAX_BASE64, MKDIR, SHA256SUM, TEE, VM_PULL_MAX,
     VM_PUSH_MAX, VM_STDIN_MAX,
 };
 use crate::catalog::invocation::Invocation;
@@ -71,7 +71,7 @@ pub async fn run<C: Connector>(
     };
     let decision = policy.check(&c.inv, tags.as_ref())?;
     policy.check_command(&c.inv, &c.argv)?;
-    check_transfers(policy, req, c.inv.op)?;
+    check_transfers(policy, req, &c.inv)?;
     trail.transfers = req.transfers();
     let policy_confirm = matches!(decision, crate::policy::Decision::Confirm(_));
     trail.phrase = if engine.interactive {
@@ -122,19 +122,22 @@ mod pve_tests;
 #[cfg(test)]
 mod tests;
 
-/// The policy's `push`/`pull` paths for every file of the request (exit 3 before anything is
-/// sent).
+/// The policy's `push`/`pull` paths for every file of the request, and with `--mkdir` its
+/// command allowlist for each `mkdir -p DIR` (exit 3 before anything is sent).
 pub(crate) fn check_transfers(
     policy: &crate::policy::Policy,
     req: &GuestRequest,
-    op: &crate::catalog::Op,
+    inv: &Invocation,
 ) -> Result<()> {
     use crate::policy::Transfer;
     for (_, guest) in &req.push {
-        policy.check_transfer(op, Transfer::Push, guest)?;
+        policy.check_transfer(inv.op, Transfer::Push, guest)?;
     }
     for (guest, _) in &req.pull {
-        policy.check_transfer(op, Transfer::Pull, guest)?;
+        policy.check_transfer(inv.op, Transfer::Pull, guest)?;
+    }
+    for dir in req.mkdirs() {
+        policy.check_command(inv, &request::mkdir_argv(&dir))?;
     }
     Ok(())
 }
@@ -143,6 +146,7 @@ impl GuestRequest {
     /// The files this request moves, as the dry run and the audit record show them:
     /// `push LOCAL -> GUEST`, `pull GUEST -> LOCAL`.
     pub fn transfers(&self) -> Vec<String> {
+        let mkdir = self.mkdirs().into_iter().map(|d| format!("mkdir -p {d}"));
         let push = self
             .push
             .iter()
@@ -151,6 +155,21 @@ impl GuestRequest {
             .pull
             .iter()
             .map(|(guest, local)| format!("pull {guest} -> {}", local.display()));
-        push.chain(pull).collect()
+        mkdir.chain(push).chain(pull).collect()
+    }
+
+    /// The guest directories `--mkdir` makes before the pushes, each once, in order (none
+    /// without `--mkdir`; `/` is never made).
+    pub(super) fn mkdirs(&self) -> Vec<String> {
+        let mut dirs: Vec<String> = Vec::new();
+        if self.mkdir {
+            for (_, guest) in &self.push {
+                let dir = request::guest_dir(guest);
+                if dir != "/" && !dirs.contains(&dir) {
+                    dirs.push(dir);
+                }
+            }
+        }
+        dirs
     }
 }

@@ -23,6 +23,7 @@ fn request(op: &str, vmid: &str, node: Option<&str>, argv: &[&str]) -> GuestRequ
         push: vec![],
         pull: vec![],
         force: false,
+        mkdir: false,
         timeout: DEFAULT_TIMEOUT,
     }
 }

@@ -30,6 +30,8 @@ pub struct GuestRequest {
     pub pull: Vec<(String, PathBuf)>,
     /// Overwrite existing local files.
     pub force: bool,
+    /// Make each pushed file's guest directory first (`mkdir -p DIR`, run as a guest command).
+    pub mkdir: bool,
     /// How long to wait for the command (VMs; containers: the connection's command timeout).
     pub timeout: Duration,
 }
@@ -44,6 +46,8 @@ pub(super) struct Checked {
     /// stdin for `pct exec` (a VM's travels in the invocation as `input_data`).
     pub(super) stdin: Option<Vec<u8>>,
     pub(super) force: bool,
+    /// The guest directories to make before the pushes (`--mkdir`), each once, in order.
+    pub(super) mkdirs: Vec<String>,
 }
 
 impl GuestRequest {
@@ -166,9 +170,15 @@ impl GuestRequest {
             }
             pull.push((guest, local.clone()));
         }
+        if self.mkdir && push.is_empty() {
+            return Err(Error::usage(
+                "--mkdir makes the directories of --push files; give --push LOCAL:GUEST with it",
+            ));
+        }
         Ok(Checked {
             inv,
             argv: self.argv.clone(),
+            mkdirs: self.mkdirs(),
             push,
             pull,
             stdin: if self.is_vm() {
@@ -179,6 +189,19 @@ impl GuestRequest {
             force: self.force,
         })
     }
+}
+
+/// The directory of an absolute guest path (`/a/b/f` → `/a/b`, `/f` → `/`).
+pub(super) fn guest_dir(path: &str) -> String {
+    match path.rsplit_once('/') {
+        Some((d, _)) if !d.is_empty() => d.to_string(),
+        _ => "/".to_string(),
+    }
+}
+
+/// The guest command that makes `dir` (`--mkdir`).
+pub(super) fn mkdir_argv(dir: &str) -> Vec<String> {
+    vec![MKDIR.to_string(), "-p".to_string(), dir.to_string()]
 }
 
 /// The local checks of a request (exit 2, nothing sent): its invocation and the guest argv.

@@ -168,6 +168,15 @@ pub fn base64(data: &[u8]) -> String {
     s
 }
 
+/// `mkdir -p DIR` (`--mkdir`) failed in the guest: nothing was pushed and the command did not
+/// run. `what` is `VM 100` or `container 200`.
+pub(super) fn mkdir_error(dir: &str, what: &str, code: &Value, stderr: &str) -> Error {
+    Error::Remote(format!(
+        "cannot make {dir} in {what}: `{MKDIR} -p {dir}` exited {code}: {}; nothing was pushed and the command did not run",
+        stderr.trim()
+    ))
+}
+
 /// A push that the guest refused, as an error whose kind says why: a guest directory that is
 /// not there is `not_found` (with the command that makes it); anything else stays the guest's
 /// own words (`remote_failed`). `what` is `VM 100` or `container 200`, `exec` the pxagent
@@ -188,7 +197,7 @@ pub(super) fn push_error(
         .map_or("/", |(d, _)| if d.is_empty() { "/" } else { d });
     if text.contains("No such file or directory") {
         return Error::NotFound(format!(
-            "pushing {} to {guest}: the directory {dir} does not exist in {what}; make it first (`pxagent {exec} -- mkdir -p {dir}`) ({})",
+            "pushing {} to {guest}: the directory {dir} does not exist in {what}; pass --mkdir to make it first (or `pxagent {exec} -- mkdir -p {dir}`) ({})",
             local.display(),
             text.trim()
         ));

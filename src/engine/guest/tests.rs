@@ -63,6 +63,7 @@ fn req(argv: &[&str]) -> GuestRequest {
         push: vec![],
         pull: vec![],
         force: false,
+        mkdir: false,
         timeout: DEFAULT_TIMEOUT,
     }
 }

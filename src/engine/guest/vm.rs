@@ -25,6 +25,27 @@ pub(super) async fn vm_flow(
     trail.begin(inv.op)?;
     let node = inv.values.get("node").cloned().unwrap_or_default();
     let vmid = inv.values.get("vmid").cloned().unwrap_or_default();
+    for dir in &c.mkdirs {
+        let argv = request::mkdir_argv(dir);
+        let step = step_inv(
+            &ops::VM_EXEC,
+            &[
+                ("vmid", &vmid),
+                ("node", &node),
+                ("command", &serde_json::to_string(&argv).unwrap_or_default()),
+            ],
+        )?;
+        let (_, st) = vm_run(remote, &step, timeout).await?;
+        let doc = status_doc(&st);
+        if doc["exitcode"] != json!(0) {
+            return Err(super::sync::mkdir_error(
+                dir,
+                &format!("VM {vmid}"),
+                &doc["exitcode"],
+                doc["stderr"].as_str().unwrap_or(""),
+            ));
+        }
+    }
     let mut pushed = Vec::new();
     for (local, guest, data) in &c.push {
         let step = step_inv(
