@@ -7,6 +7,7 @@
 
 use std::process::Command as Proc;
 
+use pxagent::views::snake_keys;
 use serde_json::Value;
 
 use crate::support::{
@@ -94,9 +95,10 @@ fn every_read_op_returns_what_the_simulator_holds() {
         .map(|n| n["node"].as_str().unwrap().to_string())
         .collect();
     assert_eq!(nodes, vec!["pve1", "pve2", "pve3"]);
-    let before = sim_get("/nodes/pve2/status", &[]);
+    // What the host holds, its field names in pxagent's one case style (`boot-info` → `boot_info`).
+    let before = snake_keys(sim_get("/nodes/pve2/status", &[]));
     let got = data(&["node", "status", "pve2"]);
-    let after = sim_get("/nodes/pve2/status", &[]);
+    let after = snake_keys(sim_get("/nodes/pve2/status", &[]));
     assert!(got == before || got == after, "node status pve2: {got}");
     let storages: Vec<String> = data(&["storage", "list"])
         .as_array()
@@ -130,10 +132,15 @@ fn every_read_op_returns_what_the_simulator_holds() {
         for (sub, path) in [("status", "status/current"), ("config", "config")] {
             // The simulator's counters (uptime, I/O) move every second: pxagent's read must
             // equal the simulator's state just before or just after it.
+            // Status field names come in pxagent's one case style; a config keeps PVE's.
             let path = format!("/nodes/{node}/{kind}/{vmid}/{path}");
-            let before = sim_get(&path, &[]);
+            let host = |p: &str| match sub {
+                "status" => snake_keys(sim_get(p, &[])),
+                _ => sim_get(p, &[]),
+            };
+            let before = host(&path);
             let got = data(&[cli, sub, &vmid]);
-            let after = sim_get(&path, &[]);
+            let after = host(&path);
             assert!(
                 got == before || got == after,
                 "{cli} {sub} {vmid}: {got}\nnot {before}\nnor {after}"
@@ -177,7 +184,7 @@ fn a_guest_on_another_node_works_from_any_node() {
     assert_eq!(r.json()["data"]["name"], "db");
     assert_eq!(
         r.json()["data"],
-        sim_get("/nodes/pve2/qemu/101/status/current", &[])
+        snake_keys(sim_get("/nodes/pve2/qemu/101/status/current", &[]))
     );
     // Human output too.
     let r = on_bed(&["vm", "status", "101"]);

@@ -46,7 +46,12 @@ fn host_observation_reads_show_what_the_host_holds() {
     let home = Home::new();
     // Disks: the host's own list, shown by serial first, with the device path.
     let disks = ok(&home.on_bed(&["node", "disks", "pve1", "-o", "json"]));
-    assert_eq!(disks, sim_get("/nodes/pve1/disks/list", &[]));
+    // The host's own list, its field names in pxagent's one case style (`osdid-list` → `osdid_list`).
+    assert_eq!(
+        disks,
+        pxagent::views::snake_keys(sim_get("/nodes/pve1/disks/list", &[]))
+    );
+    assert!(disks[0].get("osdid_list").is_some(), "{disks}");
     let first = &disks[0];
     let table = home.on_bed(&["node", "disks", "pve1"]);
     assert_eq!(table.code, 0, "{}", table.stderr);
@@ -134,7 +139,7 @@ fn host_observation_reads_show_what_the_host_holds() {
     );
     let one = ok(&home.on_bed(&["node", "service", "pve1", "pveproxy", "-o", "json"]));
     assert_eq!(
-        (&one["active-state"], &one["unit-state"]),
+        (&one["active_state"], &one["unit_state"]),
         (&Value::from("active"), &Value::from("enabled"))
     );
     assert_eq!(home.on_bed(&["node", "service", "pve1", "nginx"]).code, 2);
@@ -147,7 +152,7 @@ fn host_observation_reads_show_what_the_host_holds() {
             .as_array()
             .unwrap()
             .iter()
-            .any(|u| u["Package"] == "pve-manager"),
+            .any(|u| u["package"] == "pve-manager" && u["old_version"].is_string()),
         "{updates}"
     );
     let sent = crate::support::sudo_commands_since(at);

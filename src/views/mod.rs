@@ -504,7 +504,17 @@ pub fn keep_local(
 }
 
 /// Parse raw pvesh JSON into the op's typed form; `keep_type` filters resource entries.
+/// Field names come out in one case style ([`snake_keys`]), except a guest config's keys,
+/// which are PVE's parameter names as `vm set` takes them.
 pub fn normalize(view: View, data: &Value, keep_type: Option<&str>) -> Result<Value> {
+    let typed = typed(view, data, keep_type)?;
+    Ok(match view {
+        View::Config => typed,
+        _ => snake_keys(typed),
+    })
+}
+
+fn typed(view: View, data: &Value, keep_type: Option<&str>) -> Result<Value> {
     Ok(match view {
         View::Tasks => tasks(data)?,
         View::Resources(only) => {
@@ -573,6 +583,52 @@ pub fn normalize(view: View, data: &Value, keep_type: Option<&str>) -> Result<Va
         | View::Wait
         | View::Table(_) => data.clone(),
     })
+}
+
+/// One case style for every field name pxagent hands out: PVE's kebab-case keys
+/// (`active-state`, `running-qemu`, the guest agent's `rx-bytes`) and apt's PascalCase ones
+/// (`OldVersion`) become snake_case (`active_state`, `old_version`), at any depth. Only keys
+/// that read as field names change: a key that is data (a drive `scsi0`, a tap device
+/// `tap100i0`) has neither a `-` between lower-case words nor an upper-case letter.
+pub fn snake_keys(v: Value) -> Value {
+    match v {
+        Value::Object(m) => Value::Object(
+            m.into_iter()
+                .map(|(k, v)| (snake_key(&k), snake_keys(v)))
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.into_iter().map(snake_keys).collect()),
+        v => v,
+    }
+}
+
+/// A field name in snake_case: `a-b` → `a_b`, `OldVersion` → `old_version`; anything else
+/// (digits first, other characters, already snake) unchanged.
+pub fn snake_key(k: &str) -> String {
+    let field = k.starts_with(|c: char| c.is_ascii_alphabetic())
+        && k.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    if !field {
+        return k.to_string();
+    }
+    let mut out = String::with_capacity(k.len() + 4);
+    let mut prev_lower = false;
+    for c in k.chars() {
+        if c == '-' {
+            out.push('_');
+            prev_lower = false;
+        } else if c.is_ascii_uppercase() {
+            if prev_lower {
+                out.push('_');
+            }
+            out.push(c.to_ascii_lowercase());
+            prev_lower = false;
+        } else {
+            out.push(c);
+            prev_lower = c.is_ascii_lowercase() || c.is_ascii_digit();
+        }
+    }
+    out
 }
 
 /// A typed view as its JSON (`data`).
@@ -999,6 +1055,43 @@ pub fn glob(pattern: &str, text: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+
+    /// One case style (issue 40, item 7): PVE's kebab-case and apt's PascalCase field names
+    /// become snake_case at any depth; names that are data stay as they are; a guest config
+    /// keeps PVE's parameter names.
+    #[test]
+    fn field_names_come_out_in_snake_case() {
+        for (k, want) in [
+            ("active-state", "active_state"),
+            ("rx-bytes", "rx_bytes"),
+            ("OldVersion", "old_version"),
+            ("Package", "package"),
+            ("ip-address-type", "ip_address_type"),
+            ("scsi0", "scsi0"),
+            ("tap100i0", "tap100i0"),
+            ("already_snake", "already_snake"),
+            ("0-weird", "0-weird"),
+            ("a.b", "a.b"),
+        ] {
+            assert_eq!(snake_key(k), want, "{k}");
+        }
+        let raw = serde_json::json!({"proxmox-support": {"pbs-dirty-bitmap": true},
+            "nics": {"tap100i0": {"netin": 1}}, "list": [{"Priority": "optional"}]});
+        let out = normalize(View::GuestStatus, &raw, None).unwrap();
+        assert_eq!(out["proxmox_support"]["pbs_dirty_bitmap"], true);
+        assert_eq!(out["nics"]["tap100i0"]["netin"], 1);
+        assert_eq!(out["list"][0]["priority"], "optional");
+        let config = serde_json::json!({"net0": "virtio,bridge=vmbr0", "x-odd": 1});
+        assert_eq!(normalize(View::Config, &config, None).unwrap(), config);
+        // Every table column names a field as normalize hands it on.
+        for op in crate::catalog::OPS {
+            if let View::Table(cols) = op.view {
+                for (key, _) in cols {
+                    assert_eq!(snake_key(key), *key, "{}: column {key}", op.id);
+                }
+            }
+        }
+    }
     use super::*;
 
     fn fixture_data(name: &str) -> Value {

@@ -60,8 +60,8 @@ const TIME_KEYS: &[&str] = &[
     "mtime",
     "time",
     "lastsync",
-    "last-run",
-    "next-run",
+    "last_run",
+    "next_run",
     "timestamp",
 ];
 /// Keys whose numbers are fractions of one.
@@ -323,10 +323,10 @@ const GUEST: &[Line] = &[
     },
     Line {
         label: "qemu",
-        keys: &["running-qemu", "running-machine"],
+        keys: &["running_qemu", "running_machine"],
         show: |o| {
-            let q = string(o, "running-qemu")?;
-            Some(match string(o, "running-machine") {
+            let q = string(o, "running_qemu")?;
+            Some(match string(o, "running_machine") {
                 Some(m) => format!("{q}, machine {m}"),
                 None => q,
             })
@@ -368,10 +368,10 @@ const NODE: &[Line] = &[
     },
     Line {
         label: "kernel",
-        keys: &["kversion", "current-kernel"],
+        keys: &["kversion", "current_kernel"],
         show: |o| {
             string(o, "kversion").or_else(|| {
-                get(o, "current-kernel")?
+                get(o, "current_kernel")?
                     .as_object()
                     .and_then(|k| string(k, "release"))
             })
@@ -451,9 +451,9 @@ const NODE: &[Line] = &[
     },
     Line {
         label: "boot",
-        keys: &["boot-info"],
+        keys: &["boot_info"],
         show: |o| {
-            let b = get(o, "boot-info")?.as_object()?;
+            let b = get(o, "boot_info")?.as_object()?;
             let mode = string(b, "mode").unwrap_or_else(|| "?".into());
             Some(match num(b, "secureboot") {
                 Some(s) => format!(
@@ -739,14 +739,17 @@ mod tests {
     }
 
     fn vm_status() -> Value {
-        // The shape of FORMATS.md §2.8 for a running VM (as the simulator answers).
-        json!({"agent":1,"balloon":2147483648u64,"ballooninfo":{"actual":2147483648u64,"free_mem":1073741824,"max_mem":2147483648u64,"total_mem":2147483648u64},
+        // The shape of FORMATS.md §2.8 for a running VM (as the simulator answers), with its
+        // keys as `normalize` hands them on.
+        crate::views::snake_keys(
+            json!({"agent":1,"balloon":2147483648u64,"ballooninfo":{"actual":2147483648u64,"free_mem":1073741824,"max_mem":2147483648u64,"total_mem":2147483648u64},
             "blockstat":{"scsi0":{"rd_bytes":4510777856u64,"rd_operations":1101264,"wr_bytes":6059209728u64,"flush_total_time_ns":123456789012u64}},
             "cpu":0.0249,"cpus":2,"disk":0,"diskread":4510777856u64,"diskwrite":6059209728u64,"freemem":1073741824,
             "ha":{"managed":0},"maxdisk":34359738368u64,"maxmem":2147483648u64,"mem":1073741824,"memhost":1073741824,"name":"web",
             "netin":2456116121u64,"netout":545248946,"nics":{"tap100i0":{"netin":2456116121u64,"netout":545248946}},"pid":4242,
             "proxmox-support":{"pbs-dirty-bitmap":true},"qmpstatus":"running","running-machine":"pc-i440fx-10.1+pve0",
-            "running-qemu":"10.1.2","status":"running","uptime":874350,"vmid":100,"pressurecpusome":0.01})
+            "running-qemu":"10.1.2","status":"running","uptime":874350,"vmid":100,"pressurecpusome":0.01}),
+        )
     }
 
     #[test]
@@ -780,6 +783,7 @@ mod tests {
             "pveversion":"pve-manager/9.1.1/42db4a6cf33dac83","rootfs":{"avail":91268055040u64,"free":96636764160u64,"total":107374182400u64,"used":10737418240u64},
             "swap":{"free":8589930496u64,"total":8589930496u64,"used":0},"uptime":90061,"wait":0.0008,"ksm":{"shared":0},
             "boot-info":{"mode":"efi","secureboot":0},"idle":0});
+        let raw = crate::views::snake_keys(raw);
         let text = style::render(&layout(Layout::Node, &raw), false).into_owned();
         assert!(text.starts_with("version"), "{text}");
         assert!(

@@ -169,9 +169,9 @@ pub static NODE_SERVICES: Op = Op {
     args: pvesh!("get", "/nodes/{node}/services"),
     view: View::Table(&[
         ("name", "SERVICE"),
-        ("active-state", "ACTIVE"),
+        ("active_state", "ACTIVE"),
         ("state", "STATE"),
-        ("unit-state", "ENABLED"),
+        ("unit_state", "ENABLED"),
         ("desc", "DESCRIPTION"),
     ]),
     ..ROW
@@ -204,11 +204,11 @@ pub static NODE_UPDATES: Op = Op {
     params: &[NODE_POS],
     args: pvesh!("get", "/nodes/{node}/apt/update"),
     view: View::Table(&[
-        ("Package", "PACKAGE"),
-        ("OldVersion", "INSTALLED"),
-        ("Version", "NEW"),
-        ("Origin", "ORIGIN"),
-        ("Priority", "PRIORITY"),
+        ("package", "PACKAGE"),
+        ("old_version", "INSTALLED"),
+        ("version", "NEW"),
+        ("origin", "ORIGIN"),
+        ("priority", "PRIORITY"),
     ]),
     ..ROW
 };
