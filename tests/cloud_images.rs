@@ -249,6 +249,49 @@ fn cloud_image_to_vm_with_cloud_init_then_template_then_clone_with_a_static_ip()
         dry["then"][0]["then"].as_str().unwrap().contains("32 GiB"),
         "{dry}"
     );
+    // Every step with its command line, values as far as they are known (issue 40, item 5):
+    // the new VMID and the growth are the run's, never a stand-in that looks real.
+    let step: Vec<&str> = dry["then"][0]["argv"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert!(
+        step.contains(&"/nodes/<node>/qemu/<vmid>/resize") && step.contains(&"+<growth>G"),
+        "{step:?}"
+    );
+    // The checks say what they check, with the values given.
+    let checks = dry["prechecks"].to_string();
+    assert!(
+        checks.contains("storage local-lvm has room for 32 GiB") && !checks.contains("SpaceGib"),
+        "{checks}"
+    );
+    let human = home.on_bed(&[
+        "vm",
+        "create",
+        "--name",
+        "x",
+        "--image",
+        "local:import/debian-13-genericcloud-amd64.qcow2",
+        "--vmid",
+        "777",
+        "--dry-run",
+    ]);
+    assert_eq!(human.code, 0, "{}", human.stderr);
+    assert!(
+        human
+            .stdout
+            .contains("  then:     vm resize: scsi0 grown to 32 GiB")
+            && human
+                .stdout
+                .contains("/qemu/777/resize' --disk scsi0 --size '+<growth>G'")
+            && human
+                .stdout
+                .contains("  checks:   no guest has VMID 777 yet"),
+        "{}",
+        human.stdout
+    );
     let r = home.on_bed(&[
         "vm",
         "create",

@@ -280,7 +280,7 @@ impl Invocation {
             "node": node_note,
             "vmid": self.op.params.iter().any(|p| p.how == How::NextId && !self.values.contains_key(p.name))
                 .then_some("the next free VMID is read from /cluster/nextid at run time (pass --vmid to pin it)"),
-            "prechecks": self.op.prechecks.iter().map(|c| format!("{c:?}")).collect::<Vec<_>>(),
+            "prechecks": self.op.prechecks.iter().map(|c| c.describe(&self.values)).collect::<Vec<_>>(),
             "unless": self.op.already.map(|a| format!(
                 "the guest's {} is already `{}` (read first; then nothing else is sent and no phrase is needed)",
                 a.field, a.is

@@ -364,6 +364,47 @@ pub enum Precheck {
 }
 
 impl Precheck {
+    /// What this check will verify, with the values given (`<…>` where a value is known only
+    /// at run time), as a dry run shows it: a sentence, never the enum's name.
+    pub fn describe(&self, values: &BTreeMap<&'static str, String>) -> String {
+        let v = |p: &str| match values.get(p) {
+            Some(x) => crate::base::text::printable(x).to_string(),
+            None => format!("<{p}>"),
+        };
+        match self {
+            Precheck::NewVmid(p) => match values.get(*p) {
+                Some(_) => format!("no guest has VMID {} yet", v(p)),
+                None => "the new VMID is free (the cluster's next free one is read at run time)"
+                    .to_string(),
+            },
+            Precheck::SpaceGib(gib, storage) => {
+                format!("storage {} has room for {} GiB", v(storage), v(gib))
+            }
+            Precheck::SpaceForArchive(archive, storage) => format!(
+                "storage {} has room for the archive {} (when a storage is given)",
+                v(storage),
+                v(archive)
+            ),
+            Precheck::PathApart(p) => format!(
+                "the directory {} lies neither inside nor above another storage's path",
+                v(p)
+            ),
+            Precheck::Trusted(p) => format!(
+                "the storage of {} is one the policy trusts (its NFS server is in nfs_servers, where the policy names them)",
+                v(p)
+            ),
+            Precheck::Destroyable => format!(
+                "guest {} can go now: not running, not protected, not an HA resource unless --purge (checked before the phrase is asked for)",
+                v("vmid")
+            ),
+            Precheck::SnapshotExists(p) => format!(
+                "guest {} has the snapshot {} (checked before the phrase is asked for)",
+                v("vmid"),
+                v(p)
+            ),
+        }
+    }
+
     /// Whether the engine runs this check before it asks for a phrase (it reads the host):
     /// a human is never asked to confirm what cannot run.
     pub fn before_asking(&self) -> bool {

@@ -32,6 +32,9 @@ pub fn planned(engine_policy: &crate::policy::Policy, inv: &Invocation) -> Resul
     Ok(steps)
 }
 
+/// A valid VMID a dry run plans a new guest's steps with, shown as `<vmid>`.
+const VMID_STAND_IN: &str = "987654321";
+
 /// What a dry run shows of the steps: their remote command lines as planned (a new guest's
 /// VMID is known only at run time, and a disk's growth once the guest exists).
 pub fn dry_run(inv: &Invocation) -> Value {
@@ -49,9 +52,36 @@ pub fn dry_run(inv: &Invocation) -> Value {
                 Then::CloudInit { .. } => "vm cloudinit-set: the address and DNS given".into(),
                 Then::CloudInitKeys { .. } => "vm cloudinit-keys: the user and keys given".into(),
             };
+            // Planned as far as it is known: a new guest's VMID shows as `<vmid>` (as in the
+            // op's own line) and a growth, known once the VM exists, as `+<growth>G` — never
+            // the stand-ins the step is planned with.
+            let guest = match t {
+                Then::GrowTo { vmid, .. }
+                | Then::CloudInit { vmid }
+                | Then::CloudInitKeys { vmid } => *vmid,
+            };
+            let mut known = inv.clone();
+            let unknown = !known.values.contains_key(guest);
+            if unknown {
+                known.values.insert(guest, VMID_STAND_IN.to_string());
+            }
             let argv = t
-                .planned(inv, inv.values.get("node").map(String::as_str))
-                .map(|s| json!(s.remote_argv()))
+                .planned(&known, inv.values.get("node").map(String::as_str))
+                .map(|s| {
+                    let mut argv = s.remote_argv();
+                    if unknown {
+                        for a in argv.iter_mut() {
+                            *a = a.replace(VMID_STAND_IN, "<vmid>");
+                        }
+                    }
+                    if let Then::GrowTo { .. } = t
+                        && let Some(i) = argv.iter().position(|a| a == "--size")
+                        && let Some(size) = argv.get_mut(i + 1)
+                    {
+                        *size = "+<growth>G".to_string();
+                    }
+                    json!(argv)
+                })
                 .unwrap_or(Value::Null);
             json!({"then": what, "argv": argv})
         })

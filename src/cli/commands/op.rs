@@ -98,6 +98,27 @@ fn dry_run(ctx: &Context, inv: &Invocation, out: &mut Output, trail: &mut Trail)
         if let Some(n) = d["unless"].as_str() {
             s.push_str(&format!("  unless:   {n}\n"));
         }
+        for c in d["prechecks"].as_array().into_iter().flatten() {
+            s.push_str(&format!("  checks:   {}\n", c.as_str().unwrap_or("")));
+        }
+        // Every step the real run takes after the op, each with its command line.
+        for t in d["then"].as_array().into_iter().flatten() {
+            s.push_str(&format!(
+                "  then:     {}\n",
+                t["then"].as_str().unwrap_or("")
+            ));
+            if let Some(argv) = t["argv"].as_array() {
+                let words: Vec<String> = argv
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .map(String::from)
+                    .collect();
+                s.push_str(&format!(
+                    "            {}\n",
+                    crate::base::text::quote_argv(&words)
+                ));
+            }
+        }
         if let Some(p) = d["policy"].as_str() {
             s.push_str(&format!("  policy:   {p}\n"));
         }
