@@ -192,7 +192,7 @@ fn every_confirm_op_refuses_without_its_phrase_and_sends_nothing() {
             "--force",
         ],
     ];
-    // A rollback is asked for only when the snapshot is there (issue 40): CT 200 gets one.
+    // A rollback is asked for only when the snapshot is there: CT 200 gets one.
     let snap = Proc::new(SIM)
         .args([
             "pvesh",

@@ -99,7 +99,7 @@ fn fifty_status_requests_are_fifty_ordered_results_in_at_most_51_host_commands()
 fn an_unconfirmed_destroy_line_is_refused_and_nothing_runs() {
     let _g = lock();
     clear_faults();
-    // A stopped VM: a running one is refused before any phrase is asked (issue 40).
+    // A stopped VM: a running one is refused before any phrase is asked.
     let id = sim_get("/cluster/resources", &["--type", "vm"])
         .as_array()
         .unwrap()

@@ -249,7 +249,7 @@ fn cloud_image_to_vm_with_cloud_init_then_template_then_clone_with_a_static_ip()
         dry["then"][0]["then"].as_str().unwrap().contains("32 GiB"),
         "{dry}"
     );
-    // Every step with its command line, values as far as they are known (issue 40, item 5):
+    // Every step with its command line, values as far as they are known:
     // the new VMID and the growth are the run's, never a stand-in that looks real.
     let step: Vec<&str> = dry["then"][0]["argv"]
         .as_array()

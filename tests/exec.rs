@@ -356,7 +356,7 @@ fn the_allowlist_admits_the_example_shapes_and_refuses_the_rest() {
     ]);
     assert_eq!(r.code, 8, "the eleventh call within a minute: {}", r.stdout);
     assert!(r.stdout.contains("resets in"), "{}", r.stdout);
-    // How long to wait, as a field an agent can use (issue 40, item 7).
+    // How long to wait, as a field an agent can use.
     let wait = r.json()["error"]["retry_after"].as_u64().unwrap();
     assert!((1..=60).contains(&wait), "{}", r.stdout);
 }
@@ -467,7 +467,7 @@ fn the_gateway_policy_loads_and_default_deny_refuses_unlisted_ops() {
 }
 
 /// A push into a guest directory that does not exist is `not_found`, names the command that
-/// makes it, and runs nothing (issue 40, item 7); in a VM and in a container.
+/// makes it, and runs nothing; in a VM and in a container.
 #[test]
 fn a_push_into_a_missing_directory_is_not_found_and_names_the_fix() {
     let (_sudoers, _g) = ct_exec_bed();
@@ -501,7 +501,7 @@ fn a_push_into_a_missing_directory_is_not_found_and_names_the_fix() {
     }
 }
 
-/// `--mkdir` makes a push's guest directory first, as a guest command (issue 40, item 7): the
+/// `--mkdir` makes a push's guest directory first, as a guest command: the
 /// file arrives and the command reads it, in a VM and in a container; the dry run lists the
 /// `mkdir -p` step; a command allowlist without mkdir refuses it before anything is sent.
 #[test]

@@ -114,7 +114,7 @@ fn pxagent_works_unchanged_through_the_gate() {
     }
 }
 
-/// Issue 39: marking a storage as a mount point takes it offline, so the gate judges the line
+/// Marking a storage as a mount point takes it offline, so the gate judges the line
 /// as the disable it is: a host policy that denies `storage.disable` refuses it, past an entry
 /// that allows `storage.set`, and one that wants `storage.disable` confirmed wants its phrase.
 /// (The storage does not exist: should anything get through, Proxmox refuses it.)
@@ -153,7 +153,7 @@ fn the_gate_judges_a_mount_point_mark_as_a_disable() {
     assert!(err.contains("yes disable gmissing"), "{err}");
 }
 
-/// Issue 39: the gate admits an NFS storage only on a server its host policy names, and none
+/// The gate admits an NFS storage only on a server its host policy names, and none
 /// while the host policy names no server at all (sudo's rule names the render's servers too).
 #[test]
 fn the_gate_admits_nfs_storages_only_on_the_admins_servers() {
@@ -204,7 +204,7 @@ fn the_gate_admits_nfs_storages_only_on_the_admins_servers() {
     assert_eq!(r.json()["error"]["kind"], "policy_refused");
 }
 
-/// Issue 39: the gate reads the storage configuration itself and refuses a directory storage
+/// The gate reads the storage configuration itself and refuses a directory storage
 /// inside or above another storage's path, whatever the client did (the line sent by hand).
 #[test]
 fn the_gate_keeps_directory_storages_apart() {
@@ -256,7 +256,7 @@ fn the_gate_keeps_directory_storages_apart() {
     }
 }
 
-/// Issue 39: with a host policy that names its NFS servers, the gate reads the storage
+/// With a host policy that names its NFS servers, the gate reads the storage
 /// configuration and refuses a restore, an import or a backup that would trust an NFS storage
 /// on another server (the admin's hand-added share of the simulator's `/export/hostile`).
 #[test]
@@ -312,7 +312,7 @@ fn the_gate_trusts_no_storage_on_an_unnamed_server() {
     sim(&["pvesh", "delete", &format!("/storage/{sid}")]);
 }
 
-/// Issue 26: through the gate, `skill --from-host` also leaves out what the host policy
+/// Through the gate, `skill --from-host` also leaves out what the host policy
 /// denies outright.
 #[test]
 fn the_skill_from_a_gated_host_leaves_out_what_its_policy_denies() {
@@ -566,7 +566,7 @@ fn host_limits_hold_across_separate_client_states() {
     let ok = codes.iter().filter(|c| **c == 0).count();
     let limited = codes.iter().filter(|c| **c == 8).count();
     assert_eq!((ok, limited), (5, 7), "{codes:?}");
-    // The host's refusal says how long to wait, as a field (issue 40, item 7).
+    // The host's refusal says how long to wait, as a field.
     for r in runs.iter().filter(|r| r.code == 8) {
         let e = &r.json()["error"];
         assert_eq!(

@@ -1,4 +1,4 @@
-//! `pxagent health` on the bed (issue 40, item 4): a healthy cluster is exit 0; a failed
+//! `pxagent health` on the bed: a healthy cluster is exit 0; a failed
 //! service, a disk failing SMART, a node offline and a failed task are each a finding with its
 //! severity and a command that shows more (exit 5, kind `unhealthy`), on the plain bed and
 //! through the gate; a read the local policy denies is listed as not checked. And `cluster
@@ -348,7 +348,7 @@ fn all_nodes_runs_a_node_read_on_every_online_node_over_one_connection() {
     }
 }
 
-/// An unknown node is `not_found`, like an unknown VMID (issue 40, item 7).
+/// An unknown node is `not_found`, like an unknown VMID.
 #[test]
 fn an_unknown_node_is_not_found() {
     let home = Home::new();

@@ -274,7 +274,7 @@ fn install_render(user: &str, profile: &str) -> SudoersSwap {
     SudoersSwap::install(Some(&text))
 }
 
-/// Issue 26: `skill --from-host` names exactly what the account's sudoers admits (an operator
+/// `skill --from-host` names exactly what the account's sudoers admits (an operator
 /// render here: no phrase ops), where the plain skill names the whole profile.
 #[test]
 fn the_skill_from_the_host_names_what_its_sudoers_admits() {

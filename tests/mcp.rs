@@ -241,7 +241,7 @@ fn a_real_mcp_client_drives_the_sandbox() {
     assert_eq!(e["phrase"], "yes destroy 103");
     assert_eq!(e["exit_code"], 4);
     assert!(e["goes"].as_array().is_some_and(|g| !g.is_empty()), "{e}");
-    // A running VM is not asked about at all: Proxmox would refuse the destroy (issue 40).
+    // A running VM is not asked about at all: Proxmox would refuse the destroy.
     let e = &steps["vm_destroy_running"]["structured"]["error"];
     assert_eq!(e["kind"], "wrong_state", "{e}");
     assert!(e.get("phrase").is_none(), "{e}");
@@ -504,7 +504,7 @@ fn node() -> String {
         .unwrap_or_else(|| "node".to_string())
 }
 
-/// Issue 26 with the TypeScript SDK: the default (lean) tool list is at most 40 KB, has no
+/// With the TypeScript SDK, the default (lean) tool list is at most 40 KB, has no
 /// output schemas and still serves every operation, typed; `--tools compact` is at most 8 KB and
 /// runs a read and refuses a phrase-less destroy as the per-op tool does.
 #[test]
@@ -561,7 +561,7 @@ fn the_typescript_sdk_reads_the_lean_and_the_compact_lists() {
             "run_operation"
         ])
     );
-    // "Is anything wrong?" is one call in both lists (issue 40, item 4).
+    // "Is anything wrong?" is one call in both lists.
     for h in [&lean["health"], &compact["health"]] {
         let doc = &h["structured"];
         assert_eq!(doc["op"], "health", "{h}");
@@ -766,7 +766,7 @@ fn every_tool() -> Vec<(String, Vec<String>)> {
     .collect()
 }
 
-/// The default tool list, as the Python SDK receives it, is at most 40 KB (issue 26) and still
+/// The default tool list, as the Python SDK receives it, is at most 40 KB and still
 /// offers every operation with the same required arguments; its tools run.
 #[test]
 fn the_default_tool_list_fits_in_40_kb_and_offers_every_operation() {
@@ -880,7 +880,7 @@ fn the_compact_tools_relay_an_approval() {
 }
 
 /// The skill is a prompt, and the catalog, the server's rules and the audit tail are
-/// resources: listed and readable with the Python SDK (issue 26, item 3).
+/// resources: listed and readable with the Python SDK.
 #[test]
 fn the_skill_prompt_and_the_resources_are_listed_and_readable() {
     let _host = lock();

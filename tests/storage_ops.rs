@@ -1,4 +1,4 @@
-//! Host observation and storage pools (issue 23), live on the sandbox host and against real
+//! Host observation and storage pools, live on the sandbox host and against real
 //! sudo: `node disks|smart|journal|services|service|updates`, the free space of `node status`
 //! and `storage list`, `storage add-dir|add-lvmthin|add-zfspool|add-nfs|set|enable|disable`, and
 //! backups to the simulator's PBS storage `pbs1`. Like `newops.rs` these FAIL (never skip)
@@ -231,8 +231,8 @@ fn directory_storages_are_added_marked_disabled_enabled_and_removed() {
     assert_eq!(again.code, 1, "{}", again.stderr);
     assert!(again.stderr.contains("already defined"), "{}", again.stderr);
 
-    // An external mount point with nothing mounted is offline, so marking one is a disable
-    // (issue 39): its phrase first, nothing sent without it; `no` brings it back.
+    // An external mount point with nothing mounted is offline, so marking one is a disable:
+    // its phrase first, nothing sent without it; `no` brings it back.
     let at = sudo_log_len();
     let r = home.on_bed(&[
         "storage",
@@ -322,7 +322,7 @@ fn directory_storages_are_added_marked_disabled_enabled_and_removed() {
     assert_not_sent(at, &["/storage"]);
 }
 
-/// Issue 39: a directory storage lies neither inside, at, nor above another storage's path
+/// A directory storage lies neither inside, at, nor above another storage's path
 /// (where one storage's files would be read as another's). The client reads the storage
 /// configuration (`GET /storage`) first and refuses with exit 2, naming the storage; nothing
 /// is created. A sibling whose name only starts the same is apart.
@@ -381,7 +381,7 @@ fn destroy(home: &Home, vmid: &str) {
     assert_eq!(r.code, 0, "{}", r.stderr);
 }
 
-/// Issue 39: a share whose owner planted an archive with an `args:` line and the host's disk,
+/// A share whose owner planted an archive with an `args:` line and the host's disk,
 /// and a symlink to `/dev/sda` (the simulator's `/export/hostile`). Added by hand on a server no
 /// policy names, it is never trusted where a policy names its NFS servers: restore, import,
 /// backup and download refuse it before anything is sent (exit 3). Without such a list the
@@ -769,7 +769,7 @@ fn storage_rules_refuse_system_paths_secrets_and_other_types() {
         "/mntx/y",
         "/data/x",
         "mnt/x",
-        // Proxmox's own network mounts, and inside them (issue 39).
+        // Proxmox's own network mounts, and inside them.
         "/mnt/pve",
         "/mnt/pve/nfs1",
         "/mnt/pve/nfs1/images",
@@ -886,7 +886,7 @@ fn storage_rules_refuse_system_paths_secrets_and_other_types() {
     ] {
         assert!(!allowed(&with(&nfs, extra)), "{extra:?}");
     }
-    // Only the servers the admin named (issue 39): another server, or a name that merely
+    // Only the servers the admin named: another server, or a name that merely
     // starts or ends like one, is refused by sudo itself.
     let server_at = nfs.iter().position(|x| x == "--server").unwrap() + 1;
     for other in [
@@ -979,7 +979,7 @@ fn storage_roots_of_the_render_are_the_only_directories_admitted() {
         "/sbin",
         "/lib64",
         "/mnt/../etc",
-        // Where the account or a share's server writes (issue 39).
+        // Where the account or a share's server writes.
         "/home",
         "/home/zen-agent",
         "/mnt/pve",
@@ -996,7 +996,7 @@ fn storage_roots_of_the_render_are_the_only_directories_admitted() {
     }
 }
 
-/// Issue 39: without `--nfs-servers` the render has no NFS rule at all, so real sudo refuses
+/// Without `--nfs-servers` the render has no NFS rule at all, so real sudo refuses
 /// every NFS storage, on any server; the render says why in its header, and refuses a server
 /// list that is not one.
 #[test]

@@ -188,8 +188,8 @@ mod local {
                 }
                 if flag == "-h" {
                     // The short help fits a screen: the command's own arguments, and the
-                    // shared options summarised in one line where the command reaches a host
-                    // (issue 40, item 7); `--help` lists them all.
+                    // shared options summarised in one line where the command reaches a host;
+                    // `--help` lists them all.
                     assert!(shown.is_empty(), "{words:?}: -h shows {shown:?}\n{help}");
                     let is_op = pxagent::catalog::OPS
                         .iter()
@@ -874,7 +874,7 @@ mod live {
     }
 }
 
-/// Issue 40, item 1: under a pseudo-terminal (as many agent harnesses run shells), a confirm op
+/// Under a pseudo-terminal (as many agent harnesses run shells), a confirm op
 /// without its phrase never waits on a prompt when the caller said so — `-o json`, `--no-input`
 /// or `PXAGENT_NO_INPUT=1` — but answers at once with the refusal (exit 4). `script` gives the
 /// command a terminal for stdin, stdout and stderr.
@@ -938,7 +938,7 @@ mod no_hidden_prompt {
     }
 }
 
-/// Issue 40, item 2: the phrase is the human's, and every CLI answer says so. A missing phrase
+/// The phrase is the human's, and every CLI answer says so. A missing phrase
 /// and a wrong one are different kinds; the JSON carries `phrase_from` and an instruction, the
 /// text mode without a terminal a `hint:` line with the same words; nothing tells the caller to
 /// pass the phrase on its own. Nothing is sent in any case.
@@ -995,7 +995,7 @@ mod the_phrase_is_the_humans {
     }
 }
 
-/// Issue 40, item 3: a confirm op checks what pxagent can know before it asks for the phrase
+/// A confirm op checks what pxagent can know before it asks for the phrase
 /// — a destroy that Proxmox would refuse (running, protected, an HA resource without --purge),
 /// a rollback or snapshot removal of a snapshot that is not there — and asks only for what can
 /// run, saying what goes with the guest and what stays. Nothing but reads is sent.

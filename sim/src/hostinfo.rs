@@ -1,4 +1,4 @@
-//! The host observation reads of a node (issue 23): its disks and their SMART data, its system
+//! The host observation reads of a node: its disks and their SMART data, its system
 //! journal, the states of the Proxmox services and the pending package updates. Each node has
 //! the same fixed hardware and services; the values are derived from the node's name so that
 //! two nodes differ. Shapes follow the `returns` of the API methods (pve-manager 9.x, checked by

@@ -91,7 +91,7 @@ enum Route {
     CloudinitPending(String, String),
     CloudinitRegenerate(String, String),
     Template(String, String),
-    // host observation and storage configuration (issue 23)
+    // host observation and storage configuration
     NodeDisks(String),
     NodeSmart(String),
     NodeJournal(String),
@@ -116,7 +116,7 @@ fn route(verb: &str, segs: &[&str]) -> Option<Route> {
     let s = |i: usize| segs[i].to_string();
     Some(match (verb, segs) {
         ("get", ["version"]) => R::Version,
-        // host observation and storage configuration (issue 23), before the generic
+        // host observation and storage configuration, before the generic
         // `nodes/{node}/{kind}` arms below, whose `kind_of(k)?` ends the match
         ("get", ["nodes", _, "disks", "list"]) => R::NodeDisks(s(1)),
         ("get", ["nodes", _, "disks", "smart"]) => R::NodeSmart(s(1)),
@@ -519,7 +519,7 @@ fn schema(r: &Route) -> Vec<Param> {
             ]),
         )],
         R::ContentDelete(..) => vec![p("delay", Ty::Int(Some(1), Some(30)))],
-        // host observation and storage configuration (issue 23)
+        // host observation and storage configuration
         R::NodeDisks(_) => vec![
             p("include-partitions", Ty::Bool),
             p("skipsmart", Ty::Bool),
@@ -794,7 +794,7 @@ pub fn run(st: &mut State, ctx: &Ctx, argv: &[String]) -> Output {
             format!("invalid format - value does not look like a valid node name ({t})"),
         ));
     }
-    // host observation (issue 23): the `service` path enum and the `disk` pattern
+    // host observation: the `service` path enum and the `disk` pattern
     // `^/dev/[a-zA-Z0-9\/]+$` of the schema (PVE 9.1.11, 9.2).
     if let Route::NodeService(_, svc) = &route
         && !hostinfo::service_names().contains(&svc.as_str())
@@ -1197,7 +1197,7 @@ fn execute(
         R::ContentDelete(n, sid, volume) => {
             storage_ops::free_on(st, ctx, n, volume, Some(sid)).map(Reply::Task)
         }
-        // host observation and storage configuration (issue 23)
+        // host observation and storage configuration
         R::NodeDisks(n) => data(hostinfo::disks(&node_of(st, n)?)),
         R::NodeSmart(n) => data(hostinfo::smart(
             &node_of(st, n)?,

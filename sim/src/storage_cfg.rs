@@ -1,4 +1,4 @@
-//! The cluster's storage configuration (issue 23): `pvesh create /storage` and `pvesh set
+//! The cluster's storage configuration: `pvesh create /storage` and `pvesh set
 //! /storage/{storage}` for the plugin types the simulator models (`dir`, `lvmthin`, `zfspool`,
 //! `nfs`; `pbs` and the rest are refused as the simulator cannot act on them). Removing one is
 //! [`crate::storage_ops::delete_storage`].
@@ -238,7 +238,7 @@ pub fn create(st: &mut State, o: &Parsed) -> Result<Value, Failure> {
 }
 
 /// The export the simulator's NFS servers offer with files that root-run Proxmox code must
-/// not trust: whoever runs a server writes its files (issue 39).
+/// not trust: whoever runs a server writes its files.
 pub const HOSTILE_EXPORT: &str = "/export/hostile";
 
 /// What an export holds once mounted as storage `sid` (the simulator does not mount; every

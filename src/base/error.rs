@@ -14,7 +14,7 @@ pub const PHRASE_INSTRUCTION: &str = "Nothing was sent. The phrase must come fro
 /// What a refusal for a wrong phrase tells an agent: ask the human again.
 pub const MISMATCH_INSTRUCTION: &str = "Nothing was sent. The phrase given is not the exact phrase: it must be exactly what the human user typed. Ask them again and pass their reply unchanged; never correct or complete a phrase yourself.";
 
-/// What a destructive operation takes with its target and what it leaves (issue 40: the
+/// What a destructive operation takes with its target and what it leaves (the
 /// human is told before typing the phrase), each item one short phrase.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Scope {
@@ -61,7 +61,7 @@ pub enum Error {
     },
 
     /// A confirmation phrase was given and it is not the operation's exact phrase; nothing
-    /// was sent (issue 40: a wrong phrase is not a missing one).
+    /// was sent (a wrong phrase is not a missing one).
     #[error("{message}")]
     ConfirmationMismatch {
         /// What went wrong (never quoting more than a printable form of what was given).

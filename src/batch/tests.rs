@@ -205,7 +205,7 @@ async fn fifty_requests_fifty_results_in_input_order_with_one_map_read() {
 
 #[tokio::test]
 async fn an_unconfirmed_destroy_is_refused_and_sends_nothing_while_the_rest_runs() {
-    // VM 101 runs: the destroy is checked before its phrase is asked for (issue 40), and
+    // VM 101 runs: the destroy is checked before its phrase is asked for, and
     // Proxmox would refuse it, so it ends as wrong_state with nothing but reads sent.
     let host = Replay::new("pve")
         .expect(&words(MAP), map_answer())

@@ -1530,7 +1530,7 @@ pub(crate) mod tests {
     }
 
     /// Sudo alone holds for cloud-init keys: the rule admits the keys the client sends and no
-    /// line that adds authorized_keys options, a carriage return or an empty line (issue 39).
+    /// line that adds authorized_keys options, a carriage return or an empty line.
     #[test]
     fn the_sshkeys_rule_admits_keys_and_no_options() {
         let re = regex::Regex::new(&format!("^{}$", Kind::SshKeys.regex())).unwrap();

@@ -346,15 +346,15 @@ pub enum Precheck {
     /// The directory in this parameter must lie neither inside nor above another storage's
     /// path (`GET /storage`, [`ops::STORAGE_CONFIG`]): a directory storage over another
     /// storage's files, or inside them, lets one storage's content appear as another's, written
-    /// by whoever writes the other (issue 39). See [`kind::overlapping_storage`].
+    /// by whoever writes the other. See [`kind::overlapping_storage`].
     PathApart(&'static str),
     /// Root-run Proxmox code trusts the files of the storage this parameter names (a storage
     /// id, or a volume's `STORAGE:` part): it restores from it, imports or boots from it, or
     /// writes guests' data to it. Where a policy names the trusted NFS servers
-    /// (`nfs_servers`), an NFS storage on any other server is refused here (issue 39): its
+    /// (`nfs_servers`), an NFS storage on any other server is refused here: its
     /// files are whoever runs that server's. See [`Op::trusted_storages`].
     Trusted(&'static str),
-    /// Checked before the phrase is asked for (issue 40): the guest can be destroyed now —
+    /// Checked before the phrase is asked for: the guest can be destroyed now —
     /// not running, not protected (`protection: 1`), not an HA resource unless `purge` is
     /// given — and the refusal says what goes with it (its disks, its snapshots) and what
     /// stays (its backups).

@@ -186,7 +186,7 @@ fn argv_matches_its_own_rule_for_every_option_combination() {
 }
 
 /// What `pxagent catalog` shows as an op's remote command is admitted by the op's own rule
-/// (issue 39: `vm.cloudinit-set`'s showed `10.0.0.5/24` where it sends `ip=10.0.0.5/24`).
+/// (`vm.cloudinit-set`'s showed `10.0.0.5/24` where it sends `ip=10.0.0.5/24`).
 #[test]
 fn every_ops_catalog_example_is_admitted_by_its_own_rule() {
     for op in OPS {
@@ -392,7 +392,7 @@ fn no_op_states_and_yields_are_well_formed() {
             None => {}
         }
     }
-    // Results name what they made (issue 40, item 5): every op that makes a guest (a new
+    // Results name what they made: every op that makes a guest (a new
     // VMID: create, clone, restore), a snapshot or a downloaded volume says which.
     for op in OPS.iter().filter(|o| o.risk != Risk::Read) {
         let makes_guest = op
@@ -478,7 +478,7 @@ fn samples_of_many_options_cover_each_option_present_and_absent() {
     assert_eq!(samples(&ops::VM_SHUTDOWN).len(), 2);
 }
 
-/// Issue 39, the class: every op that makes root-run Proxmox code trust a storage's files
+/// Every op that makes root-run Proxmox code trust a storage's files
 /// (restore from it, import or boot from it, write a guest's data or a download to it) marks
 /// each such parameter [`Precheck::Trusted`], so a policy's `nfs_servers` judges it. Ops that
 /// only remove or list a storage's files, and the storage ops themselves, trust nothing.

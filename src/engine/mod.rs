@@ -86,7 +86,7 @@ impl<C: Connector> Engine<'_, C> {
         let decision = self.policy.check(inv, tags.as_ref())?;
         self.policy.check_destinations(inv, None)?;
         if self.policy.wants_storage_config(inv) {
-            // Only a policy that names its NFS servers pays this read (issue 39).
+            // Only a policy that names its NFS servers pays this read.
             let remote = self.connector.remote().await?;
             let config = remote.read_op(&ops::STORAGE_CONFIG, &[]).await?;
             self.policy.check_storage_trust(inv, &config)?;
@@ -147,7 +147,7 @@ impl<C: Connector> Engine<'_, C> {
             inv.values.insert("node", node);
         }
         let Some(already) = inv.op.already else {
-            // Check before asking (issue 40): a human is never asked for a phrase for what
+            // Check before asking: a human is never asked for a phrase for what
             // cannot run, and is told what goes with the target.
             inv.attach.scope = remote.before_asking(&inv).await?;
             self.confirm(&inv, given, policy_confirm, trail)?;

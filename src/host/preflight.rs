@@ -857,7 +857,7 @@ mod tests {
         assert!(m.command_defaults.contains("!log_output"));
     }
 
-    /// Issue 39: a listed directory-storage rule that admits a path the account can write,
+    /// A listed directory-storage rule that admits a path the account can write,
     /// or below /mnt/pve (an old or hand-edited render), fails the preflight.
     #[test]
     fn storage_roots_the_account_reaches_fail() {

@@ -744,7 +744,7 @@ async fn argument_errors_are_results_since_2025_11_25_and_protocol_errors_before
     running.await.unwrap();
 }
 
-/// Issue 26: the default (lean) tool list of every operation fits in 40 KB, the compact one
+/// The default (lean) tool list of every operation fits in 40 KB, the compact one
 /// in 8 KB, and the full one still carries every output schema.
 #[test]
 fn the_lean_list_fits_in_40_kb_and_the_compact_one_in_8() {

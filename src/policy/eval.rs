@@ -581,7 +581,7 @@ impl Policy {
             && !inv.op.trusted_storages(&inv.values).is_empty()
     }
 
-    /// Issue 39: the storages of `inv` whose files root-run Proxmox code trusts must not be NFS
+    /// The storages of `inv` whose files root-run Proxmox code trusts must not be NFS
     /// storages on a server some layer's `nfs_servers` leaves out: those files are whoever runs
     /// that server's (a restore's `args:` line, an image that is a symlink to a host disk).
     /// `config` is `GET /storage`'s answer ([`crate::catalog::ops::STORAGE_CONFIG`]). A storage
@@ -1089,7 +1089,7 @@ mod tests {
         assert!(!p.allows_listing(catalog::find("ct.start").unwrap()));
     }
 
-    /// Issue 39: an NFS storage's server must be one a policy names; the gate (required)
+    /// An NFS storage's server must be one a policy names; the gate (required)
     /// refuses every server while the host policy names none.
     #[test]
     fn nfs_servers_are_the_admins() {
@@ -1124,7 +1124,7 @@ mod tests {
         none.check_nfs_server(&status, true).unwrap();
     }
 
-    /// Issue 39: where a policy names its NFS servers, ops whose storage root-run code trusts
+    /// Where a policy names its NFS servers, ops whose storage root-run code trusts
     /// refuse an NFS storage on any other server; without a list nothing is read or refused.
     #[test]
     fn storages_on_unnamed_nfs_servers_are_not_trusted() {
@@ -1188,7 +1188,7 @@ mod tests {
             .unwrap();
     }
 
-    /// Issue 39: marking a storage as a mount point takes it offline, so an entry for
+    /// Marking a storage as a mount point takes it offline, so an entry for
     /// `storage.disable` covers it, and beats a looser entry for `storage.set`.
     #[test]
     fn marking_a_mount_point_counts_as_a_disable() {
@@ -1731,7 +1731,7 @@ mod download_tests {
             // A query does not hide the host.
             "http://169.254.169.254?x=http://cdimage.debian.org/a.iso",
             "http://127.0.0.1/x.iso?host=cdimage.debian.org",
-            // Issue 39: names of the host's networks and every reserved range.
+            // Names of the host's networks and every reserved range.
             "http://localhost6/x.iso",
             "http://localhost.localdomain/x.iso",
             "http://pve1/x.iso",

@@ -140,8 +140,8 @@ impl Remote {
         Ok(inv)
     }
 
-    /// The checks an op makes before its phrase is asked for ([`catalog::Precheck::before_asking`],
-    /// issue 40): reads only, on `inv` with its node resolved. A guest that cannot be destroyed
+    /// The checks an op makes before its phrase is asked for ([`catalog::Precheck::before_asking`]):
+    /// reads only, on `inv` with its node resolved. A guest that cannot be destroyed
     /// now, or a snapshot that is not there, is refused here (nothing sent, no phrase asked);
     /// for a destroy, what goes with the guest and what stays.
     pub async fn before_asking(

@@ -1056,7 +1056,7 @@ pub fn glob(pattern: &str, text: &str) -> bool {
 #[cfg(test)]
 mod tests {
 
-    /// One case style (issue 40, item 7): PVE's kebab-case and apt's PascalCase field names
+    /// One case style: PVE's kebab-case and apt's PascalCase field names
     /// become snake_case at any depth; names that are data stay as they are; a guest config
     /// keeps PVE's parameter names.
     #[test]

@@ -171,14 +171,14 @@ pub static OPS: &[&Op] = &[
     &IMAGE_DOWNLOAD,
     &IMAGE_REMOVE,
     &CLUSTER_NEXTID,
-    // host observation: disks, journal, services, updates (issue 23)
+    // host observation: disks, journal, services, updates
     &NODE_DISKS,
     &NODE_SMART,
     &NODE_JOURNAL,
     &NODE_SERVICES,
     &NODE_SERVICE,
     &NODE_UPDATES,
-    // storage pools: adding and configuring (issue 23)
+    // storage pools: adding and configuring
     &STORAGE_CONFIG,
     &STORAGE_ADD_DIR,
     &STORAGE_ADD_LVMTHIN,

@@ -91,7 +91,7 @@ const NODE_POS: Param = Param {
     help: "the node's name",
 };
 
-// --- host observation: disks, journal, services, updates (issue 23) -----------------------
+// --- host observation: disks, journal, services, updates -----------------------
 
 /// `pxagent node disks NODE`: `GET /nodes/{node}/disks/list` (pve-manager
 /// `PVE/API2/Disks.pm` `list`, from `PVE::Diskmanage::get_disks`). Drives are shown by serial

@@ -76,7 +76,7 @@ const CONTENT: Param = Param {
     help: "only this kind of content",
 };
 
-// --- adding and configuring storages (issue 23) -------------------------------------------
+// --- adding and configuring storages -------------------------------------------
 
 /// `pxagent storage add-dir STORAGE --path /mnt/NAME --content iso,backup`: `POST /storage
 /// --type dir` (pve-storage `PVE/API2/Storage/Config.pm` `create`, `DirPlugin`). PVE creates

@@ -263,7 +263,7 @@ async fn a_change_whose_audit_record_cannot_be_written_is_not_sent() {
 async fn confirmation_missing_or_wrong_sends_nothing() {
     let none = Policy::default();
     let destroy = invocation("vm.destroy", &[("vmid", "100"), ("node", "pve1")]);
-    // A wrong phrase is its own kind, refused before anything is read (issue 40).
+    // A wrong phrase is its own kind, refused before anything is read.
     for given in ["yes destroy 101", "yes destroy 100 "] {
         let run = execute(&none, Replay::new("pve"), &destroy, Some(given)).await;
         assert_eq!(run.code(), 4, "{given:?}");

@@ -425,7 +425,7 @@ fn check(
         // as a transfer under its `push`/`pull` paths instead of its command allowlist.
         let (judged, transfer) = sync_step(inv);
         // Downloads never from the host's own names; NFS storages only on servers the host
-        // policy names (issue 39).
+        // policy names.
         policy
             .check_destinations(inv, Some(&host_names))
             .map_err(policy_refused)?;
@@ -714,7 +714,7 @@ fn guest_tags(opts: &Options) -> Result<crate::policy::GuestTags, String> {
     Ok(crate::policy::GuestTags::from_resources(&resources))
 }
 
-/// A directory storage's path must lie apart from every storage's path (issue 39): the gate
+/// A directory storage's path must lie apart from every storage's path: the gate
 /// reads the storage configuration itself, since the client's reading is the agent's.
 fn path_apart(opts: &Options, inv: &Invocation) -> Result<(), Box<Refusal>> {
     let paths = inv.op.prechecks.iter().filter_map(|c| match c {

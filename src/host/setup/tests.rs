@@ -237,7 +237,7 @@ fn host_policies_are_checked_by_the_policy_loader() {
     usage_message(HostPolicy::parse("ops: [", "p.yaml"));
     usage_message(HostPolicy::parse("ops: {}\0", "p.yaml"));
     // The default the script installs is a valid policy; it names the NFS servers the render
-    // names for sudo (issue 39), so the gate admits what sudo does.
+    // names for sudo, so the gate admits what sudo does.
     let mut o = options("zen-agent");
     let plain = Policy::from_host_text(&default_policy(&o), "default").unwrap();
     o.sudoers.nfs_servers = vec!["192.0.2.30".into(), "nas".into()];

@@ -450,7 +450,7 @@ mod tests {
         regex::Regex::new(rule.split_once(' ').unwrap().1).unwrap()
     }
 
-    /// Issue 39: NFS storages only on the servers the admin named; none named, no rule.
+    /// NFS storages only on the servers the admin named; none named, no rule.
     #[test]
     fn nfs_storages_only_on_named_servers() {
         use crate::catalog::ops;
