@@ -234,17 +234,19 @@ fn cloud_image_to_vm_with_cloud_init_then_template_then_clone_with_a_static_ip()
         "{ops_in_order:?}"
     );
     // The dry run shows the steps, and --no-wait refuses them (it could not run them).
-    let dry = ok(&home.on_bed(&[
-        "vm",
-        "create",
-        "--name",
-        "x",
-        "--image",
-        "local:import/debian-13-genericcloud-amd64.qcow2",
-        "--dry-run",
-        "-o",
-        "json",
-    ]));
+    let create = |more: &[&str]| {
+        let mut args = vec![
+            "vm",
+            "create",
+            "--name",
+            "x",
+            "--image",
+            "local:import/debian-13-genericcloud-amd64.qcow2",
+        ];
+        args.extend_from_slice(more);
+        home.on_bed(&args)
+    };
+    let dry = ok(&create(&["--dry-run", "-o", "json"]));
     assert!(
         dry["then"][0]["then"].as_str().unwrap().contains("32 GiB"),
         "{dry}"
@@ -267,17 +269,7 @@ fn cloud_image_to_vm_with_cloud_init_then_template_then_clone_with_a_static_ip()
         checks.contains("storage local-lvm has room for 32 GiB") && !checks.contains("SpaceGib"),
         "{checks}"
     );
-    let human = home.on_bed(&[
-        "vm",
-        "create",
-        "--name",
-        "x",
-        "--image",
-        "local:import/debian-13-genericcloud-amd64.qcow2",
-        "--vmid",
-        "777",
-        "--dry-run",
-    ]);
+    let human = create(&["--vmid", "777", "--dry-run"]);
     assert_eq!(human.code, 0, "{}", human.stderr);
     assert!(
         human
@@ -292,15 +284,7 @@ fn cloud_image_to_vm_with_cloud_init_then_template_then_clone_with_a_static_ip()
         "{}",
         human.stdout
     );
-    let r = home.on_bed(&[
-        "vm",
-        "create",
-        "--name",
-        "x",
-        "--image",
-        "local:import/debian-13-genericcloud-amd64.qcow2",
-        "--no-wait",
-    ]);
+    let r = create(&["--no-wait"]);
     assert_eq!(r.code, 2, "{}", r.stderr);
 
     // What the client refuses before anything is sent.

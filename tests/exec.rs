@@ -513,20 +513,12 @@ fn mkdir_makes_the_push_directory_first() {
         let dir = format!("/tmp/pxagent-mkdir-{}", std::process::id());
         let file = format!("{dir}/deep/p.txt");
         let spec = format!("{local}:{file}");
-        let dry = home.on_bed(&[
-            kind,
-            "exec",
-            id,
-            "--mkdir",
-            "--push",
-            &spec,
-            "--dry-run",
-            "-o",
-            "json",
-            "--",
-            "cat",
-            &file,
-        ]);
+        let exec = |more: &[&str]| {
+            let mut args = vec![kind, "exec", id, "--mkdir", "--push", &spec, "-o", "json"];
+            args.extend_from_slice(more);
+            home.on_bed(&args)
+        };
+        let dry = exec(&["--dry-run", "--", "cat", &file]);
         assert_eq!(dry.code, 0, "{kind}: {}\n{}", dry.stdout, dry.stderr);
         assert_eq!(
             dry.json()["data"]["transfers"][0],
@@ -534,17 +526,13 @@ fn mkdir_makes_the_push_directory_first() {
             "{kind}: {}",
             dry.stdout
         );
-        let r = home.on_bed(&[
-            kind, "exec", id, "--mkdir", "--push", &spec, "-o", "json", "--", "cat", &file,
-        ]);
+        let r = exec(&["--", "cat", &file]);
         assert_eq!(r.code, 0, "{kind}: {}\n{}", r.stdout, r.stderr);
         let d = &r.json()["data"];
         assert_eq!(d["stdout"], "made\n", "{kind}: {d}");
         assert_eq!(d["pushed"][0]["guest"], file.as_str(), "{kind}: {d}");
         // Again: the directory exists now, and mkdir -p is content with that.
-        let again = home.on_bed(&[
-            kind, "exec", id, "--mkdir", "--push", &spec, "-o", "json", "--", "true",
-        ]);
+        let again = exec(&["--", "true"]);
         assert_eq!(again.code, 0, "{kind}: {}\n{}", again.stdout, again.stderr);
     }
     let policy = home.write(

@@ -72,181 +72,38 @@ fn the_command_line_is_exactly_one_shape() {
         (r.max_used, r.size, r.name.as_str()),
         (90, 1024, "debian-13.iso")
     );
-    let bad: &[&[&str]] = &[
-        &[
-            "iso-receive",
-            "--max-used",
-            "90",
-            "local",
-            "debian-13.iso",
-            "1024",
-        ],
-        &[
-            "iso-receive",
-            "--max-used",
-            "90",
-            "local",
-            "debian-13.iso",
-            "1024",
-            SHA,
-            "x",
-        ],
-        &[
-            "iso-send",
-            "--max-used",
-            "90",
-            "local",
-            "debian-13.iso",
-            "1024",
-            SHA,
-        ],
-        &[
-            "iso-receive",
-            "--max-use",
-            "90",
-            "local",
-            "debian-13.iso",
-            "1024",
-            SHA,
-        ],
-        &[
-            "iso-receive",
-            "--max-used",
-            "100",
-            "local",
-            "debian-13.iso",
-            "1024",
-            SHA,
-        ],
-        &[
-            "iso-receive",
-            "--max-used",
-            "090",
-            "local",
-            "debian-13.iso",
-            "1024",
-            SHA,
-        ],
-        &[
-            "iso-receive",
-            "--max-used",
-            "90",
-            "Local",
-            "debian-13.iso",
-            "1024",
-            SHA,
-        ],
-        &[
-            "iso-receive",
-            "--max-used",
-            "90",
-            "local",
-            "../x.iso",
-            "1024",
-            SHA,
-        ],
-        &[
-            "iso-receive",
-            "--max-used",
-            "90",
-            "local",
-            "a/b.iso",
-            "1024",
-            SHA,
-        ],
-        &[
-            "iso-receive",
-            "--max-used",
-            "90",
-            "local",
-            ".hidden.iso",
-            "1024",
-            SHA,
-        ],
-        &[
-            "iso-receive",
-            "--max-used",
-            "90",
-            "local",
-            "x..iso",
-            "1024",
-            SHA,
-        ],
-        &[
-            "iso-receive",
-            "--max-used",
-            "90",
-            "local",
-            "image.qcow2",
-            "1024",
-            SHA,
-        ],
-        &[
-            "iso-receive",
-            "--max-used",
-            "90",
-            "local",
-            ".iso",
-            "1024",
-            SHA,
-        ],
-        &[
-            "iso-receive",
-            "--max-used",
-            "90",
-            "local",
-            "debian-13.iso",
-            "1G",
-            SHA,
-        ],
-        &[
-            "iso-receive",
-            "--max-used",
-            "90",
-            "local",
-            "debian-13.iso",
-            "0",
-            SHA,
-        ],
-        &[
-            "iso-receive",
-            "--max-used",
-            "90",
-            "local",
-            "debian-13.iso",
-            "01024",
-            SHA,
-        ],
-        &[
-            "iso-receive",
-            "--max-used",
-            "90",
-            "local",
-            "debian-13.iso",
-            "-1",
-            SHA,
-        ],
-        &[
-            "iso-receive",
-            "--max-used",
-            "90",
-            "local",
-            "debian-13.iso",
-            "1099511627777",
-            SHA,
-        ],
-        &[
-            "iso-receive",
-            "--max-used",
-            "90",
-            "local",
-            "debian-13.iso",
-            "1024",
-            "ABCDEF",
-        ],
+    // One word changed at a time: each position with what its rule refuses.
+    let changed: &[(usize, &str)] = &[
+        (0, "iso-send"),
+        (1, "--max-use"),
+        (2, "100"),
+        (2, "090"),
+        (3, "Local"),
+        (4, "../x.iso"),
+        (4, "a/b.iso"),
+        (4, ".hidden.iso"),
+        (4, "x..iso"),
+        (4, "image.qcow2"),
+        (4, ".iso"),
+        (5, "1G"),
+        (5, "0"),
+        (5, "01024"),
+        (5, "-1"),
+        (5, "1099511627777"),
+        (6, "ABCDEF"),
     ];
-    for b in bad {
-        let e = parse_args(&args(b)).unwrap_err();
+    let mut bad: Vec<Vec<String>> = changed
+        .iter()
+        .map(|(i, w)| {
+            let mut a = good.clone();
+            a[*i] = w.to_string();
+            a
+        })
+        .collect();
+    bad.push(good[..6].to_vec());
+    bad.push([good.clone(), vec!["x".to_string()]].concat());
+    for b in &bad {
+        let e = parse_args(b).unwrap_err();
         assert_eq!(e.code(), 2, "{b:?}: {e:?}");
     }
     let upper = SHA.to_ascii_uppercase();
