@@ -388,6 +388,81 @@ async fn exec_round_trip_status_and_streams() {
     );
 }
 
+/// A large input streams to the command a chunk at a time: exactly its bytes arrive (the
+/// remote `sha256sum` says so), each chunk is told as sent, and a local read error is the
+/// error, with no EOF sent: the command does not take what came so far for the whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streamed_input_arrives_whole_or_not_at_all() {
+    let sshd = Sshd::start(Options::default());
+    let s = connect(&sshd.trusted_target()).await;
+    let data: Vec<u8> = (0..20_000_000u32)
+        .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+        .collect();
+    let mut sent_total = 0u64;
+    let mut chunks = 0;
+    let mut sent = |n: u64| {
+        sent_total += n;
+        chunks += 1;
+    };
+    let out = s
+        .exec_from_reader(
+            &args(&["sha256sum"]),
+            &mut data.as_slice(),
+            &mut sent,
+            4096,
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.output.exit_status, 0, "{:?}", out.output.stderr_text());
+    let want: String = {
+        use sha2::Digest;
+        sha2::Sha256::digest(&data)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    };
+    assert!(
+        out.output.stdout_text().starts_with(&want),
+        "{}",
+        out.output.stdout_text()
+    );
+    assert_eq!(sent_total, data.len() as u64);
+    assert!(chunks > 10, "{chunks} chunks");
+
+    /// Yields `good` bytes, then fails.
+    struct Failing(usize);
+    impl std::io::Read for Failing {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            if self.0 == 0 {
+                return Err(std::io::Error::other("disk gone"));
+            }
+            let n = buf.len().min(self.0);
+            buf[..n].fill(b'x');
+            self.0 -= n;
+            Ok(n)
+        }
+    }
+    let marker = format!("/tmp/pxa-stream-eof-{}", std::process::id());
+    let _ = fs::remove_file(&marker);
+    // The command records EOF only if it gets one.
+    let script = format!("cat >/dev/null && touch {marker}");
+    let err = s
+        .exec_from_reader(
+            &args(&["/bin/sh", "-c", &script]),
+            &mut Failing(1_000_000),
+            &mut |_| {},
+            4096,
+            Some(Duration::from_secs(20)),
+        )
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("disk gone"), "{err}");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!Path::new(&marker).exists(), "the command saw an EOF");
+    assert_eq!(run(&s, &["echo", "still"]).await.stdout, b"still\n");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn arguments_arrive_literally() {
     let sshd = Sshd::start(Options::default());

@@ -228,7 +228,7 @@ impl Session {
             &command,
             &label,
             &mut |_| {},
-            input,
+            input.map(Input::Bytes),
             Some(max),
             self.inner.command_timeout,
         )
@@ -259,9 +259,48 @@ impl Session {
             .await
             .map_err(|_| Error::Internal("channel semaphore closed".into()))?;
         let label: String = argv.iter().take(5).cloned().collect::<Vec<_>>().join(" ");
-        self.run(&command, &label, &mut |_| {}, Some(input), None, timeout)
+        self.run(
+            &command,
+            &label,
+            &mut |_| {},
+            Some(Input::Bytes(input)),
+            None,
+            timeout,
+        )
+        .await
+        .map(|b| b.output)
+    }
+
+    /// Like [`Session::exec_bounded`], with stdin streamed from `from` a chunk at a time (a
+    /// large local file: at most one chunk is in memory), `sent` told each chunk's size as it
+    /// goes, and this command timeout. A read error of `from` closes the channel without EOF
+    /// and is the error; a command that stops reading ends the stream, and its exit status
+    /// tells.
+    pub async fn exec_from_reader(
+        &self,
+        argv: &[String],
+        from: &mut (dyn std::io::Read + Send),
+        sent: &mut (dyn FnMut(u64) + Send),
+        max: usize,
+        timeout: Option<Duration>,
+    ) -> Result<Bounded> {
+        let command = command_line(argv)?;
+        let _slot = self
+            .inner
+            .slots
+            .acquire()
             .await
-            .map(|b| b.output)
+            .map_err(|_| Error::Internal("channel semaphore closed".into()))?;
+        let label: String = argv.iter().take(5).cloned().collect::<Vec<_>>().join(" ");
+        self.run(
+            &command,
+            &label,
+            &mut |_| {},
+            Some(Input::Stream { from, sent }),
+            Some(max),
+            timeout,
+        )
+        .await
     }
 
     /// Runs several commands concurrently over this one connection, at most
@@ -364,16 +403,19 @@ impl Session {
         command: &str,
         argv0: &str,
         on_stdout: &mut (dyn FnMut(&[u8]) + Send),
-        input: Option<&[u8]>,
+        input: Option<Input<'_>>,
         max: Option<usize>,
         timeout: Option<Duration>,
     ) -> Result<Bounded> {
         let started = Instant::now();
+        let stdin_bytes = match &input {
+            Some(Input::Bytes(b)) => Some(b.len()),
+            _ => None,
+        };
         let result = self
             .run_channel(command, argv0, on_stdout, input, max, timeout)
             .await;
         let duration_ms = started.elapsed().as_millis() as u64;
-        let stdin_bytes = input.map(<[u8]>::len);
         match &result {
             Ok(out) => tracing::debug!(
                 target: "pxagent::ssh",
@@ -400,7 +442,7 @@ impl Session {
         command: &str,
         argv0: &str,
         on_stdout: &mut (dyn FnMut(&[u8]) + Send),
-        input: Option<&[u8]>,
+        input: Option<Input<'_>>,
         max: Option<usize>,
         timeout: Option<Duration>,
     ) -> Result<Bounded> {
@@ -447,7 +489,7 @@ impl Session {
         channel: &mut russh::Channel<client::Msg>,
         argv0: &str,
         on_stdout: &mut (dyn FnMut(&[u8]) + Send),
-        input: Option<&[u8]>,
+        input: Option<Input<'_>>,
         max: Option<usize>,
         deadline: Option<Instant>,
         timed_out: impl Fn() -> Error,
@@ -464,13 +506,25 @@ impl Session {
         let mut out = Captured::default();
         let mut status = None;
         let mut signal = None;
-        let mut writer =
-            input.map(|data| Box::pin(write_then_eof(channel.make_writer(), data.to_vec())));
+        let mut writer: Option<Writing<'_>> = input.map(|i| match i {
+            Input::Bytes(data) => {
+                Box::pin(write_then_eof(channel.make_writer(), data.to_vec())) as Writing<'_>
+            }
+            Input::Stream { from, sent } => {
+                Box::pin(stream_then_eof(channel.make_writer(), from, sent)) as Writing<'_>
+            }
+        });
         loop {
             let next = match writer.as_mut() {
                 Some(w) => tokio::select! {
-                    _ = w => {
+                    r = w => {
                         writer = None;
+                        if let Err(source) = r {
+                            // The local source failed: the command must not take what came
+                            // so far for the whole, so it gets no EOF; its channel is closed.
+                            abort(channel).await;
+                            return Err(Error::ReadFile { path: "the command's input".into(), source });
+                        }
                         continue;
                     }
                     m = until(deadline, channel.wait()) => m,
@@ -799,16 +853,75 @@ fn sig_name(sig: &Sig) -> String {
 
 /// Writes all of `data` to a channel's stdin, then EOF. Errors (the command exited and the
 /// channel closed) end the writing quietly: the exit status tells what happened.
-async fn write_then_eof(mut w: impl tokio::io::AsyncWrite + Unpin, data: Vec<u8>) {
-    use std::pin::Pin;
+async fn write_then_eof(
+    mut w: impl tokio::io::AsyncWrite + Unpin,
+    data: Vec<u8>,
+) -> std::io::Result<()> {
+    write_all_or_stop(&mut w, &data).await;
+    let _ = std::future::poll_fn(|cx| std::pin::Pin::new(&mut w).poll_shutdown(cx)).await;
+    Ok(())
+}
+
+/// Write `data` as far as the channel takes it; `false` when the command stopped reading
+/// (its channel closed): not an error here, its exit status tells.
+async fn write_all_or_stop(w: &mut (impl tokio::io::AsyncWrite + Unpin), data: &[u8]) -> bool {
     let mut off = 0;
     while off < data.len() {
-        match std::future::poll_fn(|cx| Pin::new(&mut w).poll_write(cx, &data[off..])).await {
-            Ok(0) | Err(_) => return,
+        match std::future::poll_fn(|cx| std::pin::Pin::new(&mut *w).poll_write(cx, &data[off..]))
+            .await
+        {
+            Ok(0) | Err(_) => return false,
             Ok(n) => off += n,
         }
     }
-    let _ = std::future::poll_fn(|cx| Pin::new(&mut w).poll_shutdown(cx)).await;
+    true
+}
+
+/// The size of one chunk a streamed input is read and sent in.
+const STREAM_CHUNK: usize = 256 * 1024;
+
+/// Send `from` to the command's stdin chunk by chunk, as the channel's window allows (so at
+/// most one chunk is held in memory), telling `sent` each chunk's size; then EOF. A local read
+/// error is returned (the caller closes the channel without EOF); a command that stops
+/// reading ends the copy, and its exit status tells.
+async fn stream_then_eof(
+    mut w: impl tokio::io::AsyncWrite + Unpin,
+    from: &mut (dyn std::io::Read + Send),
+    sent: &mut (dyn FnMut(u64) + Send),
+) -> std::io::Result<()> {
+    let mut buf = vec![0u8; STREAM_CHUNK];
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if !write_all_or_stop(&mut w, &buf[..n]).await {
+            return Ok(());
+        }
+        sent(n as u64);
+    }
+    let _ = std::future::poll_fn(|cx| std::pin::Pin::new(&mut w).poll_shutdown(cx)).await;
+    Ok(())
+}
+
+/// The future that feeds a command's stdin.
+type Writing<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = std::io::Result<()>> + Send + 'a>>;
+
+/// What a command reads on stdin.
+pub enum Input<'a> {
+    /// These bytes, then EOF.
+    Bytes(&'a [u8]),
+    /// Everything `from` yields, read and sent a chunk at a time (a large local file without
+    /// holding it in memory), each chunk's size told to `sent` once the channel took it.
+    Stream {
+        /// The source.
+        from: &'a mut (dyn std::io::Read + Send),
+        /// Called with each chunk's size as it is sent (a progress bar).
+        sent: &'a mut (dyn FnMut(u64) + Send),
+    },
 }
 
 /// Runs `f` until `deadline`; `None` if the deadline passed first.
