@@ -17,6 +17,12 @@ pub static TASK_STATUS: Op = Op {
     ..ROW
 };
 
+/// `task list --vmid`: PVE's own filter of `/nodes/{node}/tasks`.
+const TASK_VMID_FILTER: Param = Param {
+    help: "only this guest's tasks",
+    ..VMID_FILTER
+};
+
 /// `pxagent task list`
 pub static TASK_LIST: Op = Op {
     id: "task.list",
@@ -24,7 +30,7 @@ pub static TASK_LIST: Op = Op {
     about: "List a node's recent and running tasks, newest first",
     risk: Risk::Read,
     area: Area::Task,
-    params: &[LOCAL_NODE, VMID_FILTER],
+    params: &[LOCAL_NODE, TASK_VMID_FILTER],
     args: pvesh!(
         "get",
         "/nodes/{node}/tasks",
