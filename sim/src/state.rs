@@ -1158,6 +1158,58 @@ pub fn initial(now: i64) -> State {
     state
 }
 
+/// The storage types whose files live in a mounted directory (`path`).
+const DIR_TYPES: &[&str] = &["dir", "nfs", "cifs", "cephfs", "btrfs"];
+
+/// ISO images a root program placed in a directory storage's `template/iso` on this machine
+/// (pxagent-helper's upload) become the local node's volumes: PVE's dir plugin lists a
+/// storage's files from the directory itself (pve-storage `Plugin.pm` `list_volumes` over
+/// `get_subdir`, with `$ISO_EXT_RE_0 = qr/\.(?:iso|img)/i`), so a file there is an ISO like
+/// one the simulator made. Only regular files (no symlink), each once; the simulator's own
+/// volumes without a file stay as they are.
+pub fn adopt_iso_files(st: &mut State) {
+    let local = st.local_node.clone();
+    let mut found = Vec::new();
+    for sto in st.storages.iter().filter(|s| {
+        DIR_TYPES.contains(&s.kind.as_str()) && !s.disable && s.content.iter().any(|c| c == "iso")
+    }) {
+        let Some(path) = &sto.path else { continue };
+        let Ok(entries) = fs::read_dir(format!("{path}/template/iso")) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let lower = name.to_ascii_lowercase();
+            let Ok(meta) = fs::symlink_metadata(e.path()) else {
+                continue;
+            };
+            if name.starts_with('.')
+                || !(lower.ends_with(".iso") || lower.ends_with(".img"))
+                || !meta.file_type().is_file()
+            {
+                continue;
+            }
+            let volname = format!("iso/{name}");
+            let known = st.volumes.iter().any(|v| {
+                v.storage == sto.id && v.volname == volname && (v.node == local || sto.shared)
+            });
+            if !known {
+                use std::os::unix::fs::MetadataExt;
+                found.push(Volume::file(
+                    &local,
+                    &sto.id,
+                    &volname,
+                    "iso",
+                    "iso",
+                    meta.len(),
+                    meta.mtime(),
+                ));
+            }
+        }
+    }
+    st.volumes.extend(found);
+}
+
 /// The state file plus its lock file.
 #[derive(Clone, Debug)]
 pub struct Store {
@@ -1202,6 +1254,7 @@ impl Store {
             Err(e) => return Err(e),
         };
         let before = if fresh { None } else { Some(state.clone()) };
+        adopt_iso_files(&mut state);
         let out = f(&mut state);
         if before.as_ref() != Some(&state) {
             self.write(&state)?;
@@ -1269,6 +1322,83 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An image placed in a directory storage's `template/iso` (by the upload helper) is the
+    /// local node's ISO: listed with its size, usable, and removed with its file; symlinks,
+    /// hidden files and other names are not images.
+    #[test]
+    fn iso_files_on_disk_are_the_local_nodes_volumes() {
+        let dir = tempfile::tempdir().unwrap();
+        let iso = dir.path().join("template/iso");
+        fs::create_dir_all(&iso).unwrap();
+        fs::write(iso.join("up.iso"), b"0123456789").unwrap();
+        fs::write(iso.join("UPPER.IMG"), b"x").unwrap();
+        fs::write(iso.join(".up2.iso.pxagent-partial"), b"x").unwrap();
+        fs::write(iso.join("notes.txt"), b"x").unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", iso.join("link.iso")).unwrap();
+        let store = Store::new(dir.path().join("state.json"));
+        store
+            .transact(1_790_000_000, |st| {
+                let local = st.storages.iter_mut().find(|s| s.id == "local").unwrap();
+                local.path = Some(dir.path().to_string_lossy().into_owned());
+            })
+            .unwrap();
+        let listed = |store: &Store| {
+            store
+                .transact(1_790_000_000, |st| {
+                    let v = crate::api::storage_content(st, "pve1", "local", Some("iso"), None)
+                        .unwrap();
+                    v.as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|e| {
+                            (
+                                e["volid"].as_str().unwrap().to_string(),
+                                e["size"].as_u64().unwrap(),
+                            )
+                        })
+                        .collect::<Vec<_>>()
+                })
+                .unwrap()
+        };
+        let first = listed(&store);
+        assert!(
+            first.contains(&("local:iso/up.iso".to_string(), 10)),
+            "{first:?}"
+        );
+        assert!(
+            first.iter().any(|(v, _)| v == "local:iso/UPPER.IMG"),
+            "{first:?}"
+        );
+        assert!(
+            !first.iter().any(|(v, _)| v.contains("link")
+                || v.contains("notes")
+                || v.contains("pxagent-partial")),
+            "{first:?}"
+        );
+        assert_eq!(listed(&store), first, "adopted once");
+        // Not another node's: pve2's local storage is its own disk.
+        store
+            .transact(1_790_000_000, |st| {
+                let v =
+                    crate::api::storage_content(st, "pve2", "local", Some("iso"), None).unwrap();
+                assert!(!v.to_string().contains("up.iso"), "{v}");
+            })
+            .unwrap();
+        // Freed: the volume and its file go.
+        store
+            .transact(1_790_000_000, |st| {
+                let ctx = crate::Ctx::new(1_790_000_000);
+                crate::storage_ops::free_on(st, &ctx, "pve1", "local:iso/up.iso", None).unwrap();
+            })
+            .unwrap();
+        assert!(!iso.join("up.iso").exists());
+        assert!(!listed(&store).iter().any(|(v, _)| v == "local:iso/up.iso"));
+        assert!(
+            iso.join("link.iso").symlink_metadata().is_ok(),
+            "a symlink is left alone"
+        );
+    }
 
     #[test]
     fn initial_state_matches_the_brief() {

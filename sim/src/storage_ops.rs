@@ -386,9 +386,19 @@ pub fn free_on(
     let path = file_path(st, &volid);
     Ok(ops::run_task(st, ctx, &local, "imgdel", &id, |st, log| {
         match file {
-            Some(_) => st
-                .volumes
-                .retain(|v| !(v.volid() == volid && (v.node == local || scfg.shared))),
+            Some(_) => {
+                st.volumes
+                    .retain(|v| !(v.volid() == volid && (v.node == local || scfg.shared)));
+                // An image with a real file on this machine (one an upload placed) goes with
+                // it, or it would be listed again (`adopt_iso_files`).
+                if local == st.local_node
+                    && volname
+                        .strip_prefix("iso/")
+                        .is_some_and(|n| !n.contains('/') && !n.starts_with('.'))
+                {
+                    let _ = std::fs::remove_file(&path);
+                }
+            }
             None if scfg.path.is_some() => {
                 log.push(format!("disk image '{path}' does not exist"));
             }
