@@ -312,14 +312,14 @@ pub(super) fn description(op: &Op, confirm: bool) -> String {
 }
 
 /// For a variant that shares its CLI path with others: which arguments select it
-/// (` Only for snapshot containing ':import/'.`); empty otherwise.
+/// (` Only for snapshot with ':import/'.`); empty otherwise.
 fn only_for(op: &Op) -> String {
     let when: Vec<String> = op
         .select
         .iter()
         .map(|sel| match sel {
             Select::Flag(f) => format!("{f}: true"),
-            Select::Contains(p, needle, _) => format!("a {p} containing '{needle}'"),
+            Select::Contains(p, needle, _) => format!("{p} with '{needle}'"),
         })
         .collect();
     if when.is_empty() || catalog::ops_at(op.cli).len() < 2 {
