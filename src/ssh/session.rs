@@ -193,16 +193,7 @@ impl Session {
         on_stdout: &mut (dyn FnMut(&[u8]) + Send),
         timeout: Option<Duration>,
     ) -> Result<Captured> {
-        let command = command_line(argv)?;
-        let _slot = self
-            .inner
-            .slots
-            .acquire()
-            .await
-            .map_err(|_| Error::Internal("channel semaphore closed".into()))?;
-        // Name the command in messages by its first words (`sudo -n /usr/bin/pvesh get …`).
-        let label: String = argv.iter().take(5).cloned().collect::<Vec<_>>().join(" ");
-        self.run(&command, &label, on_stdout, None, None, timeout)
+        self.run_one(argv, on_stdout, None, None, timeout)
             .await
             .map(|b| b.output)
     }
@@ -216,17 +207,8 @@ impl Session {
         input: Option<&[u8]>,
         max: usize,
     ) -> Result<Bounded> {
-        let command = command_line(argv)?;
-        let _slot = self
-            .inner
-            .slots
-            .acquire()
-            .await
-            .map_err(|_| Error::Internal("channel semaphore closed".into()))?;
-        let label: String = argv.iter().take(5).cloned().collect::<Vec<_>>().join(" ");
-        self.run(
-            &command,
-            &label,
+        self.run_one(
+            argv,
             &mut |_| {},
             input.map(Input::Bytes),
             Some(max),
@@ -251,24 +233,9 @@ impl Session {
         input: &[u8],
         timeout: Option<Duration>,
     ) -> Result<Captured> {
-        let command = command_line(argv)?;
-        let _slot = self
-            .inner
-            .slots
-            .acquire()
+        self.run_one(argv, &mut |_| {}, Some(Input::Bytes(input)), None, timeout)
             .await
-            .map_err(|_| Error::Internal("channel semaphore closed".into()))?;
-        let label: String = argv.iter().take(5).cloned().collect::<Vec<_>>().join(" ");
-        self.run(
-            &command,
-            &label,
-            &mut |_| {},
-            Some(Input::Bytes(input)),
-            None,
-            timeout,
-        )
-        .await
-        .map(|b| b.output)
+            .map(|b| b.output)
     }
 
     /// Like [`Session::exec_bounded`], with stdin streamed from `from` a chunk at a time (a
@@ -284,6 +251,26 @@ impl Session {
         max: usize,
         timeout: Option<Duration>,
     ) -> Result<Bounded> {
+        self.run_one(
+            argv,
+            &mut |_| {},
+            Some(Input::Stream { from, sent }),
+            Some(max),
+            timeout,
+        )
+        .await
+    }
+
+    /// One command on its own channel, once a channel slot is free: the line checked and
+    /// quoted, named in messages by its first words (`sudo -n /usr/bin/pvesh get …`).
+    async fn run_one(
+        &self,
+        argv: &[String],
+        on_stdout: &mut (dyn FnMut(&[u8]) + Send),
+        input: Option<Input<'_>>,
+        max: Option<usize>,
+        timeout: Option<Duration>,
+    ) -> Result<Bounded> {
         let command = command_line(argv)?;
         let _slot = self
             .inner
@@ -292,15 +279,8 @@ impl Session {
             .await
             .map_err(|_| Error::Internal("channel semaphore closed".into()))?;
         let label: String = argv.iter().take(5).cloned().collect::<Vec<_>>().join(" ");
-        self.run(
-            &command,
-            &label,
-            &mut |_| {},
-            Some(Input::Stream { from, sent }),
-            Some(max),
-            timeout,
-        )
-        .await
+        self.run(&command, &label, on_stdout, input, max, timeout)
+            .await
     }
 
     /// Runs several commands concurrently over this one connection, at most
