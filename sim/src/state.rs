@@ -1158,9 +1158,6 @@ pub fn initial(now: i64) -> State {
     state
 }
 
-/// The storage types whose files live in a mounted directory (`path`).
-const DIR_TYPES: &[&str] = &["dir", "nfs", "cifs", "cephfs", "btrfs"];
-
 /// ISO images a root program placed in a directory storage's `template/iso` on this machine
 /// (pxagent-helper's upload) become the local node's volumes: PVE's dir plugin lists a
 /// storage's files from the directory itself (pve-storage `Plugin.pm` `list_volumes` over
@@ -1170,9 +1167,12 @@ const DIR_TYPES: &[&str] = &["dir", "nfs", "cifs", "cephfs", "btrfs"];
 pub fn adopt_iso_files(st: &mut State) {
     let local = st.local_node.clone();
     let mut found = Vec::new();
-    for sto in st.storages.iter().filter(|s| {
-        DIR_TYPES.contains(&s.kind.as_str()) && !s.disable && s.content.iter().any(|c| c == "iso")
-    }) {
+    // A storage with a `path` keeps its files in that directory (see `provision::file_path`).
+    for sto in st
+        .storages
+        .iter()
+        .filter(|s| !s.disable && s.content.iter().any(|c| c == "iso"))
+    {
         let Some(path) = &sto.path else { continue };
         let Ok(entries) = fs::read_dir(format!("{path}/template/iso")) else {
             continue;

@@ -32,7 +32,8 @@ pub fn planned(engine_policy: &crate::policy::Policy, inv: &Invocation) -> Resul
     Ok(steps)
 }
 
-/// A valid VMID a dry run plans a new guest's steps with, shown as `<vmid>`.
+/// A valid VMID a dry run plans a new guest's steps with (they need one to be built); it is
+/// taken out again, so the line shows `<vmid>`.
 const VMID_STAND_IN: &str = "987654321";
 
 /// What a dry run shows of the steps: their remote command lines as planned (a new guest's
@@ -65,22 +66,17 @@ pub fn dry_run(inv: &Invocation) -> Value {
             if unknown {
                 known.values.insert(guest, VMID_STAND_IN.to_string());
             }
+            // The catalog shows a value a line lacks as `<name>`.
             let argv = t
                 .planned(&known, inv.values.get("node").map(String::as_str))
-                .map(|s| {
-                    let mut argv = s.remote_argv();
+                .map(|mut s| {
                     if unknown {
-                        for a in argv.iter_mut() {
-                            *a = a.replace(VMID_STAND_IN, "<vmid>");
-                        }
+                        s.values.remove("vmid");
                     }
-                    if let Then::GrowTo { .. } = t
-                        && let Some(i) = argv.iter().position(|a| a == "--size")
-                        && let Some(size) = argv.get_mut(i + 1)
-                    {
-                        *size = "+<growth>G".to_string();
+                    if let Then::GrowTo { .. } = t {
+                        s.values.insert("size", "+<growth>G".to_string());
                     }
-                    json!(argv)
+                    json!(s.remote_argv())
                 })
                 .unwrap_or(Value::Null);
             json!({"then": what, "argv": argv})

@@ -1055,6 +1055,7 @@ pub fn glob(pattern: &str, text: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
 
     /// One case style: PVE's kebab-case and apt's PascalCase field names
     /// become snake_case at any depth; names that are data stay as they are; a guest config
@@ -1092,7 +1093,6 @@ mod tests {
             }
         }
     }
-    use super::*;
 
     fn fixture_data(name: &str) -> Value {
         let text = std::fs::read_to_string(format!(

@@ -67,9 +67,9 @@ pub(super) async fn ct_flow(
     trail.argv = c.inv.remote_argv();
     trail.begin(c.inv.op)?;
     for dir in &c.mkdirs {
-        let out = pct(remote, &t.vmid, &[MKDIR, "-p", dir], None)
-            .await?
-            .output;
+        let argv = request::mkdir_argv(dir);
+        let words: Vec<&str> = argv.iter().map(String::as_str).collect();
+        let out = pct(remote, &t.vmid, &words, None).await?.output;
         if out.exit_status != 0 {
             return Err(super::sync::mkdir_error(
                 dir,

@@ -192,9 +192,7 @@ pub(super) fn push_error(
         Error::Remote(m) => m.clone(),
         _ => return err,
     };
-    let dir = guest
-        .rsplit_once('/')
-        .map_or("/", |(d, _)| if d.is_empty() { "/" } else { d });
+    let dir = super::request::guest_dir(guest);
     if text.contains("No such file or directory") {
         return Error::NotFound(format!(
             "pushing {} to {guest}: the directory {dir} does not exist in {what}; pass --mkdir to make it first (or `pxagent {exec} -- mkdir -p {dir}`) ({})",
@@ -212,6 +210,7 @@ pub(super) fn push_error(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     #[test]
     fn a_push_into_a_missing_directory_is_not_found() {
@@ -256,7 +255,6 @@ mod tests {
         );
         assert_eq!(other.kind(), "connection_failed");
     }
-    use std::os::unix::fs::PermissionsExt;
 
     #[test]
     fn a_pull_never_writes_through_a_symlink_or_over_a_file_without_force() {

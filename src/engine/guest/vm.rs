@@ -26,17 +26,7 @@ pub(super) async fn vm_flow(
     let node = inv.values.get("node").cloned().unwrap_or_default();
     let vmid = inv.values.get("vmid").cloned().unwrap_or_default();
     for dir in &c.mkdirs {
-        let argv = request::mkdir_argv(dir);
-        let step = step_inv(
-            &ops::VM_EXEC,
-            &[
-                ("vmid", &vmid),
-                ("node", &node),
-                ("command", &serde_json::to_string(&argv).unwrap_or_default()),
-            ],
-        )?;
-        let (_, st) = vm_run(remote, &step, timeout).await?;
-        let doc = status_doc(&st);
+        let doc = vm_step(remote, &vmid, &node, &request::mkdir_argv(dir), timeout).await?;
         if doc["exitcode"] != json!(0) {
             return Err(super::sync::mkdir_error(
                 dir,
@@ -184,6 +174,27 @@ pub(super) async fn vm_run(
     }
 }
 
+/// One step of the flow in a VM (`mkdir -p`, `sha256sum`): `argv` run to its end through the
+/// agent, as the readable status document.
+async fn vm_step(
+    remote: &Remote,
+    vmid: &str,
+    node: &str,
+    argv: &[String],
+    timeout: Duration,
+) -> Result<Value> {
+    let inv = step_inv(
+        &ops::VM_EXEC,
+        &[
+            ("vmid", vmid),
+            ("node", node),
+            ("command", &serde_json::to_string(argv).unwrap_or_default()),
+        ],
+    )?;
+    let (_, st) = vm_run(remote, &inv, timeout).await?;
+    Ok(status_doc(&st))
+}
+
 /// `sha256sum PATH` in a VM, through the agent.
 pub(super) async fn vm_sha256(
     remote: &Remote,
@@ -193,16 +204,7 @@ pub(super) async fn vm_sha256(
     timeout: Duration,
 ) -> Result<String> {
     let argv = vec![SHA256SUM.to_string(), path.to_string()];
-    let inv = step_inv(
-        &ops::VM_EXEC,
-        &[
-            ("vmid", vmid),
-            ("node", node),
-            ("command", &serde_json::to_string(&argv).unwrap_or_default()),
-        ],
-    )?;
-    let (_, st) = vm_run(remote, &inv, timeout).await?;
-    let doc = status_doc(&st);
+    let doc = vm_step(remote, vmid, node, &argv, timeout).await?;
     if doc["exitcode"] != json!(0) {
         return Err(Error::Remote(format!(
             "cannot verify {path} in VM {vmid}: `{SHA256SUM} {path}` failed: {}",
