@@ -75,7 +75,7 @@ else
     deps_rust
     deps_require "${DEPS_BUILD[@]}" "${DEPS_BED[@]}"
     heading "Build pxagent and the PVE simulator (release)"
-    (cd "$REPO_DIR" && cargo build --locked --release -p pxagent -p pve-sim)
+    (cd "$REPO_DIR" && cargo build --locked --release -p pxagent -p pxagent-helper -p pve-sim)
     TARGET_DIR="${CARGO_TARGET_DIR:-$REPO_DIR/target}"
     PXAGENT_BIN="$TARGET_DIR/release/pxagent"
     PVE_SIM_BIN="$TARGET_DIR/release/pve-sim"

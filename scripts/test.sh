@@ -67,8 +67,8 @@ cargo fmt --all -- --check
 echo "== cargo clippy --all-targets -- -D warnings"
 cargo clippy --locked --workspace --all-targets --quiet -- -D warnings
 
-echo "== building pxagent and pve-sim (release)"
-cargo build --locked --release --quiet -p pxagent -p pve-sim
+echo "== building pxagent, its helper and pve-sim (release)"
+cargo build --locked --release --quiet -p pxagent -p pxagent-helper -p pve-sim
 TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
 export PXAGENT_BIN="$TARGET_DIR/release/pxagent" PVE_SIM_BIN="$TARGET_DIR/release/pve-sim"
 

@@ -79,6 +79,13 @@ readonly LOCK_FILE="$TESTBED_ROOT/.lock"
 readonly ACCOUNT_MARK="pxagent testbed account"
 readonly SIM_DIR=/usr/local/lib/pve-sim
 readonly SIM_BIN="$SIM_DIR/pve-sim"
+# pxagent's root-side helper (iso upload), where `setup render` wants it; installed with the
+# simulator and removed with it.
+readonly HELPER_DIR=/usr/local/lib/pxagent
+readonly HELPER_BIN="$HELPER_DIR/pxagent-helper"
+# The simulator's `local` storage is a directory storage at /var/lib/vz (as on PVE): the helper
+# writes ISO images into its template/iso. Created when missing (and then removed at the end).
+readonly ISO_DIR=/var/lib/vz/template/iso
 readonly SIM_STATE_DIR=/var/lib/pve-sim
 # The real PVE 9 paths; a wrong path would silently turn into "a password is required".
 readonly SIM_PATHS=(/usr/sbin/qm /usr/sbin/pct /usr/bin/pvesh /usr/sbin/pvesm /usr/bin/vzdump
@@ -447,9 +454,9 @@ resolve_binaries() {
     if [[ -z "${PXAGENT_BIN:-}" || -z "${PVE_SIM_BIN:-}" ]]; then
         deps_rust
         deps_apt "${DEPS_BUILD[@]}" || die "could not install ${DEPS_BUILD[*]} (see above)"
-        say "building pxagent and pve-sim (cargo build --locked --release)"
-        (cd "$REPO_DIR" && cargo build --locked --release -p pxagent -p pve-sim) ||
-            die "cargo build --locked --release -p pxagent -p pve-sim failed"
+        say "building pxagent, its helper and pve-sim (cargo build --locked --release)"
+        (cd "$REPO_DIR" && cargo build --locked --release -p pxagent -p pxagent-helper -p pve-sim) ||
+            die "cargo build --locked --release -p pxagent -p pxagent-helper -p pve-sim failed"
         local target="${CARGO_TARGET_DIR:-$REPO_DIR/target}"
         PXAGENT_BIN="${PXAGENT_BIN:-$target/release/pxagent}"
         PVE_SIM_BIN="${PVE_SIM_BIN:-$target/release/pve-sim}"
@@ -458,6 +465,10 @@ resolve_binaries() {
     PVE_SIM_BIN="$(realpath "$PVE_SIM_BIN" 2>/dev/null || echo "$PVE_SIM_BIN")"
     [[ -x "$PXAGENT_BIN" ]] || die "pxagent binary not found or not executable: $PXAGENT_BIN"
     [[ -x "$PVE_SIM_BIN" ]] || die "pve-sim binary not found or not executable: $PVE_SIM_BIN"
+    # The helper is built beside pxagent (cargo build -p pxagent-helper).
+    PXAGENT_HELPER_BIN="${PXAGENT_HELPER_BIN:-$(dirname "$PXAGENT_BIN")/pxagent-helper}"
+    [[ -x "$PXAGENT_HELPER_BIN" ]] ||
+        die "pxagent-helper not found beside pxagent: $PXAGENT_HELPER_BIN (cargo build --release -p pxagent-helper)"
 }
 
 # Everything that could make `up` fail for reasons outside this bed, checked before any change.
@@ -635,6 +646,18 @@ ensure_sim() {
         mv -f "$SIM_BIN.new" "$SIM_BIN"
         SIM_INSTALLED=1
         changed "installed the simulator at $SIM_BIN"
+    fi
+    if [[ ! -x "$HELPER_BIN" ]] || ! cmp -s "$PXAGENT_HELPER_BIN" "$HELPER_BIN"; then
+        [[ -d "$HELPER_DIR" ]] || touch "$SIM_DIR/created-helper-dir"
+        install -d -o root -g root -m 0755 "$HELPER_DIR"
+        install -o root -g root -m 0755 "$PXAGENT_HELPER_BIN" "$HELPER_BIN.new"
+        mv -f "$HELPER_BIN.new" "$HELPER_BIN"
+        changed "installed pxagent's helper at $HELPER_BIN"
+    fi
+    if [[ ! -d "$ISO_DIR" ]]; then
+        [[ -e /var/lib/vz ]] || touch "$SIM_DIR/created-var-lib-vz"
+        install -d -o root -g root -m 0755 /var/lib/vz /var/lib/vz/template "$ISO_DIR"
+        changed "created $ISO_DIR (the simulator's local storage)"
     fi
     for path in "${SIM_PATHS[@]}"; do
         if ! sim_link_is_ours "$path"; then
@@ -939,6 +962,8 @@ do_down() {
         for path in "${SIM_PATHS[@]}"; do
             if sim_link_is_ours "$path"; then rm -f "$path"; did=1; fi
         done
+        if [[ -f "$SIM_DIR/created-var-lib-vz" ]]; then rm -rf /var/lib/vz; did=1; say "removed /var/lib/vz (created for the simulator)"; fi
+        if [[ -f "$SIM_DIR/created-helper-dir" ]]; then rm -rf "$HELPER_DIR"; did=1; say "removed pxagent's helper ($HELPER_DIR)"; fi
         if [[ -d "$SIM_DIR" ]]; then rm -rf "$SIM_DIR"; did=1; say "removed the simulator ($SIM_DIR and its links)"; fi
         if [[ -d "$SIM_STATE_DIR" ]]; then rm -rf "$SIM_STATE_DIR"; did=1; say "removed simulator state $SIM_STATE_DIR"; fi
     elif [[ -z "$quiet" ]]; then

@@ -167,6 +167,7 @@ fn fenced_render_admits_every_sample_inside_its_fence() {
         &ops::TASK_STOP,
         &ops::STORAGE_REMOVE,
         &ops::ISO_DOWNLOAD,
+        &ops::ISO_UPLOAD,
         &ops::ISO_REMOVE,
         &ops::TEMPLATE_DOWNLOAD,
         &ops::TEMPLATE_REMOVE,

@@ -43,10 +43,15 @@ pub const DIR_TYPES: &[&str] = &["dir", "nfs", "cifs", "cephfs", "btrfs"];
 pub enum Failure {
     /// A malformed command line (exit 2): the sudoers rule should never let one through.
     Usage(String),
-    /// The request cannot be done as asked (exit 3): the storage, the name, the space.
+    /// The storage cannot take an image (exit 3): not a directory storage, no `iso` content,
+    /// disabled, or a symlink on the way to its `template/iso`.
     Refused(String),
     /// The bytes did not arrive as declared (exit 4): too few, too many, another digest.
     Mismatch(String),
+    /// The name is taken (exit 5): it was there, or it appeared while the image arrived.
+    Exists(String),
+    /// The image would leave the file system fuller than the limit (exit 6).
+    NoRoom(String),
     /// Anything else (exit 1): a file system error.
     Failed(String),
 }
@@ -59,15 +64,20 @@ impl Failure {
             Failure::Usage(_) => 2,
             Failure::Refused(_) => 3,
             Failure::Mismatch(_) => 4,
+            Failure::Exists(_) => 5,
+            Failure::NoRoom(_) => 6,
         }
     }
 
     /// The message for stderr.
     pub fn message(&self) -> &str {
         match self {
-            Failure::Usage(m) | Failure::Refused(m) | Failure::Mismatch(m) | Failure::Failed(m) => {
-                m
-            }
+            Failure::Usage(m)
+            | Failure::Refused(m)
+            | Failure::Mismatch(m)
+            | Failure::Exists(m)
+            | Failure::NoRoom(m)
+            | Failure::Failed(m) => m,
         }
     }
 }
@@ -207,7 +217,7 @@ fn receive_into(
 ) -> Result<(), Failure> {
     match rustix::fs::statat(dir, req.name.as_str(), AtFlags::SYMLINK_NOFOLLOW) {
         Ok(_) => {
-            return Err(Failure::Refused(format!(
+            return Err(Failure::Exists(format!(
                 "{shown}/{} exists: the helper never overwrites (remove it first: pxagent iso remove)",
                 req.name
             )));
@@ -217,7 +227,7 @@ fn receive_into(
     }
     let (after, used, total) = fill_after(dir, req.size)?;
     if after > f64::from(req.max_used) {
-        return Err(Failure::Refused(format!(
+        return Err(Failure::NoRoom(format!(
             "{} ({}) would leave the file system of {shown} {after:.1}% full ({} used of {}), over the limit of {}%",
             req.name,
             gib(req.size),
@@ -336,7 +346,7 @@ fn publish(
         }
     };
     r.map_err(|e| match e {
-        rustix::io::Errno::EXIST => Failure::Refused(format!(
+        rustix::io::Errno::EXIST => Failure::Exists(format!(
             "{} appeared while the image arrived: the helper never overwrites, so nothing was kept",
             req.name
         )),

@@ -1,6 +1,7 @@
 //! `pxagent-helper`: see the library's documentation. Exit codes: 0 the image is published
-//! (its volume id on stdout), 1 a file system error, 2 a malformed command line, 3 refused
-//! (storage, name, space), 4 the bytes did not arrive as declared.
+//! (its volume id on stdout), 1 a file system error, 2 a malformed command line, 3 the storage
+//! cannot take an image, 4 the bytes did not arrive as declared, 5 the name is taken, 6 the
+//! image would fill the file system over the limit.
 
 use std::process::ExitCode;
 

@@ -208,12 +208,12 @@ fn an_existing_name_is_never_overwritten() {
     let data = b"new".to_vec();
     let dir = open_dir_nofollow(&shown).unwrap();
     let e = receive(&req("a.iso", &data), &dir, &shown, &mut data.as_slice()).unwrap_err();
-    assert_eq!(e.code(), 3);
+    assert_eq!(e.code(), 5);
     assert_eq!(std::fs::read(&target).unwrap(), b"the old one");
     // A symlink of that name counts as there (and is not followed).
     std::os::unix::fs::symlink("/etc/passwd", Path::new(&shown).join("b.iso")).unwrap();
     let e = receive(&req("b.iso", &data), &dir, &shown, &mut data.as_slice()).unwrap_err();
-    assert_eq!(e.code(), 3);
+    assert_eq!(e.code(), 5);
 }
 
 /// A reader that plants the target name when its data is spent: the name appears while the
@@ -247,7 +247,7 @@ fn a_name_that_appears_meanwhile_wins() {
         plant: plant.clone(),
     };
     let e = receive(&req("race.iso", &data), &dir, &shown, &mut input).unwrap_err();
-    assert_eq!(e.code(), 3, "{e:?}");
+    assert_eq!(e.code(), 5, "{e:?}");
     assert!(e.message().contains("appeared"), "{}", e.message());
     assert_eq!(std::fs::read(&plant).unwrap(), b"planted");
     assert_eq!(listing(Path::new(&shown)).len(), 1);
@@ -281,7 +281,7 @@ fn an_image_that_would_fill_the_disk_is_refused_with_the_numbers() {
     r.size = total;
     r.max_used = 90;
     let e = receive(&r, &dir, &shown, &mut (&b"x"[..])).unwrap_err();
-    assert_eq!(e.code(), 3);
+    assert_eq!(e.code(), 6);
     let m = e.message();
     assert!(
         m.contains("% full") && m.contains("GiB used of") && m.contains("limit of 90%"),

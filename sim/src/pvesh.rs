@@ -101,6 +101,7 @@ enum Route {
     StorageCreate,
     StorageSet(String),
     StorageIndex,
+    StorageRead(String),
 }
 
 fn kind_of(s: &str) -> Option<Kind> {
@@ -125,6 +126,7 @@ fn route(verb: &str, segs: &[&str]) -> Option<Route> {
         ("get", ["nodes", _, "services", _, "state"]) => R::NodeService(s(1), s(3)),
         ("get", ["nodes", _, "apt", "update"]) => R::AptUpdates(s(1)),
         ("get", ["storage"]) => R::StorageIndex,
+        ("get", ["storage", _]) => R::StorageRead(s(1)),
         ("create", ["storage"]) => R::StorageCreate,
         ("set", ["storage", _]) => R::StorageSet(s(1)),
         ("get", ["nodes", _, "aplinfo"]) => R::AplInfo(s(1)),
@@ -535,6 +537,7 @@ fn schema(r: &Route) -> Vec<Param> {
         ],
         R::StorageCreate => storage_cfg::CREATE_OPTS.to_vec(),
         R::StorageIndex => vec![p("type", Ty::Enum(storage_cfg::TYPES))],
+        R::StorageRead(_) => Vec::new(),
         R::StorageSet(_) => storage_cfg::SET_OPTS.to_vec(),
         R::Destroy(_, kind, _) => {
             let mut v = vec![
@@ -1217,6 +1220,7 @@ fn execute(
         R::NodeService(n, svc) => data(hostinfo::service(&node_of(st, n)?, svc)?),
         R::AptUpdates(_) => data(hostinfo::updates()),
         R::StorageIndex => data(storage_cfg::index(st, o.get("type"))),
+        R::StorageRead(sid) => data(storage_cfg::read(st, sid)?),
         R::StorageCreate => data(storage_cfg::create(st, o)?),
         R::StorageSet(sid) => data(storage_cfg::set(st, sid, o)?),
         R::AgentFileRead(n, _) => {

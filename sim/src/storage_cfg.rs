@@ -162,6 +162,16 @@ pub fn index(st: &State, kind: Option<&str>) -> Value {
     Value::Array(entries)
 }
 
+/// `pvesh get /storage/ID`: one storage's configuration, as in the index (PVE
+/// `API2/Storage/Config.pm` `read`: `storage_config` dies `storage 'ID' does not exist`).
+/// pxagent's helper reads it to find an ISO storage's directory.
+pub fn read(st: &State, sid: &str) -> Result<Value, Failure> {
+    index(st, None)
+        .as_array()
+        .and_then(|all| all.iter().find(|e| e["storage"] == sid).cloned())
+        .ok_or_else(|| Failure::die(format!("storage '{sid}' does not exist")))
+}
+
 /// `pvesh create /storage --storage ID --type T …`: the new storage on every node, active at
 /// once (an NFS export is taken as mounted; a directory marked `is_mountpoint` is offline, as
 /// nothing is mounted there).

@@ -91,6 +91,16 @@ pub enum Error {
     #[error("{0}")]
     WrongState(String),
 
+    /// What the operation would make is already there (an ISO image of that name): pxagent
+    /// never overwrites it.
+    #[error("{0}")]
+    Exists(String),
+
+    /// The storage has no room for it: the write would leave its file system fuller than the
+    /// limit (`iso upload --max-used`, the host's `--iso-max-used`). Nothing was written.
+    #[error("{0}")]
+    NoRoom(String),
+
     /// The preflight found at least one failing check.
     #[error("{0}")]
     Preflight(String),
@@ -164,6 +174,8 @@ impl Error {
             | Error::NotFound(_)
             | Error::Locked(_)
             | Error::WrongState(_)
+            | Error::Exists(_)
+            | Error::NoRoom(_)
             | Error::Findings(_) => 1,
             Error::Usage(_) | Error::ReadFile { .. } => 2,
             Error::Policy(_) => 3,
@@ -198,6 +210,8 @@ impl Error {
             Error::NotFound(_) => "not_found",
             Error::Locked(_) => "locked",
             Error::WrongState(_) => "wrong_state",
+            Error::Exists(_) => "exists",
+            Error::NoRoom(_) => "no_room",
             Error::Findings(_) => "findings",
             Error::Usage(_) | Error::ReadFile { .. } => "invalid_input",
             Error::Policy(_) => "policy_refused",

@@ -98,7 +98,14 @@ impl Invocation {
                 }
                 How::BasenameOf(of) if !values.contains_key(p.name) => {
                     // The last path segment: a URL's query is not part of the file name.
-                    let path = values.get(of).map(|v| v.split('?').next().unwrap_or(v));
+                    let url = op.param(of).is_some_and(|q| q.kind == Kind::Url);
+                    let path = values.get(of).map(|v| {
+                        if url {
+                            v.split('?').next().unwrap_or(v)
+                        } else {
+                            v
+                        }
+                    });
                     if let Some(base) = path.and_then(|v| v.rsplit('/').next()) {
                         let base = match p.kind {
                             Kind::ImageFile => super::cloud::image_name_from(base),
@@ -224,7 +231,7 @@ impl Invocation {
                     quote_word(v)
                 )),
                 How::Flag => s.push_str(&format!(" --{}", p.name.replace('_', "-"))),
-                How::Node(_) => {}
+                How::Node(_) | How::Staged => {}
             }
         }
         s

@@ -45,8 +45,10 @@ const FREE_WORD: &str = concat!(
 const CHECKSUM_ALGOS: &str = "(md5|sha1|sha224|sha256|sha384|sha512)";
 /// A hex digest.
 const CHECKSUM_HEX: &str = "[0-9a-fA-F]{32,128}";
-/// The file name of an ISO volume.
-const ISO_FILE: &str = "[A-Za-z0-9][A-Za-z0-9_.-]{0,250}[.]iso";
+/// The file name of an ISO volume: PVE's `ISO_EXT_RE_0` (`.iso` or `.img`), narrowed to
+/// letters, digits, `_`, `.`, `-`, a letter or digit first, at most 200 characters (what the
+/// root-side helper writes; PVE itself names no bound but the file system's 255).
+const ISO_FILE: &str = "[A-Za-z0-9][A-Za-z0-9_.-]{0,195}[.](iso|img)";
 /// The file name of a container template volume.
 const TEMPLATE_FILE: &str = "[A-Za-z0-9][A-Za-z0-9_.-]{0,250}[.]tar[.](gz|xz|zst)";
 /// A disk image file on `import` content.
@@ -188,6 +190,42 @@ pub enum Kind {
     /// Storage content types joined by `,` (`iso,backup`), each one of
     /// [`STORAGE_CONTENT_TYPES`], none twice. Never `snippets`.
     ContentList,
+    /// A file on the machine pxagent runs on (`iso upload FILE`): read by the client, never
+    /// part of a command line.
+    LocalFile,
+    /// An ISO image's file name on a storage ([`ISO_FILE`]): `NAME.iso` or `NAME.img`.
+    IsoName,
+    /// An exact size in bytes, 1 B to 1 TiB (what the helper takes).
+    ByteSize,
+    /// A SHA-256 digest: 64 lower-case hex digits.
+    Sha256,
+    /// How full a file system may be after a write, in percent: 1-99.
+    FillPercent,
+}
+
+/// The largest [`Kind::ByteSize`]: 1 TiB.
+pub const BYTE_SIZE_MAX: u64 = 1 << 40;
+
+/// The ERE of the percentages 1 to `max` (1-99): what a render admits for a
+/// [`Kind::FillPercent`] (`sudoers render --iso-max-used`), so the account may ask for a
+/// stricter limit than the admin's, never a looser one.
+pub fn percent_upto_regex(max: u8) -> String {
+    let max = max.clamp(1, 99);
+    let (tens, ones) = (max / 10, max % 10);
+    let span = |to: u8| match to {
+        1 => "1".to_string(),
+        _ => format!("[1-{to}]"),
+    };
+    let mut alts = vec![span(max.min(9))];
+    if tens >= 2 {
+        alts.push(format!("{}[0-9]", span(tens - 1)));
+    }
+    match (tens, ones) {
+        (0, _) => {}
+        (_, 0) => alts.push(format!("{tens}0")),
+        _ => alts.push(format!("{tens}[0-{ones}]")),
+    }
+    format!("({})", alts.join("|"))
 }
 
 /// The ERE of a directory storage's path below one of the roots in `roots_group`, an ERE
@@ -468,6 +506,12 @@ impl Kind {
                 storage_path_regex(&storage_roots_group(STORAGE_ROOTS_DEFAULT))
             }
             Kind::ExportPath => format!("({PATH_SEGMENT}){{1,16}}"),
+            // Never on a command line: any text ([`Kind::parse`] refuses control characters).
+            Kind::LocalFile => ".+".into(),
+            Kind::IsoName => ISO_FILE.into(),
+            Kind::ByteSize => "[1-9][0-9]{0,12}".into(),
+            Kind::Sha256 => "[0-9a-f]{64}".into(),
+            Kind::FillPercent => percent_upto_regex(99),
             Kind::Server => Kind::GuestName.regex(),
             Kind::VgName => "[a-zA-Z0-9_+][a-zA-Z0-9_.+-]{1,126}".into(),
             Kind::ZfsPool => {
@@ -550,6 +594,11 @@ impl Kind {
                 "content types joined by ',', each one of {} (never snippets), none twice",
                 STORAGE_CONTENT_TYPES.join(", ")
             ),
+            Kind::LocalFile => "a file on this machine".into(),
+            Kind::IsoName => "an ISO file name ending in .iso or .img (letters, digits, '.', '_', '-'; a letter or digit first; at most 200 characters; no '..')".into(),
+            Kind::ByteSize => "a size in bytes (1 to 1 TiB)".into(),
+            Kind::Sha256 => "a SHA-256 digest (64 lower-case hex digits)".into(),
+            Kind::FillPercent => "a percentage, 1-99".into(),
         }
     }
 
@@ -607,6 +656,11 @@ impl Kind {
             Kind::VgName => "pve",
             Kind::ZfsPool => "rpool/data",
             Kind::ContentList => "iso,backup",
+            Kind::LocalFile => "./debian-13.2.0-amd64-netinst.iso",
+            Kind::IsoName => "debian-13.2.0-amd64-netinst.iso",
+            Kind::ByteSize => "702545920",
+            Kind::Sha256 => "677c4d57aa034dc192b5191870141057574c1b05df2b9569c0ee08aa4e32125d",
+            Kind::FillPercent => "90",
         }
     }
 
@@ -733,10 +787,24 @@ impl Kind {
             Kind::GuestName if raw.len() > 253 => {
                 return Err(bad("longer than 253 characters".into()));
             }
-            Kind::FileName | Kind::TemplateName | Kind::ImageFile | Kind::ImportVolume
+            Kind::FileName
+            | Kind::TemplateName
+            | Kind::ImageFile
+            | Kind::ImportVolume
+            | Kind::IsoName
+            | Kind::IsoVolume
                 if raw.contains("..") =>
             {
                 return Err(bad("'..' is not allowed".into()));
+            }
+            Kind::LocalFile if raw.len() > 4096 => {
+                return Err(bad("longer than 4096 bytes".into()));
+            }
+            Kind::LocalFile if raw.chars().any(char::is_control) => {
+                return Err(bad("a control character in a file name".into()));
+            }
+            Kind::ByteSize if raw.parse::<u64>().map_or(true, |n| n > BYTE_SIZE_MAX) => {
+                return Err(bad(format!("expected {}", self.describe())));
             }
             Kind::Server if raw.len() > 253 => {
                 return Err(bad("longer than 253 characters".into()));
@@ -900,7 +968,7 @@ pub(crate) mod tests {
     use super::*;
     use crate::base::text::{ECHO_MAX, cut};
 
-    const ALL: [Kind; 40] = [
+    const ALL: [Kind; 45] = [
         Kind::Vmid,
         Kind::Node,
         Kind::SnapName,
@@ -941,6 +1009,11 @@ pub(crate) mod tests {
         Kind::VgName,
         Kind::ZfsPool,
         Kind::ContentList,
+        Kind::LocalFile,
+        Kind::IsoName,
+        Kind::ByteSize,
+        Kind::Sha256,
+        Kind::FillPercent,
     ];
 
     #[test]
@@ -1020,6 +1093,67 @@ pub(crate) mod tests {
             }
             sudo_check_pattern(&format!("^{re}$")).unwrap_or_else(|e| panic!("{k:?}: {e}: {re}"));
         }
+    }
+
+    #[test]
+    fn fill_limits_up_to_a_render_s_bound() {
+        for max in 1..=99u8 {
+            let re = regex::Regex::new(&format!("^{}$", percent_upto_regex(max))).unwrap();
+            for n in 0..=120u32 {
+                assert_eq!(
+                    re.is_match(&n.to_string()),
+                    (1..=u32::from(max)).contains(&n),
+                    "{max}: {n}"
+                );
+            }
+            for bad in ["01", "090", "9 ", "+9", ""] {
+                assert!(!re.is_match(bad), "{max}: {bad}");
+            }
+        }
+    }
+
+    #[test]
+    fn upload_values() {
+        for ok in ["1", "702545920", "1099511627776"] {
+            assert!(Kind::ByteSize.parse("size", ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "0",
+            "01",
+            "1099511627777",
+            "1e9",
+            "-1",
+            "1 ",
+            "99999999999999",
+        ] {
+            assert!(Kind::ByteSize.parse("size", bad).is_err(), "{bad}");
+        }
+        for ok in ["debian.iso", "a.img", "Win11_23H2.x64.iso"] {
+            assert!(Kind::IsoName.parse("name", ok).is_ok(), "{ok}");
+        }
+        let long = format!("{}.iso", "a".repeat(197));
+        for bad in [
+            "../x.iso",
+            "a/b.iso",
+            "a..b.iso",
+            ".x.iso",
+            "x.iso.tmp",
+            "x.qcow2",
+            "x.ISO",
+            "x iso",
+            "-x.iso",
+            ".iso",
+            &long,
+        ] {
+            assert!(Kind::IsoName.parse("name", bad).is_err(), "{bad}");
+        }
+        assert!(Kind::Sha256.parse("sha256", &"a".repeat(64)).is_ok());
+        for bad in ["A".repeat(64), "a".repeat(63), "g".repeat(64)] {
+            assert!(Kind::Sha256.parse("sha256", &bad).is_err(), "{bad}");
+        }
+        assert!(Kind::LocalFile.parse("file", "./a b/ü.iso").is_ok());
+        assert!(Kind::LocalFile.parse("file", "a\nb.iso").is_err());
+        assert!(Kind::LocalFile.parse("file", "a\u{1b}[2J.iso").is_err());
     }
 
     #[test]

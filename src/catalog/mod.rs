@@ -208,6 +208,24 @@ pub enum How {
     BasenameOf(&'static str),
     /// The `node` of a `/nodes/{node}` path: `--node NODE` pins it, else it is resolved.
     Node(NodeFrom),
+    /// A value of the local file an op sends ([`Op::uploads`]), its size or its SHA-256:
+    /// the front end computes it from the file, no one gives it.
+    Staged,
+}
+
+/// What a sudoers render chooses for values whose bounds are the admin's (`None`: the kind's
+/// own regex).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Places<'a> {
+    /// The ERE group of the roots a [`Kind::StoragePath`] must be below
+    /// ([`kind::storage_roots_group`]); `None`, the default roots.
+    pub roots_group: Option<&'a str>,
+    /// The ERE group of the NFS servers the admin named ([`kind::nfs_servers_group`]); `None`,
+    /// any [`Kind::Server`].
+    pub servers_group: Option<&'a str>,
+    /// The ERE group of the fill limits a [`Kind::FillPercent`] may take
+    /// ([`kind::percent_upto_regex`]); `None`, 1-99.
+    pub fill_group: Option<&'a str>,
 }
 
 /// One typed parameter of an op.
@@ -224,6 +242,12 @@ pub struct Param {
 }
 
 impl Param {
+    /// Whether a front end takes this value from its user: not a sent file's size or digest
+    /// ([`How::Staged`]), which the client computes from the file.
+    pub fn given(&self) -> bool {
+        self.how != How::Staged
+    }
+
     /// Whether the value may be given as a guest's name: a `vmid` that names an
     /// existing guest (an op's guest, or a `--vmid` filter), never the id of a guest still
     /// to be made (a restore's or create's `--vmid`, a clone's `newid`).
@@ -288,6 +312,8 @@ pub enum View {
     Task,
     /// An action that runs no Proxmox task: its exit status is the result.
     Done,
+    /// A file sent to the host ([`Op::uploads`]): the volume it became, its size and digest.
+    Upload,
     /// A task's status, read again until the task stopped (`task wait`): how it ended is the
     /// result, a failed task is exit 1, and a task still running when `--timeout` ran out is
     /// exit 7.
@@ -632,6 +658,12 @@ impl Op {
                 .any(|a| matches!(a, Arg::Opt(n, _) if login(n)))
     }
 
+    /// The parameter naming a local file this op sends to the host (`iso upload FILE`), if
+    /// any: its bytes go to the command's stdin, its size and digest are [`How::Staged`].
+    pub fn uploads(&self) -> Option<&'static Param> {
+        self.params.iter().find(|p| p.kind == Kind::LocalFile)
+    }
+
     /// Find a parameter by name.
     pub fn param(&self, name: &str) -> Option<&'static Param> {
         self.params.iter().find(|p| p.name == name)
@@ -767,6 +799,7 @@ impl Op {
                 How::BasenameOf(of) => {
                     s.push_str(&format!(" [--{flag} <{flag}> (default: from <{of}>)]"))
                 }
+                How::Staged => {}
             }
         }
         s
@@ -775,19 +808,16 @@ impl Op {
     /// The anchored sudoers regex over the joined arguments, with `vmid` replaced by a fence
     /// regex when one is given, and a directory storage's path below the default storage roots.
     pub fn args_regex(&self, vmid_regex: Option<&str>) -> String {
-        self.args_regex_in(vmid_regex, None, None)
+        self.args_regex_in(vmid_regex, &Places::default())
     }
 
-    /// [`Op::args_regex`] with the places of a render: `roots_group` is the ERE group of the
-    /// roots a [`Kind::StoragePath`] must be below ([`kind::storage_roots_group`]), `None` the
-    /// default roots; `servers_group` the ERE group of the NFS servers the admin named
-    /// ([`kind::nfs_servers_group`]), `None` any [`Kind::Server`].
-    pub fn args_regex_in(
-        &self,
-        vmid_regex: Option<&str>,
-        roots_group: Option<&str>,
-        servers_group: Option<&str>,
-    ) -> String {
+    /// [`Op::args_regex`] with the [`Places`] of a render.
+    pub fn args_regex_in(&self, vmid_regex: Option<&str>, places: &Places<'_>) -> String {
+        let Places {
+            roots_group,
+            servers_group,
+            fill_group,
+        } = *places;
         let param_re = |name: &str| -> String {
             let (name, part) = split_part(name);
             let p = self
@@ -801,6 +831,9 @@ impl Op {
                 },
                 (Kind::Server, _, None) if servers_group.is_some() => {
                     servers_group.unwrap_or_default().to_string()
+                }
+                (Kind::FillPercent, _, None) if fill_group.is_some() => {
+                    fill_group.unwrap_or_default().to_string()
                 }
                 (Kind::Vmid, Some(fence), None) => format!("({fence})"),
                 // A restore takes one kind of guest's archives (its `fence`); the archive's
@@ -873,21 +906,15 @@ impl Op {
 
     /// The sudoers command spec: absolute path and anchored argument regex.
     pub fn sudoers_rule(&self, vmid_regex: Option<&str>) -> String {
-        self.sudoers_rule_in(vmid_regex, None, None)
+        self.sudoers_rule_in(vmid_regex, &Places::default())
     }
 
-    /// [`Op::sudoers_rule`] with the storage roots and NFS servers of a render (see
-    /// [`Op::args_regex_in`]).
-    pub fn sudoers_rule_in(
-        &self,
-        vmid_regex: Option<&str>,
-        roots_group: Option<&str>,
-        servers_group: Option<&str>,
-    ) -> String {
+    /// [`Op::sudoers_rule`] with the [`Places`] of a render.
+    pub fn sudoers_rule_in(&self, vmid_regex: Option<&str>, places: &Places<'_>) -> String {
         format!(
             "{} {}",
             self.tool.path(),
-            self.args_regex_in(vmid_regex, roots_group, servers_group)
+            self.args_regex_in(vmid_regex, places)
         )
     }
 
@@ -1024,7 +1051,7 @@ pub fn example_values(op: &Op) -> BTreeMap<&'static str, String> {
             How::Positional | How::Node(_) => {
                 v.insert(p.name, example.to_string());
             }
-            How::Required | How::Defaulted(_) | How::NextId | How::BasenameOf(_) => {
+            How::Required | How::Defaulted(_) | How::NextId | How::BasenameOf(_) | How::Staged => {
                 v.insert(p.name, example.to_string());
             }
             _ => {}
@@ -1103,7 +1130,8 @@ pub fn samples(op: &Op) -> Vec<BTreeMap<&'static str, String>> {
                 | How::Required
                 | How::Defaulted(_)
                 | How::NextId
-                | How::BasenameOf(_) => {
+                | How::BasenameOf(_)
+                | How::Staged => {
                     v.insert(p.name, example);
                 }
                 How::Option | How::Flag => {

@@ -28,11 +28,17 @@ pub enum Tool {
     Pvecm,
     /// `qemu-img`: disk image tool.
     QemuImg,
+    /// `pxagent-helper`: pxagent's own root-side program (the `helper/` crate), installed by
+    /// `setup render`; it places an ISO image it receives on stdin (`iso upload`).
+    Helper,
 }
+
+/// Where `setup render` installs pxagent's root-side helper.
+pub const HELPER_PATH: &str = "/usr/local/lib/pxagent/pxagent-helper";
 
 impl Tool {
     /// Every tool, in a stable order.
-    pub const ALL: [Tool; 10] = [
+    pub const ALL: [Tool; 11] = [
         Tool::Qm,
         Tool::Pct,
         Tool::Pvesh,
@@ -43,6 +49,7 @@ impl Tool {
         Tool::HaManager,
         Tool::Pvecm,
         Tool::QemuImg,
+        Tool::Helper,
     ];
 
     /// The tool's command name.
@@ -58,11 +65,13 @@ impl Tool {
             Tool::HaManager => "ha-manager",
             Tool::Pvecm => "pvecm",
             Tool::QemuImg => "qemu-img",
+            Tool::Helper => "pxagent-helper",
         }
     }
 
     /// The absolute path on PVE 9. pvesh, pveam, vzdump, qemu-img and pvecm
-    /// live in /usr/bin; the guest tools in /usr/sbin.
+    /// live in /usr/bin; the guest tools in /usr/sbin; pxagent's helper where `setup render`
+    /// installs it, root-owned.
     pub fn path(self) -> &'static str {
         match self {
             Tool::Qm => "/usr/sbin/qm",
@@ -75,6 +84,7 @@ impl Tool {
             Tool::HaManager => "/usr/sbin/ha-manager",
             Tool::Pvecm => "/usr/bin/pvecm",
             Tool::QemuImg => "/usr/bin/qemu-img",
+            Tool::Helper => HELPER_PATH,
         }
     }
 

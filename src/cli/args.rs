@@ -271,6 +271,7 @@ fn param_arg(p: &Param, required: bool) -> Arg {
             .long("node")
             .value_name("NODE")
             .help(p.help),
+        How::Staged => unreachable!("op_command leaves staged values out"),
     }
 }
 
@@ -364,7 +365,8 @@ fn op_command(name: &str, ops: &[&'static Op]) -> Command {
             // A guest command's argv and stdin come from the exec arguments below.
             let exec_input =
                 op.runs_guest_command() && matches!(p.kind, Kind::GuestArgv | Kind::GuestData);
-            if !exec_input && !seen.contains(&p.name) {
+            // A sent file's size and digest are computed from it, never given.
+            if !exec_input && p.given() && !seen.contains(&p.name) {
                 seen.push(p.name);
                 let required = ops
                     .iter()
@@ -591,7 +593,8 @@ Exit 0 when all succeeded, 2 when any line was invalid, 3/4/8 when every failure
                             .help("Allow `pct exec` (ct exec: root in the container) in these containers only; without it no profile allows container exec"))
                         .arg(unfenced_ops_arg())
                         .arg(storage_roots_arg())
-                        .arg(nfs_servers_arg()),
+                        .arg(nfs_servers_arg())
+                        .arg(iso_max_used_arg()),
                 )
                 .subcommand(
                     Command::new("lint")
@@ -726,6 +729,14 @@ fn nfs_servers_arg() -> Arg {
         .help("The NFS servers the agent may add storages from (storage add-nfs), joined by ',': IPv4 addresses or DNS names. Without it, storage add-nfs is not rendered: a share's files are written by its server and read by root-run Proxmox code")
 }
 
+/// `--iso-max-used` of `sudoers render` and `setup render`.
+fn iso_max_used_arg() -> Arg {
+    Arg::new("iso_max_used")
+        .long("iso-max-used")
+        .value_name("PERCENT")
+        .help("How full an ISO upload (iso upload) may leave a storage's file system, 1-99 (default 90): the helper refuses an image that would fill it more, and the account cannot ask for a higher limit")
+}
+
 /// `--user` of the local commands that name the agent account (`sudoers render`, `setup`).
 /// It has `PXAGENT_USER` too, so the account one connects as is the one a render is for.
 fn account_arg() -> Arg {
@@ -810,6 +821,7 @@ fn setup_command() -> Command {
                 .arg(unfenced_ops_arg())
                 .arg(storage_roots_arg())
                 .arg(nfs_servers_arg())
+                .arg(iso_max_used_arg())
                 .arg(Arg::new("approvers").long("approvers").value_name("FILE")
                     .help("Install these approvers' public keys (one per line; replaces the installed file)"))
                 .arg(Arg::new("gate_bin").long("gate-bin").value_name("PATH")

@@ -609,6 +609,12 @@ fn render_options(s: &Settings, r: &ArgMatches) -> Result<RenderOptions> {
     if let Some(v) = string(r, "nfs_servers") {
         opts.nfs_servers = crate::host::sudoers::render::parse_nfs_servers("--nfs-servers", &v)?;
     }
+    if let Some(v) = string(r, "iso_max_used") {
+        opts.iso_max_used = crate::catalog::Kind::FillPercent
+            .parse("--iso-max-used", &v)?
+            .parse()
+            .map_err(|_| Error::usage(format!("--iso-max-used {v}: a percentage, 1-99")))?;
+    }
     Ok(opts)
 }
 

@@ -32,6 +32,7 @@ pub mod guest;
 pub mod health;
 mod then;
 mod trail;
+pub mod upload;
 
 pub use trail::{Begun, Trail};
 
@@ -214,6 +215,9 @@ impl<C: Connector> Engine<'_, C> {
         progress: &mut (dyn FnMut(&str) + Send),
         started: Option<&std::sync::Mutex<Started>>,
     ) -> Result<Done> {
+        if inv.op.uploads().is_some() {
+            return self.upload(inv, given, trail, &mut |_, _| {}).await;
+        }
         if inv.op.risk == Risk::Exec && !inv.op.runs_guest_command() {
             // Reading a guest process's status: policy and limits, no phrase, no task.
             trail.argv = inv.remote_argv();
@@ -452,6 +456,15 @@ impl<C: Connector> Engine<'_, C> {
 /// refuses is refused here too, with the same message and exit 3.
 pub fn dry_run(policy: &Policy, inv: &Invocation, trail: &mut Trail) -> Result<Value> {
     trail.dry_run = true;
+    // A file to send is read here already: the command line carries its size and digest.
+    let staged;
+    let inv = match inv.op.uploads() {
+        Some(_) => {
+            staged = upload::stage(inv)?.0;
+            &staged
+        }
+        None => inv,
+    };
     trail.argv = inv.remote_argv();
     policy.check_destinations(inv, None)?;
     let verdict = dry_verdict(policy, inv)?;
@@ -585,6 +598,7 @@ pub fn human(inv: &Invocation, data: &Value) -> String {
             s
         }
         catalog::View::Done => format!("{}: done", inv.display()),
+        catalog::View::Upload => upload::human(data),
         catalog::View::Wait => format!(
             "task {}: {}",
             data["upid"].as_str().unwrap_or(""),

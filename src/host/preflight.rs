@@ -8,6 +8,7 @@ use regex::Regex;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::catalog::pve::Tool;
 use crate::catalog::{OPS, Op, Profile};
 use crate::host::sudoers::lint;
 use crate::remote::{self, Remote};
@@ -463,8 +464,17 @@ pub fn parse_listing(text: &str) -> SudoListing {
             tags.push(c[1].to_string());
             rest = &rest[c[0].len()..];
         }
+        // A tag inside the list (`…, NOLOG_INPUT: /usr/local/lib/pxagent/pxagent-helper …`)
+        // holds for that command and the ones after it, as in sudoers.
         for cmd in lint::split_commands(rest) {
-            listing.commands.push((runas.clone(), tags.clone(), cmd));
+            let mut cmd = cmd.as_str();
+            while let Some(c) = tag_re.captures(cmd) {
+                tags.push(c[1].to_string());
+                cmd = &cmd[c[0].len()..];
+            }
+            listing
+                .commands
+                .push((runas.clone(), tags.clone(), cmd.to_string()));
         }
     }
     listing
@@ -480,12 +490,21 @@ fn split_list(text: &str) -> Vec<String> {
 
 /// A regex matching the op's rule as sudo lists it, whatever VMID fence, storage roots
 /// (`--storage-roots`: a group of absolute paths, each with its first segment,
-/// `(/mnt(…)|/srv(…))`) and NFS servers (`--nfs-servers`) it was rendered with.
+/// `(/mnt(…)|/srv(…))`), NFS servers (`--nfs-servers`) and ISO fill limit (`--iso-max-used`)
+/// it was rendered with.
 fn rule_matcher(op: &Op) -> Regex {
     const SENTINEL: &str = "PXAVMIDFENCE";
     const ROOTS: &str = "PXASTORAGEROOTS";
     const SERVERS: &str = "PXANFSSERVERS";
-    let rule = op.sudoers_rule_in(Some(SENTINEL), Some(ROOTS), Some(SERVERS));
+    const FILL: &str = "PXAFILLLIMIT";
+    let rule = op.sudoers_rule_in(
+        Some(SENTINEL),
+        &crate::catalog::Places {
+            roots_group: Some(ROOTS),
+            servers_group: Some(SERVERS),
+            fill_group: Some(FILL),
+        },
+    );
     let forms = crate::catalog::kind::storage_root_segment_forms().map(|f| regex::escape(&f));
     let root = format!(r"(?:/[A-Za-z0-9_\[\].-]+)+(?:{}|{})", forms[0], forms[1]);
     let escaped = regex::escape(&rule)
@@ -498,7 +517,9 @@ fn rule_matcher(op: &Op) -> Regex {
         .replace(
             SERVERS,
             r"\((?:[A-Za-z0-9\[\].-]+)(?:\|[A-Za-z0-9\[\].-]+)*\)",
-        );
+        )
+        // `--iso-max-used`: a group of percentages (`([1-9]|[1-8][0-9]|90)`).
+        .replace(FILL, r"\([0-9\[\]|-]+\)");
     Regex::new(&format!("^{escaped}$")).expect("escaped rule is a valid regex")
 }
 
@@ -691,8 +712,22 @@ pub fn sudo_rules(out: Option<&Captured>, profile: Profile, user: &str) -> Vec<C
         .into_iter()
         .filter(|o| !has(o))
         .collect();
+    // Only the helper's stdin (an ISO image, named by its SHA-256 on the logged command line)
+    // goes unlogged; a tag turning logging off for anything else is a hole in the audit.
+    let untagged = |tag: &str| {
+        listing.commands.iter().any(|(_, tags, cmd)| {
+            tags.iter()
+                .rev()
+                .find(|t| t.ends_with(tag))
+                .map(String::as_str)
+                == Some(&format!("NO{tag}"))
+                && (tag == "LOG_OUTPUT" || !cmd.starts_with(&format!("{} ", Tool::Helper.path())))
+        })
+    };
     if listing.command_defaults.contains("!log_input")
         || listing.command_defaults.contains("!log_output")
+        || untagged("LOG_INPUT")
+        || untagged("LOG_OUTPUT")
     {
         missing_audit.push("(turned off for some commands)");
     }
@@ -992,6 +1027,37 @@ mod tests {
         let audit = checks.iter().find(|c| c.name == "audit").unwrap();
         assert_eq!(audit.status, Status::Fail);
         assert!(audit.detail.contains("log_input"));
+    }
+
+    #[test]
+    fn only_the_helper_may_go_without_input_logging() {
+        let listing = |rules: &str| {
+            format!(
+                "Matching Defaults entries for u on h:\n    log_input, log_output\n\nUser u may run the following commands on h:\n    (root) NOPASSWD: {rules}\n"
+            )
+        };
+        let audit = |rules: &str| {
+            let checks = sudo_rules(Some(&ok(&listing(rules))), Profile::Readonly, "u");
+            checks.into_iter().find(|c| c.name == "audit").unwrap()
+        };
+        let pvesh = "/usr/bin/pvesh ^get /version --output-format json$";
+        let helper = "/usr/local/lib/pxagent/pxagent-helper ^iso-receive --max-used ([1-9]|[1-8][0-9]|90) x y [1-9][0-9]{0,12} [0-9a-f]{64}$";
+        assert_eq!(
+            audit(&format!("{pvesh}, NOLOG_INPUT: {helper}")).status,
+            Status::Pass
+        );
+        // The tag holds for what follows it: a PVE tool after the helper goes unlogged too.
+        let a = audit(&format!("NOLOG_INPUT: {helper}, {pvesh}"));
+        assert_eq!(a.status, Status::Fail, "{a:?}");
+        assert_eq!(audit(&format!("NOLOG_INPUT: {pvesh}")).status, Status::Fail);
+        assert_eq!(
+            audit(&format!("NOLOG_OUTPUT: {helper}")).status,
+            Status::Fail
+        );
+        assert_eq!(
+            audit(&format!("NOLOG_INPUT: {helper}, LOG_INPUT: {pvesh}")).status,
+            Status::Pass
+        );
     }
 
     #[test]

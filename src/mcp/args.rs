@@ -35,8 +35,13 @@ pub fn raw_values(
             }
             continue;
         }
-        let Some(p) = op.param(key) else {
-            let mut names: Vec<&str> = op.params.iter().map(|p| p.name).collect();
+        let Some(p) = op.param(key).filter(|p| p.given()) else {
+            let mut names: Vec<&str> = op
+                .params
+                .iter()
+                .filter(|p| p.given())
+                .map(|p| p.name)
+                .collect();
             if takes_confirm {
                 names.push("confirm");
             }

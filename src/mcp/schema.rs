@@ -143,6 +143,7 @@ pub(super) fn integer_range(kind: Kind) -> Option<(u64, u64)> {
         Kind::Cores => Some((1, 512)),
         Kind::Gibibytes => Some((1, 65_536)),
         Kind::Pid => Some((1, 9_999_999_999)),
+        Kind::FillPercent => Some((1, 99)),
         _ => None,
     }
 }
@@ -230,7 +231,8 @@ pub(super) fn required(op: &Op, p: &Param) -> bool {
 pub fn input_schema(op: &Op, confirm: bool) -> Value {
     let mut props = Map::new();
     let mut req: Vec<&str> = Vec::new();
-    for p in op.params {
+    // A sent file's size and digest are computed from the file, never given.
+    for p in op.params.iter().filter(|p| p.given()) {
         props.insert(p.name.to_string(), param_schema(op, p));
         if required(op, p) {
             req.push(p.name);
@@ -273,7 +275,7 @@ pub(super) fn description(op: &Op, confirm: bool) -> String {
     let needs: Vec<&str> = op
         .params
         .iter()
-        .filter(|p| required(op, p))
+        .filter(|p| p.given() && required(op, p))
         .map(|p| p.name)
         .collect();
     if !needs.is_empty() {
@@ -282,7 +284,7 @@ pub(super) fn description(op: &Op, confirm: bool) -> String {
     let optional: Vec<&str> = op
         .params
         .iter()
-        .filter(|p| !required(op, p))
+        .filter(|p| p.given() && !required(op, p))
         .map(|p| p.name)
         .collect();
     if !optional.is_empty() {
@@ -362,7 +364,7 @@ pub(super) fn lean_description(op: &Op, confirm: bool) -> String {
 pub(super) fn lean_input_schema(op: &Op, confirm: bool) -> Value {
     let mut props = Map::new();
     let mut req: Vec<&str> = Vec::new();
-    for p in op.params {
+    for p in op.params.iter().filter(|p| p.given()) {
         let mut s = param_schema(op, p);
         if let Some(o) = s.as_object_mut() {
             // Checked by the server with the kinds' regexes and ranges, which say what was

@@ -792,7 +792,8 @@ pub fn find_upid(stdout: &str) -> Option<String> {
     None
 }
 
-fn as_u64(v: &Value) -> Option<u64> {
+/// A number PVE gives as a JSON number or as a string of digits.
+pub fn as_u64(v: &Value) -> Option<u64> {
     v.as_u64()
         .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
 }

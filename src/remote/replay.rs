@@ -191,6 +191,23 @@ impl Transport for Replay {
         Box::pin(async move { self.answer(argv, Some(input), &mut |_| {}) })
     }
 
+    fn exec_from_reader<'a>(
+        &'a self,
+        argv: &'a [String],
+        from: &'a mut (dyn std::io::Read + Send),
+        sent: &'a mut (dyn FnMut(u64) + Send),
+        max: usize,
+    ) -> BoxFuture<'a, crate::base::error::Result<crate::ssh::Bounded>> {
+        Box::pin(async move {
+            let mut input = Vec::new();
+            std::io::Read::read_to_end(from, &mut input)
+                .map_err(|e| crate::base::error::Error::Internal(e.to_string()))?;
+            sent(input.len() as u64);
+            let out = self.answer(argv, Some(&input), &mut |_| {})?;
+            Ok(crate::ssh::Bounded::cut(out, max))
+        })
+    }
+
     fn exec_many(&self, cmds: Vec<Vec<String>>) -> BoxFuture<'_, Vec<Result<Captured>>> {
         Box::pin(async move {
             cmds.iter()

@@ -37,6 +37,25 @@ pub trait Transport: Send + Sync + std::fmt::Debug {
         input: &'a [u8],
     ) -> BoxFuture<'a, Result<Captured>>;
 
+    /// Run `argv` with its stdin streamed from `from` (a large local file: a chunk at a time),
+    /// `sent` told each chunk's size as it goes, keeping at most `max` bytes of stdout and
+    /// stderr, with no command timeout (a stream takes as long as the link needs). Only a
+    /// connection of this process can: a persistent connection's holder is another process,
+    /// so this default refuses before anything is sent.
+    fn exec_from_reader<'a>(
+        &'a self,
+        _argv: &'a [String],
+        _from: &'a mut (dyn std::io::Read + Send),
+        _sent: &'a mut (dyn FnMut(u64) + Send),
+        _max: usize,
+    ) -> BoxFuture<'a, Result<Bounded>> {
+        Box::pin(async {
+            Err(crate::base::error::Error::usage(
+                "sending a file needs a connection of its own, and this one is a persistent connection's (--persist): run it without --persist",
+            ))
+        })
+    }
+
     /// Run several commands concurrently; results come back in input order.
     fn exec_many(&self, cmds: Vec<Vec<String>>) -> BoxFuture<'_, Vec<Result<Captured>>>;
 
@@ -126,6 +145,20 @@ impl Transport for Session {
             Session::exec_with_stdin(self, argv, input)
                 .await
                 .map(without_sudo_notes)
+        })
+    }
+
+    fn exec_from_reader<'a>(
+        &'a self,
+        argv: &'a [String],
+        from: &'a mut (dyn std::io::Read + Send),
+        sent: &'a mut (dyn FnMut(u64) + Send),
+        max: usize,
+    ) -> BoxFuture<'a, Result<Bounded>> {
+        Box::pin(async move {
+            let mut b = Session::exec_from_reader(self, argv, from, sent, max, None).await?;
+            b.output = without_sudo_notes(b.output);
+            Ok(b)
         })
     }
 

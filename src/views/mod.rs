@@ -331,6 +331,23 @@ pub struct TaskResult {
     pub extra: BTreeMap<String, Value>,
 }
 
+/// What `iso upload` made (`View::Upload`): the helper published exactly these bytes.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct UploadResult {
+    /// Always true: the image is on the storage.
+    pub changed: bool,
+    /// The new volume (`local:iso/NAME.iso`): `vm create --iso` takes it.
+    pub volid: String,
+    /// The storage it is on.
+    pub storage: String,
+    /// The bytes sent, all of which arrived.
+    pub size: u64,
+    /// The SHA-256 the helper computed as it wrote, equal to the file's.
+    pub sha256: String,
+    /// The local file that was sent.
+    pub file: String,
+}
+
 /// The result of an action that ran no task (`View::Done`): its exit status was 0.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DoneResult {
@@ -361,6 +378,7 @@ pub fn data_schema(view: View) -> Value {
         }),
         View::Task => of::<TaskResult>(),
         View::Done => of::<DoneResult>(),
+        View::Upload => of::<UploadResult>(),
         View::ClusterStatus | View::Tasks | View::Table(_) => serde_json::json!({
             "type": "array",
             "items": {"type": "object"},
@@ -580,6 +598,7 @@ fn typed(view: View, data: &Value, keep_type: Option<&str>) -> Result<Value> {
         | View::ClusterStatus
         | View::Task
         | View::Done
+        | View::Upload
         | View::Wait
         | View::Table(_) => data.clone(),
     })
@@ -837,7 +856,7 @@ pub fn human(view: View, data: &Value) -> String {
         View::Tasks => status::tasks(data),
         View::Interfaces => crate::views::observe::interfaces_human(data),
         View::Rrd => crate::views::observe::rrd_human(data),
-        View::Object | View::Task | View::Done | View::Wait => {
+        View::Object | View::Task | View::Done | View::Upload | View::Wait => {
             status::fields(data, status::Context::Runtime)
         }
         View::Number => data.to_string(),

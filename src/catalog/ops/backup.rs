@@ -281,7 +281,7 @@ const BACKUP_STORAGE: Param = Param {
     name: "storage",
     kind: Kind::StorageId,
     how: How::Defaulted("local"),
-    help: "the storage that holds the backups",
+    help: "the backups' storage",
 };
 const BACKUP_MODE: Param = Param {
     name: "mode",
@@ -316,7 +316,7 @@ const RESTORE_VMID: Param = Param {
     name: "vmid",
     kind: Kind::Vmid,
     how: How::Required,
-    help: "the VMID of the restored guest",
+    help: "the new guest's VMID",
 };
 const RESTORE_STORAGE: Param = Param {
     name: "storage",

@@ -439,5 +439,5 @@ const RESTART: Param = Param {
     name: "restart",
     kind: Kind::Flag,
     how: How::Flag,
-    help: "move a running container by shutting it down, moving it and starting it there",
+    help: "shut a running container down, move it and start it there",
 };

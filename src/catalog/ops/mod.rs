@@ -66,7 +66,7 @@ pub use ct::{
 };
 pub use exec::{CT_EXEC, VM_EXEC, VM_EXEC_STATUS, VM_FILE_READ, VM_FILE_WRITE};
 pub use image::{IMAGE_DOWNLOAD, IMAGE_LIST, IMAGE_REMOVE};
-pub use iso::{ISO_DOWNLOAD, ISO_LIST, ISO_REMOVE};
+pub use iso::{ISO_DOWNLOAD, ISO_LIST, ISO_REMOVE, ISO_UPLOAD};
 pub use node::{
     NODE_DISKS, NODE_JOURNAL, NODE_LIST, NODE_NETWORK, NODE_RRD, NODE_SERVICE, NODE_SERVICES,
     NODE_SMART, NODE_STATUS, NODE_UPDATES, NODE_VERSION,
@@ -162,6 +162,7 @@ pub static OPS: &[&Op] = &[
     &STORAGE_CONTENT,
     &STORAGE_REMOVE,
     &ISO_DOWNLOAD,
+    &ISO_UPLOAD,
     &ISO_LIST,
     &ISO_REMOVE,
     &TEMPLATE_LIST,
@@ -398,7 +399,7 @@ const RRD_CF: Param = Param {
     name: "cf",
     kind: Kind::Choice(&[same("AVERAGE"), same("MAX")]),
     how: How::Option,
-    help: "how each step sums up its samples: AVERAGE (Proxmox's default) or MAX",
+    help: "how a step sums up samples (AVERAGE, Proxmox's default, or MAX)",
 };
 
 /// `--checksum ALGO:HEX` of a download (`download-url` verifies it on the host).

@@ -88,7 +88,7 @@ const NODE_POS: Param = Param {
     name: "node",
     kind: Kind::Node,
     how: How::Positional,
-    help: "the node's name",
+    help: "the node",
 };
 
 // --- host observation: disks, journal, services, updates -----------------------

@@ -333,13 +333,13 @@ const IS_MOUNTPOINT: Param = Param {
     name: "is_mountpoint",
     kind: YES_NO,
     how: How::Option,
-    help: "yes: the path is an external mount point, offline while nothing is mounted there",
+    help: "yes: the path is an external mount point (offline while nothing is mounted there)",
 };
 const IS_MOUNTPOINT_REQUIRED: Param = Param {
     name: "is_mountpoint",
     kind: YES_NO,
     how: How::Required,
-    help: "yes: the path is an external mount point, offline while nothing is mounted there (needs `yes disable STORAGE`); no: it is not",
+    help: "yes: the path is an external mount point (offline while nothing is mounted there; needs `yes disable STORAGE`); no: it is not",
 };
 const VGNAME: Param = Param {
     name: "vgname",

@@ -738,7 +738,7 @@ const SSHKEYS: Param = Param {
     name: "sshkeys",
     kind: Kind::SshKeys,
     how: How::Option,
-    help: "cloud-init: the public keys that may log in as that user (on the command line: --sshkey FILE)",
+    help: "cloud-init: public keys for that user (on the command line: --sshkey FILE)",
 };
 const IPCONFIG: Param = Param {
     name: "ip",

@@ -164,6 +164,9 @@ fn run_connected(
             ));
         }
     };
+    if inv.op.uploads().is_some() {
+        return upload(rt, &engine, connector, inv, given, out, trail);
+    }
     let armed = trail.sending();
     let done = rt.block_on(async {
         let r = crate::base::signals::interruptible(
@@ -188,6 +191,62 @@ fn run_connected(
     };
     let data = filter.apply(done.data);
     out.success_with_warnings(inv.op.id, data, &done.warnings, |d| {
+        crate::engine::human(inv, d)
+    });
+    Ok(0)
+}
+
+/// An op that sends a file (`iso upload`): a bar of the bytes sent on stderr at a terminal,
+/// none in JSON mode or without a terminal.
+fn upload(
+    rt: &tokio::runtime::Runtime,
+    engine: &Engine<'_, OnceConnector>,
+    connector: &OnceConnector,
+    inv: &Invocation,
+    given: Option<&str>,
+    out: &mut Output,
+    trail: &mut Trail,
+) -> Result<u8> {
+    use std::io::IsTerminal;
+    let wanted = out.format != crate::output::Format::Json && std::io::stderr().is_terminal();
+    let bar: std::sync::OnceLock<indicatif::ProgressBar> = std::sync::OnceLock::new();
+    let mut sent = |done: u64, total: u64| {
+        if !wanted {
+            return;
+        }
+        let pb = bar.get_or_init(|| {
+            let pb = indicatif::ProgressBar::new(total);
+            pb.set_style(
+                indicatif::ProgressStyle::with_template(
+                    "{msg} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} {eta}",
+                )
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+                .progress_chars("=> "),
+            );
+            pb.set_message(inv.display());
+            pb
+        });
+        pb.set_position(done);
+    };
+    let armed = trail.sending();
+    let done = rt.block_on(async {
+        let r = crate::base::signals::interruptible(
+            engine.upload(inv, given, trail, &mut sent),
+            &armed,
+            || {},
+        )
+        .await;
+        connector.close().await;
+        r
+    });
+    if let Some(pb) = bar.get() {
+        pb.finish_and_clear();
+    }
+    let done = match done {
+        Ok(r) => r?,
+        Err(sig) => return Err(trail.interrupt(sig.name(), &inv.display())),
+    };
+    out.success_with_warnings(inv.op.id, done.data, &done.warnings, |d| {
         crate::engine::human(inv, d)
     });
     Ok(0)

@@ -209,6 +209,20 @@ pub fn render(o: &SetupOptions) -> Result<String> {
     );
     s.value("GATE", o.gate.as_str(), "the gate binary (pxagent)");
     s.value("GATE_COMMAND", &forced_command(o), "the forced command");
+    s.value(
+        "HELPER",
+        crate::catalog::pve::HELPER_PATH,
+        "pxagent's root-side helper (iso upload)",
+    );
+    s.value(
+        "HELPER_NEEDED",
+        yes_no(
+            o.sudoers
+                .ops()
+                .any(|op| op.tool == crate::catalog::pve::Tool::Helper),
+        ),
+        "yes: the sudoers file names the helper",
+    );
     s.value("KEYS_DIR", KEYS_DIR, "root-owned authorized_keys files");
     s.value(
         "KEYS_FILE",

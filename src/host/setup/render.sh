@@ -17,6 +17,23 @@ check_gate() {
     ok "gate $GATE ($version)"
 }
 
+# The helper (iso upload) runs as root from sudoers lines: like the gate it must be root's
+# alone, in directories only root can change. Needed only when the profile has iso upload.
+check_helper() {
+    local real mode said
+    [[ $HELPER_NEEDED == yes ]] || return 0
+    [[ -e $HELPER ]] || die "the helper $HELPER is missing (the profile $PROFILE has iso upload): copy pxagent-helper, built with pxagent, there first (install -D -o root -g root -m 0755 ./pxagent-helper $HELPER), then run this script again"
+    real=$(readlink -f -- "$HELPER")
+    [[ $real == "$HELPER" ]] || die "the helper $HELPER is a symlink (to $real): install the file itself there"
+    [[ -f $real && -x $real ]] || die "the helper $HELPER is not an executable file"
+    need_trusted "$real" "the helper"
+    mode=$(stat -c '%a' -- "$real")
+    (((8#$mode & 8#022) == 0)) || die "the helper $HELPER is writable by its group or others: chmod 0755 $HELPER"
+    said=$("$HELPER" </dev/null 2>&1) && die "$HELPER without arguments did not refuse: that is not pxagent-helper"
+    [[ $said == pxagent-helper:* ]] || die "$HELPER printed '$said': that is not pxagent-helper"
+    ok "helper $HELPER"
+}
+
 # An existing account is taken over only when that cannot hurt anyone: never root, never a
 # system account pxagent did not create, never one with a usable password (a person's).
 check_account() {
@@ -46,6 +63,7 @@ precheck() {
     need_cmd getent id useradd usermod install stat cmp chown chmod mv cp rm readlink dirname \
         grep cut tr mktemp sshd runuser
     check_gate
+    check_helper
     [[ -f $SSHD_CONFIG ]] || die "the sshd config $SSHD_CONFIG does not exist (--sshd-config names the file your sshd reads)"
     need_trusted "$SSHD_CONFIG" "the sshd config"
     sshd_check || die "sshd -t rejects $SSHD_CONFIG before any change (see above): fix that first"

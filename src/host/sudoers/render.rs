@@ -11,9 +11,10 @@ use std::fmt::Write as _;
 use crate::base::error::{Error, Result};
 use crate::base::text::printable;
 use crate::catalog::kind::{
-    Kind, STORAGE_ROOTS_DEFAULT, nfs_servers_group, storage_root_problem, storage_roots_group,
+    Kind, STORAGE_ROOTS_DEFAULT, nfs_servers_group, percent_upto_regex, storage_root_problem,
+    storage_roots_group,
 };
-use crate::catalog::{Area, OPS, Op, Profile, Risk};
+use crate::catalog::{Area, OPS, Op, Places, Profile, Risk};
 
 use super::ranges::Ranges;
 
@@ -40,7 +41,15 @@ pub struct RenderOptions {
     /// The NFS servers the admin lets the agent add storages from (`--nfs-servers`, each a
     /// [`Kind::Server`]); without any, `storage add-nfs` is not rendered at all.
     pub nfs_servers: Vec<String>,
+    /// How full an ISO upload may leave a storage's file system, in percent
+    /// (`--iso-max-used`, default [`ISO_MAX_USED_DEFAULT`]): the rule admits `--max-used` up
+    /// to it, so the account may ask for less room used, never more.
+    pub iso_max_used: u8,
 }
+
+/// The fill limit of an ISO upload when the render names none: PVE's own storage status turns
+/// a storage red at 90 % in the GUI, and the host still has room for its logs and updates.
+pub const ISO_MAX_USED_DEFAULT: u8 = 90;
 
 impl RenderOptions {
     /// Defaults: `zen-agent`, profile `full`, no fences.
@@ -57,6 +66,7 @@ impl RenderOptions {
                 .map(|r| r.to_string())
                 .collect(),
             nfs_servers: Vec::new(),
+            iso_max_used: ISO_MAX_USED_DEFAULT,
         })
     }
 
@@ -69,8 +79,11 @@ impl RenderOptions {
     pub fn rule(&self, op: &Op) -> String {
         op.sudoers_rule_in(
             self.fence_for(op).as_deref(),
-            Some(&storage_roots_group(&self.storage_roots)),
-            Some(&nfs_servers_group(&self.nfs_servers)),
+            &Places {
+                roots_group: Some(&storage_roots_group(&self.storage_roots)),
+                servers_group: Some(&nfs_servers_group(&self.nfs_servers)),
+                fill_group: Some(&percent_upto_regex(self.iso_max_used)),
+            },
         )
     }
 
@@ -341,19 +354,35 @@ pub fn render(opts: &RenderOptions) -> String {
         "Defaults:{user} log_input, log_output, iolog_dir=/var/log/sudo-io/%{{user}}"
     );
 
-    let mut groups: BTreeMap<(Risk, Area), Vec<&Op>> = BTreeMap::new();
+    // Ops whose command reads a file from stdin (`iso upload`) get aliases of their own, last,
+    // tagged NOLOG_INPUT: sudo's I/O log would otherwise keep a second copy of every image under
+    // /var/log, on the host's root file system. Their output and command line are still logged,
+    // and the command line carries the image's SHA-256.
+    let mut groups: BTreeMap<(bool, Risk, Area), Vec<&Op>> = BTreeMap::new();
     for op in opts.ops() {
-        groups.entry((op.risk, op.area)).or_default().push(op);
+        groups
+            .entry((op.uploads().is_some(), op.risk, op.area))
+            .or_default()
+            .push(op);
     }
     let mut aliases = Vec::new();
-    for ((risk, area), ops) in &groups {
-        let name = alias_name(user, *area, *risk);
+    let mut unlogged = Vec::new();
+    for ((stdin, risk, area), ops) in &groups {
+        let name = match stdin {
+            false => alias_name(user, *area, *risk),
+            true => format!("{}_UPLOAD", alias_name(user, *area, *risk)),
+        };
         let _ = writeln!(w);
         let _ = writeln!(
             w,
-            "# {} ops, risk {}: {}",
+            "# {} ops, risk {}{}: {}",
             area.name().to_ascii_lowercase(),
             risk.name(),
+            if *stdin {
+                ", a file on stdin (not I/O-logged)"
+            } else {
+                ""
+            },
             ops.iter().map(|o| o.id).collect::<Vec<_>>().join(", ")
         );
         let mut rules: Vec<String> = Vec::new();
@@ -369,10 +398,17 @@ pub fn render(opts: &RenderOptions) -> String {
         for (i, rule) in rules.iter().enumerate() {
             let _ = writeln!(w, "    {rule}{}", if i == last { "" } else { ", \\" });
         }
-        aliases.push(name);
+        match stdin {
+            false => aliases.push(name),
+            true => unlogged.push(name),
+        }
     }
     let _ = writeln!(w);
-    let _ = writeln!(w, "{user} ALL=(root) NOPASSWD: {}", aliases.join(", "));
+    if !unlogged.is_empty() {
+        aliases.push(format!("NOLOG_INPUT: {}", unlogged.join(", ")));
+    }
+    let spec = aliases.join(", ");
+    let _ = writeln!(w, "{user} ALL=(root) NOPASSWD: {spec}");
     s
 }
 
@@ -395,6 +431,37 @@ mod tests {
         assert!(!op.contains("/status/stop"));
         assert!(full.contains("/status/stop"));
         assert!(full.contains("( --purge 1)?"));
+    }
+
+    #[test]
+    fn only_the_upload_rule_goes_without_input_logging_and_its_fill_limit_is_the_render_s() {
+        let mut o = RenderOptions::new("zen-agent").unwrap();
+        let full = render(&o);
+        let spec = full.lines().last().unwrap();
+        let (logged, unlogged) = spec.split_once("NOLOG_INPUT: ").unwrap();
+        assert_eq!(unlogged, "PXA_ZEN_AGENT_STORAGE_CHANGE_UPLOAD", "{spec}");
+        assert!(!logged.contains("UPLOAD"), "{spec}");
+        let alias: Vec<&str> = full
+            .split("Cmnd_Alias PXA_ZEN_AGENT_STORAGE_CHANGE_UPLOAD = \\\n")
+            .nth(1)
+            .unwrap()
+            .lines()
+            .take_while(|l| l.starts_with("    "))
+            .collect();
+        assert_eq!(alias.len(), 1, "{alias:?}");
+        assert!(
+            alias[0].starts_with(
+                "    /usr/local/lib/pxagent/pxagent-helper ^iso-receive --max-used ([1-9]|[1-8][0-9]|90) "
+            ) && alias[0].ends_with(" [1-9][0-9]{0,12} [0-9a-f]{64}$"),
+            "{alias:?}"
+        );
+        o.iso_max_used = 75;
+        assert!(render(&o).contains("--max-used ([1-9]|[1-6][0-9]|7[0-5]) "));
+        // A profile without the upload has no unlogged commands at all.
+        o.profile = Profile::Operator;
+        assert!(render(&o).contains("NOLOG_INPUT"));
+        o.profile = Profile::Readonly;
+        assert!(!render(&o).contains("NOLOG_INPUT"));
     }
 
     #[test]
@@ -665,7 +732,7 @@ mod tests {
         assert!(!s.contains("^delete /storage/"), "{s}");
         assert!(
             s.contains(
-                "#   task.stop, storage.remove, iso.download, iso.remove, template.download, template.remove"
+                "#   task.stop, storage.remove, iso.download, iso.upload, iso.remove, template.download, template.remove"
             ),
             "{s}"
         );

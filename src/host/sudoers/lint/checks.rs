@@ -241,7 +241,7 @@ pub(super) struct ToolRisk {
     pub(super) probes: &'static [&'static str],
 }
 
-pub(super) const TOOL_RISKS: [ToolRisk; 10] = [
+pub(super) const TOOL_RISKS: [ToolRisk; 11] = [
     ToolRisk {
         tool: Tool::Qm,
         why: "qm is root in a few words: `qm set N --hookscript local:snippets/x.pl` runs a script as root at the \
@@ -379,6 +379,14 @@ pub(super) const TOOL_RISKS: [ToolRisk; 10] = [
             "create -f raw /etc/sudoers.d/x 1M",
             "info /etc/shadow",
         ],
+    },
+    ToolRisk {
+        tool: Tool::Helper,
+        why: "pxagent's own root-side helper takes one command line only (`iso-receive --max-used N STORAGE NAME \
+              SIZE SHA256`, checked again by itself) and writes one new ISO file, of exactly the bytes declared, \
+              into a directory storage's template/iso; not a shell, but a rule wider than the catalog's lets the \
+              account choose a looser fill limit",
+        probes: &[],
     },
 ];
 

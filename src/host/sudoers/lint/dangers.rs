@@ -282,7 +282,9 @@ fn table(tool: Tool) -> Vec<Danger> {
                 "{BEFORE}(?:[^ ]*=)?(?:/etc/|/root/|/boot/|/usr/|/var/spool/cron|/var/lib/pve-cluster|/dev/(?:sd|nvme|vd|hd|xvd|mapper/|dm-|disk/))[^ ]*{TAIL}"
             ),
         )],
-        Tool::Pveam | Tool::HaManager => Vec::new(),
+        // The helper checks its own command line again and takes one shape only: whatever a
+        // rule admits, it writes one new ISO file into a directory storage and nothing else.
+        Tool::Pveam | Tool::HaManager | Tool::Helper => Vec::new(),
     }
 }
 

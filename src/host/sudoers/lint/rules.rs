@@ -254,9 +254,16 @@ pub(super) fn check_spec(
                 ));
             }
             if applies {
-                let input = tags
-                    .log_input
-                    .unwrap_or_else(|| env.flag("log_input", false));
+                // pxagent's helper reads an ISO image on stdin: an I/O log of it would be a
+                // second copy of the image on the host's root file system, and its command
+                // line (always logged) carries the image's SHA-256.
+                let helper_only = leaves.iter().filter(|(_, granted)| *granted).all(|(l, _)| {
+                    matches!(&l.cmnd, Cmnd::Path { path, .. } if path == Tool::Helper.path())
+                });
+                let input = helper_only
+                    || tags
+                        .log_input
+                        .unwrap_or_else(|| env.flag("log_input", false));
                 let output = tags
                     .log_output
                     .unwrap_or_else(|| env.flag("log_output", false));

@@ -745,3 +745,23 @@ fn bracket_punctuation_translates_to_literals() {
     }
     assert!(!re.is_match("a-b"));
 }
+
+/// Input logging may be off for pxagent's helper alone (its stdin is an ISO image whose
+/// SHA-256 the logged command line names); for any other command it is an error, also when
+/// the tag reaches it from the helper before it.
+#[test]
+fn only_the_helper_may_go_without_input_logging() {
+    let file = |spec: &str| {
+        format!(
+            "Defaults:zen-agent log_input, log_output, iolog_dir=/var/log/sudo-io/%{{user}}\n\
+             Defaults:zen-agent log_allowed, log_denied, logfile=/var/log/sudo-zen-agent.log, log_format=json\n\
+             zen-agent ALL=(root) NOPASSWD: {spec}\n"
+        )
+    };
+    let pvesh = "/usr/bin/pvesh ^get /version --output-format json$";
+    let helper = "/usr/local/lib/pxagent/pxagent-helper ^iso-receive --max-used ([1-9]|[1-8][0-9]|90) [a-z][a-z0-9_.-]{0,62}[a-z0-9] x[.]iso [1-9][0-9]{0,12} [0-9a-f]{64}$";
+    let no_input = |spec: &str| lint(&file(spec)).iter().any(|f| f.code == "no-log-input");
+    assert!(!no_input(&format!("{pvesh}, NOLOG_INPUT: {helper}")));
+    assert!(no_input(&format!("NOLOG_INPUT: {pvesh}")));
+    assert!(no_input(&format!("NOLOG_INPUT: {helper}, {pvesh}")));
+}
