@@ -219,6 +219,7 @@ fn backup_guest(g: &Guest, job: &Job, stamp_t: i64, now: i64, log: &mut Vec<Stri
         disk_size: Some(g.maxdisk),
         link: None,
         backing: None,
+        on_disk: false,
     }
 }
 

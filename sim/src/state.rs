@@ -439,6 +439,10 @@ pub struct Volume {
     /// `layered.qcow2` whose backing file is the host's `/dev/sda`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backing: Option<String>,
+    /// A file a root program placed in the storage's directory ([`adopt_iso_files`]): listed
+    /// only while the file is there, as PVE lists a directory storage's files.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub on_disk: bool,
 }
 
 impl Volume {
@@ -467,6 +471,7 @@ impl Volume {
             disk_size: None,
             link: None,
             backing: None,
+            on_disk: false,
         }
     }
 
@@ -1058,6 +1063,7 @@ pub fn initial(now: i64) -> State {
         disk_size: None,
         link: None,
         backing: None,
+        on_disk: false,
     };
     let file = |node: &str, volname: &str, content: &str, format: &str, size: u64, t: i64| {
         Volume::file(node, "local", volname, content, format, size, t)
@@ -1162,10 +1168,24 @@ pub fn initial(now: i64) -> State {
 /// (pxagent-helper's upload) become the local node's volumes: PVE's dir plugin lists a
 /// storage's files from the directory itself (pve-storage `Plugin.pm` `list_volumes` over
 /// `get_subdir`, with `$ISO_EXT_RE_0 = qr/\.(?:iso|img)/i`), so a file there is an ISO like
-/// one the simulator made. Only regular files (no symlink), each once; the simulator's own
-/// volumes without a file stay as they are.
+/// one the simulator made. Only regular files (no symlink), each once; one whose file is gone
+/// (removed on the host) is no longer listed; the simulator's own volumes without a file stay
+/// as they are.
 pub fn adopt_iso_files(st: &mut State) {
     let local = st.local_node.clone();
+    let dirs: BTreeMap<String, String> = st
+        .storages
+        .iter()
+        .filter_map(|s| s.path.as_ref().map(|p| (s.id.clone(), p.clone())))
+        .collect();
+    st.volumes.retain(|v| {
+        !v.on_disk
+            || dirs.get(&v.storage).is_some_and(|p| {
+                let name = v.volname.trim_start_matches("iso/");
+                fs::symlink_metadata(format!("{p}/template/iso/{name}"))
+                    .is_ok_and(|m| m.file_type().is_file())
+            })
+    });
     let mut found = Vec::new();
     // A storage with a `path` keeps its files in that directory (see `provision::file_path`).
     for sto in st
@@ -1195,7 +1215,7 @@ pub fn adopt_iso_files(st: &mut State) {
             });
             if !known {
                 use std::os::unix::fs::MetadataExt;
-                found.push(Volume::file(
+                let mut v = Volume::file(
                     &local,
                     &sto.id,
                     &volname,
@@ -1203,7 +1223,9 @@ pub fn adopt_iso_files(st: &mut State) {
                     "iso",
                     meta.len(),
                     meta.mtime(),
-                ));
+                );
+                v.on_disk = true;
+                found.push(v);
             }
         }
     }
@@ -1397,6 +1419,18 @@ mod tests {
         assert!(
             iso.join("link.iso").symlink_metadata().is_ok(),
             "a symlink is left alone"
+        );
+        // A file removed on the host is no longer listed; the simulator's own images stay.
+        fs::remove_file(iso.join("UPPER.IMG")).unwrap();
+        let now = listed(&store);
+        assert!(
+            !now.iter().any(|(v, _)| v == "local:iso/UPPER.IMG"),
+            "{now:?}"
+        );
+        assert!(
+            now.iter()
+                .any(|(v, _)| v == "local:iso/debian-13.2.0-amd64-netinst.iso"),
+            "{now:?}"
         );
     }
 
