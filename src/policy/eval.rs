@@ -124,6 +124,8 @@ pub struct Policy {
     pub(super) download_hosts: Option<Vec<String>>,
     /// `nfs_servers`, lower-cased.
     pub(super) nfs_servers: Option<Vec<String>>,
+    /// `iso_max_used`.
+    pub(super) iso_max_used: Option<u8>,
     /// Layers that narrow this one (see [`Policy::narrowed_by`]).
     pub(super) also: Vec<Policy>,
 }
@@ -140,6 +142,7 @@ impl Default for Policy {
             source: "built-in defaults".into(),
             download_hosts: None,
             nfs_servers: None,
+            iso_max_used: None,
             also: Vec::new(),
         }
     }
@@ -634,7 +637,32 @@ impl Policy {
             .filter(|p| p.kind == Kind::Url)
             .filter_map(|p| inv.values.get(p.name))
             .try_for_each(|u| self.check_download_on_host(u, host_names.unwrap_or_default()))?;
-        self.check_nfs_server(inv, host_names.is_some())
+        self.check_nfs_server(inv, host_names.is_some())?;
+        self.check_fill_limit(inv)
+    }
+
+    /// The strictest `iso_max_used` of every layer, if any names one.
+    pub fn iso_max_used(&self) -> Option<u8> {
+        self.layers().filter_map(|p| p.iso_max_used).min()
+    }
+
+    /// An upload's `--max-used` may not pass any layer's `iso_max_used` (exit 3).
+    fn check_fill_limit(&self, inv: &Invocation) -> Result<()> {
+        let Some(limit) = self.iso_max_used() else {
+            return Ok(());
+        };
+        for p in inv.op.params.iter().filter(|p| p.kind == Kind::FillPercent) {
+            let Some(asked) = inv.values.get(p.name).and_then(|v| v.parse::<u8>().ok()) else {
+                continue;
+            };
+            if asked > limit {
+                return Err(Error::Policy(format!(
+                    "`{}` asks to fill the storage up to {asked}%, but the policy allows at most {limit}% (iso_max_used); pass --max-used {limit} or less",
+                    inv.display()
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// Whether [`Policy::check`] needs the guest's tags (some layer protects a tag).
@@ -1091,6 +1119,29 @@ mod tests {
 
     /// An NFS storage's server must be one a policy names; the gate (required)
     /// refuses every server while the host policy names none.
+    /// `iso_max_used` caps an upload's `--max-used`; the strictest layer wins.
+    #[test]
+    fn the_fill_limit_of_an_upload_is_the_policys() {
+        let upload = |max: &str| {
+            let mut v = std::collections::BTreeMap::new();
+            v.insert("file", "a.iso".to_string());
+            v.insert("max_used", max.to_string());
+            Invocation::new(&crate::catalog::ops::ISO_UPLOAD, v).unwrap()
+        };
+        let none = policy("{}").unwrap();
+        assert!(none.check_destinations(&upload("99"), None).is_ok());
+        let p = policy("iso_max_used: 80\n").unwrap();
+        assert!(p.check_destinations(&upload("80"), None).is_ok());
+        let e = p.check_destinations(&upload("81"), None).unwrap_err();
+        assert_eq!(e.exit_code(), 3);
+        assert!(e.to_string().contains("at most 80%"), "{e}");
+        let both = p.narrowed_by(policy("iso_max_used: 50\n").unwrap());
+        assert_eq!(both.iso_max_used(), Some(50));
+        assert!(both.check_destinations(&upload("60"), None).is_err());
+        assert!(policy("iso_max_used: 100\n").is_err());
+        assert!(policy("iso_max_used: 0\n").is_err());
+    }
+
     #[test]
     fn nfs_servers_are_the_admins() {
         let add = |server: &str| {

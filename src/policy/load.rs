@@ -176,6 +176,14 @@ impl Policy {
             nfs_servers: cfg
                 .nfs_servers
                 .map(|l| l.iter().map(|h| h.to_ascii_lowercase()).collect()),
+            iso_max_used: match cfg.iso_max_used {
+                Some(n) if !(1..=99).contains(&n) => {
+                    return Err(Error::usage(format!(
+                        "{source}: iso_max_used: {n} is not a percentage 1-99"
+                    )));
+                }
+                n => n,
+            },
             also: Vec::new(),
         })
     }
@@ -409,6 +417,7 @@ protect: [100, 105, keep]
                 allow_privileged_ct_exec: false,
                 download_hosts: None,
                 nfs_servers: None,
+                iso_max_used: None,
             }
         );
         let p = Policy::from_config(cfg, SRC).unwrap();

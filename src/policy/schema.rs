@@ -65,6 +65,10 @@ pub struct PolicyConfig {
     /// a share's files are written by its server and read by root-run Proxmox code.
     #[serde(default)]
     pub nfs_servers: Option<Vec<String>>,
+    /// How full an ISO upload may leave a storage's file system, in percent (1-99): an
+    /// upload asking for a higher `--max-used` is refused. None: the sudoers render's bound.
+    #[serde(default)]
+    pub iso_max_used: Option<u8>,
 }
 
 /// What a rule does with the ops it matches. Ordered by strictness (used to break ties).

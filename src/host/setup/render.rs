@@ -92,6 +92,8 @@ pub fn default_policy(o: &SetupOptions) -> String {
 #   download_hosts: [cdimage.debian.org]            # the only hosts downloads may come from
 #   nfs_servers: [192.0.2.30]                       # the NFS servers agents may add storages
 #                                                   # from (also `setup render --nfs-servers`)
+#   iso_max_used: 80                                # how full an ISO upload may leave a storage
+#                                                   # (sudoers caps it at --iso-max-used, 90)
 {nfs}ops:
   "*": allow
 "#,
