@@ -204,15 +204,7 @@ async fn room_for(remote: &Remote, inv: &Invocation, node: &str, size: u64) -> R
         .get("max_used")
         .and_then(|v| v.parse().ok())
         .unwrap_or(90.0);
-    let list = remote
-        .read_op(&ops::STORAGE_LIST, &[("node", node)])
-        .await?;
-    let entry = list
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|s| s.get("storage").and_then(Value::as_str) == Some(storage))
-        .ok_or_else(|| {
+    let entry = remote.storage_entry(node, storage).await?.ok_or_else(|| {
             Error::NotFound(format!(
                 "storage '{storage}' does not exist on {node}, the node pxagent is connected to (see `pxagent storage list`)"
             ))

@@ -541,18 +541,24 @@ impl Remote {
         }
     }
 
-    async fn need_space(&self, node: &str, storage: &str, need: u64, what: &str) -> Result<()> {
+    /// The entry of `storage` in `node`'s storage list (its type, content, space), if the
+    /// node has it.
+    pub async fn storage_entry(&self, node: &str, storage: &str) -> Result<Option<Value>> {
         let list = self.read_op(&ops::STORAGE_LIST, &[("node", node)]).await?;
-        let entry = list
+        Ok(list
             .as_array()
             .into_iter()
             .flatten()
             .find(|s| s.get("storage").and_then(Value::as_str) == Some(storage))
-            .ok_or_else(|| {
-                Error::usage(format!(
-                    "storage '{storage}' does not exist on {node} (see `pxagent storage list`)"
-                ))
-            })?;
+            .cloned())
+    }
+
+    async fn need_space(&self, node: &str, storage: &str, need: u64, what: &str) -> Result<()> {
+        let entry = self.storage_entry(node, storage).await?.ok_or_else(|| {
+            Error::usage(format!(
+                "storage '{storage}' does not exist on {node} (see `pxagent storage list`)"
+            ))
+        })?;
         let avail = entry.get("avail").and_then(as_u64).unwrap_or(0);
         if need > avail {
             return Err(Error::usage(format!(
