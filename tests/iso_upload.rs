@@ -441,6 +441,67 @@ fn a_storage_whose_template_iso_is_a_symlink_gets_nothing() {
 }
 
 #[test]
+fn a_directory_storage_without_iso_content_gets_nothing() {
+    let _g = lock();
+    let home = Home::new();
+    let root = Path::new("/srv/pxa-noiso");
+    let _ = std::fs::remove_dir_all(root);
+    // Its template/iso is there: only the storage's content keeps the image out.
+    std::fs::create_dir_all(root.join("template/iso")).unwrap();
+    let r = home.on_bed(&[
+        "storage",
+        "add-dir",
+        "pxanoiso",
+        "--path",
+        "/srv/pxa-noiso",
+        "--content",
+        "backup",
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let data = bytes(64 << 10, 7);
+    let file = home.write("n.iso", &data);
+    for gated_bed in [false, true] {
+        let r = run(
+            &home,
+            gated_bed,
+            &[
+                "iso",
+                "upload",
+                &file,
+                "--storage",
+                "pxanoiso",
+                "-o",
+                "json",
+            ],
+        );
+        assert_eq!(r.code, 2, "{}", r.stdout);
+        let m = r.json()["error"]["message"].as_str().unwrap().to_string();
+        assert!(m.contains("does not hold iso content"), "{m}");
+    }
+    // The helper, asked directly, refuses it too.
+    let (code, stderr) = helper_over_ssh(
+        &format!(
+            "sudo -n {HELPER} iso-receive --max-used 90 pxanoiso n.iso {} {}",
+            data.len(),
+            sha256(&data)
+        ),
+        &data,
+    );
+    assert_eq!(code, 3, "{stderr}");
+    assert!(stderr.contains("does not hold iso content"), "{stderr}");
+    assert!(files(&root.join("template/iso")).is_empty());
+    let r = home.on_bed(&[
+        "storage",
+        "remove",
+        "pxanoiso",
+        "--confirm",
+        "yes remove pxanoiso",
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let _ = std::fs::remove_dir_all(root);
+}
+
+#[test]
 fn a_killed_client_leaves_nothing_behind() {
     let _g = lock();
     let _made = made(&["pxa-killed.iso"]);
