@@ -224,7 +224,7 @@ pub struct Places<'a> {
     /// any [`Kind::Server`].
     pub servers_group: Option<&'a str>,
     /// The ERE group of the fill limits a [`Kind::FillPercent`] may take
-    /// ([`kind::percent_upto_regex`]); `None`, 1-99.
+    /// (the render's `--iso-max-used`, `1..=N`); `None`, 1-99.
     pub fill_group: Option<&'a str>,
 }
 

@@ -96,6 +96,15 @@ impl Ranges {
     }
 }
 
+/// An unanchored ERE alternation (no outer group) matching exactly the numbers `lo..=hi`, no
+/// leading zeros: the fences' construction for any bound (a render's ISO fill limit,
+/// `--iso-max-used`, admits `1..=N`).
+pub fn number_range_regex(lo: u64, hi: u64) -> String {
+    let mut alts = Vec::new();
+    range_alternatives(lo, hi, &mut alts);
+    alts.join("|")
+}
+
 /// Append the alternatives for `lo..=hi` (no leading zeros).
 fn range_alternatives(lo: u64, hi: u64, out: &mut Vec<String>) {
     // Split at powers of ten so both ends have the same number of digits.
@@ -173,6 +182,24 @@ fn any_digits(k: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fill_limits_up_to_a_render_s_bound() {
+        for max in 1..=99u8 {
+            let re = regex::Regex::new(&format!("^({})$", number_range_regex(1, u64::from(max))))
+                .unwrap();
+            for n in 0..=120u32 {
+                assert_eq!(
+                    re.is_match(&n.to_string()),
+                    (1..=u32::from(max)).contains(&n),
+                    "{max}: {n}"
+                );
+            }
+            for bad in ["01", "090", "9 ", "+9", ""] {
+                assert!(!re.is_match(bad), "{max}: {bad}");
+            }
+        }
+    }
 
     fn check(spec: &str, upto: u64) {
         let r = Ranges::parse("--vmids", spec).unwrap();

@@ -11,8 +11,7 @@ use std::fmt::Write as _;
 use crate::base::error::{Error, Result};
 use crate::base::text::printable;
 use crate::catalog::kind::{
-    Kind, STORAGE_ROOTS_DEFAULT, nfs_servers_group, percent_upto_regex, storage_root_problem,
-    storage_roots_group,
+    Kind, STORAGE_ROOTS_DEFAULT, nfs_servers_group, storage_root_problem, storage_roots_group,
 };
 use crate::catalog::{Area, OPS, Op, Places, Profile, Risk};
 
@@ -82,7 +81,10 @@ impl RenderOptions {
             &Places {
                 roots_group: Some(&storage_roots_group(&self.storage_roots)),
                 servers_group: Some(&nfs_servers_group(&self.nfs_servers)),
-                fill_group: Some(&percent_upto_regex(self.iso_max_used)),
+                fill_group: Some(&format!(
+                    "({})",
+                    super::ranges::number_range_regex(1, u64::from(self.iso_max_used))
+                )),
             },
         )
     }
