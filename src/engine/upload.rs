@@ -127,7 +127,6 @@ impl<C: Connector> Engine<'_, C> {
         sent: &mut (dyn FnMut(u64, u64) + Send),
     ) -> Result<Done> {
         let (mut inv, mut staged) = stage(inv)?;
-        trail.argv = inv.remote_argv();
         self.decide(&inv, given, trail).await?;
         let remote = self.connector.remote().await?;
         let node = remote.local_node().await?;

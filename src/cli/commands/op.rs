@@ -152,7 +152,9 @@ fn run_connected(
         return no_wait(rt, s, &engine, connector, inv, given, out, trail);
     }
     // The spinner starts once the op is sent (after any confirmation prompt), and
-    // so does the watch for signals: one then still leaves the op's audit record.
+    // so does the watch for signals: one then still leaves the op's audit record. An op that
+    // sends a file shows a bar of the bytes sent instead, at a terminal and never in JSON mode.
+    let uploads = inv.op.uploads().is_some();
     let spinner: std::sync::OnceLock<indicatif::ProgressBar> = std::sync::OnceLock::new();
     let mut show = |line: &str| {
         if let Some(pb) = spinner.get() {
@@ -164,20 +166,29 @@ fn run_connected(
             ));
         }
     };
-    if inv.op.uploads().is_some() {
-        return upload(rt, &engine, connector, inv, given, out, trail);
-    }
+    let bar_wanted = uploads
+        && out.format != crate::output::Format::Json
+        && std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let mut sent = |done: u64, total: u64| {
+        if bar_wanted {
+            spinner
+                .get_or_init(|| upload_bar(inv, total))
+                .set_position(done);
+        }
+    };
     let armed = trail.sending();
     let done = rt.block_on(async {
-        let r = crate::base::signals::interruptible(
-            engine.execute(inv, given, trail, &mut show),
-            &armed,
-            || {
-                if let Some(pb) = self::spinner(inv) {
-                    let _ = spinner.set(pb);
-                }
-            },
-        )
+        let work = async {
+            match uploads {
+                true => engine.upload(inv, given, trail, &mut sent).await,
+                false => engine.execute(inv, given, trail, &mut show).await,
+            }
+        };
+        let r = crate::base::signals::interruptible(work, &armed, || {
+            if !uploads && let Some(pb) = self::spinner(inv) {
+                let _ = spinner.set(pb);
+            }
+        })
         .await;
         connector.close().await;
         r
@@ -196,60 +207,18 @@ fn run_connected(
     Ok(0)
 }
 
-/// An op that sends a file (`iso upload`): a bar of the bytes sent on stderr at a terminal,
-/// none in JSON mode or without a terminal.
-fn upload(
-    rt: &tokio::runtime::Runtime,
-    engine: &Engine<'_, OnceConnector>,
-    connector: &OnceConnector,
-    inv: &Invocation,
-    given: Option<&str>,
-    out: &mut Output,
-    trail: &mut Trail,
-) -> Result<u8> {
-    use std::io::IsTerminal;
-    let wanted = out.format != crate::output::Format::Json && std::io::stderr().is_terminal();
-    let bar: std::sync::OnceLock<indicatif::ProgressBar> = std::sync::OnceLock::new();
-    let mut sent = |done: u64, total: u64| {
-        if !wanted {
-            return;
-        }
-        let pb = bar.get_or_init(|| {
-            let pb = indicatif::ProgressBar::new(total);
-            pb.set_style(
-                indicatif::ProgressStyle::with_template(
-                    "{msg} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} {eta}",
-                )
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
-                .progress_chars("=> "),
-            );
-            pb.set_message(inv.display());
-            pb
-        });
-        pb.set_position(done);
-    };
-    let armed = trail.sending();
-    let done = rt.block_on(async {
-        let r = crate::base::signals::interruptible(
-            engine.upload(inv, given, trail, &mut sent),
-            &armed,
-            || {},
+/// The bar of an op that sends a file (`iso upload`): the bytes sent of `total`, on stderr.
+fn upload_bar(inv: &Invocation, total: u64) -> indicatif::ProgressBar {
+    let pb = indicatif::ProgressBar::new(total);
+    pb.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{msg} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} {eta}",
         )
-        .await;
-        connector.close().await;
-        r
-    });
-    if let Some(pb) = bar.get() {
-        pb.finish_and_clear();
-    }
-    let done = match done {
-        Ok(r) => r?,
-        Err(sig) => return Err(trail.interrupt(sig.name(), &inv.display())),
-    };
-    out.success_with_warnings(inv.op.id, done.data, &done.warnings, |d| {
-        crate::engine::human(inv, d)
-    });
-    Ok(0)
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+        .progress_chars("=> "),
+    );
+    pb.set_message(inv.display());
+    pb
 }
 
 /// A spinner on stderr while an action's task runs, only at a terminal (never for agents,
