@@ -1,7 +1,55 @@
-//! The helper's command line, checked again here although the sudoers rule admits only this
-//! shape: `iso-receive --max-used PERCENT STORAGE NAME SIZE SHA256`, nothing more or less.
+//! The helper's command lines, checked again here although the sudoers rules admit only these
+//! shapes, nothing more or less: `iso-receive --max-used PERCENT STORAGE NAME SIZE SHA256`,
+//! `net-pending`, `net-arm SECONDS`, `net-confirm TOKEN`; and the two the helper schedules
+//! itself as root (no sudoers rule names them): `net-revert [ID]`, `net-watch ID`.
 
 use super::Failure;
+use super::net;
+
+/// One checked command line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    /// `iso-receive …`.
+    IsoReceive(Request),
+    /// `net-pending`.
+    NetPending,
+    /// `net-arm SECONDS`.
+    NetArm(u32),
+    /// `net-confirm TOKEN`.
+    NetConfirm(String),
+    /// `net-revert [ID]`.
+    NetRevert(Option<String>),
+    /// `net-watch ID`.
+    NetWatch(String),
+}
+
+/// Parse any of the helper's command lines (without the program name).
+pub fn parse_command(args: &[String]) -> Result<Command, Failure> {
+    let usage = |why: String| {
+        Failure::Usage(format!(
+            "{why}; usage: pxagent-helper iso-receive … | net-pending | net-arm SECONDS | net-confirm TOKEN"
+        ))
+    };
+    let words: Vec<&str> = args.iter().map(String::as_str).collect();
+    match words.as_slice() {
+        ["iso-receive", ..] => parse_args(args).map(Command::IsoReceive),
+        ["net-pending"] => Ok(Command::NetPending),
+        ["net-arm", s] => number(s)
+            .filter(|n| net::WINDOW.contains(&(*n as u32)) && *n <= 600)
+            .map(|n| Command::NetArm(n as u32))
+            .ok_or_else(|| usage(format!("net-arm {s:?}: seconds, 30 to 600"))),
+        ["net-confirm", t] if net::token_ok(t) => Ok(Command::NetConfirm(t.to_string())),
+        ["net-confirm", t] => Err(usage(format!("{t:?} is not a token the helper made"))),
+        ["net-revert"] => Ok(Command::NetRevert(None)),
+        ["net-revert", id] | ["net-watch", id] if !net::id_ok(id) => {
+            Err(usage(format!("{id:?} is not an arm id")))
+        }
+        ["net-revert", id] => Ok(Command::NetRevert(Some(id.to_string()))),
+        ["net-watch", id] => Ok(Command::NetWatch(id.to_string())),
+        [] => Err(usage("no subcommand".into())),
+        [cmd, ..] => Err(usage(format!("unknown subcommand or arguments of {cmd:?}"))),
+    }
+}
 
 /// The largest image the helper takes (1 TiB): a size is a number, never a suffix.
 pub const SIZE_MAX: u64 = 1 << 40;
@@ -44,7 +92,7 @@ pub fn iso_name_ok(s: &str) -> bool {
         && s.len() > 4
 }
 
-fn number(s: &str) -> Option<u64> {
+pub(crate) fn number(s: &str) -> Option<u64> {
     let ok = !s.is_empty()
         && s.len() <= 20
         && s.bytes().all(|c| c.is_ascii_digit())

@@ -1,5 +1,7 @@
 //! pxagent's root-side helper: the one program pxagent's account may run as root besides the
 //! Proxmox tools, reached only through fixed sudoers lines that `pxagent setup render` writes.
+//! It does two jobs no Proxmox command line does: it receives an ISO image (below), and it
+//! applies a node's pending network change with a revert the host makes by itself ([`net`]).
 //!
 //! `pxagent-helper iso-receive --max-used PERCENT STORAGE NAME SIZE SHA256` takes an ISO image
 //! on stdin (the SSH channel) and publishes it as `STORAGE:iso/NAME`. Everything the account
@@ -29,7 +31,8 @@ use rustix::fs::{AtFlags, Mode, OFlags, RenameFlags};
 use sha2::Digest;
 
 mod check;
-pub use check::{Request, parse_args};
+pub mod net;
+pub use check::{Command, Request, parse_args, parse_command};
 
 /// The Proxmox CLI the helper asks for a storage's config (absolute: sudo's `secure_path`
 /// does not matter, and neither does the caller's PATH).
