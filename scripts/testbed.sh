@@ -86,10 +86,18 @@ readonly HELPER_BIN="$HELPER_DIR/pxagent-helper"
 # The simulator's `local` storage is a directory storage at /var/lib/vz (as on PVE): the helper
 # writes ISO images into its template/iso. Created when missing (and then removed at the end).
 readonly ISO_DIR=/var/lib/vz/template/iso
+# The local node's network is the machine's /etc/network when the bed creates it (a machine
+# without ifupdown: a container, CI): pxagent's helper applies and reverts the very files the
+# simulator reads. The marker tells the simulator the directory is its to use; a machine's own
+# /etc/network is never touched (then the network tests fail, saying why).
+readonly NET_DIR=/etc/network
+readonly NET_MARKER="$NET_DIR/.pve-sim"
+# Where the helper keeps an armed network change (its copy, token hash, history).
+readonly HELPER_STATE=/var/lib/pxagent-helper
 readonly SIM_STATE_DIR=/var/lib/pve-sim
 # The real PVE 9 paths; a wrong path would silently turn into "a password is required".
 readonly SIM_PATHS=(/usr/sbin/qm /usr/sbin/pct /usr/bin/pvesh /usr/sbin/pvesm /usr/bin/vzdump
-    /usr/sbin/qmrestore /usr/bin/pveam /usr/sbin/ha-manager /usr/bin/pvecm)
+    /usr/sbin/qmrestore /usr/bin/pveam /usr/sbin/ha-manager /usr/bin/pvecm /usr/sbin/ifreload)
 readonly SSHD=/usr/sbin/sshd # sshd must be started by absolute path (it re-execs itself)
 # What the bed needs from the machine (DEPS_BED) and how it is installed: one place for all scripts.
 DEPS_WHO=testbed
@@ -659,6 +667,13 @@ ensure_sim() {
         install -d -o root -g root -m 0755 /var/lib/vz /var/lib/vz/template "$ISO_DIR"
         changed "created $ISO_DIR (the simulator's local storage)"
     fi
+    if [[ ! -e "$NET_DIR" ]]; then
+        touch "$SIM_DIR/created-etc-network"
+        install -d -o root -g root -m 0755 "$NET_DIR"
+        touch "$NET_MARKER"
+        SIM_INSTALLED=1
+        changed "created $NET_DIR for the simulator's local node"
+    fi
     for path in "${SIM_PATHS[@]}"; do
         if ! sim_link_is_ours "$path"; then
             # precheck() made sure nothing foreign is at $path; the binary decides its behaviour
@@ -963,6 +978,9 @@ do_down() {
             if sim_link_is_ours "$path"; then rm -f "$path"; did=1; fi
         done
         if [[ -f "$SIM_DIR/created-var-lib-vz" ]]; then rm -rf /var/lib/vz; did=1; say "removed /var/lib/vz (created for the simulator)"; fi
+        if [[ -f "$SIM_DIR/created-etc-network" && -f "$NET_MARKER" ]]; then
+            rm -rf "$NET_DIR" "$HELPER_STATE"; did=1; say "removed $NET_DIR and $HELPER_STATE (created for the simulator)"
+        fi
         if [[ -f "$SIM_DIR/created-helper-dir" ]]; then rm -rf "$HELPER_DIR"; did=1; say "removed pxagent's helper ($HELPER_DIR)"; fi
         if [[ -d "$SIM_DIR" ]]; then rm -rf "$SIM_DIR"; did=1; say "removed the simulator ($SIM_DIR and its links)"; fi
         if [[ -d "$SIM_STATE_DIR" ]]; then rm -rf "$SIM_STATE_DIR"; did=1; say "removed simulator state $SIM_STATE_DIR"; fi

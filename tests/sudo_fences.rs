@@ -181,6 +181,11 @@ fn fenced_render_admits_every_sample_inside_its_fence() {
         &ops::STORAGE_SET_MOUNTPOINT,
         &ops::STORAGE_ENABLE,
         &ops::STORAGE_DISABLE,
+        &ops::BRIDGE_CREATE,
+        &ops::BRIDGE_REMOVE,
+        &ops::NETWORK_REVERT,
+        &ops::NETWORK_APPLY,
+        &ops::NETWORK_CONFIRM,
     ];
     for op in OPS {
         let expected = Profile::Full.allows_op(op) && !left_out.contains(op);

@@ -21,6 +21,9 @@ pub const USAGE: &str = "USAGE: pve-sim <TOOL> [ARGS]     (TOOL: qm pct pvesh pv
        pve-sim break NODE service NAME|disk DEV|offline|none
                                     make a service fail, a disk fail SMART, the node drop out of
                                     the cluster; `none` mends the node
+       pve-sim net-cut IFACE PID|off
+                                    a network reload that leaves IFACE running stops process PID
+                                    (new SSH connections hang), one without it lets PID go on
        pve-sim sandbox [out-limit=BYTES] [timeout=SECONDS]
                                     show/set the guest-command limits (output kept per stream, kill after)
        (internal: pve-sim guest-run …, guest-io …, guest-tool … are the sandbox's helpers, see sandbox.rs and guest_tools.rs)
@@ -34,7 +37,21 @@ pub fn run(cmd: &str, args: &[String], env: &Env, now: i64) -> Output {
         Err(e) => Output::err(&format!("pve-sim: {e}"), 255),
     };
     match (cmd, args.first().map(String::as_str)) {
-        ("reset", None) => io(store.reset(now)),
+        ("reset", None) => io(store
+            .reset(now)
+            .and_then(|()| store.transact(now, |st| crate::network::reset_files(st)))),
+        ("net-cut", Some("off")) if args.len() == 1 => {
+            io(store.transact(now, |st| st.net_cut = None))
+        }
+        ("net-cut", Some(iface)) if args.len() == 2 => match args[1].parse::<u32>() {
+            Ok(pid) if pid > 1 => io(store.transact(now, |st| {
+                st.net_cut = Some(crate::state::NetCut {
+                    iface: iface.to_string(),
+                    pid,
+                })
+            })),
+            _ => Output::err(USAGE, 2),
+        },
         ("dump", None) => match store.transact(now, |st| {
             // Show the state as of now: HA requests that are due have been carried out.
             crate::ops::settle_ha(st, now);

@@ -29,6 +29,7 @@ pub mod guest_tools;
 pub mod hostinfo;
 pub mod locks;
 pub mod migrate;
+pub mod network;
 pub mod observe;
 pub mod ops;
 pub mod provision;
@@ -60,6 +61,7 @@ pub const TOOLS: &[&str] = &[
     "pveam",
     "ha-manager",
     "pvecm",
+    "ifreload",
 ];
 
 /// Default fault-rule file (overridable by `PVE_SIM_FAULTS`, see [`faults`]).
@@ -344,6 +346,7 @@ fn dispatch(tool: &str, args: &[String], st: &mut State, ctx: &Ctx) -> Output {
         "pveam" => tools::pveam(st, ctx, args),
         "ha-manager" => tools::ha_manager(st, ctx, args),
         "pvecm" => tools::pvecm(st, ctx, args),
+        "ifreload" => network::ifreload(st, args),
         _ => Output::err(admin::USAGE, 255),
     }
 }

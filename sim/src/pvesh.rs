@@ -102,6 +102,10 @@ enum Route {
     StorageSet(String),
     StorageIndex,
     StorageRead(String),
+    NetworkCreate(String),
+    NetworkReload(String),
+    NetworkRevert(String),
+    NetworkDelete(String, String),
 }
 
 fn kind_of(s: &str) -> Option<Kind> {
@@ -155,6 +159,10 @@ fn route(verb: &str, segs: &[&str]) -> Option<Route> {
         ("get", ["nodes", _, k, _, "rrddata"]) => R::GuestRrd(s(1), kind_of(k)?, s(3)),
         ("get", ["nodes", _, "rrddata"]) => R::NodeRrd(s(1)),
         ("get", ["nodes", _, "network"]) => R::NodeNetwork(s(1)),
+        ("create", ["nodes", _, "network"]) => R::NetworkCreate(s(1)),
+        ("set", ["nodes", _, "network"]) => R::NetworkReload(s(1)),
+        ("delete", ["nodes", _, "network"]) => R::NetworkRevert(s(1)),
+        ("delete", ["nodes", _, "network", _]) => R::NetworkDelete(s(1), s(3)),
         ("get", ["cluster", "tasks"]) => R::ClusterTasks,
         ("get", ["cluster", "ha", "status", "current"]) => R::HaStatus,
         // The volume may hold a '/' (`fragmentDelimiter => ''` on the content subclass,
@@ -355,6 +363,33 @@ fn schema(r: &Route) -> Vec<Param> {
             p("verify-certificates", Ty::Bool),
         ],
         R::AplDownload(_) => vec![p("storage", Ty::StorageId), p("template", Ty::Str)],
+        // PVE 9.2 `POST /nodes/{node}/network` (the options a bridge takes; no OVS).
+        R::NetworkCreate(_) => vec![
+            p("iface", Ty::Str),
+            p(
+                "type",
+                Ty::Enum(&[
+                    "bridge",
+                    "bond",
+                    "eth",
+                    "alias",
+                    "vlan",
+                    "fabric",
+                    "OVSBridge",
+                    "OVSBond",
+                    "OVSPort",
+                    "OVSIntPort",
+                    "vnet",
+                    "unknown",
+                ]),
+            ),
+            p("bridge_ports", Ty::Str),
+            p("bridge_vlan_aware", Ty::Bool),
+            p("cidr", Ty::Str),
+            p("comments", Ty::Str),
+            p("autostart", Ty::Bool),
+        ],
+        R::NetworkReload(_) => vec![p("regenerate-frr", Ty::Bool)],
         R::Tasks(_) => vec![
             p("limit", Ty::Int(Some(0), None)),
             p("start", Ty::Int(Some(0), None)),
@@ -594,6 +629,10 @@ fn route_node(r: &Route) -> Option<&str> {
         | R::GuestRrd(n, ..)
         | R::NodeRrd(n)
         | R::NodeNetwork(n)
+        | R::NetworkCreate(n)
+        | R::NetworkReload(n)
+        | R::NetworkRevert(n)
+        | R::NetworkDelete(n, _)
         | R::ContentDelete(n, ..)
         | R::NodeDisks(n)
         | R::NodeSmart(n)
@@ -699,7 +738,13 @@ pub fn run(st: &mut State, ctx: &Ctx, argv: &[String]) -> Output {
     let Some(path) = argv.get(1) else {
         return Output::err(&format!("400 not enough arguments\n{}", usage(verb)), 255);
     };
-    let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    // `localhost` names the node pvesh runs on (pvesh.pm's `proxy_handler` proxies only to
+    // another node's name) [SRC].
+    let local = st.local_node.clone();
+    let mut segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    if segs.len() > 1 && segs[0] == "nodes" && segs[1] == "localhost" {
+        segs[1] = local.as_str();
+    }
     let Some(route) = route(verb, &segs) else {
         if ["get", "create", "delete", "set"].contains(&verb.as_str()) {
             // pvesh.pm extract_path_info (REAL pve-9.2.4 transcript): exit 1.
@@ -1183,13 +1228,11 @@ fn execute(
                 o.get("timeframe").unwrap_or("hour"),
             ))
         }
-        R::NodeNetwork(n) => {
-            let node = st
-                .node(n)
-                .cloned()
-                .ok_or_else(|| Failure::die("no such node"))?;
-            data(observe::node_network(&node))
-        }
+        R::NodeNetwork(n) => data(crate::network::list(st, n)?),
+        R::NetworkCreate(n) => crate::network::create(st, n, o).map(|()| Reply::Nothing),
+        R::NetworkDelete(n, iface) => crate::network::delete(st, n, iface).map(|()| Reply::Nothing),
+        R::NetworkRevert(n) => crate::network::revert(st, n).map(|()| Reply::Nothing),
+        R::NetworkReload(n) => crate::network::reload(st, ctx, n).map(Reply::Task),
         R::ClusterTasks => data(observe::cluster_tasks(st)),
         R::HaStatus => data(observe::ha_status(st, ctx)),
         R::CloudinitPending(n, _) => data(crate::cloudinit::pending(st, n, vmid)?),

@@ -70,6 +70,35 @@ pub struct State {
     /// Limits of the guest-command sandbox ([`crate::sandbox`]).
     #[serde(default)]
     pub sandbox: SandboxLimits,
+    /// Node networks kept here ([`crate::network`]): every node's but the local one's when
+    /// the bed gave the simulator `/etc/network`; for that one only what runs.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub networks: BTreeMap<String, NodeNet>,
+    /// The `net-cut` knob ([`crate::network`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub net_cut: Option<NetCut>,
+}
+
+/// A node's network files, where they are not the real ones.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct NodeNet {
+    /// `interfaces`.
+    pub config: String,
+    /// `interfaces.new`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending: Option<String>,
+    /// What the last reload applied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub running: Option<String>,
+}
+
+/// The `net-cut` knob.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct NetCut {
+    /// The interface whose presence cuts the host off.
+    pub iface: String,
+    /// The process stopped meanwhile.
+    pub pid: u32,
 }
 
 /// Limits of the guest-command sandbox, settable with `pve-sim sandbox out-limit=N timeout=S`.
@@ -1150,6 +1179,8 @@ pub fn initial(now: i64) -> State {
         qga_down: BTreeSet::from([110]),
         qga_no_exec: BTreeSet::new(),
         sandbox: SandboxLimits::default(),
+        networks: BTreeMap::new(),
+        net_cut: None,
     };
     let history: [(&str, &str, &str, i64, Vec<String>); 5] = [
         ("pve1", "vzdump", "100", last_night, vec![]),

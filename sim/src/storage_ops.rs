@@ -20,7 +20,8 @@ use crate::provision::file_path;
 use crate::state::{State, Volume};
 use crate::{Ctx, Failure};
 
-fn param_exc(key: &str, msg: &str) -> Failure {
+/// PVE's `raise_param_exc` as a CLI prints it.
+pub(crate) fn param_exc(key: &str, msg: &str) -> Failure {
     Failure::die(format!(
         "400 Parameter verification failed.\n{key}: {msg}\n"
     ))

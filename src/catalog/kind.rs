@@ -201,6 +201,21 @@ pub enum Kind {
     Sha256,
     /// How full a file system may be after a write, in percent: 1-99.
     FillPercent,
+    /// A bridge pxagent may add or remove: `vmbr1` to `vmbr9999`, never `vmbr0` (the bridge
+    /// a PVE install puts the host's own address on).
+    NewBridge,
+    /// A new bridge's ports joined by `,`: one to eight NICs, bonds or their VLANs (`eno2`,
+    /// `bond0`, `enp3s0.20`); never another bridge.
+    BridgePorts,
+    /// An IPv4 address with its prefix length for a bridge: `10.10.0.1/24` (a host address:
+    /// neither the network's nor its broadcast address).
+    Cidr4,
+    /// How long the host waits for pxagent to reach it again after a network apply before it
+    /// puts the old configuration back: 30-600 seconds.
+    RevertWindow,
+    /// The token pxagent's helper printed for an armed network change: 32 lower-case hex
+    /// digits.
+    NetToken,
 }
 
 /// The largest [`Kind::ByteSize`]: 1 TiB.
@@ -490,6 +505,14 @@ impl Kind {
             Kind::ByteSize => "[1-9][0-9]{0,12}".into(),
             Kind::Sha256 => "[0-9a-f]{64}".into(),
             Kind::FillPercent => "([1-9]|[1-9][0-9])".into(),
+            Kind::NewBridge => "vmbr[1-9][0-9]{0,3}".into(),
+            Kind::BridgePorts => {
+                let port = "(en|eth|bond)[a-z0-9]{1,13}([.][1-9][0-9]{0,3})?";
+                format!("{port}([,]{port}){{0,7}}")
+            }
+            Kind::Cidr4 => "[0-9]{1,3}([.][0-9]{1,3}){3}/[0-9]{1,2}".into(),
+            Kind::RevertWindow => "([3-9][0-9]|[1-5][0-9][0-9]|600)".into(),
+            Kind::NetToken => "[0-9a-f]{32}".into(),
             Kind::Server => Kind::GuestName.regex(),
             Kind::VgName => "[a-zA-Z0-9_+][a-zA-Z0-9_.+-]{1,126}".into(),
             Kind::ZfsPool => {
@@ -577,6 +600,11 @@ impl Kind {
             Kind::ByteSize => "a size in bytes (1 to 1 TiB)".into(),
             Kind::Sha256 => "a SHA-256 digest (64 lower-case hex digits)".into(),
             Kind::FillPercent => "a percentage, 1-99".into(),
+            Kind::NewBridge => "a bridge vmbr1 to vmbr9999 (never vmbr0)".into(),
+            Kind::BridgePorts => "one to eight NICs, bonds or VLANs joined by ',' (eno2, bond0, enp3s0.20)".into(),
+            Kind::Cidr4 => "an IPv4 host address with its prefix length (10.10.0.1/24)".into(),
+            Kind::RevertWindow => "seconds, 30-600".into(),
+            Kind::NetToken => "the token of an armed network change (32 hex digits)".into(),
         }
     }
 
@@ -639,6 +667,11 @@ impl Kind {
             Kind::ByteSize => "702545920",
             Kind::Sha256 => "677c4d57aa034dc192b5191870141057574c1b05df2b9569c0ee08aa4e32125d",
             Kind::FillPercent => "90",
+            Kind::NewBridge => "vmbr1",
+            Kind::BridgePorts => "eno2",
+            Kind::Cidr4 => "10.10.0.1/24",
+            Kind::RevertWindow => "60",
+            Kind::NetToken => "0123456789abcdef0123456789abcdef",
         }
     }
 
@@ -784,6 +817,20 @@ impl Kind {
             Kind::ByteSize if raw.parse::<u64>().map_or(true, |n| n > BYTE_SIZE_MAX) => {
                 return Err(bad(format!("expected {}", self.describe())));
             }
+            Kind::Cidr4 => {
+                if let Some(why) = cidr4_problem(raw) {
+                    return Err(bad(why));
+                }
+            }
+            Kind::BridgePorts => {
+                let mut seen: Vec<&str> = Vec::new();
+                for p in raw.split(',') {
+                    if seen.contains(&p) {
+                        return Err(bad(format!("'{p}' is given twice")));
+                    }
+                    seen.push(p);
+                }
+            }
             Kind::Server if raw.len() > 253 => {
                 return Err(bad("longer than 253 characters".into()));
             }
@@ -800,6 +847,37 @@ impl Kind {
         }
         Ok(raw.to_string())
     }
+}
+
+/// Why `raw` (`A.B.C.D/N`, already of [`Kind::Cidr4`]'s characters) is no IPv4 host address
+/// with a prefix length, if it is not: each octet 0-255 without leading zeros, a prefix of 1
+/// to 32, and (below /31) neither the network's nor its broadcast address, as PVE's
+/// `check_ipv4_settings` refuses them.
+fn cidr4_problem(raw: &str) -> Option<String> {
+    let Some((addr, len)) = raw.split_once('/') else {
+        return Some("expected ADDRESS/PREFIX".into());
+    };
+    let canon = |s: &str| s == "0" || !s.starts_with('0');
+    let mut ip: u32 = 0;
+    for o in addr.split('.') {
+        match o.parse::<u32>() {
+            Ok(n) if n <= 255 && canon(o) => ip = (ip << 8) | n,
+            _ => return Some(format!("'{o}' is not an octet 0-255")),
+        }
+    }
+    let len: u32 = match len.parse() {
+        Ok(n @ 1..=32) if canon(len) => n,
+        _ => return Some("the prefix length is 1 to 32".into()),
+    };
+    if len < 31 {
+        let host = !0u32 >> len;
+        if ip & host == 0 || ip & host == host {
+            return Some(format!(
+                "{addr} is the network's or its broadcast address in /{len}, not a host address"
+            ));
+        }
+    }
+    None
 }
 
 /// Validate a guest command given as a JSON array of strings; returns it re-serialized.
@@ -946,7 +1024,7 @@ pub(crate) mod tests {
     use super::*;
     use crate::base::text::{ECHO_MAX, cut};
 
-    const ALL: [Kind; 45] = [
+    const ALL: [Kind; 50] = [
         Kind::Vmid,
         Kind::Node,
         Kind::SnapName,
@@ -992,6 +1070,11 @@ pub(crate) mod tests {
         Kind::ByteSize,
         Kind::Sha256,
         Kind::FillPercent,
+        Kind::NewBridge,
+        Kind::BridgePorts,
+        Kind::Cidr4,
+        Kind::RevertWindow,
+        Kind::NetToken,
     ];
 
     #[test]
@@ -1113,6 +1196,80 @@ pub(crate) mod tests {
             assert!(Kind::Sha256.parse("sha256", &bad).is_err(), "{bad}");
         }
         assert!(Kind::LocalFile.parse("file", "./a b/ü.iso").is_ok());
+    }
+
+    #[test]
+    fn bridge_kinds_admit_new_bridges_and_host_addresses_only() {
+        for ok in ["vmbr1", "vmbr9", "vmbr10", "vmbr9999"] {
+            assert!(Kind::NewBridge.parse("bridge", ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "vmbr0",
+            "vmbr01",
+            "vmbr10000",
+            "vmbr",
+            "eno1",
+            "vmbr1 ",
+            "vmbr1.5",
+            "VMBR1",
+        ] {
+            assert!(Kind::NewBridge.parse("bridge", bad).is_err(), "{bad}");
+        }
+        for ok in [
+            "eno2",
+            "eno1,eno2",
+            "bond0",
+            "enp3s0.20",
+            "eth1",
+            "enx0894ef13049a",
+        ] {
+            assert!(Kind::BridgePorts.parse("ports", ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "vmbr0",
+            "eno2,eno2",
+            "eno2 eno3",
+            "eno2;eno3",
+            "lo",
+            "eno2.0",
+            "eno2.10000",
+            "",
+            "eno1,vmbr0",
+            "eno2,",
+            "tap100i0",
+            "fwbr100i0",
+        ] {
+            assert!(Kind::BridgePorts.parse("ports", bad).is_err(), "{bad}");
+        }
+        for ok in [
+            "10.10.0.1/24",
+            "192.168.1.254/24",
+            "10.0.0.1/8",
+            "10.0.0.0/31",
+            "10.1.2.3/32",
+        ] {
+            assert!(Kind::Cidr4.parse("cidr", ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "10.10.0.0/24",
+            "10.10.0.255/24",
+            "256.1.1.1/24",
+            "10.1.1.1/33",
+            "10.1.1.1/0",
+            "10.1.1.1",
+            "010.1.1.1/24",
+            "10.1.1.1/024",
+            "a.b.c.d/24",
+            "10.1.1/24",
+        ] {
+            assert!(Kind::Cidr4.parse("cidr", bad).is_err(), "{bad}");
+        }
+        for ok in ["30", "59", "60", "99", "100", "599", "600"] {
+            assert!(Kind::RevertWindow.parse("window", ok).is_ok(), "{ok}");
+        }
+        for bad in ["29", "0", "601", "700", "060", "1000"] {
+            assert!(Kind::RevertWindow.parse("window", bad).is_err(), "{bad}");
+        }
         assert!(Kind::LocalFile.parse("file", "a\nb.iso").is_err());
         assert!(Kind::LocalFile.parse("file", "a\u{1b}[2J.iso").is_err());
     }

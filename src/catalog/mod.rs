@@ -314,6 +314,9 @@ pub enum View {
     Done,
     /// A file sent to the host ([`Op::uploads`]): the volume it became, its size and digest.
     Upload,
+    /// A change applied with a revert the host makes unless pxagent reached it again
+    /// ([`Op::confirms_with`]): whether it was kept.
+    Applied,
     /// A task's status, read again until the task stopped (`task wait`): how it ended is the
     /// result, a failed task is exit 1, and a task still running when `--timeout` ran out is
     /// exit 7.
@@ -387,6 +390,9 @@ pub enum Precheck {
     Destroyable,
     /// Checked before the phrase is asked for: the guest has the snapshot this parameter names.
     SnapshotExists(&'static str),
+    /// Checked before the phrase is asked for: the node this parameter names is the one
+    /// pxagent is connected to (the helper acts on its own host).
+    Connected(&'static str),
 }
 
 impl Precheck {
@@ -428,13 +434,20 @@ impl Precheck {
                 v("vmid"),
                 v(p)
             ),
+            Precheck::Connected(p) => format!(
+                "node {} is the node pxagent is connected to (checked before the phrase is asked for)",
+                v(p)
+            ),
         }
     }
 
     /// Whether the engine runs this check before it asks for a phrase (it reads the host):
     /// a human is never asked to confirm what cannot run.
     pub fn before_asking(&self) -> bool {
-        matches!(self, Precheck::Destroyable | Precheck::SnapshotExists(_))
+        matches!(
+            self,
+            Precheck::Destroyable | Precheck::SnapshotExists(_) | Precheck::Connected(_)
+        )
     }
 }
 
@@ -526,6 +539,10 @@ pub struct Op {
     /// endpoint takes none (`cluster tasks --errors`, as `GET /cluster/tasks` has no
     /// parameters). No template names them, so no command line or sudoers rule has them.
     pub local: &'static [&'static str],
+    /// The op whose command prints a token that pxagent sends back with this op over a
+    /// **new** SSH connection, proving the host is still reachable after the change
+    /// (`network apply` → `network confirm`): see `engine::network`.
+    pub confirms_with: Option<&'static Op>,
 }
 
 /// Two ops are the same op when their ids are (ids are unique: the catalog tests check).

@@ -317,7 +317,10 @@ fn every_row_fills_its_required_fields() {
         assert!(!op.cli.is_empty() && !op.args.is_empty(), "{}", op.id);
         // `risk` and `view` have placeholders in ROW: an action left at `Read`, or a change
         // shown as an object, is a row that forgot one of them. (Exec ops show an object.)
-        let action_view = matches!(op.view, View::Task | View::Done | View::Upload);
+        let action_view = matches!(
+            op.view,
+            View::Task | View::Done | View::Upload | View::Applied
+        );
         let action_risk = matches!(op.risk, Risk::Change | Risk::Confirm);
         assert!(
             action_view == action_risk,
@@ -451,7 +454,15 @@ fn handles_are_the_rows_find_returns() {
         assert!(OPS.iter().any(|o| std::ptr::eq(*o, handle)), "{id}");
     }
     let steps: Vec<&str> = OPS.iter().filter(|o| o.is_step()).map(|o| o.id).collect();
-    assert_eq!(steps, ["storage.config", "vm.file-write", "vm.file-read"]);
+    assert_eq!(
+        steps,
+        [
+            "storage.config",
+            "network.confirm",
+            "vm.file-write",
+            "vm.file-read"
+        ]
+    );
     assert!(ops::VM_START.runs_task() && !ops::VM_EXEC.runs_task());
     assert!(!ops::BACKUP_REMOVE.runs_task() && !ops::VM_STATUS.runs_task());
     assert_ne!(ops::BACKUP_RESTORE, ops::BACKUP_RESTORE_CT);

@@ -30,6 +30,7 @@ use crate::remote::Remote;
 
 pub mod guest;
 pub mod health;
+pub mod network;
 mod then;
 mod trail;
 pub mod upload;
@@ -40,6 +41,17 @@ pub use trail::{Begun, Trail};
 pub trait Connector {
     /// A connected host (opened on first use, then reused).
     fn remote(&self) -> impl Future<Output = Result<Remote>> + Send;
+
+    /// A **new** connection to the same host, never a shared or persistent one: the proof
+    /// that the host is still reachable after a change ([`crate::catalog::Op::confirms_with`]).
+    /// Connectors that cannot open one refuse.
+    fn fresh(&self) -> impl Future<Output = Result<Remote>> + Send {
+        async {
+            Err(Error::Internal(
+                "this connector cannot open a second connection".into(),
+            ))
+        }
+    }
 }
 
 /// What an op produced, ready to print.
@@ -217,6 +229,9 @@ impl<C: Connector> Engine<'_, C> {
     ) -> Result<Done> {
         if inv.op.uploads().is_some() {
             return self.upload(inv, given, trail, &mut |_, _| {}).await;
+        }
+        if inv.op.confirms_with.is_some() {
+            return self.armed_change(inv, given, trail).await;
         }
         if inv.op.risk == Risk::Exec && !inv.op.runs_guest_command() {
             // Reading a guest process's status: policy and limits, no phrase, no task.
@@ -599,6 +614,7 @@ pub fn human(inv: &Invocation, data: &Value) -> String {
         }
         catalog::View::Done => format!("{}: done", inv.display()),
         catalog::View::Upload => upload::human(data),
+        catalog::View::Applied => data["message"].as_str().unwrap_or("applied").to_string(),
         catalog::View::Wait => format!(
             "task {}: {}",
             data["upid"].as_str().unwrap_or(""),
@@ -748,6 +764,15 @@ impl OnceConnector {
 }
 
 impl Connector for OnceConnector {
+    async fn fresh(&self) -> Result<Remote> {
+        let session = crate::ssh::Session::connect(&self.target).await?;
+        Ok(Remote::new(
+            session,
+            self.target.display(),
+            self.target.command_timeout,
+        ))
+    }
+
     async fn remote(&self) -> Result<Remote> {
         if let Some((code, msg)) = self
             .failed

@@ -150,7 +150,7 @@ impl<C: Connector> Engine<'_, C> {
             .exec_from_reader(&wire, &mut staged.file, &mut on_chunk, KEEP)
             .await?
             .output;
-        helper_answer(&out, &inv, &remote.target)?;
+        helper_answer(&out, &inv, &remote.target, "the image")?;
         let storage = inv.values.get("storage").cloned().unwrap_or_default();
         let name = inv.values.get("name").cloned().unwrap_or_default();
         let data = crate::views::value(&crate::views::UploadResult {
@@ -168,9 +168,15 @@ impl<C: Connector> Engine<'_, C> {
     }
 }
 
-/// What the helper's exit says: 0 the image is published; its own failures (`pxagent-helper:
-/// …` on stderr, exit 1-6) by their class; anything else (sudo, the gate) as every command's.
-fn helper_answer(out: &crate::ssh::Captured, inv: &Invocation, target: &str) -> Result<()> {
+/// What the helper's exit says: 0 done; its own failures (`pxagent-helper: …` on stderr, exit
+/// 1-6) by their class (2 and 3 the request, 5 taken, 6 no room); anything else (sudo, the
+/// gate) as every command's. `what` names what the helper refused in the message.
+pub(super) fn helper_answer(
+    out: &crate::ssh::Captured,
+    inv: &Invocation,
+    target: &str,
+    what: &str,
+) -> Result<()> {
     if out.exit_status == 0 {
         return Ok(());
     }
@@ -182,7 +188,7 @@ fn helper_answer(out: &crate::ssh::Captured, inv: &Invocation, target: &str) -> 
     let Some(said) = said else {
         return crate::remote::classify(out, &inv.remote_argv(), target);
     };
-    let msg = format!("the host's helper refused the image on {target}: {said}");
+    let msg = format!("the host's helper refused {what} on {target}: {said}");
     Err(match out.exit_status {
         3 => Error::usage(msg),
         5 => Error::Exists(msg),

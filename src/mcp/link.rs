@@ -90,6 +90,15 @@ impl<'a> CallLink<'a> {
 }
 
 impl Connector for CallLink<'_> {
+    async fn fresh(&self) -> Result<Remote> {
+        let session = Session::connect(&self.link.target).await?;
+        Ok(Remote::new(
+            session,
+            self.link.target.display(),
+            self.link.target.command_timeout,
+        ))
+    }
+
     async fn remote(&self) -> Result<Remote> {
         let (generation, remote, fresh) = self.link.get().await?;
         let mut used = self.used.lock().expect("call link lock");

@@ -144,6 +144,7 @@ pub(super) fn integer_range(kind: Kind) -> Option<(u64, u64)> {
         Kind::Gibibytes => Some((1, 65_536)),
         Kind::Pid => Some((1, 9_999_999_999)),
         Kind::FillPercent => Some((1, 99)),
+        Kind::RevertWindow => Some((30, 600)),
         _ => None,
     }
 }
@@ -342,16 +343,13 @@ pub(super) fn lean_description(op: &Op, confirm: bool) -> String {
     let mut s = format!("{}.", op.about.trim_end_matches('.'));
     // Read-only, destructive: the annotations say it.
     if op.risk == Risk::Exec {
-        s.push_str(" Runs in the guest as root; no shell.");
+        s.push_str(" In the guest as root; no shell.");
     }
     s.push_str(&only_for(op));
     if let Some(c) = op.confirm {
-        s.push_str(&format!(
-            " Needs confirm: the user's phrase `{}`.",
-            shown_phrase(c.phrase)
-        ));
+        s.push_str(&format!(" Confirm: `{}`.", shown_phrase(c.phrase)));
     } else if confirm {
-        s.push_str(" Needs confirm: the user's phrase (policy).");
+        s.push_str(" Confirm: the user's phrase (policy).");
     }
     s
 }
@@ -375,7 +373,7 @@ pub(super) fn lean_input_schema(op: &Op, confirm: bool) -> Value {
             // The guest's id and its node are said once, in the server's instructions.
             let common = matches!(p.how, How::Node(_))
                 || (p.name == "vmid" && matches!(p.how, How::Positional));
-            if common || p.help.is_empty() {
+            if common || p.help.is_empty() || restates(p.name, p.help) {
                 o.remove("description");
             } else {
                 o.insert("description".into(), json!(short_help(p.help)));
@@ -404,6 +402,16 @@ pub(super) fn lean_input_schema(op: &Op, confirm: bool) -> Value {
 
 /// A parameter's help without its asides (what is in parentheses, examples after `, e.g.`):
 /// what the lean tool list says of it.
+/// Whether a parameter's help only says its name again (`node`: "the node", `snapshot`:
+/// "the snapshot's name", `storage`: "the storage id"): the lean schema leaves such a text out.
+pub(super) fn restates(name: &str, help: &str) -> bool {
+    let named: Vec<&str> = name.split('_').collect();
+    help.split_whitespace()
+        .map(|w| w.trim_end_matches("'s").to_ascii_lowercase())
+        .filter(|w| !matches!(w.as_str(), "the" | "a" | "an" | "its"))
+        .all(|w| named.contains(&w.as_str()) || w == "id" || w == "name")
+}
+
 pub(super) fn short_help(help: &str) -> &str {
     let cut = [" (", ", e.g.", "; e.g."]
         .iter()

@@ -746,6 +746,21 @@ async fn argument_errors_are_results_since_2025_11_25_and_protocol_errors_before
     running.await.unwrap();
 }
 
+#[test]
+fn lean_schemas_leave_out_helps_that_only_restate_the_name() {
+    use super::schema::restates;
+    assert!(restates("node", "the node"));
+    assert!(restates("snapshot", "the snapshot's name"));
+    assert!(restates("storage", "the storage id"));
+    assert!(restates("ports", "its ports"));
+    assert!(!restates("upid", "the task's UPID"));
+    assert!(!restates("storage", "the target storage"));
+    assert!(!restates(
+        "purge",
+        "also remove the guest from backup jobs, replication and HA"
+    ));
+}
+
 /// The default (lean) tool list of every operation fits in 40 KB, the compact one
 /// in 8 KB, and the full one still carries every output schema.
 #[test]
@@ -760,7 +775,32 @@ fn the_lean_list_fits_in_40_kb_and_the_compact_one_in_8() {
             .unwrap()
             .len()
     };
-    assert!(size(false) <= 40 * 1024, "lean: {} bytes", size(false));
+    // On failure, what each tool costs, largest first: where to make room.
+    let each = || {
+        let mut v: Vec<(usize, String)> = specs
+            .iter()
+            .map(|s| {
+                let t = serde_json::to_string(&s.to_tool(false)).unwrap();
+                (t.len(), s.name.clone())
+            })
+            .collect();
+        v.sort_by(|a, b| b.cmp(a));
+        if std::env::var_os("PXAGENT_LEAN_DUMP").is_some() {
+            for s in &specs {
+                eprintln!("{}", serde_json::to_string(&s.to_tool(false)).unwrap());
+            }
+        }
+        v.iter()
+            .map(|(n, t)| format!("{t} {n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    assert!(
+        size(false) <= 40 * 1024,
+        "lean: {} bytes; per tool: {}",
+        size(false),
+        each()
+    );
     assert!(size(true) > 4 * size(false), "full: {} bytes", size(true));
     let compact = serde_json::to_string(&json!({ "tools": super::compact::tools() }))
         .unwrap()

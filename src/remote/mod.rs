@@ -152,6 +152,16 @@ impl Remote {
         for check in inv.op.prechecks.iter().filter(|c| c.before_asking()) {
             match check {
                 catalog::Precheck::Destroyable => scope = Some(self.destroyable(inv).await?),
+                catalog::Precheck::Connected(param) => {
+                    let want = inv.values.get(param).cloned().unwrap_or_default();
+                    let here = self.local_node().await?;
+                    if want != here {
+                        return Err(Error::usage(format!(
+                            "pxagent is connected to {here}, not {want}: {} acts on the node it runs on (the revert is the host's own); connect to {want} (-H)",
+                            inv.op.id
+                        )));
+                    }
+                }
                 catalog::Precheck::SnapshotExists(param) => {
                     self.snapshot_exists(inv, param).await?
                 }
@@ -296,20 +306,7 @@ impl Remote {
             }
         };
         let argv = inv.remote_argv();
-        let wire = inv.wire_argv();
-        let mut out = self.session.exec_streaming(&wire, &mut on_stdout).await?;
-        // A gated host whose policy wants the phrase the user already gave: send the same
-        // command again in an envelope that carries it (once; nothing ran the first time).
-        if wire == argv
-            && inv.attach.confirmed.is_some()
-            && gate_refusal(&out).is_some_and(|r| r.kind == RefusalKind::ConfirmationRequired)
-        {
-            let enveloped = inv.envelope(None);
-            out = self
-                .session
-                .exec_streaming(&enveloped, &mut on_stdout)
-                .await?;
-        }
+        let out = self.exec_admitted(inv, &mut on_stdout).await?;
         classify(&out, &argv, &self.target)?;
         let warnings = warning_lines(&out);
         let node = inv.values.get("node").cloned();
@@ -448,6 +445,29 @@ impl Remote {
         }
     }
 
+    /// Run `inv`'s command as it is sent: its wire form; and when a gated host's policy wants
+    /// the phrase the user already gave, the same command again in an envelope that carries
+    /// it (once; nothing ran the first time). The captured output, unclassified.
+    pub async fn exec_admitted(
+        &self,
+        inv: &Invocation,
+        on_stdout: &mut (dyn FnMut(&[u8]) + Send),
+    ) -> Result<crate::ssh::Captured> {
+        let argv = inv.remote_argv();
+        let wire = inv.wire_argv();
+        let mut out = self.session.exec_streaming(&wire, on_stdout).await?;
+        if wire == argv
+            && inv.attach.confirmed.is_some()
+            && gate_refusal(&out).is_some_and(|r| r.kind == RefusalKind::ConfirmationRequired)
+        {
+            out = self
+                .session
+                .exec_streaming(&inv.envelope(None), on_stdout)
+                .await?;
+        }
+        Ok(out)
+    }
+
     async fn precheck(&self, inv: &Invocation, check: catalog::Precheck) -> Result<()> {
         use catalog::Precheck;
         let node = inv.values.get("node").cloned().unwrap_or_default();
@@ -505,7 +525,7 @@ impl Remote {
             // Judged with the policy's NFS servers, by the engine and the gate.
             Precheck::Trusted(_) => Ok(()),
             // Checked before the phrase was asked for ([`Remote::before_asking`]).
-            Precheck::Destroyable | Precheck::SnapshotExists(_) => Ok(()),
+            Precheck::Destroyable | Precheck::SnapshotExists(_) | Precheck::Connected(_) => Ok(()),
             Precheck::SpaceForArchive(archive_param, storage_param) => {
                 let Some(archive) = inv.values.get(archive_param) else {
                     return Ok(());

@@ -331,6 +331,25 @@ pub struct TaskResult {
     pub extra: BTreeMap<String, Value>,
 }
 
+/// What `network apply` did (`View::Applied`): the change is applied, and pxagent proved over
+/// a new connection that it can still reach the host, so the host keeps it. (When that proof
+/// fails, the result is an error that names when the host reverts.)
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct AppliedResult {
+    /// Always true.
+    pub changed: bool,
+    /// The node whose network changed.
+    pub node: String,
+    /// Always true: the host called its revert off.
+    pub confirmed: bool,
+    /// The reload task.
+    pub upid: Option<String>,
+    /// The revert window the host had, seconds.
+    pub window: u64,
+    /// One sentence for humans.
+    pub message: String,
+}
+
 /// What `iso upload` made (`View::Upload`): the helper published exactly these bytes.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct UploadResult {
@@ -379,6 +398,7 @@ pub fn data_schema(view: View) -> Value {
         View::Task => of::<TaskResult>(),
         View::Done => of::<DoneResult>(),
         View::Upload => of::<UploadResult>(),
+        View::Applied => of::<AppliedResult>(),
         View::ClusterStatus | View::Tasks | View::Table(_) => serde_json::json!({
             "type": "array",
             "items": {"type": "object"},
@@ -599,6 +619,7 @@ fn typed(view: View, data: &Value, keep_type: Option<&str>) -> Result<Value> {
         | View::Task
         | View::Done
         | View::Upload
+        | View::Applied
         | View::Wait
         | View::Table(_) => data.clone(),
     })
@@ -856,7 +877,7 @@ pub fn human(view: View, data: &Value) -> String {
         View::Tasks => status::tasks(data),
         View::Interfaces => crate::views::observe::interfaces_human(data),
         View::Rrd => crate::views::observe::rrd_human(data),
-        View::Object | View::Task | View::Done | View::Upload | View::Wait => {
+        View::Object | View::Task | View::Done | View::Upload | View::Applied | View::Wait => {
             status::fields(data, status::Context::Runtime)
         }
         View::Number => data.to_string(),

@@ -316,8 +316,14 @@ fn every_catalog_argv_is_valid_for_the_real_pve_api() {
     without_api.dedup();
     assert_eq!(
         without_api,
-        ["iso.upload", "ct.exec"],
-        "only `pct exec` and pxagent's own upload helper have no API method"
+        [
+            "iso.upload",
+            "network.pending",
+            "network.apply",
+            "network.confirm",
+            "ct.exec"
+        ],
+        "only `pct exec` and pxagent's own helper (upload, network apply) have no API method"
     );
     assert!(
         problems.is_empty(),

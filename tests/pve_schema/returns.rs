@@ -243,7 +243,8 @@ fn the_simulator_answers_as_the_real_pve_api_describes() {
                 checked += 1;
             }
         }
-        if !answered && op.risk == Risk::Read {
+        // pxagent's helper is no PVE API method: its answer is its own (helper unit tests).
+        if !answered && op.risk == Risk::Read && op.tool.name() != "pxagent-helper" {
             unanswered_reads.push(op.id);
         }
     }

@@ -15,7 +15,7 @@ use super::*;
 pub static VM_EXEC: Op = Op {
     id: "vm.exec",
     cli: &["vm", "exec"],
-    about: "Run a command inside a VM through the QEMU guest agent and return its exit code and output",
+    about: "Run a command in a VM through its guest agent: exit code and output",
     risk: Risk::Exec,
     area: Area::Vm,
     params: &[VMID, GUEST_COMMAND, INPUT_DATA, GUEST_NODE],
@@ -33,7 +33,7 @@ pub static VM_EXEC: Op = Op {
 pub static VM_EXEC_STATUS: Op = Op {
     id: "vm.exec-status",
     cli: &["vm", "exec-status"],
-    about: "Show the state and output of a process the guest agent started (e.g. one left running after a timeout)",
+    about: "Show the state and output of a process the guest agent started",
     risk: Risk::Exec,
     area: Area::Vm,
     params: &[VMID, GUEST_PID, GUEST_NODE],
@@ -99,7 +99,7 @@ pub static VM_FILE_READ: Op = Op {
 pub static CT_EXEC: Op = Op {
     id: "ct.exec",
     cli: &["ct", "exec"],
-    about: "Run a command inside a container through `pct exec` (needs `sudoers render --ct-exec`)",
+    about: "Run a command in a container through `pct exec` (needs `sudoers render --ct-exec`)",
     risk: Risk::Exec,
     area: Area::Ct,
     params: &[CTID, GUEST_COMMAND],

@@ -10,7 +10,7 @@ use super::*;
 pub static IMAGE_DOWNLOAD: Op = Op {
     id: "image.download",
     cli: &["image", "download"],
-    about: "Let the host download a cloud disk image (qcow2, raw, vmdk) into a storage's import content",
+    about: "Let the host download a cloud disk image into a storage's import content",
     risk: Risk::Change,
     area: Area::Storage,
     params: &[URL, LOCAL_STORAGE, IMAGE_NAME, CHECKSUM, LOCAL_NODE],

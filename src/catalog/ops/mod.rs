@@ -46,6 +46,7 @@ mod ct;
 mod exec;
 mod image;
 mod iso;
+mod network;
 mod node;
 mod storage;
 mod task;
@@ -67,6 +68,9 @@ pub use ct::{
 pub use exec::{CT_EXEC, VM_EXEC, VM_EXEC_STATUS, VM_FILE_READ, VM_FILE_WRITE};
 pub use image::{IMAGE_DOWNLOAD, IMAGE_LIST, IMAGE_REMOVE};
 pub use iso::{ISO_DOWNLOAD, ISO_LIST, ISO_REMOVE, ISO_UPLOAD};
+pub use network::{
+    BRIDGE_CREATE, BRIDGE_REMOVE, NETWORK_APPLY, NETWORK_CONFIRM, NETWORK_PENDING, NETWORK_REVERT,
+};
 pub use node::{
     NODE_DISKS, NODE_JOURNAL, NODE_LIST, NODE_NETWORK, NODE_RRD, NODE_SERVICE, NODE_SERVICES,
     NODE_SMART, NODE_STATUS, NODE_UPDATES, NODE_VERSION,
@@ -189,6 +193,13 @@ pub static OPS: &[&Op] = &[
     &STORAGE_SET_MOUNTPOINT,
     &STORAGE_ENABLE,
     &STORAGE_DISABLE,
+    // the node's network: bridges, the pending change, apply with the host's revert
+    &NETWORK_PENDING,
+    &BRIDGE_CREATE,
+    &BRIDGE_REMOVE,
+    &NETWORK_REVERT,
+    &NETWORK_APPLY,
+    &NETWORK_CONFIRM,
     // creating guests
     &VM_CREATE,
     &VM_CREATE_IMAGE,
@@ -233,6 +244,7 @@ const ROW: Op = Op {
     fence: None,
     then: &[],
     local: &[],
+    confirms_with: None,
 };
 
 // --- parameters shared by several areas ---------------------------------------------------

@@ -43,7 +43,7 @@ pub static STORAGE_CONTENT: Op = Op {
 pub static STORAGE_REMOVE: Op = Op {
     id: "storage.remove",
     cli: &["storage", "remove"],
-    about: "Remove a storage from the cluster configuration (its data stays where it is)",
+    about: "Remove a storage from the cluster configuration (its data stays)",
     risk: Risk::Confirm,
     area: Area::Storage,
     params: &[STORAGE],
@@ -188,7 +188,7 @@ pub static STORAGE_ADD_ZFSPOOL: Op = Op {
 pub static STORAGE_ADD_NFS: Op = Op {
     id: "storage.add-nfs",
     cli: &["storage", "add-nfs"],
-    about: "Add an NFS export of a server the host's admin named as a storage (mounted nosuid, nodev, noexec, nosymfollow)",
+    about: "Add an NFS export of a server the host's admin named as a storage (mounted noexec, nosuid)",
     risk: Risk::Change,
     area: Area::Storage,
     params: &[NEW_STORAGE, SERVER, EXPORT, CONTENT_OPTION],
@@ -229,7 +229,7 @@ const SET_MOUNTPOINT: &[Arg] = pvesh!(
 pub static STORAGE_SET: Op = Op {
     id: "storage.set",
     cli: &["storage", "set"],
-    about: "Mark a directory storage as an external mount point (yes: needs the phrase of a disable) or not",
+    about: "Mark a directory storage as an external mount point or not (yes needs a disable's phrase)",
     risk: Risk::Change,
     area: Area::Storage,
     params: &[STORAGE, IS_MOUNTPOINT_REQUIRED],
@@ -245,7 +245,7 @@ pub static STORAGE_SET: Op = Op {
 pub static STORAGE_SET_MOUNTPOINT: Op = Op {
     id: "storage.set-mountpoint",
     cli: &["storage", "set"],
-    about: "Mark a directory storage as an external mount point: offline while nothing is mounted there",
+    about: "Mark a directory storage as an external mount point (offline while nothing is mounted)",
     risk: Risk::Confirm,
     area: Area::Storage,
     params: &[STORAGE, IS_MOUNTPOINT_REQUIRED],
@@ -285,7 +285,7 @@ pub static STORAGE_ENABLE: Op = Op {
 pub static STORAGE_DISABLE: Op = Op {
     id: "storage.disable",
     cli: &["storage", "disable"],
-    about: "Disable a storage on every node (its data stays; guests using it stop working)",
+    about: "Disable a storage on every node (its data stays; guests using it stop)",
     risk: Risk::Confirm,
     area: Area::Storage,
     params: &[STORAGE],

@@ -64,7 +64,7 @@ pub static TASK_LOG: Op = Op {
 pub static TASK_WAIT: Op = Op {
     id: "task.wait",
     cli: &["task", "wait"],
-    about: "Wait for a task to end: exit 0 when it ended OK, 1 when it failed, 7 when --timeout ran out first",
+    about: "Wait for a task to end (exit 0 OK, 1 failed, 7 --timeout ran out)",
     risk: Risk::Read,
     area: Area::Task,
     params: &[UPID, UPID_NODE],

@@ -46,7 +46,7 @@ pub static TEMPLATE_DOWNLOAD: Op = Op {
 pub static TEMPLATE_REMOVE: Op = Op {
     id: "template.remove",
     cli: &["template", "remove"],
-    about: "Delete a downloaded container template from a storage",
+    about: "Delete a container template from a storage",
     risk: Risk::Confirm,
     area: Area::Storage,
     params: &[TEMPLATE_VOLUME, LOCAL_NODE],

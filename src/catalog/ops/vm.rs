@@ -71,7 +71,7 @@ pub static VM_SNAPSHOTS: Op = Op {
 pub static VM_IPS: Op = Op {
     id: "vm.ips",
     cli: &["vm", "ips"],
-    about: "Show a running VM's network interfaces and addresses (from its QEMU guest agent)",
+    about: "Show a running VM's interfaces and addresses (guest agent)",
     risk: Risk::Read,
     area: Area::Vm,
     params: &[VMID, GUEST_NODE],
@@ -494,7 +494,7 @@ pub static VM_CREATE: Op = Op {
 pub static VM_CREATE_IMAGE: Op = Op {
     id: "vm.create-image",
     cli: &["vm", "create"],
-    about: "Create a VM from a cloud image (see `pxagent image download`) with cloud-init",
+    about: "Create a VM from a downloaded cloud image with cloud-init",
     risk: Risk::Change,
     area: Area::Vm,
     params: &[
@@ -572,7 +572,7 @@ pub static VM_CREATE_IMAGE: Op = Op {
 pub static VM_CLOUDINIT: Op = Op {
     id: "vm.cloudinit",
     cli: &["vm", "cloudinit"],
-    about: "Show a VM's cloud-init settings, with those pending until the drive is regenerated",
+    about: "Show a VM's cloud-init settings, with pending ones",
     risk: Risk::Read,
     area: Area::Vm,
     params: &[VMID, GUEST_NODE],

@@ -434,6 +434,24 @@ pub(super) fn check_pve_tool(tool: Tool, path: &str, args: &Args, display: &str)
             "Keep it only if agents need commands inside guests; pxagent rate-limits them and checks its policy's command allowlist.",
         )];
     }
+    // pxagent's own network rules write the node's pending change by design (exactly these
+    // lines, a new bridge `vmbrN` only); it takes effect only through the helper's apply,
+    // which the host reverts unless pxagent reaches it again.
+    if let (Args::Regex(r), true) = (args, path == tool.path())
+        && let Some(op) = OWN_NETWORK_OPS
+            .iter()
+            .find(|op| op.tool == tool && op.args_regex(None) == *r)
+    {
+        return vec![finding(
+            Severity::Info,
+            "host-network",
+            format!(
+                "`{display}` is pxagent's {} rule: it changes the node's pending network configuration                  (a bridge vmbr1-vmbr9999 only, never vmbr0 or a NIC), which takes effect only through                  `network apply`, reverted by the host unless pxagent reaches it again",
+                op.id
+            ),
+            "Keep it only if agents manage bridges; the apply needs its phrase.",
+        )];
+    }
     let risk = tool_risk(tool);
     let name = tool.name();
     let mut out = Vec::new();
@@ -549,6 +567,13 @@ pub(super) fn check_pve_tool(tool: Tool, path: &str, args: &Args, display: &str)
 }
 
 /// The catalog exec op whose rendered rule (with any VMID fence) this regex is.
+/// pxagent's rules that write a node's pending network change (see [`check_pve_tool`]).
+const OWN_NETWORK_OPS: &[&crate::catalog::Op] = &[
+    &crate::catalog::ops::BRIDGE_CREATE,
+    &crate::catalog::ops::BRIDGE_REMOVE,
+    &crate::catalog::ops::NETWORK_REVERT,
+];
+
 pub(super) fn own_exec_op(tool: Tool, regex: &str) -> Option<&'static crate::catalog::Op> {
     const SENTINEL: &str = "PXAVMIDFENCE";
     crate::catalog::OPS

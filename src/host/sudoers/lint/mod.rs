@@ -143,6 +143,7 @@ pub const CODES: &[&str] = &[
     // commands
     "all-commands",
     "guest-exec",
+    "host-network",
     "unconstrained-args",
     "wildcard-args",
     "pve-dangerous-args",
