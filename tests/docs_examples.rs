@@ -388,6 +388,11 @@ impl Setting {
                         ("PXAGENT_USER".into(), b.user.clone()),
                         ("PXAGENT_IDENTITY".into(), b.identity.clone()),
                         ("PXAGENT_KNOWN_HOSTS".into(), b.known_hosts.clone()),
+                        // The sandbox's own knobs (`pve-sim net-cut` stops this sshd).
+                        (
+                            "PXAGENT_TESTBED_SSHD_PIDFILE".into(),
+                            std::env::var("PXAGENT_TESTBED_SSHD_PIDFILE").unwrap_or_default(),
+                        ),
                     ],
                     config: Some(format!(
                         "hosts:\n  pve1: {{address: '{}', port: {}, user: '{}', identity: '{}', known_hosts: '{}'}}\n",

@@ -30,6 +30,7 @@ mod layers;
 mod live;
 mod mcp;
 mod mcp_wire;
+mod network;
 mod newops;
 mod persist;
 mod policy;

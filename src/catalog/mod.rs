@@ -317,6 +317,8 @@ pub enum View {
     /// A change applied with a revert the host makes unless pxagent reached it again
     /// ([`Op::confirms_with`]): whether it was kept.
     Applied,
+    /// A node's pending network change: whether there is one, its diff, an armed revert.
+    Pending,
     /// A task's status, read again until the task stopped (`task wait`): how it ended is the
     /// result, a failed task is exit 1, and a task still running when `--timeout` ran out is
     /// exit 7.

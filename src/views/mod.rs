@@ -350,6 +350,18 @@ pub struct AppliedResult {
     pub message: String,
 }
 
+/// A node's pending network change (`View::Pending`), as pxagent's helper reads it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct PendingResult {
+    /// Whether `interfaces.new` differs from `interfaces`.
+    pub pending: bool,
+    /// The unified diff PVE would apply (empty when nothing is pending).
+    pub diff: String,
+    /// An applied change the host reverts unless confirmed: `{id, armed_at, deadline}` (Unix
+    /// seconds), or null.
+    pub armed: Option<Value>,
+}
+
 /// What `iso upload` made (`View::Upload`): the helper published exactly these bytes.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct UploadResult {
@@ -399,6 +411,7 @@ pub fn data_schema(view: View) -> Value {
         View::Done => of::<DoneResult>(),
         View::Upload => of::<UploadResult>(),
         View::Applied => of::<AppliedResult>(),
+        View::Pending => of::<PendingResult>(),
         View::ClusterStatus | View::Tasks | View::Table(_) => serde_json::json!({
             "type": "array",
             "items": {"type": "object"},
@@ -620,6 +633,7 @@ fn typed(view: View, data: &Value, keep_type: Option<&str>) -> Result<Value> {
         | View::Done
         | View::Upload
         | View::Applied
+        | View::Pending
         | View::Wait
         | View::Table(_) => data.clone(),
     })
@@ -881,7 +895,28 @@ pub fn human(view: View, data: &Value) -> String {
             status::fields(data, status::Context::Runtime)
         }
         View::Number => data.to_string(),
+        View::Pending => pending_human(data),
     }
+}
+
+/// `network pending` for a person: the diff's lines (escaped), or that nothing is pending,
+/// and an armed revert's deadline.
+fn pending_human(data: &Value) -> String {
+    let mut out = Vec::new();
+    if let Some(deadline) = data["armed"]["deadline"].as_u64() {
+        out.push(format!(
+            "armed: an applied change is reverted at {} unless confirmed",
+            crate::base::time::format_rfc3339(deadline)
+        ));
+    }
+    match data["diff"].as_str().filter(|d| !d.is_empty()) {
+        Some(diff) => out.extend(
+            diff.lines()
+                .map(|l| crate::output::escape::cell(l).into_owned()),
+        ),
+        None => out.push("nothing pending".into()),
+    }
+    out.join("\n")
 }
 
 fn yes_no(v: &str) -> String {

@@ -66,6 +66,7 @@ pub static NETWORK_PENDING: Op = Op {
     tool: Tool::Helper,
     params: &[NODE_POS],
     args: &[Arg::Word("net-pending")],
+    view: View::Pending,
     prechecks: &[Precheck::Connected("node")],
     local: &["node"],
     ..ROW

@@ -214,7 +214,7 @@ pub fn render(o: &SetupOptions) -> Result<String> {
     s.value(
         "HELPER",
         crate::catalog::pve::HELPER_PATH,
-        "pxagent's root-side helper (iso upload)",
+        "pxagent's root-side helper (iso upload, network apply)",
     );
     s.value(
         "HELPER_NEEDED",
