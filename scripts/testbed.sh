@@ -667,12 +667,15 @@ ensure_sim() {
         install -d -o root -g root -m 0755 /var/lib/vz /var/lib/vz/template "$ISO_DIR"
         changed "created $ISO_DIR (the simulator's local storage)"
     fi
-    if [[ ! -e "$NET_DIR" ]]; then
+    # Only a machine without a network configuration of its own: no /etc/network/interfaces
+    # (a directory left by other packages is fine; it stays).
+    if [[ ! -e "$NET_DIR/interfaces" && ! -e "$NET_DIR/interfaces.new" && ! -e "$NET_MARKER" ]]; then
+        [[ -e "$NET_DIR" ]] || touch "$SIM_DIR/created-etc-network-dir"
         touch "$SIM_DIR/created-etc-network"
         install -d -o root -g root -m 0755 "$NET_DIR"
         touch "$NET_MARKER"
         SIM_INSTALLED=1
-        changed "created $NET_DIR for the simulator's local node"
+        changed "gave $NET_DIR/interfaces to the simulator's local node"
     fi
     for path in "${SIM_PATHS[@]}"; do
         if ! sim_link_is_ours "$path"; then
@@ -979,7 +982,9 @@ do_down() {
         done
         if [[ -f "$SIM_DIR/created-var-lib-vz" ]]; then rm -rf /var/lib/vz; did=1; say "removed /var/lib/vz (created for the simulator)"; fi
         if [[ -f "$SIM_DIR/created-etc-network" && -f "$NET_MARKER" ]]; then
-            rm -rf "$NET_DIR" "$HELPER_STATE"; did=1; say "removed $NET_DIR and $HELPER_STATE (created for the simulator)"
+            rm -f "$NET_DIR/interfaces" "$NET_DIR/interfaces.new" "$NET_DIR/interfaces.pxagent-tmp" "$NET_MARKER"
+            if [[ -f "$SIM_DIR/created-etc-network-dir" ]]; then rmdir "$NET_DIR" 2>/dev/null || true; fi
+            rm -rf "$HELPER_STATE"; did=1; say "removed the simulator's $NET_DIR/interfaces and $HELPER_STATE"
         fi
         if [[ -f "$SIM_DIR/created-helper-dir" ]]; then rm -rf "$HELPER_DIR"; did=1; say "removed pxagent's helper ($HELPER_DIR)"; fi
         if [[ -d "$SIM_DIR" ]]; then rm -rf "$SIM_DIR"; did=1; say "removed the simulator ($SIM_DIR and its links)"; fi

@@ -421,3 +421,141 @@ fn network_ops_refuse_another_node_and_a_first_bridge() {
     assert!(r.stderr.contains("nothing is pending"), "{}", r.stderr);
     assert!(!Path::new(ARMED).exists());
 }
+
+/// The network lines under real sudo: the catalog's admitted, their dangerous neighbours
+/// refused — an existing interface changed (a NIC, `vmbr0`'s address), `vmbr0` created or
+/// removed, a gateway, OVS, options after a line's fixed end, the apply without the helper,
+/// the helper's revert or its watcher called by the account.
+#[test]
+fn sudo_admits_the_network_lines_and_refuses_their_neighbours() {
+    use crate::sudo_rules::{Installed, allowed, render, w};
+    let _g = lock();
+    let _installed = Installed::new(&render("full", &[]));
+    const PVESH: &str = "/usr/bin/pvesh";
+    const HELPER: &str = "/usr/local/lib/pxagent/pxagent-helper";
+    let json = ["--output-format", "json"];
+    let create = |rest: &[&str]| {
+        let mut v = w(&[PVESH, "create", "/nodes/pve1/network", "--iface"]);
+        v.extend(w(rest));
+        v.extend(w(&json));
+        v
+    };
+    let base = ["vmbr1", "--type", "bridge", "--autostart", "1"];
+    let with = |extra: &[&str]| {
+        let mut v: Vec<&str> = base.to_vec();
+        v.extend_from_slice(extra);
+        create(&v)
+    };
+    for ok in [
+        with(&[]),
+        with(&[
+            "--bridge_ports",
+            "eno2,enp3s0.20",
+            "--bridge_vlan_aware",
+            "1",
+            "--cidr",
+            "10.10.0.1/24",
+            "--comments",
+            "lab net",
+        ]),
+        w(&[
+            PVESH,
+            "delete",
+            "/nodes/pve1/network/vmbr12",
+            "--output-format",
+            "json",
+        ]),
+        w(&[
+            PVESH,
+            "delete",
+            "/nodes/pve1/network",
+            "--output-format",
+            "json",
+        ]),
+        w(&[HELPER, "net-pending"]),
+        w(&[HELPER, "net-arm", "60"]),
+        w(&[HELPER, "net-arm", "600"]),
+        w(&[HELPER, "net-confirm", "0123456789abcdef0123456789abcdef"]),
+    ] {
+        assert!(allowed(&ok), "{ok:?}");
+    }
+    for bad in [
+        // vmbr0 and NICs: never created, removed or changed.
+        create(&["vmbr0", "--type", "bridge", "--autostart", "1"]),
+        w(&[
+            PVESH,
+            "delete",
+            "/nodes/pve1/network/vmbr0",
+            "--output-format",
+            "json",
+        ]),
+        w(&[
+            PVESH,
+            "delete",
+            "/nodes/pve1/network/eno1",
+            "--output-format",
+            "json",
+        ]),
+        w(&[
+            PVESH,
+            "set",
+            "/nodes/pve1/network/vmbr0",
+            "--cidr",
+            "10.9.9.9/24",
+            "--output-format",
+            "json",
+        ]),
+        w(&[
+            PVESH,
+            "set",
+            "/nodes/pve1/network/eno1",
+            "--mtu",
+            "9000",
+            "--output-format",
+            "json",
+        ]),
+        // What a bridge line never takes.
+        with(&["--gateway", "10.10.0.254"]),
+        with(&["--ovs_options", "tag=5"]),
+        create(&["vmbr1", "--type", "OVSBridge", "--autostart", "1"]),
+        create(&["bond1", "--type", "bond", "--autostart", "1"]),
+        with(&["--bridge_ports", "vmbr0"]),
+        with(&["--bridge_ports", "eno2 eno3"]),
+        with(&["--cidr", "10.10.0.1/24", "--cidr6", "fd00::1/64"]),
+        with(&["--mtu", "9000"]),
+        // Options after the fixed end of a line.
+        {
+            let mut v = with(&[]);
+            v.extend(w(&["--bridge_ports", "eno1"]));
+            v
+        },
+        w(&[
+            PVESH,
+            "delete",
+            "/nodes/pve1/network",
+            "--output-format",
+            "json",
+            "--x",
+            "1",
+        ]),
+        // The apply only through the helper, with its window.
+        w(&[
+            PVESH,
+            "set",
+            "/nodes/pve1/network",
+            "--output-format",
+            "json",
+        ]),
+        w(&[PVESH, "set", "/nodes/localhost/network"]),
+        w(&[HELPER, "net-arm", "29"]),
+        w(&[HELPER, "net-arm", "601"]),
+        w(&[HELPER, "net-arm", "60", "x"]),
+        w(&[HELPER, "net-confirm", "0123456789ABCDEF0123456789ABCDEF"]),
+        w(&[HELPER, "net-confirm", "x"]),
+        w(&[HELPER, "net-revert"]),
+        w(&[HELPER, "net-watch", "0123456789abcdef"]),
+        w(&[HELPER, "net-pending", "x"]),
+    ] {
+        assert!(!allowed(&bad), "{bad:?}");
+    }
+}
