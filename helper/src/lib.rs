@@ -129,14 +129,26 @@ pub fn storage_from_config(id: &str, config: &serde_json::Value) -> Result<Stora
     })
 }
 
+/// A command with an empty environment (a fixed PATH) and no stdin, as root's tools run from
+/// the helper: nothing of the caller's environment reaches them.
+pub(crate) fn root_command(path: &std::path::Path) -> std::process::Command {
+    let mut c = std::process::Command::new(path);
+    c.env_clear()
+        .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+        .stdin(std::process::Stdio::null());
+    c
+}
+
+/// Bytes as lower-case hex.
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// Ask PVE for a storage's config (`pvesh get /storage/ID --output-format json`), with an
 /// empty environment.
 pub fn storage_config(id: &str) -> Result<serde_json::Value, Failure> {
-    let out = std::process::Command::new(PVESH)
+    let out = root_command(std::path::Path::new(PVESH))
         .args(["get", &format!("/storage/{id}"), "--output-format", "json"])
-        .env_clear()
-        .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
-        .stdin(std::process::Stdio::null())
         .output()
         .map_err(|e| Failure::Failed(format!("cannot run {PVESH}: {e}")))?;
     if !out.status.success() {
@@ -321,7 +333,7 @@ fn fill(req: &Request, file: &OwnedFd, input: &mut dyn Read) -> Result<(), Failu
             req.size
         )));
     }
-    let digest: String = hash.finalize().iter().map(|b| format!("{b:02x}")).collect();
+    let digest = hex(&hash.finalize());
     if digest != req.sha256 {
         return Err(Failure::Mismatch(format!(
             "the image's SHA-256 is {digest}, not the declared {}: nothing was kept",

@@ -57,6 +57,16 @@ pub struct Parsed {
 }
 
 impl Parsed {
+    /// Options from name/value pairs (the tests' calls).
+    #[cfg(test)]
+    pub(crate) fn of(pairs: &[(&str, &str)]) -> Parsed {
+        let mut p = Parsed::default();
+        for (k, v) in pairs {
+            p.opts.insert((*k).to_string(), (*v).to_string());
+        }
+        p
+    }
+
     /// Option value.
     pub fn get(&self, name: &str) -> Option<&str> {
         self.opts.get(name).map(String::as_str)

@@ -448,11 +448,7 @@ mod tests {
     use crate::state::initial as initial_state;
 
     fn parsed(pairs: &[(&str, &str)]) -> Parsed {
-        let mut p = Parsed::default();
-        for (k, v) in pairs {
-            p.opts.insert((*k).to_string(), (*v).to_string());
-        }
-        p
+        Parsed::of(pairs)
     }
 
     #[test]

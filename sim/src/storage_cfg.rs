@@ -357,11 +357,7 @@ mod tests {
     use crate::state::initial;
 
     fn parsed(pairs: &[(&str, &str)]) -> Parsed {
-        let mut p = Parsed::default();
-        for (k, v) in pairs {
-            p.opts.insert((*k).to_string(), (*v).to_string());
-        }
-        p
+        Parsed::of(pairs)
     }
 
     #[test]

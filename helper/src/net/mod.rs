@@ -23,12 +23,12 @@ use std::io::{Read, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use sha2::Digest;
 
-use super::Failure;
+use super::{Failure, hex, root_command as tool};
 
 /// The shortest and longest revert window, in seconds.
 pub const WINDOW: std::ops::RangeInclusive<u32> = 30..=600;
@@ -102,10 +102,6 @@ pub fn now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 fn sha256_hex(s: &str) -> String {
     hex(&sha2::Sha256::digest(s.as_bytes()))
 }
@@ -121,15 +117,6 @@ fn random_hex(n: usize) -> Result<String, Failure> {
 
 fn fail(what: &str, e: std::io::Error) -> Failure {
     Failure::Failed(format!("{what}: {e}"))
-}
-
-/// A command with an empty environment and no stdin, as root's tools run from the helper.
-fn tool(path: &Path) -> Command {
-    let mut c = Command::new(path);
-    c.env_clear()
-        .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
-        .stdin(Stdio::null());
-    c
 }
 
 /// Write `text` to `path` through a temporary file beside it, synced, then renamed over it.

@@ -279,6 +279,13 @@ const GUEST_NODE: Param = Param {
     how: How::Node(NodeFrom::Guest),
     help: "the node that hosts the guest (default: looked up in /cluster/resources)",
 };
+/// A node named on the command line (`node status NODE`, `bridge create NODE vmbrN`).
+const NODE_POS: Param = Param {
+    name: "node",
+    kind: Kind::Node,
+    how: How::Positional,
+    help: "the node",
+};
 const LOCAL_NODE: Param = Param {
     name: "node",
     kind: Kind::Node,

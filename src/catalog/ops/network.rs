@@ -127,12 +127,6 @@ pub static NETWORK_CONFIRM: Op = Op {
     ..ROW
 };
 
-const NODE_POS: Param = Param {
-    name: "node",
-    kind: Kind::Node,
-    how: How::Positional,
-    help: "the node",
-};
 const NEW_BRIDGE: Param = Param {
     name: "bridge",
     kind: Kind::NewBridge,

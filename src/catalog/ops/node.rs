@@ -84,13 +84,6 @@ pub static NODE_NETWORK: Op = Op {
     ..ROW
 };
 
-const NODE_POS: Param = Param {
-    name: "node",
-    kind: Kind::Node,
-    how: How::Positional,
-    help: "the node",
-};
-
 // --- host observation: disks, journal, services, updates -----------------------
 
 /// `pxagent node disks NODE`: `GET /nodes/{node}/disks/list` (pve-manager
