@@ -21,6 +21,7 @@ mod cloud_images;
 mod ct_restore;
 mod docs_examples;
 mod exec;
+mod firewall;
 mod fleet;
 mod gate;
 mod health;

@@ -186,6 +186,10 @@ fn fenced_render_admits_every_sample_inside_its_fence() {
         &ops::NETWORK_REVERT,
         &ops::NETWORK_APPLY,
         &ops::NETWORK_CONFIRM,
+        &ops::NODE_FIREWALL_ADD,
+        &ops::NODE_FIREWALL_REMOVE,
+        &ops::CLUSTER_FIREWALL_ADD,
+        &ops::CLUSTER_FIREWALL_REMOVE,
     ];
     for op in OPS {
         let expected = Profile::Full.allows_op(op) && !left_out.contains(op);

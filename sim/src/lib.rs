@@ -24,6 +24,7 @@ pub mod b64;
 pub mod backup;
 pub mod cloudinit;
 pub mod faults;
+pub mod firewall;
 pub mod guest;
 pub mod guest_tools;
 pub mod hostinfo;

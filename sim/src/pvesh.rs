@@ -106,6 +106,15 @@ enum Route {
     NetworkReload(String),
     NetworkRevert(String),
     NetworkDelete(String, String),
+    FwRules(crate::firewall::Scope),
+    FwRuleCreate(crate::firewall::Scope),
+    FwRuleDelete(crate::firewall::Scope, String),
+    FwOptions(String, Kind, String),
+    FwOptionsSet(String, Kind, String),
+    IpsetCreate(String, Kind, String),
+    IpsetList(String, Kind, String, String),
+    IpsetAdd(String, Kind, String, String),
+    IpsetRemove(String, Kind, String, String, String),
 }
 
 fn kind_of(s: &str) -> Option<Kind> {
@@ -116,7 +125,14 @@ fn kind_of(s: &str) -> Option<Kind> {
     }
 }
 
+/// A guest's VMID in a firewall path (checked like every path VMID before the route runs;
+/// 0 when it is not a number, which that check refuses).
+fn guest_id(v: &str) -> u32 {
+    v.parse().unwrap_or(0)
+}
+
 fn route(verb: &str, segs: &[&str]) -> Option<Route> {
+    use crate::firewall::Scope as Fw;
     use Route as R;
     let s = |i: usize| segs[i].to_string();
     Some(match (verb, segs) {
@@ -163,6 +179,38 @@ fn route(verb: &str, segs: &[&str]) -> Option<Route> {
         ("set", ["nodes", _, "network"]) => R::NetworkReload(s(1)),
         ("delete", ["nodes", _, "network"]) => R::NetworkRevert(s(1)),
         ("delete", ["nodes", _, "network", _]) => R::NetworkDelete(s(1), s(3)),
+        // firewalls (pve-firewall API2/Firewall/{Rules,VM,Host,Cluster,IPSet}.pm)
+        ("get", ["cluster", "firewall", "rules"]) => R::FwRules(Fw::Cluster),
+        ("create", ["cluster", "firewall", "rules"]) => R::FwRuleCreate(Fw::Cluster),
+        ("delete", ["cluster", "firewall", "rules", _]) => R::FwRuleDelete(Fw::Cluster, s(3)),
+        ("get", ["nodes", _, "firewall", "rules"]) => R::FwRules(Fw::Node(s(1))),
+        ("create", ["nodes", _, "firewall", "rules"]) => R::FwRuleCreate(Fw::Node(s(1))),
+        ("delete", ["nodes", _, "firewall", "rules", _]) => R::FwRuleDelete(Fw::Node(s(1)), s(4)),
+        ("get", ["nodes", _, k, _, "firewall", "rules"]) => {
+            R::FwRules(Fw::Guest(s(1), kind_of(k)?, guest_id(segs[3])))
+        }
+        ("create", ["nodes", _, k, _, "firewall", "rules"]) => {
+            R::FwRuleCreate(Fw::Guest(s(1), kind_of(k)?, guest_id(segs[3])))
+        }
+        ("delete", ["nodes", _, k, _, "firewall", "rules", _]) => {
+            R::FwRuleDelete(Fw::Guest(s(1), kind_of(k)?, guest_id(segs[3])), s(6))
+        }
+        ("get", ["nodes", _, k, _, "firewall", "options"]) => R::FwOptions(s(1), kind_of(k)?, s(3)),
+        ("set", ["nodes", _, k, _, "firewall", "options"]) => {
+            R::FwOptionsSet(s(1), kind_of(k)?, s(3))
+        }
+        ("create", ["nodes", _, k, _, "firewall", "ipset"]) => {
+            R::IpsetCreate(s(1), kind_of(k)?, s(3))
+        }
+        ("get", ["nodes", _, k, _, "firewall", "ipset", _]) => {
+            R::IpsetList(s(1), kind_of(k)?, s(3), s(6))
+        }
+        ("create", ["nodes", _, k, _, "firewall", "ipset", _]) => {
+            R::IpsetAdd(s(1), kind_of(k)?, s(3), s(6))
+        }
+        ("delete", ["nodes", _, k, _, "firewall", "ipset", _, _]) => {
+            R::IpsetRemove(s(1), kind_of(k)?, s(3), s(6), s(7))
+        }
         ("get", ["cluster", "tasks"]) => R::ClusterTasks,
         ("get", ["cluster", "ha", "status", "current"]) => R::HaStatus,
         // The volume may hold a '/' (`fragmentDelimiter => ''` on the content subclass,
@@ -363,6 +411,54 @@ fn schema(r: &Route) -> Vec<Param> {
             p("verify-certificates", Ty::Bool),
         ],
         R::AplDownload(_) => vec![p("storage", Ty::StorageId), p("template", Ty::Str)],
+        // PVE 9.2 `POST …/firewall/rules` (every rule list takes the same options).
+        R::FwRuleCreate(_) => vec![
+            p("action", Ty::MaxLen(20)),
+            p("type", Ty::Enum(&["in", "out", "forward", "group"])),
+            p("enable", Ty::Int(Some(0), None)),
+            p("proto", Ty::Str),
+            p("dport", Ty::Str),
+            p("sport", Ty::Str),
+            p("source", Ty::MaxLen(512)),
+            p("dest", Ty::MaxLen(512)),
+            p("comment", Ty::Str),
+            p("digest", Ty::MaxLen(64)),
+            p("pos", Ty::Int(Some(0), None)),
+            p("iface", Ty::MaxLen(20)),
+            p(
+                "log",
+                Ty::Enum(&[
+                    "emerg", "alert", "crit", "err", "warning", "notice", "info", "debug", "nolog",
+                ]),
+            ),
+            p("macro", Ty::MaxLen(128)),
+            p("icmp-type", Ty::Str),
+        ],
+        R::FwRuleDelete(..) => vec![p("digest", Ty::MaxLen(64))],
+        R::FwOptionsSet(..) => vec![
+            p("enable", Ty::Bool),
+            p("dhcp", Ty::Bool),
+            p("ipfilter", Ty::Bool),
+            p("macfilter", Ty::Bool),
+            p("ndp", Ty::Bool),
+            p("radv", Ty::Bool),
+            p("policy_in", Ty::Enum(&["ACCEPT", "REJECT", "DROP"])),
+            p("policy_out", Ty::Enum(&["ACCEPT", "REJECT", "DROP"])),
+            p("digest", Ty::MaxLen(64)),
+            p("delete", Ty::Str),
+        ],
+        R::IpsetCreate(..) => vec![
+            p("name", Ty::MaxLen(64)),
+            p("comment", Ty::Str),
+            p("digest", Ty::MaxLen(64)),
+            p("rename", Ty::MaxLen(64)),
+        ],
+        R::IpsetAdd(..) => vec![
+            p("cidr", Ty::Str),
+            p("comment", Ty::Str),
+            p("nomatch", Ty::Bool),
+        ],
+        R::IpsetRemove(..) => vec![p("digest", Ty::MaxLen(64))],
         // PVE 9.2 `POST /nodes/{node}/network` (the options a bridge takes; no OVS).
         R::NetworkCreate(_) => vec![
             p("iface", Ty::Str),
@@ -639,7 +735,19 @@ fn route_node(r: &Route) -> Option<&str> {
         | R::NodeJournal(n)
         | R::NodeServices(n)
         | R::NodeService(n, _)
-        | R::AptUpdates(n) => Some(n),
+        | R::AptUpdates(n)
+        | R::FwRules(crate::firewall::Scope::Node(n) | crate::firewall::Scope::Guest(n, ..))
+        | R::FwRuleCreate(crate::firewall::Scope::Node(n) | crate::firewall::Scope::Guest(n, ..))
+        | R::FwRuleDelete(
+            crate::firewall::Scope::Node(n) | crate::firewall::Scope::Guest(n, ..),
+            _,
+        )
+        | R::FwOptions(n, ..)
+        | R::FwOptionsSet(n, ..)
+        | R::IpsetCreate(n, ..)
+        | R::IpsetList(n, ..)
+        | R::IpsetAdd(n, ..)
+        | R::IpsetRemove(n, ..) => Some(n),
         _ => None,
     }
 }
@@ -676,6 +784,9 @@ fn required(r: &Route) -> &'static [&'static str] {
         R::Resize(..) => &["disk", "size"],
         R::Migrate(..) => &["target"],
         R::GuestRrd(..) | R::NodeRrd(_) => &["timeframe"],
+        R::FwRuleCreate(_) => &["action", "type"],
+        R::IpsetCreate(..) => &["name"],
+        R::IpsetAdd(..) => &["cidr"],
         R::NodeSmart(_) => &["disk"],
         R::StorageCreate => &["storage", "type"],
         _ => &[],
@@ -705,7 +816,13 @@ fn route_vmid(r: &Route) -> Option<&str> {
         | R::GuestRrd(_, _, v)
         | R::CloudinitPending(_, v)
         | R::CloudinitRegenerate(_, v)
-        | R::Template(_, v) => Some(v),
+        | R::Template(_, v)
+        | R::FwOptions(_, _, v)
+        | R::FwOptionsSet(_, _, v)
+        | R::IpsetCreate(_, _, v)
+        | R::IpsetList(_, _, v, _)
+        | R::IpsetAdd(_, _, v, _)
+        | R::IpsetRemove(_, _, v, ..) => Some(v),
         _ => None,
     }
 }
@@ -1233,6 +1350,25 @@ fn execute(
         R::NetworkDelete(n, iface) => crate::network::delete(st, n, iface).map(|()| Reply::Nothing),
         R::NetworkRevert(n) => crate::network::revert(st, n).map(|()| Reply::Nothing),
         R::NetworkReload(n) => crate::network::reload(st, ctx, n).map(Reply::Task),
+        R::FwRules(scope) => data(crate::firewall::list(st, scope)?),
+        R::FwRuleCreate(scope) => crate::firewall::create(st, scope, o).map(|()| Reply::Nothing),
+        R::FwRuleDelete(scope, pos) => {
+            crate::firewall::delete(st, scope, pos).map(|()| Reply::Nothing)
+        }
+        R::FwOptions(n, k, _) => data(crate::firewall::options(st, n, *k, vmid)?),
+        R::FwOptionsSet(n, k, _) => {
+            crate::firewall::set_options(st, n, *k, vmid, o).map(|()| Reply::Nothing)
+        }
+        R::IpsetCreate(n, k, _) => {
+            crate::firewall::ipset_create(st, n, *k, vmid, o).map(|()| Reply::Nothing)
+        }
+        R::IpsetList(n, k, _, name) => data(crate::firewall::ipset_list(st, n, *k, vmid, name)?),
+        R::IpsetAdd(n, k, _, name) => {
+            crate::firewall::ipset_add(st, n, *k, vmid, name, o).map(|()| Reply::Nothing)
+        }
+        R::IpsetRemove(n, k, _, name, cidr) => {
+            crate::firewall::ipset_remove(st, n, *k, vmid, name, cidr).map(|()| Reply::Nothing)
+        }
         R::ClusterTasks => data(observe::cluster_tasks(st)),
         R::HaStatus => data(observe::ha_status(st, ctx)),
         R::CloudinitPending(n, _) => data(crate::cloudinit::pending(st, n, vmid)?),

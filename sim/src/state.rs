@@ -23,7 +23,7 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use crate::task::{self, Running, Worker};
 use crate::timefmt;
@@ -77,6 +77,9 @@ pub struct State {
     /// The `net-cut` knob ([`crate::network`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub net_cut: Option<NetCut>,
+    /// Firewall configurations ([`crate::firewall`]).
+    #[serde(default, skip_serializing_if = "Firewalls::is_empty")]
+    pub firewall: Firewalls,
 }
 
 /// A node's network files, where they are not the real ones.
@@ -90,6 +93,73 @@ pub struct NodeNet {
     /// What the last reload applied.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub running: Option<String>,
+}
+
+/// Every firewall configuration the simulator holds.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct Firewalls {
+    /// Guests' files, by VMID.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub guests: BTreeMap<u32, GuestFw>,
+    /// Nodes' rules (`host.fw`), by node.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub nodes: BTreeMap<String, Vec<Rule>>,
+    /// The cluster's rules (`cluster.fw`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cluster: Vec<Rule>,
+}
+
+impl Firewalls {
+    pub fn is_empty(&self) -> bool {
+        self == &Firewalls::default()
+    }
+}
+
+/// One guest's firewall file.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct GuestFw {
+    /// `[OPTIONS] enable` (off by default).
+    #[serde(default)]
+    pub enable: bool,
+    #[serde(default)]
+    pub rules: Vec<Rule>,
+    #[serde(default)]
+    pub ipsets: BTreeMap<String, IpSet>,
+}
+
+/// An IP set: its comment and entries.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct IpSet {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comment: Option<String>,
+    #[serde(default)]
+    pub entries: Vec<Map<String, Value>>,
+}
+
+/// A rule's properties as the API returns them (without `pos` and `digest`).
+pub type Rule = Map<String, Value>;
+
+/// What the simulated cluster starts with: VM 100 and container 200 each have an IP set
+/// `admins` holding the admins' jump host, and no rules.
+pub fn initial_firewalls() -> Firewalls {
+    let admins = || GuestFw {
+        enable: false,
+        rules: Vec::new(),
+        ipsets: BTreeMap::from([(
+            "admins".to_string(),
+            IpSet {
+                comment: Some("who may log in".into()),
+                entries: vec![Map::from_iter([
+                    ("cidr".to_string(), json!("192.0.2.10")),
+                    ("comment".to_string(), json!("the jump host")),
+                ])],
+            },
+        )]),
+    };
+    Firewalls {
+        guests: BTreeMap::from([(100, admins()), (200, admins())]),
+        ..Firewalls::default()
+    }
 }
 
 /// The `net-cut` knob.
@@ -1181,6 +1251,7 @@ pub fn initial(now: i64) -> State {
         sandbox: SandboxLimits::default(),
         networks: BTreeMap::new(),
         net_cut: None,
+        firewall: initial_firewalls(),
     };
     let history: [(&str, &str, &str, i64, Vec<String>); 5] = [
         ("pve1", "vzdump", "100", last_night, vec![]),

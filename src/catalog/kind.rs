@@ -216,6 +216,21 @@ pub enum Kind {
     /// The token pxagent's helper printed for an armed network change: 32 lower-case hex
     /// digits.
     NetToken,
+    /// The ports of a firewall rule: numbers 1-65535 and ranges `LOW:HIGH` joined by `,`, at
+    /// most 15 ports with a range counting as two (`22`, `80,443`, `8000:8080`). Never a service name: pxagent must know which
+    /// ports a rule names ([`crate::catalog::firewall`]).
+    FwPorts,
+    /// A firewall rule's source or destination: IPv4 or IPv6 addresses and networks
+    /// (`10.0.0.0/24`), up to 16 of one family joined by `,`, or one IP set `+NAME`.
+    FwAddr,
+    /// An IP set's name (PVE `ipset-name`): a letter, then letters, digits, `_` or `-`, 2-64
+    /// characters.
+    IpsetName,
+    /// One IPv4 or IPv6 address (an IP set's entry). No network: pvesh takes an entry's
+    /// removal from its path, which a `/` would split.
+    IpAddr,
+    /// A firewall rule's position in its list: 0-9999.
+    RulePos,
 }
 
 /// The largest [`Kind::ByteSize`]: 1 TiB.
@@ -513,6 +528,17 @@ impl Kind {
             Kind::Cidr4 => "[0-9]{1,3}([.][0-9]{1,3}){3}/[0-9]{1,2}".into(),
             Kind::RevertWindow => "([3-9][0-9]|[1-5][0-9][0-9]|600)".into(),
             Kind::NetToken => "[0-9a-f]{32}".into(),
+            Kind::FwPorts => {
+                let one = "[1-9][0-9]{0,4}([:][1-9][0-9]{0,4})?";
+                format!("{one}([,]{one}){{0,14}}")
+            }
+            Kind::FwAddr => {
+                let one = format!("{IP_ANY}(/[0-9]{{1,3}})?");
+                format!("([+][A-Za-z][A-Za-z0-9_-]{{1,63}}|{one}([,]{one}){{0,15}})")
+            }
+            Kind::IpsetName => "[A-Za-z][A-Za-z0-9_-]{1,63}".into(),
+            Kind::IpAddr => IP_ANY.into(),
+            Kind::RulePos => "(0|[1-9][0-9]{0,3})".into(),
             Kind::Server => Kind::GuestName.regex(),
             Kind::VgName => "[a-zA-Z0-9_+][a-zA-Z0-9_.+-]{1,126}".into(),
             Kind::ZfsPool => {
@@ -605,6 +631,11 @@ impl Kind {
             Kind::Cidr4 => "an IPv4 host address with its prefix length (10.10.0.1/24)".into(),
             Kind::RevertWindow => "seconds, 30-600".into(),
             Kind::NetToken => "the token of an armed network change (32 hex digits)".into(),
+            Kind::FwPorts => "ports 1-65535 or ranges LOW:HIGH joined by ',', at most 15 ports with a range as two (22, 80,443, 8000:8080)".into(),
+            Kind::FwAddr => "addresses or networks (as their first address) of one family, up to 16 joined by ',' (10.0.0.0/24, 192.0.2.7), or an IP set +NAME".into(),
+            Kind::IpsetName => "an IP set name (a letter, then letters, digits, '_', '-'; 2-64 characters)".into(),
+            Kind::IpAddr => "an IPv4 or IPv6 address".into(),
+            Kind::RulePos => "a rule's position (0-9999, see the rules list)".into(),
         }
     }
 
@@ -672,6 +703,11 @@ impl Kind {
             Kind::Cidr4 => "10.10.0.1/24",
             Kind::RevertWindow => "60",
             Kind::NetToken => "0123456789abcdef0123456789abcdef",
+            Kind::FwPorts => "443",
+            Kind::FwAddr => "192.0.2.0/24",
+            Kind::IpsetName => "admins",
+            Kind::IpAddr => "192.0.2.7",
+            Kind::RulePos => "0",
         }
     }
 
@@ -821,6 +857,28 @@ impl Kind {
                 if let Some(why) = cidr4_problem(raw) {
                     return Err(bad(why));
                 }
+            }
+            Kind::FwPorts => {
+                if let Some(why) = super::firewall::ports_problem(raw) {
+                    return Err(bad(why));
+                }
+            }
+            Kind::FwAddr => {
+                if let Some(why) = super::firewall::addr_problem(raw) {
+                    return Err(bad(why));
+                }
+            }
+            Kind::IpAddr
+                if raw
+                    .parse::<std::net::IpAddr>()
+                    .map(|a| a.to_string())
+                    .as_deref()
+                    != Ok(raw) =>
+            {
+                return Err(bad(format!(
+                    "expected {} in its usual form",
+                    self.describe()
+                )));
             }
             Kind::BridgePorts => {
                 let mut seen: Vec<&str> = Vec::new();
@@ -1024,7 +1082,7 @@ pub(crate) mod tests {
     use super::*;
     use crate::base::text::{ECHO_MAX, cut};
 
-    const ALL: [Kind; 50] = [
+    const ALL: [Kind; 55] = [
         Kind::Vmid,
         Kind::Node,
         Kind::SnapName,
@@ -1075,6 +1133,11 @@ pub(crate) mod tests {
         Kind::Cidr4,
         Kind::RevertWindow,
         Kind::NetToken,
+        Kind::FwPorts,
+        Kind::FwAddr,
+        Kind::IpsetName,
+        Kind::IpAddr,
+        Kind::RulePos,
     ];
 
     #[test]

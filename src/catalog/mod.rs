@@ -13,6 +13,7 @@
 //! Layer: catalog. May import: `base`.
 
 pub mod cloud;
+pub mod firewall;
 pub mod guest;
 pub mod inverse;
 pub mod invocation;
@@ -395,6 +396,10 @@ pub enum Precheck {
     /// Checked before the phrase is asked for: the node this parameter names is the one
     /// pxagent is connected to (the helper acts on its own host).
     Connected(&'static str),
+    /// The firewall rule must not drop the SSH connection pxagent uses
+    /// ([`firewall::drops_ssh`]) unless a policy allows it (`allow_ssh_lockout`): judged by
+    /// the engine with its connection's addresses and by the gate with `SSH_CONNECTION`.
+    KeepsSsh,
 }
 
 impl Precheck {
@@ -440,6 +445,7 @@ impl Precheck {
                 "node {} is the node pxagent is connected to (checked before the phrase is asked for)",
                 v(p)
             ),
+            Precheck::KeepsSsh => "the rule does not drop the SSH connection pxagent uses, unless a policy allows it (allow_ssh_lockout; checked with the connection's addresses before the phrase is asked for)".to_string(),
         }
     }
 

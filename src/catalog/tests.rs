@@ -15,7 +15,7 @@ fn matches(op: &Op, argv: &[String]) -> bool {
 #[test]
 fn ids_are_unique_and_well_formed() {
     let mut seen = BTreeSet::new();
-    let id_re = regex::Regex::new(r"^[a-z]+\.[a-z-]+$").unwrap();
+    let id_re = regex::Regex::new(r"^[a-z]+(\.[a-z-]+)+$").unwrap();
     for op in OPS {
         assert!(seen.insert(op.id), "duplicate id {}", op.id);
         assert!(id_re.is_match(op.id), "{}", op.id);

@@ -631,35 +631,12 @@ Exit 0 when all succeeded, 2 when any line was invalid, 3/4/8 when every failure
                     .help("The command whose page to print (default: pxagent's)")),
         );
 
-    // Group ops by their first word, then by the rest of the path.
-    // Steps of another op's flow (vm exec's file sync) are no commands of their own.
+    // Group ops by their first word, then by the rest of the path, at any depth
+    // (`vm firewall add`). Steps of another op's flow (vm exec's file sync) are no commands
+    // of their own.
     let ops: Vec<&'static Op> = OPS.iter().copied().filter(|o| !o.is_step()).collect();
-    let mut tops: Vec<&str> = Vec::new();
-    for op in &ops {
-        if !tops.contains(&op.cli[0]) {
-            tops.push(op.cli[0]);
-        }
-    }
-    for top in tops {
-        let here: Vec<&'static Op> = ops.iter().copied().filter(|o| o.cli[0] == top).collect();
-        if here.iter().all(|o| o.cli.len() == 1) {
-            root = root.subcommand(reaches_host(op_command(top, &here), Reach::All));
-            continue;
-        }
-        let mut group = Command::new(top)
-            .subcommand_required(true)
-            .about(group_about(top).unwrap_or(top));
-        let mut leaves: Vec<&str> = Vec::new();
-        for op in &here {
-            if !leaves.contains(&op.cli[1]) {
-                leaves.push(op.cli[1]);
-            }
-        }
-        for leaf in leaves {
-            let ops: Vec<&'static Op> = here.iter().copied().filter(|o| o.cli[1] == leaf).collect();
-            group = group.subcommand(op_command(leaf, &ops));
-        }
-        root = root.subcommand(reaches_host(group, Reach::All));
+    for cmd in op_tree(&ops, 0) {
+        root = root.subcommand(reaches_host(cmd, Reach::All));
     }
     short_help(root, false)
 }
@@ -885,6 +862,37 @@ const GROUPS: &[(&str, &str)] = &[
         "High availability: the HA manager's view of the cluster",
     ),
 ];
+
+/// The commands of `ops` at word `depth` of their paths: a leaf where every op ends there, a
+/// group of the next words otherwise (a path is never both).
+fn op_tree(ops: &[&'static Op], depth: usize) -> Vec<Command> {
+    let mut words: Vec<&str> = Vec::new();
+    for op in ops {
+        if !words.contains(&op.cli[depth]) {
+            words.push(op.cli[depth]);
+        }
+    }
+    words
+        .into_iter()
+        .map(|word| {
+            let here: Vec<&'static Op> = ops
+                .iter()
+                .copied()
+                .filter(|o| o.cli[depth] == word)
+                .collect();
+            if here.iter().all(|o| o.cli.len() == depth + 1) {
+                return op_command(word, &here);
+            }
+            let path: Vec<&str> = here[0].cli[..=depth].to_vec();
+            op_tree(&here, depth + 1).into_iter().fold(
+                Command::new(word)
+                    .subcommand_required(true)
+                    .about(group_about(&path.join(" ")).unwrap_or(word)),
+                Command::subcommand,
+            )
+        })
+        .collect()
+}
 
 fn group_about(top: &str) -> Option<&'static str> {
     GROUPS.iter().find(|(g, _)| *g == top).map(|(_, a)| *a)

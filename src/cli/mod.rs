@@ -181,8 +181,10 @@ fn path_name(m: &ArgMatches) -> (String, bool) {
         return ("pxagent".into(), false);
     };
     let mut path = vec![top];
-    if let Some((second, _)) = sub.subcommand() {
-        path.push(second);
+    let mut at = sub;
+    while let Some((word, next)) = at.subcommand() {
+        path.push(word);
+        at = next;
     }
     match catalog::ops_at(&path).first() {
         Some(op) => (op.id.to_string(), true),

@@ -491,11 +491,15 @@ pub fn command(m: &ArgMatches, s: &Settings) -> Result<Cmd> {
         ("setup", Some(("revoke", r))) => Cmd::SetupRevoke(revoke_options(s, r)?),
         ("setup", _) => return Err(Error::usage("expected `setup render` or `setup revoke`")),
         (_, second) => {
-            // A catalog op: its path is one or two words.
-            let (path, leaf): (Vec<&str>, &ArgMatches) = match second {
+            // A catalog op: its path is one word or more (`vm firewall add`).
+            let (mut path, mut leaf): (Vec<&str>, &ArgMatches) = match second {
                 Some((second, leaf)) => (vec![top, second], leaf),
                 None => (vec![top], sub),
             };
+            while let Some((word, next)) = leaf.subcommand() {
+                path.push(word);
+                leaf = next;
+            }
             let ops = catalog::ops_at(&path);
             match ops.iter().find(|o| o.runs_guest_command()) {
                 Some(op) => Cmd::Exec {

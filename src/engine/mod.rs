@@ -98,6 +98,10 @@ impl<C: Connector> Engine<'_, C> {
         };
         let decision = self.policy.check(inv, tags.as_ref())?;
         self.policy.check_destinations(inv, None)?;
+        if inv.op.prechecks.contains(&catalog::Precheck::KeepsSsh) {
+            let remote = self.connector.remote().await?;
+            self.policy.check_ssh_path(inv, &remote.ssh_path())?;
+        }
         if self.policy.wants_storage_config(inv) {
             // Only a policy that names its NFS servers pays this read.
             let remote = self.connector.remote().await?;

@@ -145,6 +145,7 @@ pub(super) fn integer_range(kind: Kind) -> Option<(u64, u64)> {
         Kind::Pid => Some((1, 9_999_999_999)),
         Kind::FillPercent => Some((1, 99)),
         Kind::RevertWindow => Some((30, 600)),
+        Kind::RulePos => Some((0, 9999)),
         _ => None,
     }
 }
@@ -356,13 +357,20 @@ pub(super) fn lean_description(op: &Op, confirm: bool) -> String {
 
 /// The lean input schema: the same properties, types, choices, defaults and required ones as
 /// [`input_schema`], without the kinds' patterns and ranges, the texts the instructions say
-/// once (the guest's id and node, `approval`) and `additionalProperties: false` (the server
+/// once (the guest's id, `approval`), the `node` pxagent looks up itself (the instructions
+/// say every tool takes it) and `additionalProperties: false` (the server
 /// checks every value with the kinds' regexes and refuses what an op does not take anyway,
 /// and says what was wrong).
-pub(super) fn lean_input_schema(op: &Op, confirm: bool) -> Value {
+pub(super) fn lean_input_schema(op: &Op, confirm: bool, shared: &Shared) -> Value {
     let mut props = Map::new();
     let mut req: Vec<&str> = Vec::new();
-    for p in op.params.iter().filter(|p| p.given()) {
+    // A node pxagent finds by itself (`How::Node`) is optional everywhere, which the
+    // instructions say once; the server still takes it.
+    for p in op
+        .params
+        .iter()
+        .filter(|p| p.given() && !matches!(p.how, How::Node(_)))
+    {
         let mut s = param_schema(op, p);
         if let Some(o) = s.as_object_mut() {
             // Checked by the server with the kinds' regexes and ranges, which say what was
@@ -371,12 +379,13 @@ pub(super) fn lean_input_schema(op: &Op, confirm: bool) -> Value {
             o.remove("minimum");
             o.remove("maximum");
             // The guest's id and its node are said once, in the server's instructions.
-            let common = matches!(p.how, How::Node(_))
-                || (p.name == "vmid" && matches!(p.how, How::Positional));
-            if common || p.help.is_empty() || restates(p.name, p.help) {
-                o.remove("description");
-            } else {
-                o.insert("description".into(), json!(short_help(p.help)));
+            match lean_help(p) {
+                Some(h) if shared.get(p.name) != Some(&h) => {
+                    o.insert("description".into(), json!(h));
+                }
+                _ => {
+                    o.remove("description");
+                }
             }
         }
         props.insert(p.name.to_string(), s);
@@ -398,6 +407,65 @@ pub(super) fn lean_input_schema(op: &Op, confirm: bool) -> Value {
         schema["required"] = json!(req);
     }
     schema
+}
+
+/// What the lean list says of a parameter, before [`Shared`] takes out what many tools say
+/// alike: nothing for the guest's id (the instructions say it), an empty help or one that only
+/// restates the name; else the help without its asides.
+fn lean_help(p: &Param) -> Option<&'static str> {
+    let common = p.name == "vmid" && matches!(p.how, How::Positional);
+    (!common && !p.help.is_empty() && !restates(p.name, p.help)).then(|| short_help(p.help))
+}
+
+/// Parameter descriptions the lean list gives once, in the server's instructions, instead of
+/// in every tool: for a name whose lean help is the same in two or more offered tools (the
+/// firewall's `direction`, a restore's `archive`; never `vmid`), that help (the most frequent one where a
+/// name has several; the others stay in their tools).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Shared(std::collections::BTreeMap<&'static str, &'static str>);
+
+impl Shared {
+    /// The shared descriptions of these tools.
+    pub fn of<'a>(specs: impl IntoIterator<Item = &'a ToolSpec>) -> Shared {
+        let mut count: std::collections::BTreeMap<(&'static str, &'static str), usize> =
+            Default::default();
+        for s in specs {
+            for p in s.op.params.iter().filter(|p| p.given()) {
+                // `vmid` means the guest acted on in most tools: a new guest's stays inline.
+                if p.name == "vmid" || matches!(p.how, How::Node(_)) {
+                    continue;
+                }
+                if let Some(h) = lean_help(p) {
+                    *count.entry((p.name, h)).or_default() += 1;
+                }
+            }
+        }
+        let mut best: std::collections::BTreeMap<&'static str, (usize, &'static str)> =
+            Default::default();
+        for ((name, help), n) in count.into_iter().filter(|(_, n)| *n >= 2) {
+            let b = best.entry(name).or_insert((n, help));
+            if n > b.0 {
+                *b = (n, help);
+            }
+        }
+        Shared(best.into_iter().map(|(k, (_, h))| (k, h)).collect())
+    }
+
+    fn get(&self, name: &str) -> Option<&&'static str> {
+        self.0.get(name)
+    }
+
+    /// The sentence the instructions carry: `` `name`: help; … ``, or nothing.
+    pub fn sentence(&self) -> String {
+        if self.0.is_empty() {
+            return String::new();
+        }
+        let each: Vec<String> = self.0.iter().map(|(k, h)| format!("`{k}`: {h}")).collect();
+        format!(
+            " Arguments described here once, not in each tool: {}.",
+            each.join("; ")
+        )
+    }
 }
 
 /// A parameter's help without its asides (what is in parentheses, examples after `, e.g.`):
@@ -424,13 +492,13 @@ pub(super) fn short_help(help: &str) -> &str {
 impl ToolSpec {
     /// The rmcp tool: with its output schema and the long texts (`full`), or lean (see
     /// [`lean_description`], [`lean_input_schema`]).
-    pub(super) fn to_tool(&self, full: bool) -> Tool {
+    pub(super) fn to_tool(&self, full: bool, shared: &Shared) -> Tool {
         let (description, input) = if full {
             (self.description.clone(), self.input_schema.clone())
         } else {
             (
                 lean_description(self.op, self.confirm),
-                lean_input_schema(self.op, self.confirm),
+                lean_input_schema(self.op, self.confirm, shared),
             )
         };
         let schema = match input {
@@ -455,7 +523,9 @@ impl ToolSpec {
                 );
         }
         // Only the hints that differ from MCP's defaults (readOnly false, destructive true,
-        // idempotent false, openWorld true): a missing hint means the default.
+        // idempotent false) and let a client do less asking: a missing hint means the
+        // default. `openWorldHint` is left out: a client then reads every tool as reaching
+        // beyond the host, the careful reading (the full list says which do not).
         let mut a = ToolAnnotations::new();
         if self.read_only {
             a = a.read_only(true);
@@ -464,9 +534,6 @@ impl ToolSpec {
         }
         if self.idempotent && !self.read_only {
             a = a.idempotent(true);
-        }
-        if !self.open_world {
-            a = a.open_world(false);
         }
         tool.with_annotations(a)
     }

@@ -36,6 +36,8 @@ pub struct Server {
     pub(super) listed: Vec<Tool>,
     /// The compact tool set is served.
     pub(super) compact: bool,
+    /// Parameter descriptions the lean list gives once, in the instructions.
+    pub(super) shared: Shared,
     /// How long a guest command may run (`--timeout`, else [`crate::engine::guest::DEFAULT_TIMEOUT`]).
     pub(super) exec_timeout: Duration,
     /// The request ids the client cancelled (noted by the [`LineTransport`]).
@@ -59,11 +61,19 @@ impl Server {
         full: bool,
     ) -> Server {
         let compact = *set == ToolSet::Compact;
-        let tools: Vec<(ToolSpec, Tool)> = tool_specs(&policy, profile)
+        let specs: Vec<ToolSpec> = tool_specs(&policy, profile)
             .into_iter()
             .filter(|s| compact || set.lists(s))
+            .collect();
+        // The lean list says a description many tools share once, in the instructions.
+        let shared = match compact || full {
+            true => Shared::default(),
+            false => Shared::of(&specs),
+        };
+        let tools: Vec<(ToolSpec, Tool)> = specs
+            .into_iter()
             .map(|s| {
-                let t = s.to_tool(full);
+                let t = s.to_tool(full, &shared);
                 (s, t)
             })
             .collect();
@@ -85,6 +95,7 @@ impl Server {
             tools,
             listed,
             compact,
+            shared,
             cancels: Arc::default(),
             host_rules: None,
         }
@@ -505,7 +516,7 @@ pub(super) fn failure_result(err: &Error, op: &str, host: &str, text: String) ->
 
 /// What every session is told once: how to use the tools safely (the essentials of `pxagent
 /// skill`), and what the lean tool list leaves out of each tool.
-pub(super) fn instructions(host: &str, compact: bool) -> String {
+pub(super) fn instructions(host: &str, compact: bool, shared: &Shared) -> String {
     let tools = if compact {
         "Find an operation with find_operation, read its arguments with describe_operation, run it with run_operation (same checks as its own tool)."
     } else {
@@ -513,11 +524,12 @@ pub(super) fn instructions(host: &str, compact: bool) -> String {
     };
     format!(
         "Manage the Proxmox VE host {host} through pxagent. {tools} \
-`vmid` is the guest's id; `node` is optional everywhere (pxagent finds the guest's node). \
+`vmid` is the guest's id; every tool on a guest or node also takes an optional `node`, which pxagent finds itself. \
 Start with status or preflight when unsure. Read-only tools change nothing. \
 Confirmation: a destructive tool runs only with `confirm` set to the exact phrase the human user typed. Call without it, show the user the phrase from the refusal (error kind confirmation_required, phrase_from user), and pass their reply; a wrong one is confirmation_mismatch: ask again; never invent, correct or reuse a phrase. \
 Approval: when a result has error kind approval_required, hand its approval_request text to a human approver and pass their signature back as `approval` in the same call; every tool takes `approval`; never make one up. \
-Outcomes: connection_failed after a change was sent means the outcome is unknown: check with a read (vm_status, task_list) before trying again, never repeat a change blindly. policy_refused, sudo_refused and rate_limited are final for now: tell the user. invalid_input: correct the arguments as the message says."
+Outcomes: connection_failed after a change was sent means the outcome is unknown: check with a read (vm_status, task_list) before trying again, never repeat a change blindly. policy_refused, sudo_refused and rate_limited are final for now: tell the user. invalid_input: correct the arguments as the message says.{}",
+        shared.sentence()
     )
 }
 
@@ -705,7 +717,7 @@ impl ServerHandler for Server {
                 .build(),
         )
         .with_server_info(Implementation::new("pxagent", env!("CARGO_PKG_VERSION")))
-        .with_instructions(instructions(&self.host, self.compact))
+        .with_instructions(instructions(&self.host, self.compact, &self.shared))
     }
 
     async fn list_tools(

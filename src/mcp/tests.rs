@@ -263,7 +263,7 @@ fn annotations_say_what_the_op_does_to_the_world() {
         if op.risk == Risk::Read {
             assert!(!s.destructive && s.idempotent && !s.open_world, "{}", op.id);
         }
-        let t = serde_json::to_value(s.to_tool(true)).unwrap();
+        let t = serde_json::to_value(s.to_tool(true, &Shared::default())).unwrap();
         assert_eq!(t["title"], s.title.as_str(), "{}", op.id);
         let a = &t["annotations"];
         assert_eq!(a["readOnlyHint"], s.read_only, "{}", op.id);
@@ -485,6 +485,7 @@ async fn a_client_over_a_duplex_pipe_sees_exactly_the_offered_tools() {
     use tokio::io::AsyncWriteExt;
     let policy = deny(&["vm.reboot"]);
     let expected = tool_specs(&policy, Profile::Operator);
+    let shared = Shared::of(&expected);
     // Nothing listens on port 9: no call below needs the host.
     let target = Target::new("127.0.0.1", 9, "zen-agent");
     let server = Server::new(policy, Profile::Operator, target);
@@ -508,6 +509,10 @@ async fn a_client_over_a_duplex_pipe_sees_exactly_the_offered_tools() {
         env!("CARGO_PKG_VERSION")
     );
     assert!(init["result"]["capabilities"]["tools"].is_object());
+    // The descriptions the lean tools share are said once, in the instructions.
+    let instructions = init["result"]["instructions"].as_str().unwrap();
+    assert!(!shared.sentence().is_empty());
+    assert!(instructions.ends_with(&shared.sentence()), "{instructions}");
     io.get_mut()
         .write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n")
         .await
@@ -525,7 +530,7 @@ async fn a_client_over_a_duplex_pipe_sees_exactly_the_offered_tools() {
         // The lean list (the default): the spec's lean form, the hints MCP's defaults leave out.
         assert_eq!(
             *t,
-            serde_json::to_value(s.to_tool(false)).unwrap(),
+            serde_json::to_value(s.to_tool(false, &shared)).unwrap(),
             "{}",
             s.name
         );
@@ -535,7 +540,12 @@ async fn a_client_over_a_duplex_pipe_sees_exactly_the_offered_tools() {
             assert_eq!(hint("destructiveHint", true), s.destructive, "{}", s.name);
             assert_eq!(hint("idempotentHint", false), s.idempotent, "{}", s.name);
         }
-        assert_eq!(hint("openWorldHint", true), s.open_world, "{}", s.name);
+        // Left out: every tool reads as reaching beyond the host, the careful reading.
+        assert!(
+            t["annotations"].get("openWorldHint").is_none(),
+            "{}",
+            s.name
+        );
         assert!(t.get("outputSchema").is_none(), "{}", s.name);
     }
 
@@ -766,10 +776,11 @@ fn lean_schemas_leave_out_helps_that_only_restate_the_name() {
 #[test]
 fn the_lean_list_fits_in_40_kb_and_the_compact_one_in_8() {
     let specs = tool_specs(&Policy::default(), Profile::Full);
+    let shared = Shared::of(&specs);
     let size = |full: bool| {
         let tools: Vec<Value> = specs
             .iter()
-            .map(|s| serde_json::to_value(s.to_tool(full)).unwrap())
+            .map(|s| serde_json::to_value(s.to_tool(full, &shared)).unwrap())
             .collect();
         serde_json::to_string(&json!({ "tools": tools }))
             .unwrap()
@@ -780,14 +791,17 @@ fn the_lean_list_fits_in_40_kb_and_the_compact_one_in_8() {
         let mut v: Vec<(usize, String)> = specs
             .iter()
             .map(|s| {
-                let t = serde_json::to_string(&s.to_tool(false)).unwrap();
+                let t = serde_json::to_string(&s.to_tool(false, &shared)).unwrap();
                 (t.len(), s.name.clone())
             })
             .collect();
         v.sort_by(|a, b| b.cmp(a));
         if std::env::var_os("PXAGENT_LEAN_DUMP").is_some() {
             for s in &specs {
-                eprintln!("{}", serde_json::to_string(&s.to_tool(false)).unwrap());
+                eprintln!(
+                    "{}",
+                    serde_json::to_string(&s.to_tool(false, &shared)).unwrap()
+                );
             }
         }
         v.iter()

@@ -126,6 +126,8 @@ pub struct Policy {
     pub(super) nfs_servers: Option<Vec<String>>,
     /// `iso_max_used`.
     pub(super) iso_max_used: Option<u8>,
+    /// `allow_ssh_lockout`.
+    pub(super) allow_ssh_lockout: bool,
     /// Layers that narrow this one (see [`Policy::narrowed_by`]).
     pub(super) also: Vec<Policy>,
 }
@@ -143,6 +145,7 @@ impl Default for Policy {
             download_hosts: None,
             nfs_servers: None,
             iso_max_used: None,
+            allow_ssh_lockout: false,
             also: Vec::new(),
         }
     }
@@ -639,6 +642,33 @@ impl Policy {
             .try_for_each(|u| self.check_download_on_host(u, host_names.unwrap_or_default()))?;
         self.check_nfs_server(inv, host_names.is_some())?;
         self.check_fill_limit(inv)
+    }
+
+    /// A node or cluster firewall rule ([`crate::catalog::Precheck::KeepsSsh`]) must not drop
+    /// `path`, the SSH connection pxagent uses, unless every layer sets `allow_ssh_lockout`.
+    /// `Err` is [`Error::Policy`] (exit 3).
+    pub fn check_ssh_path(
+        &self,
+        inv: &Invocation,
+        path: &crate::catalog::firewall::SshPath,
+    ) -> Result<()> {
+        if !inv
+            .op
+            .prechecks
+            .contains(&crate::catalog::Precheck::KeepsSsh)
+        {
+            return Ok(());
+        }
+        let Some(why) = crate::catalog::firewall::drops_ssh(&inv.values, path) else {
+            return Ok(());
+        };
+        match self.layers().find(|p| !p.allow_ssh_lockout) {
+            None => Ok(()),
+            Some(p) => Err(Error::Policy(format!(
+                "{why}; refused by the policy ({}): only allow_ssh_lockout: true admits such a rule; narrow the rule (--source, --dport, --proto) so that it spares that connection",
+                p.source
+            ))),
+        }
     }
 
     /// The strictest `iso_max_used` of every layer, if any names one.

@@ -184,6 +184,7 @@ impl Policy {
                 }
                 n => n,
             },
+            allow_ssh_lockout: cfg.allow_ssh_lockout,
             also: Vec::new(),
         })
     }
@@ -418,6 +419,7 @@ protect: [100, 105, keep]
                 download_hosts: None,
                 nfs_servers: None,
                 iso_max_used: None,
+                allow_ssh_lockout: false,
             }
         );
         let p = Policy::from_config(cfg, SRC).unwrap();

@@ -69,6 +69,11 @@ pub struct PolicyConfig {
     /// upload asking for a higher `--max-used` is refused. None: the sudoers render's bound.
     #[serde(default)]
     pub iso_max_used: Option<u8>,
+    /// Let a node or cluster firewall rule drop or reject the SSH connection pxagent uses
+    /// (an inbound rule on its port from its address). Off by default: such a rule cuts
+    /// pxagent, and any SSH from the same place, off from the host.
+    #[serde(default)]
+    pub allow_ssh_lockout: bool,
 }
 
 /// What a rule does with the ops it matches. Ordered by strictness (used to break ties).

@@ -105,6 +105,29 @@ impl Remote {
         }
     }
 
+    /// The SSH connection this remote uses, as the host sees it where it is known
+    /// ([`catalog::firewall::SshPath`]): a direct connection's addresses, else only the port.
+    pub fn ssh_path(&self) -> catalog::firewall::SshPath {
+        use catalog::firewall::{SshPath, unmap};
+        match self.session.addresses() {
+            Some((local, peer)) => SshPath {
+                client: Some(unmap(local.ip())),
+                server: Some(unmap(peer.ip())),
+                port: peer.port(),
+            },
+            None => SshPath {
+                client: None,
+                server: None,
+                port: self
+                    .target
+                    .rsplit(':')
+                    .next()
+                    .and_then(|p| p.parse().ok())
+                    .unwrap_or(22),
+            },
+        }
+    }
+
     /// Run one invocation: resolve what the host must tell, execute, classify, parse.
     pub async fn run(&self, inv: &Invocation) -> Result<Outcome> {
         let inv = self.prepare(inv).await?;
@@ -524,6 +547,8 @@ impl Remote {
             }
             // Judged with the policy's NFS servers, by the engine and the gate.
             Precheck::Trusted(_) => Ok(()),
+            // Judged with the policy's allow_ssh_lockout, by the engine and the gate.
+            Precheck::KeepsSsh => Ok(()),
             // Checked before the phrase was asked for ([`Remote::before_asking`]).
             Precheck::Destroyable | Precheck::SnapshotExists(_) | Precheck::Connected(_) => Ok(()),
             Precheck::SpaceForArchive(archive_param, storage_param) => {

@@ -30,6 +30,12 @@ pub trait Transport: Send + Sync + std::fmt::Debug {
         on_stdout: &'a mut (dyn FnMut(&[u8]) + Send),
     ) -> BoxFuture<'a, Result<Captured>>;
 
+    /// The local and the host's socket address of a direct connection of this process
+    /// ([`crate::ssh::Session::addresses`]); `None` where they are not known.
+    fn addresses(&self) -> Option<(std::net::SocketAddr, std::net::SocketAddr)> {
+        None
+    }
+
     /// Run `argv` with `input` on its stdin, then EOF.
     fn exec_with_stdin<'a>(
         &'a self,
@@ -124,6 +130,10 @@ pub trait Transport: Send + Sync + std::fmt::Debug {
 }
 
 impl Transport for Session {
+    fn addresses(&self) -> Option<(std::net::SocketAddr, std::net::SocketAddr)> {
+        Session::addresses(self)
+    }
+
     fn exec_streaming<'a>(
         &'a self,
         argv: &'a [String],

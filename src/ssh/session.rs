@@ -73,6 +73,8 @@ struct Inner {
     /// The host key in OpenSSH form.
     host_key_line: String,
     recorded_host_key: Option<String>,
+    /// The local and the host's socket address of a direct connection ([`Session::addresses`]).
+    addresses: Option<(std::net::SocketAddr, std::net::SocketAddr)>,
     /// Commands whose caller went away before they ended and that are being stopped now
     /// ([`Live`]); [`Session::settled`] waits for none to be left.
     aborting: tokio::sync::watch::Sender<usize>,
@@ -124,8 +126,15 @@ impl Session {
             jumps.push(hop_connected.map_err(|e| in_jump(e, hop))?.handle);
         }
         let target_files = files.next().expect("files for the target");
+        let mut addresses = None;
         let connected = match jumps.last() {
-            None => connect_hop(target, tcp(target).await, target_files, &who).await?,
+            None => {
+                let stream = tcp(target).await;
+                if let Ok(s) = &stream {
+                    addresses = s.local_addr().ok().zip(s.peer_addr().ok());
+                }
+                connect_hop(target, stream, target_files, &who).await?
+            }
             Some(via) => {
                 let stream = tunnel(via, target, &jumps_name(&jumps, target)).await;
                 connect_hop(target, stream, target_files, &who).await?
@@ -154,8 +163,16 @@ impl Session {
                 recorded_host_key: connected.outcome.recorded,
                 aborting: tokio::sync::watch::Sender::new(0),
                 end_unseen: std::sync::atomic::AtomicBool::new(false),
+                addresses,
             }),
         })
+    }
+
+    /// The connection's own address and the host's, when pxagent reached the host directly
+    /// (not through a jump host): what the host sees, unless something between translates
+    /// addresses.
+    pub fn addresses(&self) -> Option<(std::net::SocketAddr, std::net::SocketAddr)> {
+        self.inner.addresses
     }
 
     /// Runs one command on its own channel. `argv[0]` is the first word (for pxagent:

@@ -73,6 +73,11 @@ const KNOWN: &[&str] = &[
     "pve-storage-vgname",
     "pve-storage-server",
     "pve-storage-options",
+    "pve-fw-protocol-spec",
+    "pve-fw-dport-spec",
+    "pve-fw-sport-spec",
+    "pve-fw-addr-spec",
+    "IPorCIDRorAlias",
 ];
 
 fn known(name: &str) -> bool {
@@ -176,6 +181,35 @@ fn one(name: &str, v: &str) -> Result<(), String> {
         "pve-storage-server" => ipv4(v) || ipv6(v) || dns_name(v),
         // pve-storage `src/PVE/Storage/Plugin.pm` `verify_options` (mount options): `^\S+$`.
         "pve-storage-options" => re(r"\S+", v),
+        // pve-firewall `src/PVE/Firewall.pm` [SRC, find_string "sub verify_rule {" id
+        // 3646860968]: `pve_fw_verify_protocol_spec` (a name in /etc/protocols or its number),
+        // `parse_port_name_number_or_range` (ports and `LOW:HIGH` ranges up to 65535, never
+        // backwards, or /etc/services names), `parse_address_list` (an IP set `+NAME`, an
+        // alias, or Net::IP addresses, networks or ranges of one family, a range alone).
+        "pve-fw-protocol-spec" => {
+            re("[0-9]{1,3}", v) && v.parse::<u32>().is_ok_and(|n| n <= 255)
+                || [
+                    "tcp",
+                    "udp",
+                    "icmp",
+                    "icmpv6",
+                    "ipv6-icmp",
+                    "sctp",
+                    "udplite",
+                    "dccp",
+                    "gre",
+                    "esp",
+                    "ah",
+                    "ospf",
+                    "vrrp",
+                    "igmp",
+                ]
+                .contains(&v)
+        }
+        "pve-fw-dport-spec" | "pve-fw-sport-spec" => return ports(v),
+        "pve-fw-addr-spec" => return addr_list(v),
+        // pve-firewall `IPSet.pm` `cidr`: an address, a network or an alias name.
+        "IPorCIDRorAlias" => net_ip(v).is_ok() || re("[A-Za-z][A-Za-z0-9_-]+", v),
         other => {
             return Err(format!(
                 "format `{other}` has no checker in tests/pve_schema/formats.rs"
@@ -187,6 +221,96 @@ fn one(name: &str, v: &str) -> Result<(), String> {
     } else {
         Err(format!("not a valid {name}"))
     }
+}
+
+/// `parse_port_name_number_or_range`.
+fn ports(v: &str) -> Result<(), String> {
+    let items: Vec<&str> = v.split(',').collect();
+    if items.iter().any(|i| i.is_empty()) {
+        return Err("extraneous commas in list".into());
+    }
+    for item in items {
+        if let Some((a, b)) = item.split_once(':') {
+            let (a, b) = (a.parse::<u64>(), b.parse::<u64>());
+            match (a, b) {
+                (Ok(a), Ok(b)) if a <= 65535 && b <= 65535 && a <= b => {}
+                _ => return Err(format!("invalid port range '{item}'")),
+            }
+        } else if item.bytes().all(|c| c.is_ascii_digit()) {
+            if item.parse::<u64>().map_or(true, |p| p > 65535) {
+                return Err(format!("invalid port '{item}'"));
+            }
+        } else if !re("[a-z][a-z0-9-]*", item) {
+            return Err(format!("invalid port '{item}'"));
+        }
+    }
+    Ok(())
+}
+
+/// What `Net::IP->new` takes of an element: an address, a network whose host bits are 0, or a
+/// range `A-B`; its family.
+fn net_ip(e: &str) -> Result<u8, String> {
+    if let Some((a, b)) = e.split_once('-') {
+        return match (a.parse::<std::net::IpAddr>(), b.parse::<std::net::IpAddr>()) {
+            (Ok(a), Ok(b)) if a.is_ipv4() == b.is_ipv4() && a <= b => {
+                Ok(if a.is_ipv4() { 4 } else { 6 })
+            }
+            _ => Err(format!("invalid IP address: {e}")),
+        };
+    }
+    let (a, len) = e.split_once('/').map_or((e, None), |(a, l)| (a, Some(l)));
+    let ip: std::net::IpAddr = a.parse().map_err(|_| format!("invalid IP address: {e}"))?;
+    let (bits, max): (u128, u32) = match ip {
+        std::net::IpAddr::V4(v) => (u128::from(u32::from(v)), 32),
+        std::net::IpAddr::V6(v) => (u128::from(v), 128),
+    };
+    if let Some(l) = len {
+        let l: u32 = l.parse().map_err(|_| format!("invalid prefix: {e}"))?;
+        if l > max {
+            return Err(format!("invalid prefix: {e}"));
+        }
+        let host = if l == 0 {
+            bits
+        } else {
+            bits & (u128::MAX >> (128 - max + l))
+        };
+        if host != 0 {
+            return Err(format!("invalid prefix (host bits set): {e}"));
+        }
+    }
+    Ok(if ip.is_ipv4() { 4 } else { 6 })
+}
+
+/// `parse_address_list`.
+fn addr_list(v: &str) -> Result<(), String> {
+    if let Some(name) = v.strip_prefix('+') {
+        return if !name.is_empty() && !name.contains(char::is_whitespace) && v.len() <= 65 {
+            Ok(())
+        } else {
+            Err("invalid ipset reference".into())
+        };
+    }
+    if re("[A-Za-z][A-Za-z0-9_-]+", v) {
+        return Ok(());
+    }
+    let items: Vec<&str> = v.split(',').collect();
+    if items.iter().any(|i| i.is_empty()) {
+        return Err("extraneous commas in list".into());
+    }
+    let mut family = None;
+    for e in &items {
+        let f = net_ip(e)?;
+        if family.is_some_and(|was| was != f) {
+            return Err(format!(
+                "detected mixed ipv4/ipv6 addresses in address list '{v}'"
+            ));
+        }
+        family = Some(f);
+    }
+    if items.len() > 1 && items.iter().any(|e| e.contains('-')) {
+        return Err("you can't use a range in a list".into());
+    }
+    Ok(())
 }
 
 /// qemu-server `parse_ipconfig`: `ip=`, `gw=`, `ip6=`, `gw6=`; a gateway needs an address,

@@ -7,7 +7,8 @@
 //! is the op's handle: code outside the catalog names an op by it (`ops::CLUSTER_RESOURCES`),
 //! never by its id string. A handle is the id upper-cased with `.` and `-` as `_`, and lives in
 //! the file named by the id's prefix (`vm.status` → `vm.rs`), except `pve.version` and
-//! `ha.status` (cluster.rs) and the commands run inside guests (exec.rs).
+//! `ha.status` (cluster.rs), the commands run inside guests (exec.rs) and the firewalls'
+//! ops of every area (firewall.rs).
 //!
 //! To add an operation: write its row in its area's file and put its handle in [`OPS`].
 //!
@@ -44,6 +45,7 @@ mod backup;
 mod cluster;
 mod ct;
 mod exec;
+mod firewall;
 mod image;
 mod iso;
 mod network;
@@ -66,6 +68,14 @@ pub use ct::{
     CT_STOP,
 };
 pub use exec::{CT_EXEC, VM_EXEC, VM_EXEC_STATUS, VM_FILE_READ, VM_FILE_WRITE};
+pub use firewall::{
+    CLUSTER_FIREWALL_ADD, CLUSTER_FIREWALL_REMOVE, CLUSTER_FIREWALL_RULES, CT_FIREWALL_ADD,
+    CT_FIREWALL_DISABLE, CT_FIREWALL_ENABLE, CT_FIREWALL_IPSET_ADD, CT_FIREWALL_IPSET_CREATE,
+    CT_FIREWALL_IPSET_LIST, CT_FIREWALL_IPSET_REMOVE, CT_FIREWALL_REMOVE, CT_FIREWALL_RULES,
+    NODE_FIREWALL_ADD, NODE_FIREWALL_REMOVE, NODE_FIREWALL_RULES, VM_FIREWALL_ADD,
+    VM_FIREWALL_DISABLE, VM_FIREWALL_ENABLE, VM_FIREWALL_IPSET_ADD, VM_FIREWALL_IPSET_CREATE,
+    VM_FIREWALL_IPSET_LIST, VM_FIREWALL_IPSET_REMOVE, VM_FIREWALL_REMOVE, VM_FIREWALL_RULES,
+};
 pub use image::{IMAGE_DOWNLOAD, IMAGE_LIST, IMAGE_REMOVE};
 pub use iso::{ISO_DOWNLOAD, ISO_LIST, ISO_REMOVE, ISO_UPLOAD};
 pub use network::{
@@ -200,6 +210,31 @@ pub static OPS: &[&Op] = &[
     &NETWORK_REVERT,
     &NETWORK_APPLY,
     &NETWORK_CONFIRM,
+    // firewalls: guests' rules, switches and IP sets; nodes' and the cluster's rules
+    &VM_FIREWALL_RULES,
+    &VM_FIREWALL_ADD,
+    &VM_FIREWALL_REMOVE,
+    &VM_FIREWALL_ENABLE,
+    &VM_FIREWALL_DISABLE,
+    &VM_FIREWALL_IPSET_LIST,
+    &VM_FIREWALL_IPSET_CREATE,
+    &VM_FIREWALL_IPSET_ADD,
+    &VM_FIREWALL_IPSET_REMOVE,
+    &CT_FIREWALL_RULES,
+    &CT_FIREWALL_ADD,
+    &CT_FIREWALL_REMOVE,
+    &CT_FIREWALL_ENABLE,
+    &CT_FIREWALL_DISABLE,
+    &CT_FIREWALL_IPSET_LIST,
+    &CT_FIREWALL_IPSET_CREATE,
+    &CT_FIREWALL_IPSET_ADD,
+    &CT_FIREWALL_IPSET_REMOVE,
+    &NODE_FIREWALL_RULES,
+    &NODE_FIREWALL_ADD,
+    &NODE_FIREWALL_REMOVE,
+    &CLUSTER_FIREWALL_RULES,
+    &CLUSTER_FIREWALL_ADD,
+    &CLUSTER_FIREWALL_REMOVE,
     // creating guests
     &VM_CREATE,
     &VM_CREATE_IMAGE,

@@ -97,6 +97,9 @@ struct RequestFacts {
     machine_id: Result<String, String>,
     /// `SSH_CONNECTION`'s first word: the client's address.
     client: String,
+    /// The SSH connection of this request (`SSH_CONNECTION`); without one, only that its
+    /// port is likely 22 and nothing of its addresses.
+    ssh: crate::catalog::firewall::SshPath,
     now: u64,
 }
 
@@ -110,10 +113,19 @@ impl RequestFacts {
             .map(|h| h.trim().to_string())
             .unwrap_or_default();
         let machine_id = read_machine_id(opts.machine_id.as_deref(), uid);
-        let client = std::env::var("SSH_CONNECTION")
-            .ok()
+        let connection = std::env::var("SSH_CONNECTION").ok();
+        let client = connection
+            .as_deref()
             .and_then(|c| c.split(' ').next().map(str::to_string))
             .unwrap_or_else(|| "local".into());
+        let ssh = connection
+            .as_deref()
+            .and_then(crate::catalog::firewall::SshPath::from_ssh_connection)
+            .unwrap_or(crate::catalog::firewall::SshPath {
+                client: None,
+                server: None,
+                port: 22,
+            });
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_secs())
@@ -124,6 +136,7 @@ impl RequestFacts {
             host,
             machine_id,
             client,
+            ssh,
             now,
         }
     }
@@ -428,6 +441,11 @@ fn check(
         // policy names.
         policy
             .check_destinations(inv, Some(&host_names))
+            .map_err(policy_refused)?;
+        // A node or cluster rule never cuts off the connection this request came over,
+        // unless the host policy says it may.
+        policy
+            .check_ssh_path(inv, &ctx.ssh)
             .map_err(policy_refused)?;
         let decision = policy
             .check(&judged, tags.as_ref())

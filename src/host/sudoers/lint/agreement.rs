@@ -81,6 +81,12 @@ const NARROWED: &[(Kind, &str)] = &[
         "each address part 0-255 without leading zeros, the gateway inside the address's network",
     ),
     (Kind::Nameservers, "IPv4 and IPv6 addresses exactly"),
+    (Kind::FwPorts, "ports 1-65535, a range from low to high"),
+    (
+        Kind::FwAddr,
+        "each address and prefix length exactly, one family per list",
+    ),
+    (Kind::IpAddr, "the address exactly, in its usual form"),
     (Kind::ContentList, "no content type twice"),
     (Kind::Server, "at most 253 characters"),
     (

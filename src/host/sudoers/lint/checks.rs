@@ -452,6 +452,25 @@ pub(super) fn check_pve_tool(tool: Tool, path: &str, args: &Args, display: &str)
             "Keep it only if agents manage bridges; the apply needs its phrase.",
         )];
     }
+    // pxagent's own node and cluster firewall rules: a rule with a fixed shape (direction,
+    // action, protocol, ports, addresses; never a macro, an interface or a security group),
+    // each behind its phrase, and refused by the client and the gate when it would drop the
+    // SSH connection pxagent comes over.
+    if let (Args::Regex(r), true) = (args, path == tool.path())
+        && let Some(op) = OWN_FIREWALL_OPS
+            .iter()
+            .find(|op| op.tool == tool && op.args_regex(None) == *r)
+    {
+        return vec![finding(
+            Severity::Info,
+            "host-firewall",
+            format!(
+                "`{display}` is pxagent's {} rule: it adds or removes one rule of the hosts' own firewall (direction, action, protocol, ports, addresses; never a macro, an interface or a security group), each with its phrase; pxagent and its gate refuse a rule that drops their own SSH connection",
+                op.id
+            ),
+            "Keep it only if agents manage the hosts' firewall.",
+        )];
+    }
     let risk = tool_risk(tool);
     let name = tool.name();
     let mut out = Vec::new();
@@ -566,7 +585,6 @@ pub(super) fn check_pve_tool(tool: Tool, path: &str, args: &Args, display: &str)
     out
 }
 
-/// The catalog exec op whose rendered rule (with any VMID fence) this regex is.
 /// pxagent's rules that write a node's pending network change (see [`check_pve_tool`]).
 const OWN_NETWORK_OPS: &[&crate::catalog::Op] = &[
     &crate::catalog::ops::BRIDGE_CREATE,
@@ -574,6 +592,15 @@ const OWN_NETWORK_OPS: &[&crate::catalog::Op] = &[
     &crate::catalog::ops::NETWORK_REVERT,
 ];
 
+/// pxagent's rules that change the hosts' own firewall (see [`check_pve_tool`]).
+const OWN_FIREWALL_OPS: &[&crate::catalog::Op] = &[
+    &crate::catalog::ops::NODE_FIREWALL_ADD,
+    &crate::catalog::ops::NODE_FIREWALL_REMOVE,
+    &crate::catalog::ops::CLUSTER_FIREWALL_ADD,
+    &crate::catalog::ops::CLUSTER_FIREWALL_REMOVE,
+];
+
+/// The catalog exec op whose rendered rule (with any VMID fence) this regex is.
 pub(super) fn own_exec_op(tool: Tool, regex: &str) -> Option<&'static crate::catalog::Op> {
     const SENTINEL: &str = "PXAVMIDFENCE";
     crate::catalog::OPS
