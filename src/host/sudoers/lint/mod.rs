@@ -144,6 +144,7 @@ pub const CODES: &[&str] = &[
     "all-commands",
     "guest-exec",
     "host-network",
+    "host-firewall",
     "unconstrained-args",
     "wildcard-args",
     "pve-dangerous-args",
