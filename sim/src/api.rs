@@ -5,8 +5,6 @@
 //! Key order is produced by [`canonical`] itself (not by serde_json's map type), so a workspace
 //! build that turns on serde_json's `preserve_order` cannot change the output.
 
-use std::collections::BTreeMap;
-
 use serde_json::{Map, Value, json};
 
 use crate::Failure;
@@ -70,8 +68,9 @@ fn insert(v: &mut Value, k: &str, x: Value) {
     }
 }
 
-/// A 40-hex-digit stand-in for the SHA-1 `digest` of a config (same shape, not a real SHA-1).
-pub fn digest(config: &BTreeMap<String, Value>) -> String {
+/// A 40-hex-digit stand-in for the SHA-1 `digest` of a config or firewall file (same shape,
+/// not a real SHA-1).
+pub fn digest(config: &impl serde::Serialize) -> String {
     let text = canonical(&serde_json::to_value(config).unwrap_or(Value::Null));
     let mut out = String::new();
     for seed in 0u64..3 {
@@ -692,7 +691,7 @@ mod tests {
 
     #[test]
     fn digest_is_forty_hex() {
-        let d = digest(&BTreeMap::new());
+        let d = digest(&std::collections::BTreeMap::<String, serde_json::Value>::new());
         assert_eq!(d.len(), 40);
         assert!(d.chars().all(|c| c.is_ascii_hexdigit()));
     }

@@ -14,13 +14,14 @@
 //! `sport`, `source`, `dest`, `comment`, `ipversion`; `GET …/ipset/{name}`: `cidr`, `nomatch`,
 //! `comment`, `digest`).
 
-use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 use crate::Failure;
+use crate::api::digest;
 use crate::args::Parsed;
 use crate::ops;
 use crate::state::{GuestFw, IpSet, Kind, Rule, State};
+use crate::storage_ops::param_exc;
 
 /// Which rule list a path names.
 #[derive(Debug, Clone)]
@@ -52,12 +53,6 @@ const WITH_PORTS: &[&str] = &[
     "tcp", "udp", "udplite", "sctp", "dccp", "6", "17", "136", "132", "33",
 ];
 
-fn param_exc(key: &str, msg: &str) -> Failure {
-    Failure::die(format!(
-        "400 Parameter verification failed.\n{key}: {msg}\n"
-    ))
-}
-
 /// The guest's file, after its config is checked on that node (else `load_config`'s exit 2).
 fn guest<'a>(
     st: &'a mut State,
@@ -75,21 +70,6 @@ fn rules_mut<'a>(st: &'a mut State, scope: &Scope) -> Result<&'a mut Vec<Rule>, 
         Scope::Node(n) => st.firewall.nodes.entry(n.clone()).or_default(),
         Scope::Cluster => &mut st.firewall.cluster,
     })
-}
-
-/// A digest of a configuration: 40 hex digits that change with it (PVE's is the SHA-1 of
-/// the file; any stable digest answers the same questions).
-fn digest(v: &impl Serialize) -> String {
-    let text = serde_json::to_string(v).unwrap_or_default();
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in text.bytes() {
-        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
-    }
-    format!(
-        "{h:016x}{:016x}{:08x}",
-        h.rotate_left(17) ^ 0x5bd1_e995,
-        h as u32 ^ 0x9e37_79b9
-    )
 }
 
 /// `GET …/firewall/rules`.

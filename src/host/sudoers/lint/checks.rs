@@ -434,41 +434,21 @@ pub(super) fn check_pve_tool(tool: Tool, path: &str, args: &Args, display: &str)
             "Keep it only if agents need commands inside guests; pxagent rate-limits them and checks its policy's command allowlist.",
         )];
     }
-    // pxagent's own network rules write the node's pending change by design (exactly these
-    // lines, a new bridge `vmbrN` only); it takes effect only through the helper's apply,
-    // which the host reverts unless pxagent reaches it again.
+    // pxagent's own rules that change the host itself by design, each fenced its own way
+    // ([`OWN_HOST_OPS`]): reported as what they are, not as the danger their tool's paths carry.
     if let (Args::Regex(r), true) = (args, path == tool.path())
-        && let Some(op) = OWN_NETWORK_OPS
-            .iter()
-            .find(|op| op.tool == tool && op.args_regex(None) == *r)
+        && let Some((own, op)) = OWN_HOST_OPS.iter().find_map(|own| {
+            own.ops
+                .iter()
+                .find(|op| op.tool == tool && op.args_regex(None) == *r)
+                .map(|op| (own, op))
+        })
     {
         return vec![finding(
             Severity::Info,
-            "host-network",
-            format!(
-                "`{display}` is pxagent's {} rule: it changes the node's pending network configuration                  (a bridge vmbr1-vmbr9999 only, never vmbr0 or a NIC), which takes effect only through                  `network apply`, reverted by the host unless pxagent reaches it again",
-                op.id
-            ),
-            "Keep it only if agents manage bridges; the apply needs its phrase.",
-        )];
-    }
-    // pxagent's own node and cluster firewall rules: a rule with a fixed shape (direction,
-    // action, protocol, ports, addresses; never a macro, an interface or a security group),
-    // each behind its phrase, and refused by the client and the gate when it would drop the
-    // SSH connection pxagent comes over.
-    if let (Args::Regex(r), true) = (args, path == tool.path())
-        && let Some(op) = OWN_FIREWALL_OPS
-            .iter()
-            .find(|op| op.tool == tool && op.args_regex(None) == *r)
-    {
-        return vec![finding(
-            Severity::Info,
-            "host-firewall",
-            format!(
-                "`{display}` is pxagent's {} rule: it adds or removes one rule of the hosts' own firewall (direction, action, protocol, ports, addresses; never a macro, an interface or a security group), each with its phrase; pxagent and its gate refuse a rule that drops their own SSH connection",
-                op.id
-            ),
-            "Keep it only if agents manage the hosts' firewall.",
+            own.code,
+            format!("`{display}` is pxagent's {} rule: {}", op.id, own.what),
+            own.fix,
         )];
     }
     let risk = tool_risk(tool);
@@ -585,19 +565,42 @@ pub(super) fn check_pve_tool(tool: Tool, path: &str, args: &Args, display: &str)
     out
 }
 
-/// pxagent's rules that write a node's pending network change (see [`check_pve_tool`]).
-const OWN_NETWORK_OPS: &[&crate::catalog::Op] = &[
-    &crate::catalog::ops::BRIDGE_CREATE,
-    &crate::catalog::ops::BRIDGE_REMOVE,
-    &crate::catalog::ops::NETWORK_REVERT,
-];
+/// A family of pxagent's own rules that change the host itself (see [`check_pve_tool`]).
+struct OwnHostOps {
+    ops: &'static [&'static crate::catalog::Op],
+    code: &'static str,
+    /// What the rule does, after "is pxagent's OP rule: ".
+    what: &'static str,
+    fix: &'static str,
+}
 
-/// pxagent's rules that change the hosts' own firewall (see [`check_pve_tool`]).
-const OWN_FIREWALL_OPS: &[&crate::catalog::Op] = &[
-    &crate::catalog::ops::NODE_FIREWALL_ADD,
-    &crate::catalog::ops::NODE_FIREWALL_REMOVE,
-    &crate::catalog::ops::CLUSTER_FIREWALL_ADD,
-    &crate::catalog::ops::CLUSTER_FIREWALL_REMOVE,
+const OWN_HOST_OPS: &[OwnHostOps] = &[
+    // The node's pending network change, by design exactly these lines and a new bridge
+    // `vmbrN` only; it takes effect only through the helper's apply, which the host reverts
+    // unless pxagent reaches it again.
+    OwnHostOps {
+        ops: &[
+            &crate::catalog::ops::BRIDGE_CREATE,
+            &crate::catalog::ops::BRIDGE_REMOVE,
+            &crate::catalog::ops::NETWORK_REVERT,
+        ],
+        code: "host-network",
+        what: "it changes the node's pending network configuration                  (a bridge vmbr1-vmbr9999 only, never vmbr0 or a NIC), which takes effect only through                  `network apply`, reverted by the host unless pxagent reaches it again",
+        fix: "Keep it only if agents manage bridges; the apply needs its phrase.",
+    },
+    // The hosts' own firewall rules: a fixed shape, each behind its phrase, and refused by the
+    // client and the gate when it would drop the SSH connection pxagent comes over.
+    OwnHostOps {
+        ops: &[
+            &crate::catalog::ops::NODE_FIREWALL_ADD,
+            &crate::catalog::ops::NODE_FIREWALL_REMOVE,
+            &crate::catalog::ops::CLUSTER_FIREWALL_ADD,
+            &crate::catalog::ops::CLUSTER_FIREWALL_REMOVE,
+        ],
+        code: "host-firewall",
+        what: "it adds or removes one rule of the hosts' own firewall (direction, action, protocol, ports, addresses; never a macro, an interface or a security group), each with its phrase; pxagent and its gate refuse a rule that drops their own SSH connection",
+        fix: "Keep it only if agents manage the hosts' firewall.",
+    },
 ];
 
 /// The catalog exec op whose rendered rule (with any VMID fence) this regex is.
