@@ -190,6 +190,9 @@ fn fenced_render_admits_every_sample_inside_its_fence() {
         &ops::NODE_FIREWALL_REMOVE,
         &ops::CLUSTER_FIREWALL_ADD,
         &ops::CLUSTER_FIREWALL_REMOVE,
+        &ops::HA_RULE_NODE_AFFINITY,
+        &ops::HA_RULE_RESOURCE_AFFINITY,
+        &ops::HA_RULE_REMOVE,
     ];
     for op in OPS {
         let expected = Profile::Full.allows_op(op) && !left_out.contains(op);

@@ -27,6 +27,7 @@ pub mod faults;
 pub mod firewall;
 pub mod guest;
 pub mod guest_tools;
+pub mod ha;
 pub mod hostinfo;
 pub mod locks;
 pub mod migrate;

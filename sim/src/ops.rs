@@ -281,9 +281,11 @@ fn ha_request(
             let g = st.guests.get_mut(&vmid).ok_or("guest vanished")?;
             let wanted_running = request == "started";
             let due = (g.running != wanted_running).then_some(ctx.now + HA_DELAY);
+            let max_restart = g.ha.as_ref().and_then(|h| h.max_restart);
             g.ha = Some(Ha {
                 request: request.into(),
                 due,
+                max_restart,
             });
             Ok(())
         },

@@ -115,6 +115,11 @@ enum Route {
     IpsetList(String, Kind, String, String),
     IpsetAdd(String, Kind, String, String),
     IpsetRemove(String, Kind, String, String, String),
+    HaResourceCreate,
+    HaResourceDelete(String),
+    HaRules,
+    HaRuleCreate,
+    HaRuleDelete(String),
 }
 
 fn kind_of(s: &str) -> Option<Kind> {
@@ -213,6 +218,12 @@ fn route(verb: &str, segs: &[&str]) -> Option<Route> {
         }
         ("get", ["cluster", "tasks"]) => R::ClusterTasks,
         ("get", ["cluster", "ha", "status", "current"]) => R::HaStatus,
+        // HA (pve-ha-manager API2/HA/{Resources,Rules}.pm)
+        ("create", ["cluster", "ha", "resources"]) => R::HaResourceCreate,
+        ("delete", ["cluster", "ha", "resources", _]) => R::HaResourceDelete(s(3)),
+        ("get", ["cluster", "ha", "rules"]) => R::HaRules,
+        ("create", ["cluster", "ha", "rules"]) => R::HaRuleCreate,
+        ("delete", ["cluster", "ha", "rules", _]) => R::HaRuleDelete(s(3)),
         // The volume may hold a '/' (`fragmentDelimiter => ''` on the content subclass,
         // pve-storage API2/Storage/Status.pm [SRC]): the rest of the path is the volume.
         ("delete", ["nodes", _, "storage", _, "content", rest @ ..]) if !rest.is_empty() => {
@@ -435,6 +446,36 @@ fn schema(r: &Route) -> Vec<Param> {
             p("icmp-type", Ty::Str),
         ],
         R::FwRuleDelete(..) => vec![p("digest", Ty::MaxLen(64))],
+        // PVE 9.2 `POST /cluster/ha/resources`, `DELETE …/{sid}`, `GET` and `POST /cluster/ha/rules`.
+        R::HaResourceCreate => vec![
+            p("sid", Ty::Str),
+            p("type", Ty::Enum(&["ct", "vm"])),
+            p(
+                "state",
+                Ty::Enum(&["started", "stopped", "enabled", "disabled", "ignored"]),
+            ),
+            p("max_restart", Ty::Int(Some(0), None)),
+            p("max_relocate", Ty::Int(Some(0), None)),
+            p("group", Ty::ConfigId),
+            p("comment", Ty::MaxLen(4096)),
+            p("failback", Ty::Bool),
+            p("auto-rebalance", Ty::Bool),
+        ],
+        R::HaResourceDelete(_) => vec![p("purge", Ty::Bool)],
+        R::HaRules => vec![
+            p("type", Ty::Enum(&["node-affinity", "resource-affinity"])),
+            p("resource", Ty::Str),
+        ],
+        R::HaRuleCreate => vec![
+            p("rule", Ty::ConfigId),
+            p("type", Ty::Enum(&["node-affinity", "resource-affinity"])),
+            p("resources", Ty::Str),
+            p("nodes", Ty::Str),
+            p("strict", Ty::Bool),
+            p("affinity", Ty::Enum(&["positive", "negative"])),
+            p("comment", Ty::MaxLen(4096)),
+            p("disable", Ty::Bool),
+        ],
         R::FwOptionsSet(..) => vec![
             p("enable", Ty::Bool),
             p("dhcp", Ty::Bool),
@@ -785,6 +826,8 @@ fn required(r: &Route) -> &'static [&'static str] {
         R::Migrate(..) => &["target"],
         R::GuestRrd(..) | R::NodeRrd(_) => &["timeframe"],
         R::FwRuleCreate(_) => &["action", "type"],
+        R::HaResourceCreate => &["sid"],
+        R::HaRuleCreate => &["resources", "rule", "type"],
         R::IpsetCreate(..) => &["name"],
         R::IpsetAdd(..) => &["cidr"],
         R::NodeSmart(_) => &["disk"],
@@ -1371,6 +1414,14 @@ fn execute(
         }
         R::ClusterTasks => data(observe::cluster_tasks(st)),
         R::HaStatus => data(observe::ha_status(st, ctx)),
+        R::HaResourceCreate => crate::ha::add(st, ctx, o).map(|()| Reply::Nothing),
+        R::HaResourceDelete(sid) => crate::ha::remove(st, sid, o).map(|()| Reply::Nothing),
+        R::HaRules => data(crate::ha::rules(st, o)),
+        R::HaRuleCreate => crate::ha::create_rule(st, o).map(|()| Reply::Nothing),
+        R::HaRuleDelete(id) => {
+            crate::ha::delete_rule(st, id);
+            Ok(Reply::Nothing)
+        }
         R::CloudinitPending(n, _) => data(crate::cloudinit::pending(st, n, vmid)?),
         // Returns null: pvesh prints nothing for a `null` result.
         R::CloudinitRegenerate(n, _) => crate::cloudinit::regenerate(st, n, vmid)

@@ -80,6 +80,9 @@ pub struct State {
     /// Firewall configurations ([`crate::firewall`]).
     #[serde(default, skip_serializing_if = "Firewalls::is_empty")]
     pub firewall: Firewalls,
+    /// HA rules ([`crate::ha`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ha_rules: Vec<HaRule>,
 }
 
 /// A node's network files, where they are not the real ones.
@@ -320,6 +323,37 @@ pub struct Ha {
     /// Epoch seconds at which the LRM will have carried the request out; `None` once settled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub due: Option<i64>,
+    /// `max_restart`, when given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_restart: Option<u64>,
+}
+
+/// An HA rule (`ha/rules.cfg`, [`crate::ha`]).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct HaRule {
+    /// Its id.
+    pub rule: String,
+    /// `node-affinity` or `resource-affinity`.
+    pub kind: String,
+    /// Resource ids (`vm:100`), as given.
+    pub resources: Vec<String>,
+    /// A node-affinity rule's nodes, `node` or `node:priority`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nodes: Option<Vec<String>>,
+    /// `strict`.
+    #[serde(default)]
+    pub strict: bool,
+    /// A resource-affinity rule's `positive` or `negative`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub affinity: Option<String>,
+    /// `comment`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comment: Option<String>,
+    /// `disable`.
+    #[serde(default)]
+    pub disable: bool,
+    /// Its place among the rules.
+    pub order: u64,
 }
 
 /// Seconds an HA request takes to reach the guest (CRM + LRM rounds on a real cluster take
@@ -997,6 +1031,7 @@ pub fn initial(now: i64) -> State {
         ha: Some(Ha {
             request: "stopped".into(),
             due: None,
+            max_restart: None,
         }),
     });
     // Agent configured, VM running, but nothing answers inside (no qemu-guest-agent in the
@@ -1252,6 +1287,7 @@ pub fn initial(now: i64) -> State {
         networks: BTreeMap::new(),
         net_cut: None,
         firewall: initial_firewalls(),
+        ha_rules: Vec::new(),
     };
     let history: [(&str, &str, &str, i64, Vec<String>); 5] = [
         ("pve1", "vzdump", "100", last_night, vec![]),

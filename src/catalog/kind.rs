@@ -231,6 +231,16 @@ pub enum Kind {
     IpAddr,
     /// A firewall rule's position in its list: 0-9999.
     RulePos,
+    /// An id in PVE's `pve-configid` form (an HA rule's, a backup job's): a letter, then
+    /// letters, digits, `_` or `-`, 2-64 characters.
+    ConfigId,
+    /// HA resources of a rule: `vm:ID` or `ct:ID` joined by `,`, 1-16 of them, none twice.
+    HaSids,
+    /// The nodes of an HA node-affinity rule, each with an optional priority 0-9999:
+    /// `pve1:2,pve2`, 1-16 of them, none twice.
+    HaNodes,
+    /// How many times the HA manager retries a guest: 0-99.
+    Tries,
 }
 
 /// The largest [`Kind::ByteSize`]: 1 TiB.
@@ -539,6 +549,16 @@ impl Kind {
             Kind::IpsetName => "[A-Za-z][A-Za-z0-9_-]{1,63}".into(),
             Kind::IpAddr => IP_ANY.into(),
             Kind::RulePos => "(0|[1-9][0-9]{0,3})".into(),
+            Kind::ConfigId => "[A-Za-z][A-Za-z0-9_-]{1,63}".into(),
+            Kind::HaSids => {
+                let one = "(vm|ct):[1-9][0-9]{2,8}";
+                format!("{one}([,]{one}){{0,15}}")
+            }
+            Kind::HaNodes => {
+                let one = format!("{}([:](0|[1-9][0-9]{{0,3}}))?", Kind::Node.regex());
+                format!("{one}([,]{one}){{0,15}}")
+            }
+            Kind::Tries => "(0|[1-9][0-9]?)".into(),
             Kind::Server => Kind::GuestName.regex(),
             Kind::VgName => "[a-zA-Z0-9_+][a-zA-Z0-9_.+-]{1,126}".into(),
             Kind::ZfsPool => {
@@ -636,6 +656,10 @@ impl Kind {
             Kind::IpsetName => "an IP set name (a letter, then letters, digits, '_', '-'; 2-64 characters)".into(),
             Kind::IpAddr => "an IPv4 or IPv6 address".into(),
             Kind::RulePos => "a rule's position (0-9999, see the rules list)".into(),
+            Kind::ConfigId => "an id (a letter, then letters, digits, '_', '-'; 2-64 characters)".into(),
+            Kind::HaSids => "HA resources vm:ID or ct:ID joined by ',', at most 16, none twice (vm:100,ct:200)".into(),
+            Kind::HaNodes => "nodes with an optional priority 0-9999 joined by ',', at most 16, none twice (pve1:2,pve2)".into(),
+            Kind::Tries => "a number of tries (0-99)".into(),
         }
     }
 
@@ -708,6 +732,10 @@ impl Kind {
             Kind::IpsetName => "admins",
             Kind::IpAddr => "192.0.2.7",
             Kind::RulePos => "0",
+            Kind::ConfigId => "keep-apart",
+            Kind::HaSids => "vm:100,vm:101",
+            Kind::HaNodes => "pve1:2,pve2",
+            Kind::Tries => "1",
         }
     }
 
@@ -879,6 +907,17 @@ impl Kind {
                     "expected {} in its usual form",
                     self.describe()
                 )));
+            }
+            Kind::HaSids | Kind::HaNodes => {
+                let mut seen: Vec<&str> = Vec::new();
+                for p in raw.split(',') {
+                    let name = p.split(':').next().unwrap_or(p);
+                    let name = if self == Kind::HaSids { p } else { name };
+                    if seen.contains(&name) {
+                        return Err(bad(format!("'{name}' is given twice")));
+                    }
+                    seen.push(name);
+                }
             }
             Kind::BridgePorts => {
                 let mut seen: Vec<&str> = Vec::new();
@@ -1082,7 +1121,7 @@ pub(crate) mod tests {
     use super::*;
     use crate::base::text::{ECHO_MAX, cut};
 
-    const ALL: [Kind; 55] = [
+    const ALL: [Kind; 59] = [
         Kind::Vmid,
         Kind::Node,
         Kind::SnapName,
@@ -1138,6 +1177,10 @@ pub(crate) mod tests {
         Kind::IpsetName,
         Kind::IpAddr,
         Kind::RulePos,
+        Kind::ConfigId,
+        Kind::HaSids,
+        Kind::HaNodes,
+        Kind::Tries,
     ];
 
     #[test]

@@ -538,7 +538,9 @@ pub struct Op {
     pub yields: Option<Yield>,
     /// The guest fence of this op's VMIDs when it is not its area's: a backup restore is a
     /// backup op whose target and archive are one kind of guest (`Some(Area::Vm)` for a VM
-    /// restore), so only that kind's fence admits it. `None`: see [`Op::fence_area`].
+    /// restore), so only that kind's fence admits it; `Some(Area::Cluster)` for a cluster-wide
+    /// op on one guest of either kind (`ha add`), which either fence admits. `None`: see
+    /// [`Op::fence_area`].
     pub fence: Option<Area>,
     /// What runs after the op succeeded, each step an op of its own (its policy, audit record
     /// and sudoers rule): a cloud image's disk grown, a clone's cloud-init set. Empty for most.

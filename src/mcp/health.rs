@@ -20,7 +20,7 @@ pub fn spec(full: bool) -> Tool {
     let t = tool(
         NAME,
         "Health check",
-        "What is wrong: quorum, offline nodes, failed tasks, full storages, SMART, failed services, HA errors, updates: worst first, each with the command that shows more; ok false on a warning or critical.",
+        "What is wrong (quorum, nodes, tasks, storages, SMART, services, HA, updates), worst first, each with the command that shows more; ok false on a warning or critical.",
         json!({"type": "object", "properties": {
             "since": {"type": "string", "description": "failed tasks from then on: 24h (default), 2d, a date, RFC 3339 or Unix seconds"},
             "storage_threshold": {"type": "integer", "minimum": 1, "maximum": 100, "description": "percent full that is a finding (default 90)"}

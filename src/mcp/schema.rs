@@ -146,6 +146,7 @@ pub(super) fn integer_range(kind: Kind) -> Option<(u64, u64)> {
         Kind::FillPercent => Some((1, 99)),
         Kind::RevertWindow => Some((30, 600)),
         Kind::RulePos => Some((0, 9999)),
+        Kind::Tries => Some((0, 99)),
         _ => None,
     }
 }
@@ -337,8 +338,8 @@ fn shown_phrase(template: &str) -> String {
     template.replace('{', "<").replace('}', ">")
 }
 
-/// The short description of the lean tool list: the op's line of help, what it risks, which
-/// tool of a family it is, and the phrase it needs. How phrases and approvals work is said
+/// The short description of the lean tool list: the op's line of help, what it risks and the
+/// phrase it needs (which tool of a family it is, its schema says). How phrases and approvals work is said
 /// once, in the server's instructions.
 pub(super) fn lean_description(op: &Op, confirm: bool) -> String {
     let mut s = format!("{}.", op.about.trim_end_matches('.'));
@@ -346,7 +347,7 @@ pub(super) fn lean_description(op: &Op, confirm: bool) -> String {
     if op.risk == Risk::Exec {
         s.push_str(" In the guest as root; no shell.");
     }
-    s.push_str(&only_for(op));
+    // Which arguments select a variant, the schema says (`const`, `allOf` patterns).
     if let Some(c) = op.confirm {
         s.push_str(&format!(" Confirm: `{}`.", shown_phrase(c.phrase)));
     } else if confirm {
@@ -357,11 +358,11 @@ pub(super) fn lean_description(op: &Op, confirm: bool) -> String {
 
 /// The lean input schema: the same properties, types, choices, defaults and required ones as
 /// [`input_schema`], without the kinds' patterns and ranges, the texts the instructions say
-/// once (the guest's id, `approval`), the `node` pxagent looks up itself (the instructions
+/// once (the guest's id, `confirm`, `approval`), the `node` pxagent looks up itself (the instructions
 /// say every tool takes it) and `additionalProperties: false` (the server
 /// checks every value with the kinds' regexes and refuses what an op does not take anyway,
 /// and says what was wrong).
-pub(super) fn lean_input_schema(op: &Op, confirm: bool, shared: &Shared) -> Value {
+pub(super) fn lean_input_schema(op: &Op, shared: &Shared) -> Value {
     let mut props = Map::new();
     let mut req: Vec<&str> = Vec::new();
     // A node pxagent finds by itself (`How::Node`) is optional everywhere, which the
@@ -393,10 +394,8 @@ pub(super) fn lean_input_schema(op: &Op, confirm: bool, shared: &Shared) -> Valu
             req.push(p.name);
         }
     }
-    if confirm {
-        props.insert("confirm".into(), json!({"type": "string"}));
-    }
-    // `approval` is taken by every tool, which the instructions say once; without
+    // `confirm` (where the description names a phrase) and `approval` (every tool) are said
+    // once, in the instructions; without
     // `additionalProperties: false` a client may send it. The server still refuses any
     // argument the op does not take, by name.
     let mut schema = json!({
@@ -498,7 +497,7 @@ impl ToolSpec {
         } else {
             (
                 lean_description(self.op, self.confirm),
-                lean_input_schema(self.op, self.confirm, shared),
+                lean_input_schema(self.op, shared),
             )
         };
         let schema = match input {
@@ -534,6 +533,10 @@ impl ToolSpec {
         }
         if self.idempotent && !self.read_only {
             a = a.idempotent(true);
+        }
+        // All hints at their defaults: no annotations at all, which means the same.
+        if a == ToolAnnotations::new() {
+            return tool;
         }
         tool.with_annotations(a)
     }

@@ -526,7 +526,7 @@ pub(super) fn instructions(host: &str, compact: bool, shared: &Shared) -> String
         "Manage the Proxmox VE host {host} through pxagent. {tools} \
 `vmid` is the guest's id; every tool on a guest or node also takes an optional `node`, which pxagent finds itself. \
 Start with status or preflight when unsure. Read-only tools change nothing. \
-Confirmation: a destructive tool runs only with `confirm` set to the exact phrase the human user typed. Call without it, show the user the phrase from the refusal (error kind confirmation_required, phrase_from user), and pass their reply; a wrong one is confirmation_mismatch: ask again; never invent, correct or reuse a phrase. \
+Confirmation: a tool whose description says `Confirm: …` runs only with the argument `confirm` set to the exact phrase the human user typed. Call without it, show the user the phrase from the refusal (error kind confirmation_required, phrase_from user), and pass their reply; a wrong one is confirmation_mismatch: ask again; never invent, correct or reuse a phrase. \
 Approval: when a result has error kind approval_required, hand its approval_request text to a human approver and pass their signature back as `approval` in the same call; every tool takes `approval`; never make one up. \
 Outcomes: connection_failed after a change was sent means the outcome is unknown: check with a read (vm_status, task_list) before trying again, never repeat a change blindly. policy_refused, sudo_refused and rate_limited are final for now: tell the user. invalid_input: correct the arguments as the message says.{}",
         shared.sentence()

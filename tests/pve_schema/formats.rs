@@ -39,6 +39,9 @@ fn split_list(v: &str) -> Vec<&str> {
 
 const KNOWN: &[&str] = &[
     "string",
+    "pve-ha-resource-or-vm-id",
+    "pve-ha-resource-id",
+    "pve-ha-node",
     "urlencoded",
     "pve-configid",
     "pve-storage-id",
@@ -209,6 +212,11 @@ fn one(name: &str, v: &str) -> Result<(), String> {
         "pve-fw-dport-spec" | "pve-fw-sport-spec" => return ports(v),
         "pve-fw-addr-spec" => return addr_list(v),
         // pve-firewall `IPSet.pm` `cidr`: an address, a network or an alias name.
+        // pve-ha-manager b71218f279d5 `src/PVE/HA/Tools.pm`: `pve_verify_ha_resource_or_vm_id`,
+        // `pve_verify_ha_resource_id`, `pve_verify_ha_node` (a `-list` splits as usual).
+        "pve-ha-resource-or-vm-id" => re(r"[a-z]+:\S+|\d+", v),
+        "pve-ha-resource-id" => re(r"[a-z]+:\S+", v),
+        "pve-ha-node" => re(r"([a-zA-Z0-9]([a-zA-Z0-9\-]*[a-zA-Z0-9])?)(:\d+)?", v),
         "IPorCIDRorAlias" => net_ip(v).is_ok() || re("[A-Za-z][A-Za-z0-9_-]+", v),
         other => {
             return Err(format!(

@@ -184,7 +184,7 @@ pub static BACKUP_RESTORE_OVERWRITE: Op = Op {
 pub static BACKUP_RESTORE_CT_OVERWRITE: Op = Op {
     id: "backup.restore-ct-overwrite",
     cli: &["backup", "restore"],
-    about: "Restore a container backup over an existing container (always unprivileged)",
+    about: "Restore a container backup over an existing one (always unprivileged)",
     risk: Risk::Confirm,
     area: Area::Backup,
     params: &[ARCHIVE, RESTORE_VMID, RESTORE_STORAGE, FORCE, LOCAL_NODE],

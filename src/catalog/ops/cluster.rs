@@ -1,5 +1,5 @@
 //! Cluster-wide reads: the Proxmox version, membership and quorum, the resource list, the
-//! next free VMID, every node's recent tasks and the HA manager's status. All read-only, all
+//! next free VMID and every node's recent tasks. All read-only, all
 //! `pvesh get`.
 
 use super::*;
@@ -74,19 +74,6 @@ pub static CLUSTER_TASKS: Op = Op {
     args: pvesh!("get", "/cluster/tasks"),
     view: View::Tasks,
     local: &["errors", "since", "limit", "vmid"],
-    ..ROW
-};
-
-/// `pxagent ha status`
-pub static HA_STATUS: Op = Op {
-    id: "ha.status",
-    cli: &["ha", "status"],
-    about: "Show the HA manager's status: quorum, master, node agents and HA resources",
-    risk: Risk::Read,
-    area: Area::Cluster,
-    params: &[],
-    args: pvesh!("get", "/cluster/ha/status/current"),
-    view: View::Table(&[("type", "TYPE"), ("status", "STATUS")]),
     ..ROW
 };
 

@@ -6,8 +6,8 @@
 //! `needs_one_of`, `step`, `already`, `yields`, `variant_of`, `fence`, `then`), then `..ROW`. The static
 //! is the op's handle: code outside the catalog names an op by it (`ops::CLUSTER_RESOURCES`),
 //! never by its id string. A handle is the id upper-cased with `.` and `-` as `_`, and lives in
-//! the file named by the id's prefix (`vm.status` → `vm.rs`), except `pve.version` and
-//! `ha.status` (cluster.rs), the commands run inside guests (exec.rs) and the firewalls'
+//! the file named by the id's prefix (`vm.status` → `vm.rs`), except `pve.version`
+//! (cluster.rs), the commands run inside guests (exec.rs) and the firewalls'
 //! ops of every area (firewall.rs).
 //!
 //! To add an operation: write its row in its area's file and put its handle in [`OPS`].
@@ -46,6 +46,7 @@ mod cluster;
 mod ct;
 mod exec;
 mod firewall;
+mod ha;
 mod image;
 mod iso;
 mod network;
@@ -59,9 +60,7 @@ pub use backup::{
     BACKUP_CREATE, BACKUP_LIST, BACKUP_PRUNE, BACKUP_REMOVE, BACKUP_RESTORE, BACKUP_RESTORE_CT,
     BACKUP_RESTORE_CT_OVERWRITE, BACKUP_RESTORE_OVERWRITE,
 };
-pub use cluster::{
-    CLUSTER_NEXTID, CLUSTER_RESOURCES, CLUSTER_STATUS, CLUSTER_TASKS, HA_STATUS, PVE_VERSION,
-};
+pub use cluster::{CLUSTER_NEXTID, CLUSTER_RESOURCES, CLUSTER_STATUS, CLUSTER_TASKS, PVE_VERSION};
 pub use ct::{
     CT_CONFIG, CT_CREATE, CT_DELSNAPSHOT, CT_DESTROY, CT_LIST, CT_MIGRATE, CT_REBOOT, CT_RESIZE,
     CT_ROLLBACK, CT_RRD, CT_SET, CT_SHUTDOWN, CT_SNAPSHOT, CT_SNAPSHOTS, CT_START, CT_STATUS,
@@ -75,6 +74,10 @@ pub use firewall::{
     NODE_FIREWALL_ADD, NODE_FIREWALL_REMOVE, NODE_FIREWALL_RULES, VM_FIREWALL_ADD,
     VM_FIREWALL_DISABLE, VM_FIREWALL_ENABLE, VM_FIREWALL_IPSET_ADD, VM_FIREWALL_IPSET_CREATE,
     VM_FIREWALL_IPSET_LIST, VM_FIREWALL_IPSET_REMOVE, VM_FIREWALL_REMOVE, VM_FIREWALL_RULES,
+};
+pub use ha::{
+    HA_ADD, HA_REMOVE, HA_RULE_LIST, HA_RULE_NODE_AFFINITY, HA_RULE_REMOVE,
+    HA_RULE_RESOURCE_AFFINITY, HA_STATUS,
 };
 pub use image::{IMAGE_DOWNLOAD, IMAGE_LIST, IMAGE_REMOVE};
 pub use iso::{ISO_DOWNLOAD, ISO_LIST, ISO_REMOVE, ISO_UPLOAD};
@@ -235,6 +238,13 @@ pub static OPS: &[&Op] = &[
     &CLUSTER_FIREWALL_RULES,
     &CLUSTER_FIREWALL_ADD,
     &CLUSTER_FIREWALL_REMOVE,
+    // HA: guests under the HA manager, HA rules
+    &HA_ADD,
+    &HA_REMOVE,
+    &HA_RULE_LIST,
+    &HA_RULE_NODE_AFFINITY,
+    &HA_RULE_RESOURCE_AFFINITY,
+    &HA_RULE_REMOVE,
     // creating guests
     &VM_CREATE,
     &VM_CREATE_IMAGE,

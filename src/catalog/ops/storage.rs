@@ -188,7 +188,7 @@ pub static STORAGE_ADD_ZFSPOOL: Op = Op {
 pub static STORAGE_ADD_NFS: Op = Op {
     id: "storage.add-nfs",
     cli: &["storage", "add-nfs"],
-    about: "Add an NFS export of a server the host's admin named as a storage (mounted noexec, nosuid)",
+    about: "Add an NFS export of a server the host's admin named (mounted noexec, nosuid)",
     risk: Risk::Change,
     area: Area::Storage,
     params: &[NEW_STORAGE, SERVER, EXPORT, CONTENT_OPTION],

@@ -116,7 +116,7 @@ impl RenderOptions {
         let ranges = match op.fence_area()? {
             Area::Vm => self.vmids.clone(),
             Area::Ct => cts.cloned(),
-            // Backups and task filters name VMs and containers alike: either fence admits.
+            // Backups, task filters and HA name VMs and containers alike: either fence admits.
             _ => match (self.vmids.as_ref(), cts) {
                 (Some(v), Some(c)) => Some(v.union(c)),
                 (v, c) => v.or(c).cloned(),

@@ -88,6 +88,8 @@ const NARROWED: &[(Kind, &str)] = &[
     ),
     (Kind::IpAddr, "the address exactly, in its usual form"),
     (Kind::ContentList, "no content type twice"),
+    (Kind::HaSids, "no resource twice"),
+    (Kind::HaNodes, "no node twice"),
     (Kind::Server, "at most 253 characters"),
     (
         Kind::GuestArgv,
