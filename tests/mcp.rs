@@ -275,6 +275,14 @@ fn a_real_mcp_client_drives_the_sandbox() {
     assert!(invalid_argument(&steps["bad_snapshot_name"]).contains("snapshot"));
     assert!(invalid_argument(&steps["unknown_property"]).contains("force"));
     assert!(invalid_argument(&steps["variant_without_switch"]).contains("vmstate"));
+    // Through the base's tool (the lean list's only one), the switch chooses the variant: its
+    // phrase, nothing sent.
+    let through = &steps["variant_through_base"]["structured"]["error"];
+    assert_eq!(through["kind"], "confirmation_required", "{through}");
+    assert!(
+        tool_error(&steps["variant_through_base"]).contains("yes vmstate 100 before"),
+        "{through}"
+    );
     invalid_params(&steps["unknown_tool"]);
     assert_eq!(ok(&steps["integral_vmid"])["vmid"], 100);
 

@@ -302,6 +302,10 @@ async def scenario_logged(binary, log):
             steps["variant_without_switch"] = await call(
                 session, "vm_snapshot_vmstate", {"vmid": 100, "snapshot": "before"}
             )
+            # The lean list folds the variant into vm_snapshot: its switch chooses it there.
+            steps["variant_through_base"] = await call(
+                session, "vm_snapshot", {"vmid": 100, "snapshot": "before", "vmstate": True}
+            )
             steps["unknown_tool"] = await call(session, "qm_monitor", {"vmid": 100})
 
             # A backup: its log's percentages arrive as progress with total 100; then the

@@ -1,7 +1,8 @@
 //! The tool list: one MCP tool per catalog op — name, title, description, input schema (from
 //! the parameter kinds, the same regexes as sudoers), output schema (from the typed views of
 //! [`crate::views`]) and annotations (from what the catalog says the op does), with the policy
-//! and profile deciding which ops are offered. Uses the catalog, the views and the policy.
+//! and profile deciding which ops are offered; the lean list folds a CLI path's variants into
+//! its base's tool ([`lean_tools`]). Uses the catalog, the views and the policy.
 
 use std::sync::Arc;
 
@@ -333,6 +334,14 @@ fn only_for(op: &Op) -> String {
     format!(" Only for {}.", when.join(" and "))
 }
 
+/// `Take a snapshot …` as `take a snapshot …`.
+fn lowercase_first(s: &str) -> String {
+    let mut c = s.chars();
+    c.next()
+        .map(|f| f.to_lowercase().chain(c).collect())
+        .unwrap_or_default()
+}
+
 /// A phrase template as a model reads it: `yes destroy <vmid>`.
 fn shown_phrase(template: &str) -> String {
     template.replace('{', "<").replace('}', ">")
@@ -488,7 +497,135 @@ pub(super) fn short_help(help: &str) -> &str {
     help[..cut].trim_end()
 }
 
+/// The lean list's tools, one per CLI path as the CLI has one command per path: a variant
+/// offered together with its base (`vm_snapshot_vmstate` with `vm_snapshot`) is folded into
+/// the base's tool ([`ToolSpec::lean_tool`]), and a call of the base's tool with the
+/// variant's selecting values runs the variant ([`route`]). A variant whose base is not
+/// offered keeps its own tool; the full list and the compact mode keep every op's.
+pub fn lean_tools(specs: &[ToolSpec], shared: &Shared) -> Vec<Tool> {
+    specs
+        .iter()
+        .filter(|s| folded_into(s, specs).is_none())
+        .map(|base| {
+            let variants: Vec<&ToolSpec> = specs
+                .iter()
+                .filter(|v| folded_into(v, specs).is_some_and(|b| std::ptr::eq(b.op, base.op)))
+                .collect();
+            base.lean_tool(&variants, shared)
+        })
+        .collect()
+}
+
+/// The offered base whose tool a variant's spec folds into.
+pub fn folded_into<'a>(spec: &ToolSpec, specs: &'a [ToolSpec]) -> Option<&'a ToolSpec> {
+    if spec.op.variant_of.is_empty() {
+        return None;
+    }
+    specs
+        .iter()
+        .find(|b| b.op.cli == spec.op.cli && b.op.variant_of.is_empty())
+}
+
+/// The op a call of `op`'s tool runs: for the base of a CLI path, the op its arguments
+/// select there ([`catalog::select`], as the CLI chooses: `vmstate: true` on `vm_snapshot`
+/// is `vm.snapshot-vmstate`); otherwise `op` itself. Arguments that select nothing leave the
+/// base, whose own checks then say what is wrong.
+pub fn route(op: &'static Op, args: &Map<String, Value>) -> &'static Op {
+    if !op.variant_of.is_empty() || catalog::ops_at(op.cli).len() < 2 {
+        return op;
+    }
+    let raw: std::collections::BTreeMap<&'static str, String> = catalog::ops_at(op.cli)
+        .iter()
+        .flat_map(|o| o.params.iter())
+        .filter_map(|p| {
+            let v = match args.get(p.name)? {
+                Value::String(s) => s.clone(),
+                Value::Bool(true) => "1".into(),
+                Value::Number(n) => n.to_string(),
+                _ => return None,
+            };
+            Some((p.name, v))
+        })
+        .collect();
+    catalog::select(op.cli, &raw).unwrap_or(op)
+}
+
 impl ToolSpec {
+    /// The lean tool of a CLI path's base with the variants folded into it: their arguments
+    /// join the base's (`required` only where every op at the path needs it; no `const` or
+    /// pattern that would refuse another op's values), their hints join conservatively, and
+    /// the description says, for each, the values that select it, what it does and its
+    /// phrase.
+    pub(super) fn lean_tool(&self, variants: &[&ToolSpec], shared: &Shared) -> Tool {
+        let tool = self.to_tool(false, shared);
+        if variants.is_empty() {
+            return tool;
+        }
+        // The base's own selecting values too, now that no pattern in the schema says them.
+        let mut description = lean_description(self.op, self.confirm);
+        if !self.op.select.is_empty() {
+            let own = only_for(self.op);
+            description = format!(
+                "{} ({}).{}",
+                self.op.about.trim_end_matches('.'),
+                own.trim_start_matches(" Only for ").trim_end_matches('.'),
+                &description[self.op.about.trim_end_matches('.').len() + 1..]
+            );
+        }
+        let mut schema = lean_input_schema(self.op, shared);
+        for v in variants {
+            let part = lean_description(v.op, v.confirm);
+            description.push_str(&format!(
+                " With{}: {}",
+                only_for(v.op)
+                    .trim_start_matches(" Only for")
+                    .trim_end_matches('.'),
+                lowercase_first(&part)
+            ));
+            let vs = lean_input_schema(v.op, shared);
+            if let (Some(props), Some(more)) = (
+                schema["properties"].as_object_mut(),
+                vs["properties"].as_object(),
+            ) {
+                for (k, p) in more {
+                    props.entry(k.clone()).or_insert_with(|| p.clone());
+                }
+            }
+            let theirs: Vec<Value> = vs["required"].as_array().cloned().unwrap_or_default();
+            if let Some(req) = schema["required"].as_array_mut() {
+                req.retain(|r| theirs.contains(r));
+            }
+        }
+        if let Some(props) = schema["properties"].as_object_mut() {
+            for p in props.values_mut().filter_map(Value::as_object_mut) {
+                p.remove("allOf");
+                if p.remove("const").is_some() {
+                    p.insert("type".into(), json!("boolean"));
+                }
+            }
+        }
+        if schema["required"].as_array().is_some_and(Vec::is_empty) {
+            schema.as_object_mut().map(|o| o.remove("required"));
+        }
+        let all: Vec<&ToolSpec> = std::iter::once(self)
+            .chain(variants.iter().copied())
+            .collect();
+        let joined = ToolSpec {
+            read_only: all.iter().all(|s| s.read_only),
+            destructive: all.iter().any(|s| s.destructive),
+            idempotent: all.iter().all(|s| s.idempotent),
+            ..self.clone()
+        };
+        let schema = match schema {
+            Value::Object(o) => o,
+            _ => JsonObject::new(),
+        };
+        let annotations = joined.to_tool(false, shared).annotations;
+        let mut t = Tool::new(tool.name.clone(), description, Arc::new(schema));
+        t.annotations = annotations;
+        t
+    }
+
     /// The rmcp tool: with its output schema and the long texts (`full`), or lean (see
     /// [`lean_description`], [`lean_input_schema`]).
     pub(super) fn to_tool(&self, full: bool, shared: &Shared) -> Tool {

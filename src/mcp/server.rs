@@ -77,10 +77,13 @@ impl Server {
                 (s, t)
             })
             .collect();
-        let mut listed: Vec<Tool> = if compact {
-            compact::tools()
-        } else {
-            tools.iter().map(|(_, t)| t.clone()).collect()
+        let mut listed: Vec<Tool> = match (compact, full) {
+            (true, _) => compact::tools(),
+            (false, true) => tools.iter().map(|(_, t)| t.clone()).collect(),
+            (false, false) => {
+                let specs: Vec<ToolSpec> = tools.iter().map(|(s, _)| s.clone()).collect();
+                super::schema::lean_tools(&specs, &shared)
+            }
         };
         listed.push(health::spec(full));
         Server {
@@ -313,6 +316,15 @@ impl Server {
                 None,
             ));
         };
+        // The lean list folds a path's variants into its base's tool: the values choose. A
+        // variant's switch sent as false or null is the base's call without it.
+        let op = super::schema::route(op, &args);
+        let args: JsonObject = args
+            .into_iter()
+            .filter(|(k, v)| {
+                op.param(k).is_some() || !matches!(v, Value::Bool(false) | Value::Null)
+            })
+            .collect();
         // SEP-1303: since 2025-11-25 arguments that do not fit are a tool result the model
         // can read and correct; older sessions keep JSON-RPC invalid params. Versions are
         // dates, so they compare as text; rmcp reports the version the client asked for,
@@ -338,7 +350,7 @@ impl Server {
             );
         };
         // Not offered is not the same as unknown: it is a refusal, and audited as one.
-        if !self.tools.iter().any(|(s, _)| s.op == *op) {
+        if !self.tools.iter().any(|(s, _)| std::ptr::eq(s.op, op)) {
             let why = if self.profile.allows(op.risk) {
                 format!("the local policy ({}) denies it", self.policy.source())
             } else {

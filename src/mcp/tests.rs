@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use rmcp::ServiceExt;
 use serde_json::{Map, Value, json};
 
-use super::schema::required;
+use super::schema::{folded_into, lean_tools, required, route};
 use super::*;
 use crate::base::error::Error;
 use crate::catalog::{self, Kind, OPS, Op, Profile, Risk};
@@ -521,20 +521,40 @@ async fn a_client_over_a_duplex_pipe_sees_exactly_the_offered_tools() {
     let list = rpc(&mut io, 2, "tools/list", json!({})).await;
     let tools = list["result"]["tools"].as_array().unwrap();
     let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
-    let mut want: Vec<&str> = expected.iter().map(|s| s.name.as_str()).collect();
+    // One tool per CLI path: a variant offered with its base is folded into the base's tool.
+    let listed: Vec<&ToolSpec> = expected
+        .iter()
+        .filter(|s| folded_into(s, &expected).is_none())
+        .collect();
+    let lean = lean_tools(&expected, &shared);
+    let mut want: Vec<&str> = listed.iter().map(|s| s.name.as_str()).collect();
     // After the operations: the health check, which is no op.
     want.push(super::health::NAME);
     assert_eq!(names, want);
     assert!(!names.contains(&"vm_reboot") && !names.contains(&"vm_destroy"));
-    for (t, s) in tools.iter().zip(&expected) {
+    for ((t, s), l) in tools.iter().zip(&listed).zip(&lean) {
         // The lean list (the default): the spec's lean form, the hints MCP's defaults leave out.
-        assert_eq!(
-            *t,
-            serde_json::to_value(s.to_tool(false, &shared)).unwrap(),
+        assert_eq!(*t, serde_json::to_value(l).unwrap(), "{}", s.name);
+        let folds = expected
+            .iter()
+            .any(|v| folded_into(v, &expected).is_some_and(|b| std::ptr::eq(b.op, s.op)));
+        if !folds {
+            assert_eq!(
+                *t,
+                serde_json::to_value(s.to_tool(false, &shared)).unwrap(),
+                "{}",
+                s.name
+            );
+        }
+        let hint = |k: &str, default: bool| t["annotations"][k].as_bool().unwrap_or(default);
+        assert!(
+            !folds || hint("destructiveHint", true) || !s.destructive,
             "{}",
             s.name
         );
-        let hint = |k: &str, default: bool| t["annotations"][k].as_bool().unwrap_or(default);
+        if folds {
+            continue;
+        }
         assert_eq!(hint("readOnlyHint", false), s.read_only, "{}", s.name);
         if !s.read_only {
             assert_eq!(hint("destructiveHint", true), s.destructive, "{}", s.name);
@@ -778,10 +798,16 @@ fn the_lean_list_fits_in_40_kb_and_the_compact_one_in_8() {
     let specs = tool_specs(&Policy::default(), Profile::Full);
     let shared = Shared::of(&specs);
     let size = |full: bool| {
-        let tools: Vec<Value> = specs
-            .iter()
-            .map(|s| serde_json::to_value(s.to_tool(full, &shared)).unwrap())
-            .collect();
+        let tools: Vec<Value> = match full {
+            true => specs
+                .iter()
+                .map(|s| serde_json::to_value(s.to_tool(true, &shared)).unwrap())
+                .collect(),
+            false => lean_tools(&specs, &shared)
+                .iter()
+                .map(|t| serde_json::to_value(t).unwrap())
+                .collect(),
+        };
         serde_json::to_string(&json!({ "tools": tools }))
             .unwrap()
             .len()
@@ -820,6 +846,138 @@ fn the_lean_list_fits_in_40_kb_and_the_compact_one_in_8() {
         .unwrap()
         .len();
     assert!(compact <= 8 * 1024, "compact: {compact} bytes");
+}
+
+/// The lean list has one tool per CLI path, as the CLI has one command: each variant is folded
+/// into its base's tool (its arguments, its phrase), and a call of the base's tool with the
+/// variant's values runs the variant; every op stays callable.
+#[test]
+fn variants_fold_into_their_base_tool_and_their_values_choose_them() {
+    use crate::catalog::ops;
+    let specs = tool_specs(&Policy::default(), Profile::Full);
+    let shared = Shared::of(&specs);
+    let lean: Vec<Value> = lean_tools(&specs, &shared)
+        .iter()
+        .map(|t| serde_json::to_value(t).unwrap())
+        .collect();
+    let tool = |name: &str| lean.iter().find(|t| t["name"] == name).cloned();
+    for variant in [
+        "vm_snapshot_vmstate",
+        "backup_restore_ct",
+        "backup_restore_overwrite",
+        "backup_restore_ct_overwrite",
+        "storage_set_mountpoint",
+        "vm_create_image",
+    ] {
+        assert!(tool(variant).is_none(), "{variant} is listed");
+    }
+    let snap = tool("vm_snapshot").unwrap();
+    assert_eq!(
+        snap["inputSchema"]["properties"]["vmstate"]["type"],
+        "boolean"
+    );
+    let d = snap["description"].as_str().unwrap();
+    assert!(
+        d.contains("With vmstate: true: take a snapshot of a VM including its RAM. Confirm: `yes vmstate <vmid> <snapshot>`."),
+        "{d}"
+    );
+    // Folded hints are the careful ones: a variant that destroys makes the tool destructive.
+    assert!(
+        snap["annotations"].get("destructiveHint").is_none(),
+        "{snap}"
+    );
+    let restore = tool("backup_restore").unwrap();
+    assert_eq!(
+        restore["inputSchema"]["required"],
+        json!(["archive", "vmid"])
+    );
+    assert_eq!(
+        restore["inputSchema"]["properties"]["force"],
+        json!({"type": "boolean"})
+    );
+    assert!(
+        restore["inputSchema"]["properties"]["archive"]
+            .get("allOf")
+            .is_none()
+    );
+    let create = tool("vm_create").unwrap();
+    assert_eq!(create["inputSchema"]["required"], json!(["name"]));
+    assert!(create["inputSchema"]["properties"]["image"].is_object());
+    // The values choose, as on the command line.
+    let args = |v: Value| v.as_object().unwrap().clone();
+    let lxc = "local:backup/vzdump-lxc-200-2026_11_01-02_00_00.tar.zst";
+    let qemu = "local:backup/vzdump-qemu-100-2026_11_01-02_00_00.vma.zst";
+    for (op, a, want) in [
+        (
+            &ops::VM_SNAPSHOT,
+            json!({"vmid": 100, "snapshot": "s1"}),
+            &ops::VM_SNAPSHOT,
+        ),
+        (
+            &ops::VM_SNAPSHOT,
+            json!({"vmid": 100, "snapshot": "s1", "vmstate": true}),
+            &ops::VM_SNAPSHOT_VMSTATE,
+        ),
+        (
+            &ops::VM_SNAPSHOT,
+            json!({"vmid": 100, "snapshot": "s1", "vmstate": false}),
+            &ops::VM_SNAPSHOT,
+        ),
+        (
+            &ops::BACKUP_RESTORE,
+            json!({"archive": qemu, "vmid": 150}),
+            &ops::BACKUP_RESTORE,
+        ),
+        (
+            &ops::BACKUP_RESTORE,
+            json!({"archive": lxc, "vmid": 250}),
+            &ops::BACKUP_RESTORE_CT,
+        ),
+        (
+            &ops::BACKUP_RESTORE,
+            json!({"archive": qemu, "vmid": 100, "force": true}),
+            &ops::BACKUP_RESTORE_OVERWRITE,
+        ),
+        (
+            &ops::BACKUP_RESTORE,
+            json!({"archive": lxc, "vmid": 200, "force": true}),
+            &ops::BACKUP_RESTORE_CT_OVERWRITE,
+        ),
+        (
+            &ops::VM_CREATE,
+            json!({"name": "a", "image": "local:import/d.qcow2"}),
+            &ops::VM_CREATE_IMAGE,
+        ),
+        (
+            &ops::STORAGE_SET,
+            json!({"storage": "s", "is_mountpoint": "yes"}),
+            &ops::STORAGE_SET_MOUNTPOINT,
+        ),
+        (
+            &ops::STORAGE_SET,
+            json!({"storage": "s", "is_mountpoint": "no"}),
+            &ops::STORAGE_SET,
+        ),
+        // A variant's own tool, and an op with no variants, are themselves.
+        (
+            &ops::VM_SNAPSHOT_VMSTATE,
+            json!({"vmid": 100}),
+            &ops::VM_SNAPSHOT_VMSTATE,
+        ),
+        (
+            &ops::VM_START,
+            json!({"vmid": 100, "vmstate": true}),
+            &ops::VM_START,
+        ),
+    ] {
+        assert_eq!(route(op, &args(a.clone())).id, want.id, "{} {a}", op.id);
+    }
+    // Every op is listed or folded into a listed base.
+    for s in &specs {
+        let listed = tool(&s.name).is_some();
+        let folded = folded_into(s, &specs).is_some_and(|b| tool(&b.name).is_some());
+        assert!(listed != folded, "{}", s.name);
+    }
 }
 
 /// Each op's documented example, in the form its help and description give it (not the wire
