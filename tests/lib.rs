@@ -7,7 +7,7 @@
 //! `sudoers_lint::`, and `setup::`, which needs only this machine's sshd binary) runs what needs
 //! no host. The live topics (`live`, `actions`, `audit`, `batch`, `exec`, `fleet`, `mcp`,
 //! `newops`, `cloud_images`, `persist`, `policy`, `pve`, `robust`, `scripting`, `storage_ops`, `health`,
-//! `iso_upload`, `ha`, `sudo_rules`, `sudo_fences`, `ct_restore`, `ssh_transport`, `tasks`, `gate`, `jump`, `ux`) need
+//! `iso_upload`, `ha`, `backup_jobs`, `sudo_rules`, `sudo_fences`, `ct_restore`, `ssh_transport`, `tasks`, `gate`, `jump`, `ux`) need
 //! root and the beds that `scripts/test.sh` brings up; without them they fail with what to run.
 
 mod support;
@@ -15,6 +15,7 @@ mod support;
 mod actions;
 mod approve;
 mod audit;
+mod backup_jobs;
 mod batch;
 mod cli;
 mod cloud_images;

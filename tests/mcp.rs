@@ -753,15 +753,26 @@ fn the_docs_list_every_tool() {
     }
 }
 
-/// The full tool list's tools and their required arguments, from `pxagent mcp --list-tools`
-/// and the catalog: what the lean list must still offer.
-fn every_tool() -> Vec<(String, Vec<String>)> {
+/// How many ops the full profile offers as tools of their own (the full list, the compact
+/// mode's operations, the catalog resource).
+fn every_op_tool() -> usize {
     pxagent::mcp::tool_specs(
         &pxagent::policy::Policy::default(),
         pxagent::catalog::Profile::Full,
     )
-    .into_iter()
-    .map(|s| {
+    .len()
+}
+
+/// The lean list's tools and their required arguments, from the catalog: every op's tool,
+/// except that a variant is folded into its base's (one tool per CLI path), which then needs
+/// only what every op at its path needs. Every op is still offered: its own tool or its base's.
+fn every_tool() -> Vec<(String, Vec<String>)> {
+    use pxagent::mcp::{ToolSpec, folded_into};
+    let specs = pxagent::mcp::tool_specs(
+        &pxagent::policy::Policy::default(),
+        pxagent::catalog::Profile::Full,
+    );
+    let required = |s: &ToolSpec| -> Vec<String> {
         let mut req: Vec<String> = s.input_schema["required"]
             .as_array()
             .unwrap()
@@ -769,9 +780,23 @@ fn every_tool() -> Vec<(String, Vec<String>)> {
             .map(|v| v.as_str().unwrap().to_string())
             .collect();
         req.sort();
-        (s.name, req)
-    })
-    .collect()
+        req
+    };
+    specs
+        .iter()
+        .filter(|s| folded_into(s, &specs).is_none())
+        .map(|base| {
+            let mut req = required(base);
+            for v in specs
+                .iter()
+                .filter(|v| folded_into(v, &specs).is_some_and(|b| b.name == base.name))
+            {
+                let theirs = required(v);
+                req.retain(|r| theirs.contains(r));
+            }
+            (base.name.clone(), req)
+        })
+        .collect()
 }
 
 /// The default tool list, as the Python SDK receives it, is at most 40 KB and still
@@ -838,7 +863,7 @@ fn the_compact_tools_find_describe_and_run_every_operation() {
     );
     assert_eq!(
         r["all"]["structured"]["count"].as_u64().unwrap() as usize,
-        every_tool().len()
+        every_op_tool()
     );
     let described = &r["described"]["structured"];
     assert_eq!(described["op"], "vm.delsnapshot");
@@ -908,7 +933,7 @@ fn the_skill_prompt_and_the_resources_are_listed_and_readable() {
     );
     let read = &r["read"];
     let catalog: Value = serde_json::from_str(read["pxagent://catalog"].as_str().unwrap()).unwrap();
-    assert_eq!(catalog.as_array().unwrap().len(), every_tool().len());
+    assert_eq!(catalog.as_array().unwrap().len(), every_op_tool());
     let rules: Value = serde_json::from_str(read["pxagent://rules"].as_str().unwrap()).unwrap();
     assert_eq!(rules["profile"], "full");
     assert!(

@@ -193,6 +193,8 @@ fn fenced_render_admits_every_sample_inside_its_fence() {
         &ops::HA_RULE_NODE_AFFINITY,
         &ops::HA_RULE_RESOURCE_AFFINITY,
         &ops::HA_RULE_REMOVE,
+        &ops::BACKUP_JOB_CREATE,
+        &ops::BACKUP_JOB_REMOVE,
     ];
     for op in OPS {
         let expected = Profile::Full.allows_op(op) && !left_out.contains(op);

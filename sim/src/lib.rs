@@ -22,6 +22,7 @@ pub mod api;
 pub mod args;
 pub mod b64;
 pub mod backup;
+pub mod backup_jobs;
 pub mod cloudinit;
 pub mod faults;
 pub mod firewall;

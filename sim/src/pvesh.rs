@@ -120,6 +120,10 @@ enum Route {
     HaRules,
     HaRuleCreate,
     HaRuleDelete(String),
+    BackupJobs,
+    BackupJobCreate,
+    BackupJob(String),
+    BackupJobDelete(String),
 }
 
 fn kind_of(s: &str) -> Option<Kind> {
@@ -224,6 +228,11 @@ fn route(verb: &str, segs: &[&str]) -> Option<Route> {
         ("get", ["cluster", "ha", "rules"]) => R::HaRules,
         ("create", ["cluster", "ha", "rules"]) => R::HaRuleCreate,
         ("delete", ["cluster", "ha", "rules", _]) => R::HaRuleDelete(s(3)),
+        // backup jobs (pve-manager API2/Backup.pm)
+        ("get", ["cluster", "backup"]) => R::BackupJobs,
+        ("create", ["cluster", "backup"]) => R::BackupJobCreate,
+        ("get", ["cluster", "backup", _]) => R::BackupJob(s(2)),
+        ("delete", ["cluster", "backup", _]) => R::BackupJobDelete(s(2)),
         // The volume may hold a '/' (`fragmentDelimiter => ''` on the content subclass,
         // pve-storage API2/Storage/Status.pm [SRC]): the rest of the path is the volume.
         ("delete", ["nodes", _, "storage", _, "content", rest @ ..]) if !rest.is_empty() => {
@@ -462,6 +471,53 @@ fn schema(r: &Route) -> Vec<Param> {
             p("auto-rebalance", Ty::Bool),
         ],
         R::HaResourceDelete(_) => vec![p("purge", Ty::Bool)],
+        // PVE 9.2 `POST /cluster/backup` (`json_config_properties` and the job's own).
+        R::BackupJobCreate => vec![
+            p("id", Ty::ConfigId),
+            p("schedule", Ty::MaxLen(128)),
+            p("starttime", Ty::Str),
+            p("dow", Ty::Str),
+            p("enabled", Ty::Bool),
+            p("repeat-missed", Ty::Bool),
+            p("comment", Ty::MaxLen(512)),
+            p("all", Ty::Bool),
+            p("bwlimit", Ty::Int(Some(0), None)),
+            p("compress", Ty::Enum(&["0", "1", "gzip", "lzo", "zstd"])),
+            p("dumpdir", Ty::Str),
+            p("exclude", Ty::Str),
+            p("exclude-path", Ty::List),
+            p("fleecing", Ty::Str),
+            p("ionice", Ty::Int(Some(0), Some(8))),
+            p("lockwait", Ty::Int(Some(0), None)),
+            p("mailnotification", Ty::Enum(&["always", "failure"])),
+            p("mailto", Ty::Str),
+            p("mode", Ty::Enum(&["snapshot", "suspend", "stop"])),
+            p("node", Ty::Str),
+            p("notes-template", Ty::MaxLen(1024)),
+            p(
+                "notification-mode",
+                Ty::Enum(&["auto", "legacy-sendmail", "notification-system"]),
+            ),
+            p(
+                "pbs-change-detection-mode",
+                Ty::Enum(&["legacy", "data", "metadata"]),
+            ),
+            p("performance", Ty::Str),
+            p("pigz", Ty::Int(None, None)),
+            p("pool", Ty::Str),
+            p("protected", Ty::Bool),
+            p("prune-backups", Ty::Str),
+            p("quiet", Ty::Bool),
+            p("remove", Ty::Bool),
+            p("script", Ty::Str),
+            p("stdexcludes", Ty::Bool),
+            p("stop", Ty::Bool),
+            p("stopwait", Ty::Int(Some(0), None)),
+            p("storage", Ty::StorageId),
+            p("tmpdir", Ty::Str),
+            p("vmid", Ty::Str),
+            p("zstd", Ty::Int(None, None)),
+        ],
         R::HaRules => vec![
             p("type", Ty::Enum(&["node-affinity", "resource-affinity"])),
             p("resource", Ty::Str),
@@ -1417,6 +1473,10 @@ fn execute(
         R::HaResourceCreate => crate::ha::add(st, ctx, o).map(|()| Reply::Nothing),
         R::HaResourceDelete(sid) => crate::ha::remove(st, sid, o).map(|()| Reply::Nothing),
         R::HaRules => data(crate::ha::rules(st, o)),
+        R::BackupJobs => data(crate::backup_jobs::list(st, ctx)),
+        R::BackupJobCreate => crate::backup_jobs::create(st, o).map(|()| Reply::Nothing),
+        R::BackupJob(id) => data(crate::backup_jobs::read(st, id)?),
+        R::BackupJobDelete(id) => crate::backup_jobs::delete(st, id).map(|()| Reply::Nothing),
         R::HaRuleCreate => crate::ha::create_rule(st, o).map(|()| Reply::Nothing),
         R::HaRuleDelete(id) => {
             crate::ha::delete_rule(st, id);

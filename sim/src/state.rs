@@ -83,6 +83,12 @@ pub struct State {
     /// HA rules ([`crate::ha`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ha_rules: Vec<HaRule>,
+    /// Backup jobs as `GET /cluster/backup/{id}` returns them ([`crate::backup_jobs`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub backup_jobs: Vec<serde_json::Map<String, Value>>,
+    /// Resource pools and their guests.
+    #[serde(default)]
+    pub pools: BTreeMap<String, Vec<u32>>,
 }
 
 /// A node's network files, where they are not the real ones.
@@ -1288,6 +1294,9 @@ pub fn initial(now: i64) -> State {
         net_cut: None,
         firewall: initial_firewalls(),
         ha_rules: Vec::new(),
+        backup_jobs: Vec::new(),
+        // One pool, `prod`, with the web VM and the DNS container.
+        pools: BTreeMap::from([("prod".to_string(), vec![100, 200])]),
     };
     let history: [(&str, &str, &str, i64, Vec<String>); 5] = [
         ("pve1", "vzdump", "100", last_night, vec![]),

@@ -232,7 +232,7 @@ pub enum Kind {
     /// A firewall rule's position in its list: 0-9999.
     RulePos,
     /// An id in PVE's `pve-configid` form (an HA rule's, a backup job's): a letter, then
-    /// letters, digits, `_` or `-`, 2-64 characters.
+    /// letters, digits, `_` or `-`, 2-50 characters (a job's path takes at most 50).
     ConfigId,
     /// HA resources of a rule: `vm:ID` or `ct:ID` joined by `,`, 1-16 of them, none twice.
     HaSids,
@@ -241,6 +241,16 @@ pub enum Kind {
     HaNodes,
     /// How many times the HA manager retries a guest: 0-99.
     Tries,
+    /// A PVE calendar event (`daily`, `sat 02:00`, `mon..fri 21:30`, `0/30`), without `*`
+    /// (`0/15` says what `*/15` does): 1-3 words ([`crate::catalog::calendar`]).
+    Calendar,
+    /// VMIDs joined by `,`: 1-64 of them, none twice.
+    VmidList,
+    /// A resource pool's id (PVE `pve-poolid`): letters, digits, `_`, `-`, 1-64 characters.
+    PoolId,
+    /// Backup retention: `keep-last|hourly|daily|weekly|monthly|yearly=N` joined by `,`, each
+    /// key once, N 1-9999.
+    Retention,
 }
 
 /// The largest [`Kind::ByteSize`]: 1 TiB.
@@ -549,7 +559,7 @@ impl Kind {
             Kind::IpsetName => "[A-Za-z][A-Za-z0-9_-]{1,63}".into(),
             Kind::IpAddr => IP_ANY.into(),
             Kind::RulePos => "(0|[1-9][0-9]{0,3})".into(),
-            Kind::ConfigId => "[A-Za-z][A-Za-z0-9_-]{1,63}".into(),
+            Kind::ConfigId => "[A-Za-z][A-Za-z0-9_-]{1,49}".into(),
             Kind::HaSids => {
                 let one = "(vm|ct):[1-9][0-9]{2,8}";
                 format!("{one}([,]{one}){{0,15}}")
@@ -559,6 +569,16 @@ impl Kind {
                 format!("{one}([,]{one}){{0,15}}")
             }
             Kind::Tries => "(0|[1-9][0-9]?)".into(),
+            Kind::Calendar => {
+                let word = "[a-z0-9][a-z0-9.,:/-]{0,39}";
+                format!("{word}( {word}){{0,2}}")
+            }
+            Kind::VmidList => "[1-9][0-9]{2,8}([,][1-9][0-9]{2,8}){0,63}".into(),
+            Kind::PoolId => "[A-Za-z0-9_][A-Za-z0-9_-]{0,63}".into(),
+            Kind::Retention => {
+                let one = "keep-(last|hourly|daily|weekly|monthly|yearly)[=][1-9][0-9]{0,3}";
+                format!("{one}([,]{one}){{0,5}}")
+            }
             Kind::Server => Kind::GuestName.regex(),
             Kind::VgName => "[a-zA-Z0-9_+][a-zA-Z0-9_.+-]{1,126}".into(),
             Kind::ZfsPool => {
@@ -656,10 +676,14 @@ impl Kind {
             Kind::IpsetName => "an IP set name (a letter, then letters, digits, '_', '-'; 2-64 characters)".into(),
             Kind::IpAddr => "an IPv4 or IPv6 address".into(),
             Kind::RulePos => "a rule's position (0-9999, see the rules list)".into(),
-            Kind::ConfigId => "an id (a letter, then letters, digits, '_', '-'; 2-64 characters)".into(),
+            Kind::ConfigId => "an id (a letter, then letters, digits, '_', '-'; 2-50 characters)".into(),
             Kind::HaSids => "HA resources vm:ID or ct:ID joined by ',', at most 16, none twice (vm:100,ct:200)".into(),
             Kind::HaNodes => "nodes with an optional priority 0-9999 joined by ',', at most 16, none twice (pve1:2,pve2)".into(),
             Kind::Tries => "a number of tries (0-99)".into(),
+            Kind::Calendar => "a PVE calendar event without '*' (daily, sat 02:00, mon..fri 21:30, 0/30 for every 30 minutes)".into(),
+            Kind::VmidList => "VMIDs joined by ',', at most 64, none twice (100,101)".into(),
+            Kind::PoolId => "a pool id (letters, digits, '_', '-')".into(),
+            Kind::Retention => "keep-last, keep-hourly, keep-daily, keep-weekly, keep-monthly, keep-yearly =N (1-9999) joined by ',', each once (keep-last=3,keep-daily=7)".into(),
         }
     }
 
@@ -736,6 +760,10 @@ impl Kind {
             Kind::HaSids => "vm:100,vm:101",
             Kind::HaNodes => "pve1:2,pve2",
             Kind::Tries => "1",
+            Kind::Calendar => "sat 02:00",
+            Kind::VmidList => "100,200",
+            Kind::PoolId => "prod",
+            Kind::Retention => "keep-last=3,keep-daily=7",
         }
     }
 
@@ -908,11 +936,19 @@ impl Kind {
                     self.describe()
                 )));
             }
-            Kind::HaSids | Kind::HaNodes => {
+            Kind::Calendar => {
+                if let Some(why) = super::calendar::problem(raw) {
+                    return Err(bad(why));
+                }
+            }
+            Kind::HaSids | Kind::HaNodes | Kind::VmidList | Kind::Retention => {
                 let mut seen: Vec<&str> = Vec::new();
                 for p in raw.split(',') {
-                    let name = p.split(':').next().unwrap_or(p);
-                    let name = if self == Kind::HaSids { p } else { name };
+                    let name = match self {
+                        Kind::HaNodes => p.split(':').next().unwrap_or(p),
+                        Kind::Retention => p.split('=').next().unwrap_or(p),
+                        _ => p,
+                    };
                     if seen.contains(&name) {
                         return Err(bad(format!("'{name}' is given twice")));
                     }
@@ -1121,7 +1157,7 @@ pub(crate) mod tests {
     use super::*;
     use crate::base::text::{ECHO_MAX, cut};
 
-    const ALL: [Kind; 59] = [
+    const ALL: [Kind; 63] = [
         Kind::Vmid,
         Kind::Node,
         Kind::SnapName,
@@ -1181,6 +1217,10 @@ pub(crate) mod tests {
         Kind::HaSids,
         Kind::HaNodes,
         Kind::Tries,
+        Kind::Calendar,
+        Kind::VmidList,
+        Kind::PoolId,
+        Kind::Retention,
     ];
 
     #[test]

@@ -12,6 +12,7 @@
 //!
 //! Layer: catalog. May import: `base`.
 
+pub mod calendar;
 pub mod cloud;
 pub mod firewall;
 pub mod guest;

@@ -527,6 +527,7 @@ fn every_op_that_trusts_a_storage_marks_it() {
             );
         }
     }
-    // restores (4 × 2), creates (3 × 2), backup create, 3 downloads, the ISO upload
-    assert_eq!(marked, 19);
+    // restores (4 × 2), creates (3 × 2), backup create, a backup job's create, 3 downloads,
+    // the ISO upload
+    assert_eq!(marked, 20);
 }

@@ -60,7 +60,8 @@ pub use link::Link;
 pub use progress::Progress;
 use schema::integer_range;
 pub use schema::{
-    Shared, ToolSpec, input_schema, offered, output_schema, takes_confirm, tool_spec, tool_specs,
+    Shared, ToolSpec, folded_into, input_schema, lean_tools, offered, output_schema, route,
+    takes_confirm, tool_spec, tool_specs,
 };
 pub use server::Server;
 pub use wire::{Cancels, LineTransport, MAX_LINE_BYTES};

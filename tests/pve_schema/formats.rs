@@ -42,6 +42,7 @@ const KNOWN: &[&str] = &[
     "pve-ha-resource-or-vm-id",
     "pve-ha-resource-id",
     "pve-ha-node",
+    "pve-calendar-event",
     "urlencoded",
     "pve-configid",
     "pve-storage-id",
@@ -217,6 +218,10 @@ fn one(name: &str, v: &str) -> Result<(), String> {
         "pve-ha-resource-or-vm-id" => re(r"[a-z]+:\S+|\d+", v),
         "pve-ha-resource-id" => re(r"[a-z]+:\S+", v),
         "pve-ha-node" => re(r"([a-zA-Z0-9]([a-zA-Z0-9\-]*[a-zA-Z0-9])?)(:\d+)?", v),
+        // proxmox-time `CalendarEvent` (PVE's `pve-calendar-event`, a subset of systemd's): a
+        // keyword, or weekdays, a date and a time, each optional, in that order; a field is
+        // a list of values, ranges `A..B`, `*` and repetitions `/N`.
+        "pve-calendar-event" => return calendar_event(v),
         "IPorCIDRorAlias" => net_ip(v).is_ok() || re("[A-Za-z][A-Za-z0-9_-]+", v),
         other => {
             return Err(format!(
@@ -395,6 +400,44 @@ fn prune_backups(v: &str) -> Result<(), String> {
     }
     if keys.contains(&"keep-all") && keys.len() > 1 {
         return Err("keep-all together with other keep options".into());
+    }
+    Ok(())
+}
+
+fn calendar_event(v: &str) -> Result<(), String> {
+    const KEYWORDS: &[&str] = &[
+        "minutely",
+        "hourly",
+        "daily",
+        "weekly",
+        "monthly",
+        "yearly",
+        "annually",
+        "quarterly",
+        "semiannually",
+        "semi-annually",
+    ];
+    if KEYWORDS.contains(&v) {
+        return Ok(());
+    }
+    let spec = r"(\*|[0-9]{1,4}(\.\.[0-9]{1,4})?)(/[0-9]{1,4})?";
+    let list = format!("{spec}(,{spec})*");
+    let day = "(mon|tue|wed|thu|fri|sat|sun)(\\.\\.(mon|tue|wed|thu|fri|sat|sun))?";
+    let shapes = [
+        format!("{day}(,{day})*"),
+        format!("({list}-)?{list}-{list}"),
+        format!("{list}(:{list}){{0,2}}"),
+    ];
+    let mut next = 0;
+    let words: Vec<&str> = v.split(' ').collect();
+    for w in &words {
+        let Some(at) = (next..shapes.len()).find(|i| re(&shapes[*i], w)) else {
+            return Err(format!("{v:?} is not a calendar event ({w:?})"));
+        };
+        next = at + 1;
+    }
+    if words.is_empty() || v.is_empty() {
+        return Err("an empty calendar event".into());
     }
     Ok(())
 }

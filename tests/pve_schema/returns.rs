@@ -210,6 +210,16 @@ fn the_simulator_answers_as_the_real_pve_api_describes() {
             for p in op.params.iter().filter(|p| matches!(p.kind, Kind::Upid)) {
                 s.insert(p.name, sim.a_upid());
             }
+            // A backup job's id names a job the simulator has: made by a sample of the create
+            // with VMIDs (its example id is the same), unless an earlier sample made it.
+            if op.risk == Risk::Read && op.param("job").is_some() {
+                let create = &pxagent::catalog::ops::BACKUP_JOB_CREATE;
+                let with_vmids = pxagent::catalog::samples(create)
+                    .into_iter()
+                    .find(|c| c.contains_key("vmids") && !c.contains_key("pool"))
+                    .expect("a create sample with VMIDs");
+                let _ = sim.run(&create.argv(&with_vmids));
+            }
             let argv = op.argv(&s);
             let Some(call) = to_call(op, &argv).unwrap() else {
                 continue;

@@ -1,5 +1,11 @@
 //! Backups of VMs and containers: create (vzdump), list, restore (to a new VMID, or over an
-//! existing guest with confirmation), prune and remove.
+//! existing guest with confirmation), prune and remove; and the cluster's backup jobs
+//! (`/cluster/backup`): list, show, create and remove (phrase).
+//!
+//! A job names its guests by a VMID list or a pool, so no VMID fence can hold it: fenced
+//! renders leave job changes out. Never offered for a job: `--script`, `--dumpdir`,
+//! `--tmpdir`, `--remove 0`, `--all`, `--exclude` and every other vzdump option but storage,
+//! mode, compression, retention (`--prune-backups`) and the notes template.
 //!
 //! `backup create` takes either kind of guest (its area is [`Area::Backup`]) and its result
 //! names the archive it wrote ([`Yield::Archive`]).
@@ -266,6 +272,153 @@ pub static BACKUP_REMOVE: Op = Op {
         hint: None,
     }),
     ..ROW
+};
+
+/// `pxagent backup job list`: the cluster's backup jobs, each with its next run.
+pub static BACKUP_JOB_LIST: Op = Op {
+    id: "backup.job.list",
+    cli: &["backup", "job", "list"],
+    about: "List the cluster's backup jobs",
+    risk: Risk::Read,
+    area: Area::Backup,
+    params: &[],
+    args: pvesh!("get", "/cluster/backup"),
+    view: View::Table(&[
+        ("id", "ID"),
+        ("schedule", "SCHEDULE"),
+        ("vmid", "VMIDS"),
+        ("pool", "POOL"),
+        ("storage", "STORAGE"),
+        ("mode", "MODE"),
+        ("enabled", "ON"),
+        ("comment", "COMMENT"),
+    ]),
+    ..ROW
+};
+
+/// `pxagent backup job show ID`: every setting of one job.
+pub static BACKUP_JOB_SHOW: Op = Op {
+    id: "backup.job.show",
+    cli: &["backup", "job", "show"],
+    about: "Show a backup job's settings",
+    risk: Risk::Read,
+    area: Area::Backup,
+    params: &[JOB],
+    args: pvesh!("get", "/cluster/backup/{job}"),
+    view: View::Object,
+    ..ROW
+};
+
+/// `pxagent backup job create ID --schedule CAL (--vmids LIST | --pool POOL) [--storage S]
+/// …`: a job PVE's scheduler runs on each guest's node.
+pub static BACKUP_JOB_CREATE: Op = Op {
+    id: "backup.job.create",
+    cli: &["backup", "job", "create"],
+    about: "Create a backup job that runs on a schedule",
+    risk: Risk::Change,
+    area: Area::Backup,
+    params: &[
+        JOB,
+        SCHEDULE,
+        JOB_VMIDS,
+        JOB_POOL,
+        BACKUP_STORAGE,
+        BACKUP_MODE,
+        COMPRESS,
+        RETENTION,
+        NOTES,
+        JOB_COMMENT,
+        DISABLED,
+    ],
+    args: pvesh!(
+        "create",
+        "/cluster/backup",
+        Arg::Word("--id"),
+        Arg::Word("{job}"),
+        Arg::Word("--schedule"),
+        Arg::Word("{schedule}"),
+        Arg::Opt("vmids", &["--vmid", "{vmids}"]),
+        Arg::Opt("pool", &["--pool", "{pool}"]),
+        Arg::Word("--storage"),
+        Arg::Word("{storage}"),
+        Arg::Opt("mode", &["--mode", "{mode}"]),
+        Arg::Opt("compress", &["--compress", "{compress}"]),
+        Arg::Opt("prune_backups", &["--prune-backups", "{prune_backups}"]),
+        Arg::Opt("notes_template", &["--notes-template", "{notes_template}"]),
+        Arg::Opt("comment", &["--comment", "{comment}"]),
+        Arg::Opt("disabled", &["--enabled", "0"])
+    ),
+    view: View::Done,
+    needs_one_of: &["vmids", "pool"],
+    prechecks: &[Precheck::Trusted("storage")],
+    ..ROW
+};
+
+/// `pxagent backup job remove ID` (phrase).
+pub static BACKUP_JOB_REMOVE: Op = Op {
+    id: "backup.job.remove",
+    cli: &["backup", "job", "remove"],
+    about: "Remove a backup job",
+    risk: Risk::Confirm,
+    area: Area::Backup,
+    params: &[JOB],
+    args: pvesh!("delete", "/cluster/backup/{job}"),
+    view: View::Done,
+    confirm: Some(Confirm {
+        phrase: "yes remove job {job}",
+        consequence: "the guests of backup job {job} are no longer backed up on its schedule (their backups stay)",
+        hint: Some("see the job first: `pxagent backup job show {job}`"),
+    }),
+    ..ROW
+};
+
+const JOB: Param = Param {
+    name: "job",
+    kind: Kind::ConfigId,
+    how: How::Positional,
+    help: "the job's id",
+};
+const SCHEDULE: Param = Param {
+    name: "schedule",
+    kind: Kind::Calendar,
+    how: How::Required,
+    help: "when it runs, a PVE calendar event (daily, sat 02:00, mon..fri 21:30, 0/30)",
+};
+const JOB_VMIDS: Param = Param {
+    name: "vmids",
+    kind: Kind::VmidList,
+    how: How::Option,
+    help: "the guests, VMIDs joined by ',' (or --pool)",
+};
+const JOB_POOL: Param = Param {
+    name: "pool",
+    kind: Kind::PoolId,
+    how: How::Option,
+    help: "every guest of this pool (or --vmids)",
+};
+const RETENTION: Param = Param {
+    name: "prune_backups",
+    kind: Kind::Retention,
+    how: How::Option,
+    help: "the backups to keep, e.g. keep-last=3,keep-daily=7 (default: the storage's)",
+};
+const NOTES: Param = Param {
+    name: "notes_template",
+    kind: Kind::Text,
+    how: How::Option,
+    help: "each backup's notes, e.g. {{guestname}} on {{node}}",
+};
+const JOB_COMMENT: Param = Param {
+    name: "comment",
+    kind: Kind::Text,
+    how: How::Option,
+    help: "a comment",
+};
+const DISABLED: Param = Param {
+    name: "disabled",
+    kind: Kind::Flag,
+    how: How::Flag,
+    help: "create it switched off",
 };
 
 const QEMU_ARCHIVE: &str = "local:backup/vzdump-qemu-100-2026_11_01-02_00_00.vma.zst";

@@ -90,6 +90,12 @@ const NARROWED: &[(Kind, &str)] = &[
     (Kind::ContentList, "no content type twice"),
     (Kind::HaSids, "no resource twice"),
     (Kind::HaNodes, "no node twice"),
+    (Kind::VmidList, "no VMID twice"),
+    (Kind::Retention, "no keep option twice"),
+    (
+        Kind::Calendar,
+        "weekdays, date and time fields in range, ranges from low to high, repetitions over 0",
+    ),
     (Kind::Server, "at most 253 characters"),
     (
         Kind::GuestArgv,
