@@ -6,31 +6,12 @@
 //!
 //! Every test holds the host [`lock`] and leaves the simulator as it found it (`pve-sim reset`).
 
-use std::process::Command;
-
 use serde_json::Value;
 
-use crate::support::{Home, lock, sim};
-
-/// Resets the simulator when a test ends, however it ends.
-struct Reset;
-
-impl Drop for Reset {
-    fn drop(&mut self) {
-        let _ = Command::new("/usr/local/lib/pve-sim/pve-sim")
-            .arg("reset")
-            .status();
-    }
-}
-
-fn run(home: &Home, gated_bed: bool, args: &[&str]) -> crate::support::Run {
-    let px = home.px();
-    let px = if gated_bed { px.gated() } else { px.bed() };
-    px.args(args).run()
-}
+use crate::support::{Home, lock, px_on, sim_reset};
 
 fn jobs(home: &Home, gated_bed: bool) -> Vec<Value> {
-    let r = run(home, gated_bed, &["backup", "job", "list", "-o", "json"]);
+    let r = px_on(home, gated_bed, &["backup", "job", "list", "-o", "json"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     r.json()["data"].as_array().unwrap().clone()
 }
@@ -38,13 +19,12 @@ fn jobs(home: &Home, gated_bed: bool) -> Vec<Value> {
 #[test]
 fn a_backup_job_is_created_listed_shown_and_removed() {
     let _g = lock();
-    sim(&["reset"]);
-    let _r = Reset;
+    let _r = sim_reset();
     let home = Home::new();
     for gated_bed in [false, true] {
         assert!(jobs(&home, gated_bed).is_empty());
         let ok = |args: &[&str]| {
-            let r = run(&home, gated_bed, args);
+            let r = px_on(&home, gated_bed, args);
             assert_eq!(r.code, 0, "{args:?}: {}", r.stderr);
         };
         ok(&[
@@ -89,7 +69,7 @@ fn a_backup_job_is_created_listed_shown_and_removed() {
         assert!(listed[0]["next_run"].as_i64().is_some(), "{listed:?}");
         assert_eq!(listed[1]["pool"], "prod");
         assert_eq!(listed[1]["enabled"], 0);
-        let r = run(
+        let r = px_on(
             &home,
             gated_bed,
             &["backup", "job", "show", "nightly", "-o", "json"],
@@ -145,7 +125,7 @@ fn a_backup_job_is_created_listed_shown_and_removed() {
             ),
             (&["backup", "job", "show", "nope"], "No such job 'nope'"),
         ] {
-            let r = run(&home, gated_bed, args);
+            let r = px_on(&home, gated_bed, args);
             assert_ne!(r.code, 0, "{args:?}");
             assert!(r.stderr.contains(says), "{args:?}: {}", r.stderr);
         }
@@ -241,19 +221,19 @@ fn a_backup_job_is_created_listed_shown_and_removed() {
                 "/x",
             ],
         ] {
-            let r = run(&home, gated_bed, args);
+            let r = px_on(&home, gated_bed, args);
             assert_eq!(r.code, 2, "{args:?}: {}", r.stderr);
         }
         assert_eq!(jobs(&home, gated_bed).len(), 2);
         // Removing needs the phrase.
-        let r = run(&home, gated_bed, &["backup", "job", "remove", "nightly"]);
+        let r = px_on(&home, gated_bed, &["backup", "job", "remove", "nightly"]);
         assert_eq!(r.code, 4, "{}", r.stderr);
         for id in ["nightly", "weekly"] {
             let phrase = format!("yes remove job {id}");
             ok(&["backup", "job", "remove", id, "--confirm", &phrase]);
         }
         assert!(jobs(&home, gated_bed).is_empty());
-        let r = run(
+        let r = px_on(
             &home,
             gated_bed,
             &[

@@ -10,29 +10,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use crate::support::{Home, gated, lock, sim};
-
-/// Resets the simulator when a test ends, however it ends.
-struct Reset;
-
-impl Drop for Reset {
-    fn drop(&mut self) {
-        let _ = Command::new("/usr/local/lib/pve-sim/pve-sim")
-            .arg("reset")
-            .status();
-    }
-}
-
-fn reset() -> Reset {
-    sim(&["reset"]);
-    Reset
-}
-
-fn run(home: &Home, gated_bed: bool, args: &[&str]) -> crate::support::Run {
-    let px = home.px();
-    let px = if gated_bed { px.gated() } else { px.bed() };
-    px.args(args).run()
-}
+use crate::support::{Home, gated, lock, px_on, sim, sim_reset};
 
 /// What PVE's API answers on the host itself (root's pvesh, the simulator on the bed).
 fn pvesh_get(path: &str) -> Value {
@@ -51,14 +29,14 @@ fn pvesh_get(path: &str) -> Value {
 #[test]
 fn a_guest_rule_and_an_ipset_entry_are_added_and_removed() {
     let _g = lock();
-    let _r = reset();
+    let _r = sim_reset();
     let home = Home::new();
     for (gated_bed, area, id, path) in [
         (false, "vm", "100", "/nodes/pve1/qemu/100"),
         (true, "ct", "200", "/nodes/pve1/lxc/200"),
     ] {
         let ok = |args: &[&str]| {
-            let r = run(&home, gated_bed, args);
+            let r = px_on(&home, gated_bed, args);
             assert_eq!(r.code, 0, "{args:?}: {}", r.stderr);
             r
         };
@@ -145,14 +123,14 @@ fn a_guest_rule_and_an_ipset_entry_are_added_and_removed() {
         let set = ok(&[area, "firewall", "ipset", "list", id, "web", "-o", "json"]).data();
         assert_eq!(set.as_array().unwrap().len(), 1, "{set}");
         // PVE's own refusals come back as they are: a set that is not there, an entry twice.
-        let r = run(
+        let r = px_on(
             &home,
             gated_bed,
             &[area, "firewall", "ipset", "add", id, "nope", "192.0.2.8"],
         );
         assert_eq!(r.code, 1, "{}", r.stderr);
         assert!(r.stderr.contains("no such IPSet 'nope'"), "{}", r.stderr);
-        let r = run(
+        let r = px_on(
             &home,
             gated_bed,
             &[area, "firewall", "ipset", "add", id, "web", "2001:db8::7"],
@@ -245,7 +223,7 @@ fn a_guest_rule_and_an_ipset_entry_are_added_and_removed() {
             "10.0.0.0/24",
         ],
     ] {
-        let r = run(&home, false, bad);
+        let r = px_on(&home, false, bad);
         assert_eq!(r.code, 2, "{bad:?}: {}", r.stderr);
     }
     // Nothing of those was sent: VM 100 keeps its one rule.
@@ -261,7 +239,7 @@ fn a_guest_rule_and_an_ipset_entry_are_added_and_removed() {
 #[test]
 fn a_node_rule_that_would_drop_pxagents_own_ssh_is_refused() {
     let _g = lock();
-    let _r = reset();
+    let _r = sim_reset();
     let home = Home::new();
     let node_rules = || {
         pvesh_get("/nodes/pve1/firewall/rules")
@@ -316,7 +294,7 @@ fn a_node_rule_that_would_drop_pxagents_own_ssh_is_refused() {
             let mut args = vec!["node", "firewall", "add", "pve1"];
             args.extend_from_slice(rule);
             args.extend(["--confirm", phrase, "-o", "json"]);
-            let r = run(&home, gated_bed, &args);
+            let r = px_on(&home, gated_bed, &args);
             assert_eq!(r.code, 3, "{args:?}: {}", r.stderr);
             let e = &r.json()["error"];
             assert_eq!(e["kind"], "policy_refused", "{e}");
@@ -344,7 +322,7 @@ fn a_node_rule_that_would_drop_pxagents_own_ssh_is_refused() {
             "--dport",
             "80,443",
         ];
-        let r = run(&home, gated_bed, &spare);
+        let r = px_on(&home, gated_bed, &spare);
         assert_eq!(r.code, 4, "{}", r.stderr);
         assert_eq!(node_rules(), 0);
         for rule in [
@@ -373,11 +351,11 @@ fn a_node_rule_that_would_drop_pxagents_own_ssh_is_refused() {
             let mut args = vec!["node", "firewall", "add", "pve1"];
             args.extend_from_slice(rule);
             args.extend(["--confirm", phrase]);
-            let r = run(&home, gated_bed, &args);
+            let r = px_on(&home, gated_bed, &args);
             assert_eq!(r.code, 0, "{args:?}: {}", r.stderr);
         }
         assert_eq!(node_rules(), 5);
-        let r = run(
+        let r = px_on(
             &home,
             gated_bed,
             &[
@@ -393,7 +371,7 @@ fn a_node_rule_that_would_drop_pxagents_own_ssh_is_refused() {
         assert_eq!(r.code, 0, "{}", r.stderr);
         assert_eq!(node_rules(), 4);
         // The cluster's rules: the same check.
-        let r = run(
+        let r = px_on(
             &home,
             gated_bed,
             &[
@@ -445,7 +423,7 @@ fn a_node_rule_that_would_drop_pxagents_own_ssh_is_refused() {
 #[test]
 fn the_gate_refuses_a_lockout_rule_sent_past_the_client() {
     let _g = lock();
-    let _r = reset();
+    let _r = sim_reset();
     let g = gated();
     let line = |op: &pxagent::catalog::Op, pairs: &[(&'static str, &str)]| {
         let v: std::collections::BTreeMap<&'static str, String> =

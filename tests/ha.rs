@@ -6,37 +6,13 @@
 //!
 //! Every test holds the host [`lock`] and leaves the simulator as it found it (`pve-sim reset`).
 
-use std::process::Command;
-
 use serde_json::Value;
 
-use crate::support::{Home, lock, sim};
-
-/// Resets the simulator when a test ends, however it ends.
-struct Reset;
-
-impl Drop for Reset {
-    fn drop(&mut self) {
-        let _ = Command::new("/usr/local/lib/pve-sim/pve-sim")
-            .arg("reset")
-            .status();
-    }
-}
-
-fn reset() -> Reset {
-    sim(&["reset"]);
-    Reset
-}
-
-fn run(home: &Home, gated_bed: bool, args: &[&str]) -> crate::support::Run {
-    let px = home.px();
-    let px = if gated_bed { px.gated() } else { px.bed() };
-    px.args(args).run()
-}
+use crate::support::{Home, lock, px_on, sim, sim_reset};
 
 /// The HA services `ha status` shows: `(sid, node)`.
 fn services(home: &Home, gated_bed: bool) -> Vec<String> {
-    let r = run(home, gated_bed, &["ha", "status", "-o", "json"]);
+    let r = px_on(home, gated_bed, &["ha", "status", "-o", "json"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     r.json()["data"]
         .as_array()
@@ -48,7 +24,7 @@ fn services(home: &Home, gated_bed: bool) -> Vec<String> {
 }
 
 fn rules(home: &Home, gated_bed: bool) -> Vec<Value> {
-    let r = run(home, gated_bed, &["ha", "rule", "list", "-o", "json"]);
+    let r = px_on(home, gated_bed, &["ha", "rule", "list", "-o", "json"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     r.json()["data"].as_array().unwrap().clone()
 }
@@ -56,13 +32,13 @@ fn rules(home: &Home, gated_bed: bool) -> Vec<Value> {
 #[test]
 fn ha_add_needs_its_phrase_and_rules_are_added_and_removed() {
     let _g = lock();
-    let _r = reset();
+    let _r = sim_reset();
     let home = Home::new();
     for gated_bed in [false, true] {
         let before = services(&home, gated_bed);
         assert_eq!(before, ["service:vm:104"], "the bed's one HA guest");
         // Without the phrase: exit 4, the phrase named, nothing sent.
-        let r = run(&home, gated_bed, &["ha", "add", "101", "-o", "json"]);
+        let r = px_on(&home, gated_bed, &["ha", "add", "101", "-o", "json"]);
         assert_eq!(r.code, 4, "{}", r.stderr);
         let e = &r.json()["error"];
         assert_eq!(e["kind"], "confirmation_required", "{e}");
@@ -80,7 +56,7 @@ fn ha_add_needs_its_phrase_and_rules_are_added_and_removed() {
             let mut args = vec!["ha", "add", id];
             args.extend_from_slice(extra);
             args.extend(["--confirm", phrase.as_str()]);
-            let r = run(&home, gated_bed, &args);
+            let r = px_on(&home, gated_bed, &args);
             assert_eq!(r.code, 0, "{args:?}: {}", r.stderr);
         }
         let now = services(&home, gated_bed);
@@ -88,7 +64,7 @@ fn ha_add_needs_its_phrase_and_rules_are_added_and_removed() {
             assert!(now.iter().any(|s| s == sid), "{sid} in {now:?}");
         }
         // Twice: PVE's refusal, passed through.
-        let r = run(
+        let r = px_on(
             &home,
             gated_bed,
             &["ha", "add", "101", "--confirm", "yes ha add 101"],
@@ -101,7 +77,7 @@ fn ha_add_needs_its_phrase_and_rules_are_added_and_removed() {
         );
 
         // A node-affinity rule and a resource-affinity rule.
-        let r = run(
+        let r = px_on(
             &home,
             gated_bed,
             &[
@@ -120,7 +96,7 @@ fn ha_add_needs_its_phrase_and_rules_are_added_and_removed() {
         );
         assert_eq!(r.code, 4, "{}", r.stderr);
         assert!(rules(&home, gated_bed).is_empty());
-        let r = run(
+        let r = px_on(
             &home,
             gated_bed,
             &[
@@ -140,7 +116,7 @@ fn ha_add_needs_its_phrase_and_rules_are_added_and_removed() {
             ],
         );
         assert_eq!(r.code, 0, "{}", r.stderr);
-        let r = run(
+        let r = px_on(
             &home,
             gated_bed,
             &[
@@ -218,7 +194,7 @@ fn ha_add_needs_its_phrase_and_rules_are_added_and_removed() {
             let mut a = vec!["ha", "rule"];
             a.extend_from_slice(args);
             a.extend(["--confirm", "yes ha rule r1"]);
-            let r = run(&home, gated_bed, &a);
+            let r = px_on(&home, gated_bed, &a);
             assert_ne!(r.code, 0, "{a:?}");
             assert!(r.stderr.contains(says), "{a:?}: {}", r.stderr);
         }
@@ -278,14 +254,14 @@ fn ha_add_needs_its_phrase_and_rules_are_added_and_removed() {
                 "both",
             ],
         ] {
-            let r = run(&home, gated_bed, args);
+            let r = px_on(&home, gated_bed, args);
             assert_eq!(r.code, 2, "{args:?}: {}", r.stderr);
         }
         // Removing: the rule by its phrase; then the guests, which leave their rules (PVE's
         // purge deletes a rule only once no resource is left in it).
-        let r = run(&home, gated_bed, &["ha", "rule", "remove", "prefer-pve1"]);
+        let r = px_on(&home, gated_bed, &["ha", "rule", "remove", "prefer-pve1"]);
         assert_eq!(r.code, 4, "{}", r.stderr);
-        let r = run(
+        let r = px_on(
             &home,
             gated_bed,
             &[
@@ -299,11 +275,11 @@ fn ha_add_needs_its_phrase_and_rules_are_added_and_removed() {
         );
         assert_eq!(r.code, 0, "{}", r.stderr);
         assert_eq!(rules(&home, gated_bed).len(), 1);
-        let r = run(&home, gated_bed, &["ha", "remove", "101"]);
+        let r = px_on(&home, gated_bed, &["ha", "remove", "101"]);
         assert_eq!(r.code, 4, "{}", r.stderr);
         for id in ["101", "200"] {
             let phrase = format!("yes ha remove {id}");
-            let r = run(
+            let r = px_on(
                 &home,
                 gated_bed,
                 &["ha", "remove", id, "--confirm", &phrase],
@@ -314,7 +290,7 @@ fn ha_add_needs_its_phrase_and_rules_are_added_and_removed() {
         assert_eq!(left.len(), 1, "{left:?}");
         assert_eq!(left[0]["rule"], "apart");
         assert_eq!(left[0]["resources"], "vm:104");
-        let r = run(
+        let r = px_on(
             &home,
             gated_bed,
             &[
@@ -329,7 +305,7 @@ fn ha_add_needs_its_phrase_and_rules_are_added_and_removed() {
         assert_eq!(r.code, 0, "{}", r.stderr);
         assert!(rules(&home, gated_bed).is_empty());
         assert_eq!(services(&home, gated_bed), before);
-        let r = run(
+        let r = px_on(
             &home,
             gated_bed,
             &["ha", "remove", "101", "--confirm", "yes ha remove 101"],

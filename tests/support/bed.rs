@@ -75,6 +75,28 @@ pub fn sim(args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Resets the simulator when dropped, however the test that holds it ends.
+pub struct SimReset;
+
+impl Drop for SimReset {
+    fn drop(&mut self) {
+        let _ = Command::new(SIM).arg("reset").status();
+    }
+}
+
+/// Reset the simulator now, and again when the guard drops.
+pub fn sim_reset() -> SimReset {
+    sim(&["reset"]);
+    SimReset
+}
+
+/// pxagent with `args` on the plain bed, or on the gated one.
+pub fn px_on(home: &super::Home, gated_bed: bool, args: &[&str]) -> super::Run {
+    let px = home.px();
+    let px = if gated_bed { px.gated() } else { px.bed() };
+    px.args(args).run()
+}
+
 /// Add, as root (as `pvesm add` by hand would), NFS storage `sid` on the server 198.51.100.66,
 /// which no test policy names, exporting the simulator's hostile share (`/export/hostile`:
 /// sim/README.md) with `content`.
