@@ -557,9 +557,8 @@ impl ToolSpec {
     /// the description says, for each, the values that select it, what it does and its
     /// phrase.
     pub(super) fn lean_tool(&self, variants: &[&ToolSpec], shared: &Shared) -> Tool {
-        let tool = self.to_tool(false, shared);
         if variants.is_empty() {
-            return tool;
+            return self.to_tool(false, shared);
         }
         // The base's own selecting values too, now that no pattern in the schema says them.
         let mut description = lean_description(self.op, self.confirm);
@@ -620,10 +619,26 @@ impl ToolSpec {
             Value::Object(o) => o,
             _ => JsonObject::new(),
         };
-        let annotations = joined.to_tool(false, shared).annotations;
-        let mut t = Tool::new(tool.name.clone(), description, Arc::new(schema));
-        t.annotations = annotations;
+        let mut t = Tool::new(self.name.clone(), description, Arc::new(schema));
+        t.annotations = joined.lean_annotations();
         t
+    }
+
+    /// The lean list's hints: only those that differ from MCP's defaults (readOnly false,
+    /// destructive true, idempotent false) and let a client do less asking; none when all are
+    /// at their defaults. `openWorldHint` is left out: a client then reads every tool as
+    /// reaching beyond the host, the careful reading (the full list says which do not).
+    fn lean_annotations(&self) -> Option<ToolAnnotations> {
+        let mut a = ToolAnnotations::new();
+        if self.read_only {
+            a = a.read_only(true);
+        } else if !self.destructive {
+            a = a.destructive(false);
+        }
+        if self.idempotent && !self.read_only {
+            a = a.idempotent(true);
+        }
+        (a != ToolAnnotations::new()).then_some(a)
     }
 
     /// The rmcp tool: with its output schema and the long texts (`full`), or lean (see
@@ -658,23 +673,9 @@ impl ToolSpec {
                         .open_world(self.open_world),
                 );
         }
-        // Only the hints that differ from MCP's defaults (readOnly false, destructive true,
-        // idempotent false) and let a client do less asking: a missing hint means the
-        // default. `openWorldHint` is left out: a client then reads every tool as reaching
-        // beyond the host, the careful reading (the full list says which do not).
-        let mut a = ToolAnnotations::new();
-        if self.read_only {
-            a = a.read_only(true);
-        } else if !self.destructive {
-            a = a.destructive(false);
+        match self.lean_annotations() {
+            Some(a) => tool.with_annotations(a),
+            None => tool,
         }
-        if self.idempotent && !self.read_only {
-            a = a.idempotent(true);
-        }
-        // All hints at their defaults: no annotations at all, which means the same.
-        if a == ToolAnnotations::new() {
-            return tool;
-        }
-        tool.with_annotations(a)
     }
 }

@@ -327,7 +327,7 @@ pub static BACKUP_JOB_CREATE: Op = Op {
         COMPRESS,
         RETENTION,
         NOTES,
-        JOB_COMMENT,
+        COMMENT,
         DISABLED,
     ],
     args: pvesh!(
@@ -407,12 +407,6 @@ const NOTES: Param = Param {
     kind: Kind::Text,
     how: How::Option,
     help: "each backup's notes, e.g. {{guestname}} on {{node}}",
-};
-const JOB_COMMENT: Param = Param {
-    name: "comment",
-    kind: Kind::Text,
-    how: How::Option,
-    help: "a comment",
 };
 const DISABLED: Param = Param {
     name: "disabled",

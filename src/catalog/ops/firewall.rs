@@ -549,12 +549,6 @@ const DEST: Param = Param {
     how: How::Option,
     help: "only to",
 };
-const COMMENT: Param = Param {
-    name: "comment",
-    kind: Kind::Text,
-    how: How::Option,
-    help: "a comment",
-};
 const POS: Param = Param {
     name: "pos",
     kind: Kind::RulePos,

@@ -223,9 +223,3 @@ const AFFINITY: Param = Param {
     how: How::Required,
     help: "positive: on one node; negative: apart",
 };
-const COMMENT: Param = Param {
-    name: "comment",
-    kind: Kind::Text,
-    how: How::Option,
-    help: "a comment",
-};

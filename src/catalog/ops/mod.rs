@@ -410,6 +410,14 @@ const BRIDGE: Param = Param {
     help: "the network bridge",
 };
 
+/// A free-text comment (a rule's, a bridge's, a job's).
+const COMMENT: Param = Param {
+    name: "comment",
+    kind: Kind::Text,
+    how: How::Option,
+    help: "a comment",
+};
+
 const SET_DESCRIPTION: Param = Param {
     name: "description",
     kind: Kind::Text,

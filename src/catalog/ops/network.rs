@@ -151,12 +151,6 @@ const CIDR: Param = Param {
     how: How::Option,
     help: "IPv4 address/prefix",
 };
-const COMMENT: Param = Param {
-    name: "comment",
-    kind: Kind::Text,
-    how: How::Option,
-    help: "a comment",
-};
 const WINDOW: Param = Param {
     name: "window",
     kind: Kind::RevertWindow,
