@@ -195,6 +195,7 @@ fn fenced_render_admits_every_sample_inside_its_fence() {
         &ops::HA_RULE_REMOVE,
         &ops::BACKUP_JOB_CREATE,
         &ops::BACKUP_JOB_REMOVE,
+        &ops::BACKUP_JOB_RUN,
     ];
     for op in OPS {
         let expected = Profile::Full.allows_op(op) && !left_out.contains(op);

@@ -249,7 +249,14 @@ pub fn cluster_resources(st: &State, now: i64, ty: Option<&str>) -> Value {
     let want = |t: &str| ty.is_none() || ty == Some(t);
     let mut out = Vec::new();
     if want("vm") {
-        out.extend(st.guests.values().map(|g| resource_guest(g, now)));
+        // A guest of a pool carries its `pool` (FORMATS §2.4, optional keys).
+        out.extend(st.guests.values().map(|g| {
+            let mut v = resource_guest(g, now);
+            if let Some((pool, _)) = st.pools.iter().find(|(_, m)| m.contains(&g.vmid)) {
+                insert(&mut v, "pool", json!(pool));
+            }
+            v
+        }));
     }
     if want("node") {
         for n in &st.nodes {

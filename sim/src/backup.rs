@@ -224,8 +224,10 @@ fn backup_guest(g: &Guest, job: &Job, stamp_t: i64, now: i64, log: &mut Vec<Stri
 }
 
 /// The options `vzdump` (CLI and API) takes besides the VMIDs (subset of
-/// `PVE::VZDump::Common` `$confdesc`).
-pub const VZDUMP_OPTS: [Param; 11] = [
+/// `PVE::VZDump::Common` `$confdesc`; `job-id`, which only root@pam may set, from
+/// `PVE::API2::VZDump` `vzdump`, PVE 9.1.11 and 9.2 schemas: `\S+`, at most 50 characters).
+pub const VZDUMP_OPTS: [Param; 12] = [
+    p("job-id", Ty::Str),
     p("storage", Ty::StorageId),
     p("mode", Ty::Enum(&["snapshot", "suspend", "stop"])),
     p("compress", Ty::Enum(&["0", "1", "gzip", "lzo", "zstd"])),

@@ -210,8 +210,9 @@ pub enum How {
     BasenameOf(&'static str),
     /// The `node` of a `/nodes/{node}` path: `--node NODE` pins it, else it is resolved.
     Node(NodeFrom),
-    /// A value of the local file an op sends ([`Op::uploads`]), its size or its SHA-256:
-    /// the front end computes it from the file, no one gives it.
+    /// A value the client computes, no one gives it: a size or SHA-256 of the local file an
+    /// op sends ([`Op::uploads`]), or a setting of the backup job an op runs
+    /// ([`Op::fans_out`]).
     Staged,
 }
 
@@ -245,7 +246,7 @@ pub struct Param {
 
 impl Param {
     /// Whether a front end takes this value from its user: not a sent file's size or digest
-    /// ([`How::Staged`]), which the client computes from the file.
+    /// or a job's setting ([`How::Staged`]), which the client computes.
     pub fn given(&self) -> bool {
         self.how != How::Staged
     }
@@ -319,6 +320,8 @@ pub enum View {
     /// A change applied with a revert the host makes unless pxagent reached it again
     /// ([`Op::confirms_with`]): whether it was kept.
     Applied,
+    /// A backup job run now ([`Op::fans_out`]): one task per node that holds its guests.
+    JobRun,
     /// A node's pending network change: whether there is one, its diff, an armed revert.
     Pending,
     /// A task's status, read again until the task stopped (`task wait`): how it ended is the
@@ -554,6 +557,10 @@ pub struct Op {
     /// **new** SSH connection, proving the host is still reachable after the change
     /// (`network apply` → `network confirm`): see `engine::network`.
     pub confirms_with: Option<&'static Op>,
+    /// The read whose answer gives this op's [`How::Staged`] values (`backup job run`: the
+    /// job): the op runs once per node that holds the guests it names, each run a line of its
+    /// own with its own audit record. See `engine::job`.
+    pub fans_out: Option<&'static Op>,
 }
 
 /// Two ops are the same op when their ids are (ids are unique: the catalog tests check).

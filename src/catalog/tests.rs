@@ -319,7 +319,7 @@ fn every_row_fills_its_required_fields() {
         // shown as an object, is a row that forgot one of them. (Exec ops show an object.)
         let action_view = matches!(
             op.view,
-            View::Task | View::Done | View::Upload | View::Applied
+            View::Task | View::Done | View::Upload | View::Applied | View::JobRun
         );
         let action_risk = matches!(op.risk, Risk::Change | Risk::Confirm);
         assert!(
@@ -527,7 +527,7 @@ fn every_op_that_trusts_a_storage_marks_it() {
             );
         }
     }
-    // restores (4 × 2), creates (3 × 2), backup create, a backup job's create, 3 downloads,
-    // the ISO upload
-    assert_eq!(marked, 20);
+    // restores (4 × 2), creates (3 × 2), backup create, a backup job's create and run,
+    // 3 downloads, the ISO upload
+    assert_eq!(marked, 21);
 }

@@ -30,6 +30,7 @@ use crate::remote::Remote;
 
 pub mod guest;
 pub mod health;
+mod job;
 pub mod network;
 mod then;
 mod trail;
@@ -119,17 +120,28 @@ impl<C: Connector> Engine<'_, C> {
         policy_confirm: bool,
         trail: &mut Trail,
     ) -> Result<()> {
-        trail.phrase = if self.interactive {
-            crate::policy::confirm::gate(inv, given, policy_confirm)?
-        } else {
-            crate::policy::confirm::gate_with(inv, given, policy_confirm, false, |_| {
-                Err(Error::Internal("no terminal to ask".into()))
-            })?
-        };
+        trail.phrase = self.phrase(inv, given, policy_confirm)?;
         // Quota is taken only once policy and confirmation have said yes: a
         // refused call never uses up a limit.
         crate::policy::limits::admit(inv.op, self.policy)?;
         Ok(())
+    }
+
+    /// The phrase's part of [`Engine::confirm`] (exit 4): the phrase that was accepted, if `inv`
+    /// needs one (asked at a terminal when there is a human to ask).
+    fn phrase(
+        &self,
+        inv: &Invocation,
+        given: Option<&str>,
+        policy_confirm: bool,
+    ) -> Result<Option<String>> {
+        if self.interactive {
+            crate::policy::confirm::gate(inv, given, policy_confirm)
+        } else {
+            crate::policy::confirm::gate_with(inv, given, policy_confirm, false, |_| {
+                Err(Error::Internal("no terminal to ask".into()))
+            })
+        }
     }
 
     /// [`Engine::decide`] for an op that may have nothing to do ([`catalog::Already`]), or
@@ -236,6 +248,10 @@ impl<C: Connector> Engine<'_, C> {
         }
         if inv.op.confirms_with.is_some() {
             return self.armed_change(inv, given, trail).await;
+        }
+        if inv.op.fans_out.is_some() && !inv.values.contains_key("node") {
+            // The job's run as a whole; each of its lines (node known) comes back here.
+            return self.job_run(inv, given, trail, progress).await;
         }
         if inv.op.risk == Risk::Exec && !inv.op.runs_guest_command() {
             // Reading a guest process's status: policy and limits, no phrase, no task.
@@ -387,6 +403,12 @@ impl<C: Connector> Engine<'_, C> {
         trail: &mut Trail,
         spawn: &mut dyn FnMut(Option<&str>) -> Result<std::process::Child>,
     ) -> Result<Value> {
+        if inv.op.fans_out.is_some() {
+            return Err(Error::usage(format!(
+                "`{}` runs one task per node, which --no-wait cannot follow: run it without --no-wait",
+                inv.op.cli.join(" ")
+            )));
+        }
         if inv.op.then.iter().any(|t| t.wanted(inv)) {
             return Err(Error::usage(format!(
                 "`{}` has steps after it (a disk grown, cloud-init set) that --no-wait cannot run: run it without --no-wait",
@@ -492,6 +514,12 @@ pub fn dry_run(policy: &Policy, inv: &Invocation, trail: &mut Trail) -> Result<V
     data["policy"] = json!(verdict);
     if inv.op.then.iter().any(|t| t.wanted(inv)) {
         data["then"] = then::dry_run(inv);
+    }
+    if let Some(read) = inv.op.fans_out {
+        data["fans_out"] = json!(format!(
+            "the job is read first (`{}`), then this line is sent once per node that holds its guests, with the job's settings in place of <node>, <vmids>, <storage> …",
+            read.cli.join(" ")
+        ));
     }
     Ok(data)
 }
@@ -618,7 +646,9 @@ pub fn human(inv: &Invocation, data: &Value) -> String {
         }
         catalog::View::Done => format!("{}: done", inv.display()),
         catalog::View::Upload => upload::human(data),
-        catalog::View::Applied => data["message"].as_str().unwrap_or("applied").to_string(),
+        catalog::View::Applied | catalog::View::JobRun => {
+            data["message"].as_str().unwrap_or("done").to_string()
+        }
         catalog::View::Wait => format!(
             "task {}: {}",
             data["upid"].as_str().unwrap_or(""),

@@ -350,6 +350,40 @@ pub struct AppliedResult {
     pub message: String,
 }
 
+/// What `backup job run` did (`View::JobRun`): one vzdump task per node that holds the job's
+/// guests. (When a node's run fails, the result is an error that says what each node did.)
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct JobRunResult {
+    /// Whether any backup ran (false: the job names no guest the cluster has).
+    pub changed: bool,
+    /// The job's id.
+    pub job: String,
+    /// The storage the backups went to.
+    pub storage: String,
+    /// One entry per node, in node order.
+    pub runs: Vec<JobNodeRun>,
+    /// VMIDs the job names that no node holds (PVE would fail them as `unable to find VM`).
+    pub missing: Vec<u64>,
+    /// The job's notification settings, which a run from pxagent does not pass on (no mail
+    /// for this run; its scheduled runs still send them).
+    pub not_passed: Vec<String>,
+    /// One sentence for humans.
+    pub message: String,
+}
+
+/// One node's part of a [`JobRunResult`].
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct JobNodeRun {
+    /// The node.
+    pub node: String,
+    /// The job's guests on it, backed up by this run.
+    pub vmids: Vec<u64>,
+    /// Its vzdump task.
+    pub upid: Option<String>,
+    /// How the task ended (`OK`).
+    pub exitstatus: Option<String>,
+}
+
 /// A node's pending network change (`View::Pending`), as pxagent's helper reads it.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PendingResult {
@@ -411,6 +445,7 @@ pub fn data_schema(view: View) -> Value {
         View::Done => of::<DoneResult>(),
         View::Upload => of::<UploadResult>(),
         View::Applied => of::<AppliedResult>(),
+        View::JobRun => of::<JobRunResult>(),
         View::Pending => of::<PendingResult>(),
         View::ClusterStatus | View::Tasks | View::Table(_) => serde_json::json!({
             "type": "array",
@@ -633,6 +668,7 @@ fn typed(view: View, data: &Value, keep_type: Option<&str>) -> Result<Value> {
         | View::Done
         | View::Upload
         | View::Applied
+        | View::JobRun
         | View::Pending
         | View::Wait
         | View::Table(_) => data.clone(),
@@ -891,9 +927,13 @@ pub fn human(view: View, data: &Value) -> String {
         View::Tasks => status::tasks(data),
         View::Interfaces => crate::views::observe::interfaces_human(data),
         View::Rrd => crate::views::observe::rrd_human(data),
-        View::Object | View::Task | View::Done | View::Upload | View::Applied | View::Wait => {
-            status::fields(data, status::Context::Runtime)
-        }
+        View::Object
+        | View::Task
+        | View::Done
+        | View::Upload
+        | View::Applied
+        | View::JobRun
+        | View::Wait => status::fields(data, status::Context::Runtime),
         View::Number => data.to_string(),
         View::Pending => pending_human(data),
     }

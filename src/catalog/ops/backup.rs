@@ -1,6 +1,6 @@
 //! Backups of VMs and containers: create (vzdump), list, restore (to a new VMID, or over an
 //! existing guest with confirmation), prune and remove; and the cluster's backup jobs
-//! (`/cluster/backup`): list, show, create and remove (phrase).
+//! (`/cluster/backup`): list, show, create, remove (phrase) and run now.
 //!
 //! A job names its guests by a VMID list or a pool, so no VMID fence can hold it: fenced
 //! renders leave job changes out. Never offered for a job: `--script`, `--dumpdir`,
@@ -370,6 +370,85 @@ pub static BACKUP_JOB_REMOVE: Op = Op {
         hint: Some("see the job first: `pxagent backup job show {job}`"),
     }),
     ..ROW
+};
+
+/// `pxagent backup job run ID`: the job's backups now, as PVE's "Run now" starts them
+/// (pve-manager `www/manager6/dc/Backup.js` `run_backup_now`: the job's settings POSTed to
+/// `/nodes/NODE/vzdump`). pxagent reads the job ([`Op::fans_out`]) and the cluster's guests,
+/// then sends one line per node that holds some of them, naming exactly those guests: the
+/// job's own VMIDs, or its pool's members. `--job-id` tags the backups' notification with the
+/// job, as PVE's scheduler does (only root@pam may set it; sudo runs pvesh as root). Every
+/// value but the job's id is [`How::Staged`]: read from the job, checked by its kind, never
+/// given. A job with a setting this line cannot carry (`--script`, `--dumpdir`, `--all`,
+/// `--exclude`, `--bwlimit` …) is refused before anything runs.
+pub static BACKUP_JOB_RUN: Op = Op {
+    id: "backup.job.run",
+    cli: &["backup", "job", "run"],
+    about: "Run a backup job now, on each node that holds its guests",
+    risk: Risk::Change,
+    area: Area::Backup,
+    params: &[
+        JOB,
+        RUN_NODE,
+        RUN_VMIDS,
+        RUN_STORAGE,
+        RUN_MODE,
+        RUN_COMPRESS,
+        RUN_RETENTION,
+        RUN_NOTES,
+    ],
+    args: pvesh!(
+        "create",
+        "/nodes/{node}/vzdump",
+        Arg::Word("--job-id"),
+        Arg::Word("{job}"),
+        Arg::Word("--vmid"),
+        Arg::Word("{vmids}"),
+        Arg::Word("--storage"),
+        Arg::Word("{storage}"),
+        Arg::Opt("mode", &["--mode", "{mode}"]),
+        Arg::Opt("compress", &["--compress", "{compress}"]),
+        Arg::Opt("prune_backups", &["--prune-backups", "{prune_backups}"]),
+        Arg::Opt("notes_template", &["--notes-template", "{notes_template}"])
+    ),
+    view: View::JobRun,
+    prechecks: &[Precheck::Trusted("storage")],
+    fans_out: Some(&BACKUP_JOB_SHOW),
+    ..ROW
+};
+
+/// The values of one node's run of a job ([`BACKUP_JOB_RUN`]), all read from the job.
+const RUN_NODE: Param = Param {
+    name: "node",
+    kind: Kind::Node,
+    how: How::Staged,
+    help: "a node that holds some of the job's guests",
+};
+const RUN_VMIDS: Param = Param {
+    name: "vmids",
+    kind: Kind::VmidList,
+    how: How::Staged,
+    help: "the job's guests on that node",
+};
+const RUN_STORAGE: Param = Param {
+    how: How::Staged,
+    ..BACKUP_STORAGE
+};
+const RUN_MODE: Param = Param {
+    how: How::Staged,
+    ..BACKUP_MODE
+};
+const RUN_COMPRESS: Param = Param {
+    how: How::Staged,
+    ..COMPRESS
+};
+const RUN_RETENTION: Param = Param {
+    how: How::Staged,
+    ..RETENTION
+};
+const RUN_NOTES: Param = Param {
+    how: How::Staged,
+    ..NOTES
 };
 
 const JOB: Param = Param {

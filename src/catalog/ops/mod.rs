@@ -57,8 +57,8 @@ mod template;
 mod vm;
 
 pub use backup::{
-    BACKUP_CREATE, BACKUP_JOB_CREATE, BACKUP_JOB_LIST, BACKUP_JOB_REMOVE, BACKUP_JOB_SHOW,
-    BACKUP_LIST, BACKUP_PRUNE, BACKUP_REMOVE, BACKUP_RESTORE, BACKUP_RESTORE_CT,
+    BACKUP_CREATE, BACKUP_JOB_CREATE, BACKUP_JOB_LIST, BACKUP_JOB_REMOVE, BACKUP_JOB_RUN,
+    BACKUP_JOB_SHOW, BACKUP_LIST, BACKUP_PRUNE, BACKUP_REMOVE, BACKUP_RESTORE, BACKUP_RESTORE_CT,
     BACKUP_RESTORE_CT_OVERWRITE, BACKUP_RESTORE_OVERWRITE,
 };
 pub use cluster::{CLUSTER_NEXTID, CLUSTER_RESOURCES, CLUSTER_STATUS, CLUSTER_TASKS, PVE_VERSION};
@@ -251,6 +251,7 @@ pub static OPS: &[&Op] = &[
     &BACKUP_JOB_SHOW,
     &BACKUP_JOB_CREATE,
     &BACKUP_JOB_REMOVE,
+    &BACKUP_JOB_RUN,
     // creating guests
     &VM_CREATE,
     &VM_CREATE_IMAGE,
@@ -296,6 +297,7 @@ const ROW: Op = Op {
     then: &[],
     local: &[],
     confirms_with: None,
+    fans_out: None,
 };
 
 // --- parameters shared by several areas ---------------------------------------------------

@@ -119,6 +119,9 @@ fn dry_run(ctx: &Context, inv: &Invocation, out: &mut Output, trail: &mut Trail)
                 ));
             }
         }
+        if let Some(f) = d["fans_out"].as_str() {
+            s.push_str(&format!("  per node: {f}\n"));
+        }
         if let Some(p) = d["policy"].as_str() {
             s.push_str(&format!("  policy:   {p}\n"));
         }
@@ -148,7 +151,8 @@ fn run_connected(
     let inv = &inv;
     let given = s.confirm.as_deref();
     let engine = ctx.engine(connector, !s.no_input);
-    if s.no_wait && inv.op.runs_task() {
+    // A job's run starts a task per node: `start` says why --no-wait cannot follow it.
+    if s.no_wait && (inv.op.runs_task() || inv.op.fans_out.is_some()) {
         return no_wait(rt, s, &engine, connector, inv, given, out, trail);
     }
     // The spinner starts once the op is sent (after any confirmation prompt), and
