@@ -25,6 +25,7 @@ mod exec;
 mod firewall;
 mod fleet;
 mod gate;
+mod guest_map;
 mod ha;
 mod health;
 mod iso_upload;

@@ -5,7 +5,7 @@
 //!
 //! The order is that of every op: the local policy and a phrase it may ask for (nothing read
 //! yet), then two reads — the job ([`crate::catalog::Op::fans_out`]) and the cluster's guests
-//! (the connection's guest map) — then [`plan`]: which guests on which node, and the job's
+//! (the guest map, read anew) — then [`plan`]: which guests on which node, and the job's
 //! settings as the row's values, each checked by its kind. A job with a setting the row's line
 //! cannot carry is refused here, before anything runs. Then one invocation of the row per node
 //! (and per 64 guests, the most one line names), each through [`Engine::execute`] with its own
@@ -278,6 +278,9 @@ impl<C: Connector> Engine<'_, C> {
         let remote = self.connector.remote().await?;
         trail.argv = Invocation::new(read, BTreeMap::from([("job", id.clone())]))?.remote_argv();
         let job = remote.read_op(read, &[("job", &id)]).await?;
+        // Which guests a job covers is read now, never taken from a kept map: a guest a
+        // map missed would be reported as missing and left without its backup.
+        remote.forget_guests().await;
         let guests = remote.guest_map().await?;
         let plan = plan(inv.op, &id, &job, &guests)?;
         let lines = plan.lines(inv.op)?;

@@ -12,8 +12,9 @@
 //!
 //! When the map is re-read:
 //! - it is older than [`MAX_AGE`] (another client may have created, moved or tagged guests);
-//! - a lookup misses (a guest created since; a name not in it) and the map was not read during
-//!   this lookup already;
+//! - a lookup misses (a guest created since; a name not in it) and the map was not read from
+//!   the host during this lookup already (a map from a memo, kept by another process, is read
+//!   again on a miss);
 //! - this connection sent an op that may change a guest: that guest's entries are dropped
 //!   (any change op with a VMID; one without drops the whole map), so the next lookup of it
 //!   reads again, while lookups of other guests keep hitting;
@@ -161,7 +162,14 @@ impl Remote {
             }
         }
         let s = self.read_guest_map(began).await?;
-        Ok(pick(&s))
+        let found = pick(&s);
+        if found.is_empty() && s.read_at < began {
+            // The map came from a memo, read before this lookup (another process kept it):
+            // a guest it lacks may be new, so read it from the host once.
+            let s = self.read_guest_map(began).await?;
+            return Ok(pick(&s));
+        }
+        Ok(found)
     }
 
     /// Guest `vmid`'s entry in the map, if the cluster has it (see [`Remote::guests_where`]).

@@ -13,10 +13,11 @@
 //! This module may use the catalog, invocations and views; the transport below it knows none
 //! of them. Logs: `pxagent::remote` at DEBUG (node lookups, task results).
 //!
-//! Layer: remote. May import: `base`, `catalog`, `ssh`, `views`.
+//! Layer: remote. May import: `audit`, `base`, `catalog`, `ssh`, `views`.
 
 pub mod classify;
 pub mod guests;
+pub mod memo;
 pub mod replay;
 pub mod transport;
 

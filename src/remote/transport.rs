@@ -199,6 +199,21 @@ impl Transport for Session {
         Box::pin(self.clone().close())
     }
 
+    /// Kept for the next process to this host in the state directory ([`super::memo`]).
+    fn memo_get<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Option<(Vec<u8>, Duration)>> {
+        Box::pin(
+            async move { super::memo::FileMemo::new(self.target(), self.host_key())?.get(key) },
+        )
+    }
+
+    fn memo_put<'a>(&'a self, key: &'a str, value: &'a [u8], age: Duration) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            if let Some(m) = super::memo::FileMemo::new(self.target(), self.host_key()) {
+                m.put(key, value, age);
+            }
+        })
+    }
+
     fn settled(&self, within: Duration) -> BoxFuture<'_, Settled> {
         Box::pin(Session::settled(self, within))
     }

@@ -334,6 +334,11 @@ impl Session {
         self.inner.handle.is_closed() || self.inner.jumps.iter().any(|j| j.is_closed())
     }
 
+    /// `user@host:port` of this connection.
+    pub fn target(&self) -> &str {
+        &self.inner.target
+    }
+
     /// The server's host key as `ssh-ed25519 key SHA256:…`.
     pub fn host_key(&self) -> &str {
         &self.inner.host_key
