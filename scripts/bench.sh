@@ -34,9 +34,12 @@
 #      a snapshot and a backup of VM 100 are made and removed, `uname` runs in VM 100): run it on
 #      a bed of your own.
 #
-# Usage: sudo scripts/bench.sh [--up] [--actions] [--runs N] [--batch-runs N] [--reads N]
+# Usage: sudo scripts/bench.sh [--up] [--actions] [--tool-ms N] [--runs N] [--batch-runs N] [--reads N]
 #   --up            bring the sandbox host up first when it is down (scripts/testbed.sh up)
 #   --actions       also count host commands per action (section 8; changes the bed)
+#   --tool-ms N     in section 8, every PVE tool run on the bed first spends N ms, as a real
+#                   host's Perl start-up does (pve-sim tool-ms; env BENCH_TOOL_MS, default 0), and
+#                   each action's wall time is shown beside ssh and proxmoxer doing the same
 #   --runs N        runs per single-command measurement   (env BENCH_RUNS, default 30)
 #   --batch-runs N  runs per N-reads measurement           (env BENCH_BATCH_RUNS, default 10)
 #   --reads N       reads per batch                        (env BENCH_READS, default 50)
@@ -59,6 +62,7 @@ readonly PY_HELPER="$REPO_DIR/scripts/bench/proxmoxer_version.py"
 
 UP=0
 ACTIONS=0
+TOOL_MS="${BENCH_TOOL_MS:-0}"
 RUNS="${BENCH_RUNS:-30}"
 BATCH_RUNS="${BENCH_BATCH_RUNS:-10}"
 READS="${BENCH_READS:-50}"
@@ -75,6 +79,7 @@ while [[ $# -gt 0 ]]; do
     case "$1" in
     --up) UP=1 ;;
     --actions) ACTIONS=1 ;;
+    --tool-ms) TOOL_MS="${2:?--tool-ms needs a number}"; shift ;;
     --runs) RUNS="${2:?--runs needs a number}"; shift ;;
     --batch-runs) BATCH_RUNS="${2:?--batch-runs needs a number}"; shift ;;
     --reads) READS="${2:?--reads needs a number}"; shift ;;
@@ -86,6 +91,8 @@ done
 for n in "$RUNS" "$BATCH_RUNS" "$READS"; do
     [[ "$n" =~ ^[1-9][0-9]*$ ]] || die "run and read counts must be positive integers, got '$n'"
 done
+[[ "$TOOL_MS" =~ ^[0-9]+$ && "$TOOL_MS" -le 10000 ]] || die "--tool-ms takes 0 to 10000, got '$TOOL_MS'"
+
 [[ "$(id -u)" -eq 0 ]] || die "run as root (it reads the bed's key and may install packages)"
 
 WORK="$(mktemp -d /tmp/pxagent-bench.XXXXXX)"
@@ -575,7 +582,7 @@ fi
 echo
 # 8. Host commands per action: only with --actions (it changes the bed and counts sudo's log).
 if [[ "$ACTIONS" -eq 1 ]]; then
-    PX="$PX" "$REPO_DIR/scripts/bench/actions.sh" || echo "  8. host commands per action: could not be counted (see above)"
+    PX="$PX" TOOL_MS="$TOOL_MS" SSH="$SSH" VENV="$VENV" "$REPO_DIR/scripts/bench/actions.sh" || echo "  8. host commands per action: could not be counted (see above)"
 else
     echo "  8. host commands per action: not counted (pass --actions; it changes the bed)"
 fi

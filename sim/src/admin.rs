@@ -24,6 +24,8 @@ pub const USAGE: &str = "USAGE: pve-sim <TOOL> [ARGS]     (TOOL: qm pct pvesh pv
        pve-sim net-cut IFACE PID|off
                                     a network reload that leaves IFACE running stops process PID
                                     (new SSH connections hang), one without it lets PID go on
+       pve-sim tool-ms [MS]         show/set each PVE tool run's start-up cost (0: none; `reset` sets 0),
+                                    spent before the state lock, as real PVE's Perl start-up runs in parallel
        pve-sim sandbox [out-limit=BYTES] [timeout=SECONDS]
                                     show/set the guest-command limits (output kept per stream, kill after)
        (internal: pve-sim guest-run …, guest-io …, guest-tool … are the sandbox's helpers, see sandbox.rs and guest_tools.rs)
@@ -39,7 +41,13 @@ pub fn run(cmd: &str, args: &[String], env: &Env, now: i64) -> Output {
     match (cmd, args.first().map(String::as_str)) {
         ("reset", None) => io(store
             .reset(now)
-            .and_then(|()| store.transact(now, |st| crate::network::reset_files(st)))),
+            .and_then(|()| store.transact(now, |st| crate::network::reset_files(st)))
+            .and_then(|()| crate::startup::set(&env.state_path, 0))),
+        ("tool-ms", None) => Output::ok(format!("{}\n", crate::startup::cost_ms(env))),
+        ("tool-ms", Some(ms)) if args.len() == 1 => match ms.parse::<u64>() {
+            Ok(ms) if ms <= 10_000 => io(crate::startup::set(&env.state_path, ms)),
+            _ => Output::err(USAGE, 2),
+        },
         ("net-cut", Some("off")) if args.len() == 1 => {
             io(store.transact(now, |st| st.net_cut = None))
         }

@@ -41,6 +41,7 @@ pub mod qm;
 pub mod running;
 pub mod sandbox;
 pub mod settings;
+pub mod startup;
 pub mod state;
 pub mod storage_cfg;
 pub mod storage_ops;
@@ -259,6 +260,8 @@ pub fn run(argv: &[String], env: &Env) -> Output {
         // Sleep before taking the state lock, so a hung call never blocks the others.
         std::thread::sleep(std::time::Duration::from_secs(effects.hang_secs));
     }
+    // A real tool's start-up, outside the state lock ([`startup`]).
+    startup::pay(env);
     if tool == "pct" && args.first().map(String::as_str) == Some("exec") {
         let mut out = guest::pct_exec(&args[1..], env, now, &effects);
         let w: String = effects.warn.iter().map(|m| format!("{m}\n")).collect();
