@@ -14,7 +14,6 @@
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
-use std::time::Instant;
 
 use serde_json::Value;
 
@@ -298,19 +297,8 @@ impl<C: Connector> Engine<'_, C> {
             async move {
                 let mut done = Vec::new();
                 for line in node_lines {
-                    let mut sub = Trail {
-                        audited: trail.audited,
-                        host: trail.host.clone(),
-                        account: trail.account.clone(),
-                        via: trail.via,
-                        log: trail.log.clone(),
-                        ..Trail::default()
-                    };
-                    let at = Instant::now();
                     let mut each = |l: &str| (shared.lock().unwrap_or_else(|e| e.into_inner()))(l);
-                    let r = Box::pin(self.execute(line, given, &mut sub, &mut each)).await;
-                    let code = r.as_ref().err().map_or(0, Error::exit_code);
-                    sub.record(line.op.id, trail.via, r.as_ref().err(), code, at.elapsed());
+                    let r = self.run_step(line, given, trail, &mut each).await;
                     let vmids = line.values["vmids"]
                         .split(',')
                         .filter_map(|v| v.parse().ok());

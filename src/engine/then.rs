@@ -86,6 +86,31 @@ pub fn dry_run(inv: &Invocation) -> Value {
 }
 
 impl<C: Connector> Engine<'_, C> {
+    /// Run `step`, an op of its own within the invocation of `trail` (a follow-up step, one
+    /// node's line of a backup job run), through [`Engine::execute`] with a trail and an audit
+    /// record of its own.
+    pub(super) async fn run_step(
+        &self,
+        step: &Invocation,
+        given: Option<&str>,
+        trail: &Trail,
+        progress: &mut (dyn FnMut(&str) + Send),
+    ) -> Result<super::Done> {
+        let mut sub = Trail {
+            audited: trail.audited,
+            host: trail.host.clone(),
+            account: trail.account.clone(),
+            via: trail.via,
+            log: trail.log.clone(),
+            ..Trail::default()
+        };
+        let at = Instant::now();
+        let r = Box::pin(self.execute(step, given, &mut sub, progress)).await;
+        let code = r.as_ref().err().map_or(0, Error::exit_code);
+        sub.record(step.op.id, trail.via, r.as_ref().err(), code, at.elapsed());
+        r
+    }
+
     /// Run `steps` after `inv` succeeded on `node`; returns what each did.
     pub(super) async fn follow_up(
         &self,
@@ -133,18 +158,7 @@ impl<C: Connector> Engine<'_, C> {
                     }
                 }
             };
-            let mut sub = Trail {
-                audited: trail.audited,
-                host: trail.host.clone(),
-                account: trail.account.clone(),
-                via: trail.via,
-                log: trail.log.clone(),
-                ..Trail::default()
-            };
-            let at = Instant::now();
-            let r = Box::pin(self.execute(&step, None, &mut sub, progress)).await;
-            let code = r.as_ref().err().map_or(0, Error::exit_code);
-            sub.record(step.op.id, trail.via, r.as_ref().err(), code, at.elapsed());
+            let r = self.run_step(&step, None, trail, progress).await;
             match r {
                 Ok(d) => done.push(json!({
                     "op": step.op.id,
