@@ -77,6 +77,17 @@ pub const SYSTEM_DIRS: &[&str] = &[
     "etc", "root", "usr", "var", "boot", "proc", "sys", "dev", "bin", "sbin", "lib", "run", "tmp",
 ];
 
+/// The keys of a backup retention ([`Kind::Retention`], PVE's `prune-backups`), in the
+/// order PVE prints them.
+pub const RETENTION_KEYS: [&str; 6] = [
+    "keep-last",
+    "keep-hourly",
+    "keep-daily",
+    "keep-weekly",
+    "keep-monthly",
+    "keep-yearly",
+];
+
 /// The kind of a parameter value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -576,7 +587,11 @@ impl Kind {
             Kind::VmidList => "[1-9][0-9]{2,8}([,][1-9][0-9]{2,8}){0,63}".into(),
             Kind::PoolId => "[A-Za-z0-9_][A-Za-z0-9_-]{0,63}".into(),
             Kind::Retention => {
-                let one = "keep-(last|hourly|daily|weekly|monthly|yearly)[=][1-9][0-9]{0,3}";
+                let keys: Vec<&str> = RETENTION_KEYS
+                    .iter()
+                    .map(|k| k.trim_start_matches("keep-"))
+                    .collect();
+                let one = format!("keep-({})[=][1-9][0-9]{{0,3}}", keys.join("|"));
                 format!("{one}([,]{one}){{0,5}}")
             }
             Kind::Server => Kind::GuestName.regex(),

@@ -28,7 +28,7 @@ pub mod then;
 
 use std::collections::BTreeMap;
 
-pub use kind::{Choice, Kind};
+pub use kind::{Choice, Kind, RETENTION_KEYS};
 pub use ops::OPS;
 pub use then::Then;
 

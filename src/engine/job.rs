@@ -21,7 +21,8 @@ use super::{Connector, Done, Engine, Trail};
 use crate::base::error::{Error, Result};
 use crate::base::text::printable;
 use crate::catalog::invocation::Invocation;
-use crate::catalog::{Kind, Op};
+use crate::catalog::{Kind, Op, RETENTION_KEYS};
+use crate::remote::vmid_of;
 use crate::views::{JobNodeRun, JobRunResult};
 
 /// The job's settings a run passes on: (the job's key, the row's parameter).
@@ -56,16 +57,6 @@ const NOTIFICATION: [&str; 5] = [
     "notification-target",
 ];
 
-/// `prune-backups` keys in the order PVE prints them.
-const KEEP: [&str; 6] = [
-    "keep-last",
-    "keep-hourly",
-    "keep-daily",
-    "keep-weekly",
-    "keep-monthly",
-    "keep-yearly",
-];
-
 /// The most VMIDs one line names ([`Kind::VmidList`]).
 const PER_LINE: usize = 64;
 
@@ -90,11 +81,6 @@ fn refuse(job: &str, why: String) -> Error {
     ))
 }
 
-fn vmid_of(v: &Value) -> Option<u64> {
-    v.as_u64()
-        .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
-}
-
 /// A setting's value as text (PVE prints numbers of jobs.cfg as numbers, the rest as strings).
 fn text_of(v: &Value) -> Option<String> {
     match v {
@@ -113,13 +99,14 @@ fn setting(op: &'static Op, job: &str, key: &str, param: &str, v: &Value) -> Res
         .ok_or_else(|| Error::Internal(format!("{} has no parameter {param}", op.id)))?;
     let raw = match (key, v) {
         ("prune-backups", Value::Object(m)) => {
-            if let Some(k) = m.keys().find(|k| !KEEP.contains(&k.as_str())) {
+            if let Some(k) = m.keys().find(|k| !RETENTION_KEYS.contains(&k.as_str())) {
                 return Err(refuse(
                     job,
                     format!("keeps its backups by `{}`", printable(k)),
                 ));
             }
-            KEEP.iter()
+            RETENTION_KEYS
+                .iter()
                 .filter_map(|k| m.get(*k).and_then(text_of).map(|n| format!("{k}={n}")))
                 .collect::<Vec<_>>()
                 .join(",")
@@ -160,7 +147,7 @@ pub fn plan(op: &'static Op, id: &str, job: &Value, guests: &[Value]) -> Result<
             not_passed.push(key.clone());
         } else if SCHEDULING.contains(&k) || ["vmid", "pool", "node"].contains(&k) {
             // Read below, or not a run's business.
-        } else if k == "all" && vmid_of(v) == Some(0) {
+        } else if k == "all" && text_of(v).as_deref() == Some("0") {
             // `all: 0` is the default written out.
         } else {
             return Err(refuse(id, format!("sets `{}`", printable(key))));
@@ -184,7 +171,7 @@ pub fn plan(op: &'static Op, id: &str, job: &Value, guests: &[Value]) -> Result<
                     .map_err(|_| refuse(id, format!("names `{}`, not a VMID", printable(part))))?;
                 match guests
                     .iter()
-                    .find(|g| g.get("vmid").and_then(vmid_of) == Some(vmid))
+                    .find(|g| vmid_of(g) == Some(vmid))
                     .and_then(node_of)
                 {
                     Some(node) => chosen.push((vmid, node)),
@@ -196,7 +183,7 @@ pub fn plan(op: &'static Op, id: &str, job: &Value, guests: &[Value]) -> Result<
             let pool = text_of(pool).unwrap_or_default();
             for g in guests {
                 if g.get("pool").and_then(Value::as_str) == Some(pool.as_str())
-                    && let (Some(vmid), Some(node)) = (g.get("vmid").and_then(vmid_of), node_of(g))
+                    && let (Some(vmid), Some(node)) = (vmid_of(g), node_of(g))
                 {
                     chosen.push((vmid, node));
                 }

@@ -130,7 +130,8 @@ fn config_missing(message: &str, node: &str, vmid: u64) -> bool {
     })
 }
 
-fn vmid_of(entry: &Value) -> Option<u64> {
+/// The VMID of a `/cluster/resources` guest entry (a number, or a string of digits).
+pub fn vmid_of(entry: &Value) -> Option<u64> {
     entry.get("vmid").and_then(|v| {
         v.as_u64()
             .or_else(|| v.as_str().and_then(|s| s.parse().ok()))

@@ -34,6 +34,7 @@ use crate::catalog::{self, NodeFrom, Op, ops};
 use crate::ssh::Captured;
 
 pub use classify::classify;
+pub use guests::vmid_of;
 pub use transport::{BoxFuture, Transport};
 
 /// What a successful op produced.

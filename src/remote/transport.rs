@@ -87,15 +87,16 @@ pub trait Transport: Send + Sync + std::fmt::Debug {
     /// With accept-new, the note that this connection recorded a new host key.
     fn recorded_host_key(&self) -> Option<&str>;
 
-    /// A value a persistent connection's holder keeps for every process that uses it (the
-    /// guest map, [`super::guests`]), with its age; `None` when there is none. A connection of
-    /// this process alone keeps nothing here: its [`super::Remote`] holds its own.
+    /// A value kept for every process that talks to this host (the guest map,
+    /// [`super::guests`]), with its age; `None` when there is none. A persistent connection's
+    /// holder keeps it; an SSH session of this process alone keeps it in the state directory
+    /// ([`super::memo`]); recorded answers keep nothing.
     fn memo_get<'a>(&'a self, _key: &'a str) -> BoxFuture<'a, Option<(Vec<u8>, Duration)>> {
         Box::pin(async { None })
     }
 
-    /// Keep `value` (already `age` old) under `key` for the other users of a persistent
-    /// connection; an empty value forgets it. Nothing for a connection of this process alone.
+    /// Keep `value` (already `age` old) under `key` for the next users of this host (see
+    /// [`Transport::memo_get`]); an empty value forgets it.
     fn memo_put<'a>(
         &'a self,
         _key: &'a str,
