@@ -151,6 +151,14 @@ t0="$EPOCHREALTIME"
 B50_MS="$(ms_since "$t0")"
 sleep 0.2
 B50_RUNS="$(commands_since "$off" | wc -l)"
+# The same 50 with --brief (vm.status-brief): answered from one /cluster/resources read.
+for ((i = 0; i < N50; i++)); do printf '{"id": %d, "op": "vm.status-brief", "args": {"vmid": 100, "brief": true}}\n' "$i"; done >"$XDG_RUNTIME_DIR/brief50.jsonl"
+off="$(stat -c %s "$LOG")"
+t0="$EPOCHREALTIME"
+XDG_STATE_HOME="$(mktemp -d)" "$PX" batch <"$XDG_RUNTIME_DIR/brief50.jsonl" >/dev/null
+BR50_MS="$(ms_since "$t0")"
+sleep 0.2
+BR50_RUNS="$(commands_since "$off" | wc -l)"
 S50_MS="n/a" P50_MS="n/a"
 if [[ "$TOOL_MS" -gt 0 && -n "${SSH:-}" ]]; then
     line="$(main_line read)"
@@ -176,10 +184,12 @@ for k in read start snapshot backup exec; do
         "${SSHMS[$k]:-n/a}" "${PYMS[$k]:-n/a}"
 done
 printf '  %-10s %9s %15s %13s %15s %15s\n' "50 status" "$B50_RUNS" "(one batch)" "$B50_MS" "$S50_MS" "$P50_MS"
+printf '  %-10s %9s %15s %13s %15s %15s\n' "50 brief" "$BR50_RUNS" "(one batch)" "$BR50_MS" "" ""
 echo "  ssh = one ssh process running the action's own command (50 of them for the reads), as a"
 echo "  script that already knows the guest's node would; proxmoxer = a Python script making the"
 echo "  one API call (50 over one connection); n/a: proxmoxer's -name options are refused by the bed's"
-echo "  sudoers, or --tool-ms is 0 (no peers timed)."
+echo "  sudoers, or --tool-ms is 0 (no peers timed). 50 brief = the same reads with vm status --brief"
+echo "  (state, node, CPU, memory, uptime from one /cluster/resources read for all 50)."
 
 echo "  one call = a fresh pxagent process with no map kept; warm = the guest map already read (a"
 echo "  batch, an MCP session, --persist, or a CLI call < 10 s after another to the same host, which"

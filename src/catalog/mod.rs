@@ -280,6 +280,9 @@ pub enum View {
     Object,
     /// A guest's `status/current` (VMs and containers): state, uptime, CPU, memory … first.
     GuestStatus,
+    /// One guest's entry of `/cluster/resources` (`vm status --brief`): answered from the
+    /// connection's guest map ([`crate::remote::Remote::brief`]), one read for many guests.
+    Brief,
     /// A node's `/nodes/N/status`: version, kernel, CPU, load, memory … first.
     NodeStatus,
     /// A task's `/nodes/N/tasks/UPID/status`: how it ended, when it started.
@@ -336,6 +339,8 @@ pub enum View {
 /// The guest state in which an action has nothing to do: the engine reads the
 /// guest's status first and, when `field` is `is`, answers `changed: false` and sends
 /// nothing else (no phrase needed, no rate limit counted; the policy still decides first).
+/// When the guest map (read moments ago) already shows the action is needed
+/// ([`Already::needed_by`]), that read is left out.
 #[derive(Debug, Clone, Copy)]
 pub struct Already {
     /// The read that tells the state: the guest's `status/current` (`vm status`, `ct status`).
@@ -345,6 +350,24 @@ pub struct Already {
     pub field: &'static str,
     /// The value that means the guest is already where the action would take it.
     pub is: &'static str,
+}
+
+impl Already {
+    /// Whether a guest whose `/cluster/resources` entry says `status` (`running` or
+    /// `stopped`) is surely not `is` yet, so the action has something to do. The map's
+    /// `status` is the guest's `status`; it tells `qmpstatus` only when the guest is
+    /// stopped (a paused VM is `running` there, FORMATS.md §2.4, §2.8). Anything else
+    /// (no entry, another word) proves nothing: the status is read.
+    pub fn needed_by(&self, status: &str) -> bool {
+        if !matches!(status, "running" | "stopped") {
+            return false;
+        }
+        match self.field {
+            "status" => status != self.is,
+            "qmpstatus" => status == "stopped" && self.is != "stopped",
+            _ => false,
+        }
+    }
 }
 
 /// A value an action's task log names that its result carries, so a script needs no second
@@ -813,6 +836,13 @@ impl Op {
             Select::Flag(f) => Some(*f),
             Select::Contains(..) => None,
         })
+    }
+
+    /// Whether a command line can name this op: not when a switch that selects it stays on
+    /// the client (`local`), as `vm status --brief`'s does. Such an op sends another op's
+    /// line (the guest map's, `vm list`'s), and the host sees that op.
+    pub fn on_the_wire(&self) -> bool {
+        !self.selecting_flags().any(|f| self.local.contains(&f))
     }
 
     /// A usage line: `vm snapshot <vmid> <name> [--description <text>] [--node <node>]`.

@@ -531,3 +531,30 @@ fn every_op_that_trusts_a_storage_marks_it() {
     // 3 downloads, the ISO upload
     assert_eq!(marked, 21);
 }
+
+#[test]
+fn the_guest_map_says_an_action_is_needed_only_when_it_surely_is() {
+    use ops::{CT_SHUTDOWN, CT_START, VM_RESUME, VM_SHUTDOWN, VM_START, VM_SUSPEND};
+    let needed = |op: &Op, status: &str| op.already.expect(op.id).needed_by(status);
+    // A stopped guest is surely not running, nor paused.
+    for op in [&VM_START, &CT_START, &VM_SUSPEND, &VM_RESUME] {
+        assert!(needed(op, "stopped"), "{}", op.id);
+    }
+    // A running one is not stopped.
+    for op in [&VM_SHUTDOWN, &CT_SHUTDOWN, &CT_START] {
+        assert_eq!(needed(op, "running"), op.id != CT_START.id, "{}", op.id);
+    }
+    // "running" in /cluster/resources may be a paused VM (qmpstatus): it proves nothing
+    // for start, suspend or resume; nor does "unknown" (no RRD data), nor another word.
+    for op in [&VM_START, &VM_SUSPEND, &VM_RESUME] {
+        assert!(!needed(op, "running"), "{}", op.id);
+    }
+    for op in [&VM_START, &VM_SHUTDOWN, &CT_START, &CT_SHUTDOWN] {
+        for word in ["unknown", "", "Stopped", "paused"] {
+            assert!(!needed(op, word), "{} {word}", op.id);
+        }
+    }
+    // Already there: never "needed" (the status read confirms a no-op).
+    assert!(!needed(&VM_SHUTDOWN, "stopped"));
+    assert!(!needed(&CT_SHUTDOWN, "stopped"));
+}

@@ -156,11 +156,14 @@ impl<C: Connector> Engine<'_, C> {
         inv: &Invocation,
         given: Option<&str>,
         trail: &mut Trail,
-    ) -> Result<std::result::Result<Invocation, Value>> {
+    ) -> Result<Admit> {
         let asks_after_looking = inv.op.prechecks.iter().any(|c| c.before_asking());
         if inv.op.already.is_none() && !asks_after_looking {
             self.decide(inv, given, trail).await?;
-            return Ok(Ok(inv.clone()));
+            return Ok(Admit::Run {
+                inv: inv.clone(),
+                by_map: false,
+            });
         }
         let policy_confirm = self.judge(inv, trail).await?;
         // A wrong phrase is refused before anything is read (exit 4, nothing sent).
@@ -180,8 +183,19 @@ impl<C: Connector> Engine<'_, C> {
             // cannot run, and is told what goes with the target.
             inv.attach.scope = remote.before_asking(&inv).await?;
             self.confirm(&inv, given, policy_confirm, trail)?;
-            return Ok(Ok(inv));
+            return Ok(Admit::Run { inv, by_map: false });
         };
+        // The guest map the node lookup just used says the action is needed (a stopped
+        // guest to start): no status read. Should the map be stale, Proxmox refuses the
+        // action, and [`Engine::already_after_all`] tells that from a failure.
+        if let Some(vmid) = inv.vmid()
+            && remote
+                .mapped_status(vmid)
+                .is_some_and(|s| already.needed_by(&s))
+        {
+            self.confirm(&inv, given, policy_confirm, trail)?;
+            return Ok(Admit::Run { inv, by_map: true });
+        }
         let vmid = inv.values.get("vmid").cloned().unwrap_or_default();
         let node = inv.values.get("node").cloned().unwrap_or_default();
         let values = [("vmid", vmid.as_str()), ("node", node.as_str())];
@@ -189,7 +203,7 @@ impl<C: Connector> Engine<'_, C> {
         let now = status.get(already.field).and_then(Value::as_str);
         if now != Some(already.is) {
             self.confirm(&inv, given, policy_confirm, trail)?;
-            return Ok(Ok(inv));
+            return Ok(Admit::Run { inv, by_map: false });
         }
         // What ran was the status read: that is what the audit record shows.
         trail.argv = Invocation::new(
@@ -197,14 +211,31 @@ impl<C: Connector> Engine<'_, C> {
             values.iter().map(|(k, v)| (*k, v.to_string())).collect(),
         )?
         .remote_argv();
-        let noun = catalog::guest_noun(inv.op.area.guest_types()[0]);
-        Ok(Err(json!({
-            "changed": false,
-            "vmid": inv.vmid(),
-            "node": node,
-            "status": already.is,
-            "message": format!("{noun} {vmid} is already {}", already.is),
-        })))
+        Ok(Admit::Unchanged(unchanged(&inv, already)))
+    }
+
+    /// After an action admitted on the guest map's word ([`Admit::Run`] `by_map`) failed
+    /// with `err`: when Proxmox answered (not a refusal by sudo or the gate, not a lost
+    /// connection), one status read tells whether the guest was already where the action
+    /// would take it (the map was stale: `VM 100 already running`, `CT 100 not running`).
+    /// Then the result is the `changed: false` one the status read would have given first;
+    /// otherwise the failure stands.
+    async fn already_after_all(&self, inv: &Invocation, err: &Error) -> Option<Value> {
+        let already = inv.op.already?;
+        if !matches!(err, Error::Remote(_) | Error::WrongState(_)) {
+            return None;
+        }
+        let remote = self.connector.remote().await.ok()?;
+        let vmid = inv.values.get("vmid")?;
+        let node = inv.values.get("node")?;
+        let values = [("vmid", vmid.as_str()), ("node", node.as_str())];
+        let status = remote.read_op(already.read, &values).await.ok()?;
+        let now = status.get(already.field).and_then(Value::as_str)?;
+        (now == already.is).then(|| {
+            let mut done = unchanged(inv, already);
+            done["refused"] = json!(err.to_string());
+            done
+        })
     }
 
     /// The invocation for an op whose guest was given by name (`vm status web`):
@@ -262,9 +293,9 @@ impl<C: Connector> Engine<'_, C> {
                 warnings: Vec::new(),
             });
         }
-        let inv = match self.admit(inv, given, trail).await? {
-            Ok(inv) => inv,
-            Err(unchanged) => {
+        let (inv, by_map) = match self.admit(inv, given, trail).await? {
+            Admit::Run { inv, by_map } => (inv, by_map),
+            Admit::Unchanged(unchanged) => {
                 return Ok(Done {
                     data: unchanged,
                     warnings: Vec::new(),
@@ -314,7 +345,15 @@ impl<C: Connector> Engine<'_, C> {
                     prepared = moved;
                     out
                 }
-                _ => return Err(e),
+                _ => {
+                    if by_map && let Some(data) = self.already_after_all(&prepared, &e).await {
+                        return Ok(Done {
+                            data,
+                            warnings: Vec::new(),
+                        });
+                    }
+                    return Err(e);
+                }
             },
             Ok(outcome) => outcome,
         };
@@ -416,8 +455,8 @@ impl<C: Connector> Engine<'_, C> {
             )));
         }
         let inv = match self.admit(inv, given, trail).await? {
-            Ok(inv) => inv,
-            Err(unchanged) => return Ok(unchanged),
+            Admit::Run { inv, .. } => inv,
+            Admit::Unchanged(unchanged) => return Ok(unchanged),
         };
         let inv = &inv;
         let remote = self.connector.remote().await?;
@@ -831,3 +870,25 @@ impl Connector for OnceConnector {
 
 #[cfg(test)]
 mod tests;
+
+/// What [`Engine::admit`] decided.
+enum Admit {
+    /// Run the action. `by_map`: the guest map said it is needed, and no status read was
+    /// made (see [`Engine::already_after_all`]).
+    Run { inv: Invocation, by_map: bool },
+    /// Nothing to do: the `changed: false` result.
+    Unchanged(Value),
+}
+
+/// The result of an action that had nothing to do: the guest is already `already.is`.
+fn unchanged(inv: &Invocation, already: catalog::Already) -> Value {
+    let vmid = inv.values.get("vmid").cloned().unwrap_or_default();
+    let noun = catalog::guest_noun(inv.op.area.guest_types()[0]);
+    json!({
+        "changed": false,
+        "vmid": inv.vmid(),
+        "node": inv.values.get("node").cloned().unwrap_or_default(),
+        "status": already.is,
+        "message": format!("{noun} {vmid} is already {}", already.is),
+    })
+}

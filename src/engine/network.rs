@@ -37,8 +37,8 @@ impl<C: Connector> Engine<'_, C> {
             .confirms_with
             .ok_or_else(|| Error::Internal(format!("{} confirms nothing", inv.op.id)))?;
         let inv = match self.admit(inv, given, trail).await? {
-            Ok(inv) => inv,
-            Err(unchanged) => {
+            super::Admit::Run { inv, .. } => inv,
+            super::Admit::Unchanged(unchanged) => {
                 return Ok(Done {
                     data: unchanged,
                     warnings: Vec::new(),

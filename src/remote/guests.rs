@@ -182,6 +182,41 @@ impl Remote {
             .next())
     }
 
+    /// The `status` the map gives guest `vmid` (`running`, `stopped`, `unknown`), if the map
+    /// is still young enough to be used: a hint moments old, for an action's "is there
+    /// anything to do" check ([`crate::catalog::Already::needed_by`]), never a result.
+    pub fn mapped_status(&self, vmid: u64) -> Option<String> {
+        let s = self.guests.fresh()?;
+        let entry = s.entries.iter().find(|e| vmid_of(e) == Some(vmid))?;
+        entry.get("status")?.as_str().map(String::from)
+    }
+
+    /// `vm status --brief`, `ct status --brief`: the guest's entry in the map, which is the
+    /// op's own command line (`/cluster/resources --type vm`) read by this connection or,
+    /// kept, by a call moments before (at most [`MAX_AGE`]; Proxmox itself refreshes those
+    /// numbers every 10 s). Many guests' brief status cost one read. A guest of the other
+    /// kind names the command that takes it; an unknown VMID is not found.
+    pub async fn brief(&self, inv: &Invocation) -> Result<Value> {
+        let vmid = inv
+            .vmid()
+            .ok_or_else(|| Error::Internal("brief status without vmid".into()))?;
+        let entry = self.guest(vmid).await?.ok_or_else(|| {
+            Error::NotFound(format!(
+                "no guest with id {vmid} in the cluster (see `pxagent {} list`)",
+                inv.op.cli[0]
+            ))
+        })?;
+        let kind = entry.get("type").and_then(Value::as_str).unwrap_or("");
+        if !inv.op.area.guest_types().contains(&kind) {
+            return Err(Error::usage(super::wrong_kind(
+                inv.op,
+                &vmid.to_string(),
+                kind,
+            )));
+        }
+        Ok(entry)
+    }
+
     /// Forget what the map says about `vmid` (this connection just changed it), so its next
     /// lookup reads the map again.
     pub async fn forget_guest(&self, vmid: u64) {

@@ -330,6 +330,14 @@ impl Remote {
                 }
             }
         };
+        if inv.op.view == catalog::View::Brief {
+            return Ok(Outcome {
+                data: self.brief(inv).await?,
+                warnings: Vec::new(),
+                upid: None,
+                node: None,
+            });
+        }
         let argv = inv.remote_argv();
         let out = self.exec_admitted(inv, &mut on_stdout).await?;
         classify(&out, &argv, &self.target)?;

@@ -431,6 +431,7 @@ pub fn data_schema(view: View) -> Value {
     }
     let mut schema = match view {
         View::Resources(_) => of::<Vec<Resource>>(),
+        View::Brief => of::<Resource>(),
         View::Nodes => of::<Vec<NodeEntry>>(),
         View::Storages => of::<Vec<StorageEntry>>(),
         View::Snapshots => of::<Vec<Snapshot>>(),
@@ -611,6 +612,7 @@ fn typed(view: View, data: &Value, keep_type: Option<&str>) -> Result<Value> {
             list.sort_by(|a, b| (a.vmid, &a.id).cmp(&(b.vmid, &b.id)));
             value(&list)
         }
+        View::Brief => value(&parse::<Resource>(data, "guest entry")?),
         View::Nodes => {
             let mut list: Vec<NodeEntry> = parse(data, "node list")?;
             list.sort_by(|a, b| a.node.cmp(&b.node));
@@ -920,7 +922,7 @@ pub fn human(view: View, data: &Value) -> String {
             .map(|l| crate::output::escape::cell(l.as_str().unwrap_or_default()).into_owned())
             .collect::<Vec<_>>()
             .join("\n"),
-        View::GuestStatus => status::layout(status::Layout::Guest, data),
+        View::GuestStatus | View::Brief => status::layout(status::Layout::Guest, data),
         View::NodeStatus => status::layout(status::Layout::Node, data),
         View::TaskStatus => status::layout(status::Layout::Task, data),
         View::Config => status::config(data),

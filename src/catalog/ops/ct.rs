@@ -41,6 +41,27 @@ pub static CT_STATUS: Op = Op {
     ..ROW
 };
 
+/// `pxagent ct status VMID --brief`
+pub static CT_STATUS_BRIEF: Op = Op {
+    id: "ct.status-brief",
+    cli: &["ct", "status"],
+    about: "Show a container's state, node, CPU, memory and uptime from the cluster's guest list",
+    risk: Risk::Read,
+    area: Area::Ct,
+    params: &[CTID, super::vm::BRIEF],
+    args: pvesh!(
+        "get",
+        "/cluster/resources",
+        Arg::Word("--type"),
+        Arg::Word("vm")
+    ),
+    view: View::Brief,
+    select: &[Select::Flag("brief")],
+    variant_of: &[&CT_STATUS],
+    local: &["vmid", "brief"],
+    ..ROW
+};
+
 /// `pxagent ct config VMID`
 pub static CT_CONFIG: Op = Op {
     id: "ct.config",

@@ -41,6 +41,35 @@ pub static VM_STATUS: Op = Op {
     ..ROW
 };
 
+/// `pxagent vm status VMID --brief`
+pub static VM_STATUS_BRIEF: Op = Op {
+    id: "vm.status-brief",
+    cli: &["vm", "status"],
+    about: "Show a VM's state, node, CPU, memory and uptime from the cluster's guest list",
+    risk: Risk::Read,
+    area: Area::Vm,
+    params: &[VMID, BRIEF],
+    args: pvesh!(
+        "get",
+        "/cluster/resources",
+        Arg::Word("--type"),
+        Arg::Word("vm")
+    ),
+    view: View::Brief,
+    select: &[Select::Flag("brief")],
+    variant_of: &[&VM_STATUS],
+    local: &["vmid", "brief"],
+    ..ROW
+};
+
+/// `--brief` of `vm status` and `ct status`.
+pub(super) const BRIEF: Param = Param {
+    name: "brief",
+    kind: Kind::Flag,
+    how: How::Flag,
+    help: "only what the cluster's guest list says (one read for many guests, at most 10 s old)",
+};
+
 /// `pxagent vm config VMID`
 pub static VM_CONFIG: Op = Op {
     id: "vm.config",
