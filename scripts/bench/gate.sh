@@ -5,7 +5,7 @@
 # Side by side on the two beds scripts/test.sh uses (plain: zen-agent@2222; gated: zen-gate@2223,
 # `pxagent gate` as the key's forced command), each op's exact command line is sent RUNS times
 # over a warm OpenSSH ControlMaster connection per bed (so no handshake is in the numbers), and the
-# median of gated minus the median of ungated is the gate's cost: reading the line back into a
+# median of the paired differences (one call per bed back to back) is the gate's cost: reading the line back into a
 # catalog op, loading the host policy, writing the syslog record, exec'ing sudo. Information only:
 # a missed goal (< 5 ms) is printed as "missed", never a failure. Exit 2 when a bed is down.
 set -euo pipefail
@@ -36,20 +36,33 @@ master() { # master NAME: start a ControlMaster for the bed
 master plain
 master gated
 
-median_ms() { # median_ms NAME LINE → median wall time in ms over RUNS runs
-    local name="$1" line="$2" i t0 t1 ref="ARGS_$1[@]"
-    local -a times=()
-    ssh "${!ref}" "$line" >/dev/null || { echo "bench-gate: '$line' failed on the $name bed" >&2; exit 2; }
-    for ((i = 0; i < RUNS; i++)); do
-        t0=$EPOCHREALTIME
-        ssh "${!ref}" "$line" >/dev/null
-        t1=$EPOCHREALTIME
-        times+=("$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", (b - a) * 1000 }')")
+once_ms() { # once_ms NAME LINE → wall time of one call in ms
+    local ref="ARGS_$1[@]" t0 t1
+    t0=$EPOCHREALTIME
+    ssh "${!ref}" "$2" >/dev/null
+    t1=$EPOCHREALTIME
+    awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", (b - a) * 1000 }'
+}
+median() { sort -n | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
+paired_ms() { # paired_ms LINE → "ungated gated added": medians of RUNS interleaved pairs (one
+    # call on each bed, back to back, so drift of the machine falls on both), and the median
+    # of the pairs' differences
+    local line="$1" i a b
+    local -a as=() bs=() ds=()
+    for name in plain gated; do
+        local ref="ARGS_$name[@]"
+        ssh "${!ref}" "$line" >/dev/null || { echo "bench-gate: '$line' failed on the $name bed" >&2; exit 2; }
     done
-    printf '%s\n' "${times[@]}" | sort -n | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'
+    for ((i = 0; i < RUNS; i++)); do
+        a="$(once_ms plain "$line")"
+        b="$(once_ms gated "$line")"
+        as+=("$a") bs+=("$b")
+        ds+=("$(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.3f", b - a }')")
+    done
+    echo "$(printf '%s\n' "${as[@]}" | median) $(printf '%s\n' "${bs[@]}" | median) $(printf '%s\n' "${ds[@]}" | median)"
 }
 
-echo "  5. the host gate's added latency: median of $RUNS runs over a warm ControlMaster, ms"
+echo "  5. the host gate's added latency: medians of $RUNS interleaved runs over a warm ControlMaster, ms"
 printf '  %-44s %9s %9s %9s  %s\n' "op (command line)" "ungated" "gated" "added" "goal < 5 ms"
 for pair in \
     "pve.version|sudo -n /usr/bin/pvesh get /version --output-format json" \
@@ -57,8 +70,8 @@ for pair in \
     "vm.list|sudo -n /usr/bin/pvesh get /cluster/resources --type vm --output-format json" \
     "node.list|sudo -n /usr/bin/pvesh get /nodes --output-format json"; do
     op="${pair%%|*}" line="${pair#*|}"
-    a="$(median_ms plain "$line")"
-    b="$(median_ms gated "$line")"
-    awk -v op="$op" -v a="$a" -v b="$b" 'BEGIN { d = b - a; printf "  %-44s %9.2f %9.2f %9.2f  %s\n", op, a, b, d, (d < 5) ? "met" : "missed" }'
+    read -r a b d <<<"$(paired_ms "$line")"
+    awk -v op="$op" -v a="$a" -v b="$b" -v d="$d" 'BEGIN { printf "  %-44s %9.2f %9.2f %9.2f  %s\n", op, a, b, d, (d < 5) ? "met" : "missed" }'
 done
+echo "  (added = the median of $RUNS paired differences, each pair one call per bed back to back)"
 echo "  (the gated bed's host policy as the tests left it; the gate rereads it and the approvers on every request)"

@@ -9,6 +9,8 @@
 //! such a flag — only on commands that reach a host (each under its own help heading), plus a
 //! copy on the root for `pxagent -H pve1 vm list`. Local commands have neither.
 
+use std::ffi::OsString;
+
 use clap::{Arg, ArgAction, Command};
 
 use crate::catalog::{How, Kind, OPS, Op, Param, Risk};
@@ -436,6 +438,73 @@ fn op_command(name: &str, ops: &[&'static Op]) -> Command {
 
 /// The whole command tree.
 pub fn command() -> Command {
+    command_only(None)
+}
+
+/// The command tree one invocation needs, and whether it is the whole tree: when `args` name
+/// a command (`vm start 100`, `gate`, after any root flags), the root, its flags and the
+/// commands that are no ops, with only the ops of that word's group (none for `gate`); the
+/// whole tree when they name none. Building the arguments of every op is most of a local
+/// command's start-up, and of the gate's (issue 27). A caller whose parse fails parses again
+/// with the whole tree: help, `--version` and errors (with their suggestions) stay as they
+/// were.
+pub fn command_for(args: &[OsString]) -> (Command, bool) {
+    match first_word(args) {
+        Some(w) => (command_only(Some(w)), false),
+        None => (command(), true),
+    }
+}
+
+/// The first word of `args` (after the program's name) that is neither a root flag nor a
+/// root flag's value: the command's name, if it is plain text.
+fn first_word(args: &[OsString]) -> Option<&str> {
+    let flags: Vec<Arg> = connection_args()
+        .into_iter()
+        .chain(policy_args())
+        .chain(general_args())
+        .collect();
+    let takes_value = |long: Option<&str>, short: Option<char>| {
+        flags.iter().any(|a| {
+            a.get_action().takes_values()
+                && (long.is_some_and(|l| {
+                    a.get_long() == Some(l) || a.get_all_aliases().is_some_and(|al| al.contains(&l))
+                }) || short.is_some_and(|c| {
+                    a.get_short() == Some(c)
+                        || a.get_all_short_aliases().is_some_and(|al| al.contains(&c))
+                }))
+        })
+    };
+    let mut words = args.iter().skip(1);
+    while let Some(w) = words.next() {
+        let w = w.to_str()?;
+        if w == "--" {
+            return None;
+        }
+        if let Some(long) = w.strip_prefix("--") {
+            if !long.contains('=') && takes_value(Some(long), None) {
+                words.next();
+            }
+            continue;
+        }
+        if let Some(shorts) = w.strip_prefix('-').filter(|s| !s.is_empty()) {
+            // `-o json`, `-vH host`: a value flag takes the rest of the word, or the next.
+            for (i, c) in shorts.char_indices() {
+                if takes_value(None, Some(c)) {
+                    if i + c.len_utf8() == shorts.len() {
+                        words.next();
+                    }
+                    break;
+                }
+            }
+            continue;
+        }
+        return Some(w);
+    }
+    None
+}
+
+/// [`command`] with only the op group `only` (every group when `None`).
+fn command_only(only: Option<&str>) -> Command {
     let mut root = Command::new("pxagent")
         .version(env!("CARGO_PKG_VERSION"))
         .about("Manage Proxmox VE through a key-only SSH account and a least-privilege sudoers whitelist")
@@ -634,7 +703,11 @@ Exit 0 when all succeeded, 2 when any line was invalid, 3/4/8 when every failure
     // Group ops by their first word, then by the rest of the path, at any depth
     // (`vm firewall add`). Steps of another op's flow (vm exec's file sync) are no commands
     // of their own.
-    let ops: Vec<&'static Op> = OPS.iter().copied().filter(|o| !o.is_step()).collect();
+    let ops: Vec<&'static Op> = OPS
+        .iter()
+        .copied()
+        .filter(|o| !o.is_step() && only.is_none_or(|w| o.cli[0] == w))
+        .collect();
     for cmd in op_tree(&ops, 0) {
         root = root.subcommand(reaches_host(cmd, Reach::All));
     }
@@ -940,6 +1013,69 @@ mod tests {
                 }
             }
             assert!(command().try_get_matches_from(&argv).is_ok(), "{argv:?}");
+            // The tree built for this argv alone parses it the same, also after root flags.
+            for pre in [
+                &[][..],
+                &["-o", "json", "-H", "h1"][..],
+                &["--output=json", "-vv"][..],
+            ] {
+                let mut argv = argv.clone();
+                for (i, a) in pre.iter().enumerate() {
+                    argv.insert(1 + i, a.to_string());
+                }
+                let os: Vec<OsString> = argv.iter().map(OsString::from).collect();
+                let (mut tree, whole) = command_for(&os);
+                assert!(!whole, "{argv:?}");
+                let pruned = tree.try_get_matches_from_mut(&argv).unwrap();
+                let full = command().try_get_matches_from(&argv).unwrap();
+                assert_eq!(flat(&pruned), flat(&full), "{argv:?}");
+            }
+        }
+    }
+
+    /// What a parse found: each level's command and every argument's raw values and source.
+    fn flat(m: &clap::ArgMatches) -> String {
+        let mut out = String::new();
+        let mut at = Some(("pxagent", m));
+        while let Some((name, m)) = at {
+            out.push_str(name);
+            for id in m.ids() {
+                let raw: Vec<String> = m
+                    .get_raw(id.as_str())
+                    .map(|v| v.map(|s| s.to_string_lossy().into_owned()).collect())
+                    .unwrap_or_default();
+                out.push_str(&format!(" {id}={raw:?}/{:?}", m.value_source(id.as_str())));
+            }
+            out.push('\n');
+            at = m.subcommand();
+        }
+        out
+    }
+
+    #[test]
+    fn the_tree_for_one_command_has_only_its_group() {
+        let os = |a: &[&str]| a.iter().map(OsString::from).collect::<Vec<_>>();
+        let names = |c: &Command| {
+            c.get_subcommands()
+                .map(|s| s.get_name().to_string())
+                .collect::<Vec<_>>()
+        };
+        let (vm, _) = command_for(&os(&["pxagent", "-H", "ct", "vm", "list"]));
+        assert!(names(&vm).contains(&"vm".to_string()));
+        assert!(
+            !names(&vm).contains(&"ct".to_string()),
+            "-H's value is no command"
+        );
+        let (gate, whole) = command_for(&os(&["pxagent", "gate", "--policy", "p"]));
+        assert!(!whole && !names(&gate).contains(&"vm".to_string()));
+        assert!(names(&gate).contains(&"gate".to_string()));
+        // No command: the whole tree (root help).
+        for a in [
+            &["pxagent"][..],
+            &["pxagent", "-o", "json"],
+            &["pxagent", "--", "vm"],
+        ] {
+            assert!(command_for(&os(a)).1, "{a:?}");
         }
     }
 

@@ -34,9 +34,16 @@ pub type Failure = (Error, Option<serde_json::Value>);
 /// Run pxagent with these arguments (program name first) and return the exit code.
 pub fn run(args: Vec<OsString>) -> u8 {
     let format = prescan_format(&args);
-    let mut tree = command();
+    let (mut tree, whole) = args::command_for(&args);
     let matches = match tree.try_get_matches_from_mut(&args) {
         Ok(m) => m,
+        Err(_) if !whole => {
+            tree = command();
+            match tree.try_get_matches_from_mut(&args) {
+                Ok(m) => m,
+                Err(e) => return clap_error(e, format),
+            }
+        }
         Err(e) => return clap_error(e, format),
     };
     let verbose = matches.get_count("verbose");
