@@ -7,18 +7,20 @@ use crate::support::{Home, guest, lock, sim, sim_reset, sudo_commands_since, sud
 
 const MAP: &str = "/usr/bin/pvesh get /cluster/resources --type vm --output-format json";
 
+/// Run one call that must succeed: the commands sudo logged for it, and its stdout.
+fn sent(home: &Home, args: &[&str]) -> (Vec<String>, String) {
+    let off = sudo_log_len();
+    let r = home.px().bed().args(args).run();
+    assert_eq!(r.code, 0, "{args:?}: {}", r.stderr);
+    (sudo_commands_since(off), r.stdout)
+}
+
 #[test]
 fn a_second_call_reuses_the_map_and_a_moved_guest_is_found_again() {
     let _g = lock();
     let _r = sim_reset();
     let home = Home::new();
-    let px = |args: &[&str]| home.px().bed().args(args).run();
-    let sent = |args: &[&str]| {
-        let off = sudo_log_len();
-        let r = px(args);
-        assert_eq!(r.code, 0, "{args:?}: {}", r.stderr);
-        sudo_commands_since(off)
-    };
+    let sent = |args: &[&str]| sent(&home, args).0;
     let first = sent(&["vm", "status", "103"]);
     assert!(first.iter().any(|c| c == MAP), "{first:?}");
     // Another process, moments later: only the status read.
@@ -82,13 +84,7 @@ fn a_start_the_map_says_is_needed_reads_no_status_and_a_stale_map_is_no_failure(
     let _g = lock();
     let _r = sim_reset();
     let home = Home::new();
-    let px = |args: &[&str]| home.px().bed().args(args).run();
-    let sent = |args: &[&str]| {
-        let off = sudo_log_len();
-        let r = px(args);
-        assert_eq!(r.code, 0, "{args:?}: {}", r.stderr);
-        (sudo_commands_since(off), r.stdout)
-    };
+    let sent = |args: &[&str]| sent(&home, args);
     let status = "/usr/bin/pvesh get /nodes/pve3/qemu/103/status/current --output-format json";
     let start = "/usr/bin/pvesh create /nodes/pve3/qemu/103/status/start --output-format json";
     sent(&["vm", "status", "103"]);

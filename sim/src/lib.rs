@@ -7,7 +7,10 @@
 //!
 //! Flow of one call: identity check (non-root is refused like pmxcfs refuses it) → fault rules
 //! (`faults`, evaluated and slept on *before* the state lock) → the tool, run inside one exclusive
-//! read-modify-write of the state (`state::Store::transact`) → [`Output`]. A task can start
+//! read-modify-write of the state (`state::Store::transact`) → [`Output`]; a `pvesh get` runs
+//! first under a shared lock beside other reads, as PVE answers reads without its cluster lock
+//! (`state::Store::peek`), and again under the exclusive one only if it changed the state (a
+//! finished task reaped). A task can start
 //! late (the `delay-task` fault), be held running for a while, with its guest locked, and
 //! stopped ([`running`], the `hold` fault); a call that meets another task's lock waits for it
 //! outside the state lock ([`locks`]).
@@ -181,6 +184,10 @@ pub struct Ctx {
     pub guests: Option<PathBuf>,
     /// Running tasks, locks and stop requests met by this call ([`running`]).
     pub tasks: running::CallTasks,
+    /// The call only reads (`pvesh get`): it runs under a shared lock, beside other reads, and
+    /// again under the exclusive one only if it changed the world after all (a finished task
+    /// reaped). Real PVE answers reads without its cluster lock.
+    pub reads: bool,
 }
 
 impl Ctx {
@@ -192,6 +199,7 @@ impl Ctx {
             fail_used: Cell::new(false),
             guests: None,
             tasks: running::CallTasks::default(),
+            reads: false,
         }
     }
     /// Take the fail fault for a task (once: a job that applies it itself takes it first).
@@ -282,6 +290,7 @@ pub fn run(argv: &[String], env: &Env) -> Output {
             }),
             ..running::CallTasks::default()
         },
+        reads: tool == "pvesh" && args.first().map(String::as_str) == Some("get"),
     };
     let store = Store::new(&env.state_path);
     let result = running::call(
@@ -329,6 +338,7 @@ fn detached_worker(args: &[String], env: &Env, now: i64) -> Output {
             fixed_clock: env.now.is_some(),
             ..running::CallTasks::default()
         },
+        reads: false,
     };
     let store = Store::new(&env.state_path);
     match running::detached_worker(&store, &mut ctx, upid, secs, |st: &mut State, ctx| {

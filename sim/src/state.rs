@@ -1431,6 +1431,28 @@ impl Store {
         Ok(out)
     }
 
+    /// Run `f` on the state under a *shared* lock, beside other readers, as PVE answers reads
+    /// without its cluster lock: `Some` of what it returned when it left the state as it
+    /// was; `None` (nothing written) when it changed it, or there is no state yet, so the
+    /// caller runs it again under [`Store::transact`]'s exclusive lock.
+    pub fn peek<R>(&self, f: impl FnOnce(&mut State) -> R) -> io::Result<Option<R>> {
+        let lock = self.lock_file()?;
+        lock.lock_shared()?;
+        let bytes = match fs::read(&self.path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let Ok(before) = serde_json::from_slice::<State>(&bytes) else {
+            // transact says what is wrong with it.
+            return Ok(None);
+        };
+        let mut state = before.clone();
+        adopt_iso_files(&mut state);
+        let out = f(&mut state);
+        Ok((state == before).then_some(out))
+    }
+
     /// Replace the state with [`initial`] under the lock.
     pub fn reset(&self, now: i64) -> io::Result<()> {
         let _lock = self.lock()?;
@@ -1446,15 +1468,20 @@ impl Store {
         Ok(())
     }
 
-    fn lock(&self) -> io::Result<File> {
+    /// The lock file, opened (created when missing), not locked yet.
+    fn lock_file(&self) -> io::Result<File> {
         self.ensure_dir()?;
-        let f = OpenOptions::new()
+        OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
             .mode(0o600)
-            .open(self.lock_path())?;
+            .open(self.lock_path())
+    }
+
+    fn lock(&self) -> io::Result<File> {
+        let f = self.lock_file()?;
         f.lock()?;
         Ok(f)
     }
@@ -1491,6 +1518,36 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Reads run beside each other (a shared lock held elsewhere does not keep one out, as
+    /// PVE's reads take no cluster lock); a "read" that changed the world is not answered,
+    /// and nothing of it is written: the caller runs it under the exclusive lock.
+    #[test]
+    fn reads_share_the_lock_and_a_read_that_changes_the_world_is_left_to_transact() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path().join("state.json"));
+        assert!(store.peek(|_| ()).unwrap().is_none(), "no state yet");
+        store.reset(0).unwrap();
+        let other = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(store.lock_path())
+            .unwrap();
+        other.lock_shared().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let reader = store.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send(reader.peek(|st| st.guests.len()).unwrap());
+        });
+        let n = rx
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .expect("a read waits for no other read");
+        assert_eq!(n, Some(initial(0).guests.len()));
+        drop(other);
+        let before = fs::read(store.path()).unwrap();
+        assert!(store.peek(|st| st.guests.clear()).unwrap().is_none());
+        assert_eq!(fs::read(store.path()).unwrap(), before, "nothing written");
+    }
 
     /// An image placed in a directory storage's `template/iso` (by the upload helper) is the
     /// local node's ISO: listed with its size, usable, and removed with its file; symlinks,

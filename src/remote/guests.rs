@@ -197,9 +197,15 @@ impl Remote {
     /// numbers every 10 s). Many guests' brief status cost one read. A guest of the other
     /// kind names the command that takes it; an unknown VMID is not found.
     pub async fn brief(&self, inv: &Invocation) -> Result<Value> {
+        self.guest_of(inv).await
+    }
+
+    /// The map's entry of `inv`'s guest, of a kind `inv`'s op takes: an unknown VMID is not
+    /// found (after one read anew), a guest of the other kind names the command that takes it.
+    pub(crate) async fn guest_of(&self, inv: &Invocation) -> Result<Value> {
         let vmid = inv
             .vmid()
-            .ok_or_else(|| Error::Internal("brief status without vmid".into()))?;
+            .ok_or_else(|| Error::Internal("guest op without vmid".into()))?;
         let entry = self.guest(vmid).await?.ok_or_else(|| {
             Error::NotFound(format!(
                 "no guest with id {vmid} in the cluster (see `pxagent {} list`)",

@@ -635,20 +635,8 @@ impl Remote {
     pub async fn resolve_node(&self, inv: &Invocation) -> Result<String> {
         match inv.node_from() {
             Some(NodeFrom::Guest) => {
-                let vmid = inv
-                    .vmid()
-                    .ok_or_else(|| Error::Internal("guest op without vmid".into()))?;
-                let want = inv.op.area.guest_types();
-                let entry = self.guest(vmid).await?.ok_or_else(|| {
-                    Error::NotFound(format!(
-                        "no guest with id {vmid} in the cluster (see `pxagent {} list`)",
-                        inv.op.cli[0]
-                    ))
-                })?;
-                let kind = entry.get("type").and_then(Value::as_str).unwrap_or("");
-                if !want.contains(&kind) {
-                    return Err(Error::usage(wrong_kind(inv.op, &vmid.to_string(), kind)));
-                }
+                let entry = self.guest_of(inv).await?;
+                let vmid = inv.vmid().unwrap_or_default();
                 let node = entry
                     .get("node")
                     .and_then(Value::as_str)
