@@ -17,8 +17,27 @@
 //! `+` right after one of `?*+{`, a `{`…`}` that reads as a bound over 255, and a pattern over
 //! 1024 bytes. Tests check every kind and every rendered rule against these.
 
+use std::collections::HashMap;
+use std::sync::{LazyLock, Mutex};
+
 use crate::base::error::{Error, Result};
 use crate::base::text::printable;
+
+/// `kind`'s regex for a whole value (`^(?:…)$`), compiled once per process: a batch, an MCP
+/// session or `catalog` parses hundreds of values, and compiling is what costs.
+fn whole(kind: &Kind, what: &str) -> Result<regex::Regex> {
+    static COMPILED: LazyLock<Mutex<HashMap<String, regex::Regex>>> =
+        LazyLock::new(|| Mutex::new(HashMap::new()));
+    let pattern = format!("^(?:{})$", kind.regex());
+    let mut compiled = COMPILED.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(re) = compiled.get(&pattern) {
+        return Ok(re.clone());
+    }
+    let re = regex::Regex::new(&pattern)
+        .map_err(|e| Error::Internal(format!("kind regex for {what}: {e}")))?;
+    compiled.insert(pattern, re.clone());
+    Ok(re)
+}
 
 /// Largest VMID Proxmox accepts.
 pub const VMID_MAX: u64 = 999_999_999;
@@ -830,8 +849,7 @@ impl Kind {
                     _ => super::cloud::parse_nameservers(raw),
                 }
                 .map_err(bad)?;
-                let re = regex::Regex::new(&format!("^(?:{})$", self.regex()))
-                    .map_err(|e| Error::Internal(format!("kind regex for {what}: {e}")))?;
+                let re = whole(&self, what)?;
                 if !re.is_match(&wire) {
                     return Err(bad(format!("expected {}", self.describe())));
                 }
@@ -866,8 +884,7 @@ impl Kind {
                 "pxagent only grows disks: give the size to add with a leading '+', e.g. +1G (without '+' Proxmox takes it as the new total size, and it cannot shrink a disk)".into(),
             ));
         }
-        let re = regex::Regex::new(&format!("^(?:{})$", self.regex()))
-            .map_err(|e| Error::Internal(format!("kind regex for {what}: {e}")))?;
+        let re = whole(&self, what)?;
         if !re.is_match(raw) {
             return Err(bad(format!("expected {}", self.describe())));
         }
