@@ -281,7 +281,7 @@ pub enum View {
     /// A guest's `status/current` (VMs and containers): state, uptime, CPU, memory … first.
     GuestStatus,
     /// One guest's entry of `/cluster/resources` (`vm status --brief`): answered from the
-    /// connection's guest map ([`crate::remote::Remote::brief`]), one read for many guests.
+    /// connection's guest map ([`crate::remote::Remote::guest_of`]), one read for many guests.
     Brief,
     /// A node's `/nodes/N/status`: version, kernel, CPU, load, memory … first.
     NodeStatus,

@@ -196,21 +196,13 @@ impl<C: Connector> Engine<'_, C> {
             self.confirm(&inv, given, policy_confirm, trail)?;
             return Ok(Admit::Run { inv, by_map: true });
         }
-        let vmid = inv.values.get("vmid").cloned().unwrap_or_default();
-        let node = inv.values.get("node").cloned().unwrap_or_default();
-        let values = [("vmid", vmid.as_str()), ("node", node.as_str())];
-        let status = remote.read_op(already.read, &values).await?;
-        let now = status.get(already.field).and_then(Value::as_str);
-        if now != Some(already.is) {
+        let (there, read) = already_there(&remote, &inv, already).await?;
+        if !there {
             self.confirm(&inv, given, policy_confirm, trail)?;
             return Ok(Admit::Run { inv, by_map: false });
         }
         // What ran was the status read: that is what the audit record shows.
-        trail.argv = Invocation::new(
-            already.read,
-            values.iter().map(|(k, v)| (*k, v.to_string())).collect(),
-        )?
-        .remote_argv();
+        trail.argv = read;
         Ok(Admit::Unchanged(unchanged(&inv, already)))
     }
 
@@ -226,12 +218,8 @@ impl<C: Connector> Engine<'_, C> {
             return None;
         }
         let remote = self.connector.remote().await.ok()?;
-        let vmid = inv.values.get("vmid")?;
-        let node = inv.values.get("node")?;
-        let values = [("vmid", vmid.as_str()), ("node", node.as_str())];
-        let status = remote.read_op(already.read, &values).await.ok()?;
-        let now = status.get(already.field).and_then(Value::as_str)?;
-        (now == already.is).then(|| {
+        let (there, _) = already_there(&remote, inv, already).await.ok()?;
+        there.then(|| {
             let mut done = unchanged(inv, already);
             done["refused"] = json!(err.to_string());
             done
@@ -878,6 +866,25 @@ enum Admit {
     Run { inv: Invocation, by_map: bool },
     /// Nothing to do: the `changed: false` result.
     Unchanged(Value),
+}
+
+/// `already`'s status read of `inv`'s guest on its node: whether the guest is already
+/// `already.is`, and the line the read sent (for the audit record).
+async fn already_there(
+    remote: &Remote,
+    inv: &Invocation,
+    already: catalog::Already,
+) -> Result<(bool, Vec<String>)> {
+    let value = |k: &str| inv.values.get(k).map_or("", String::as_str);
+    let values = [("vmid", value("vmid")), ("node", value("node"))];
+    let status = remote.read_op(already.read, &values).await?;
+    let read = Invocation::new(
+        already.read,
+        values.iter().map(|(k, v)| (*k, v.to_string())).collect(),
+    )?
+    .remote_argv();
+    let now = status.get(already.field).and_then(Value::as_str);
+    Ok((now == Some(already.is), read))
 }
 
 /// The result of an action that had nothing to do: the guest is already `already.is`.

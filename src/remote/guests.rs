@@ -191,18 +191,13 @@ impl Remote {
         entry.get("status")?.as_str().map(String::from)
     }
 
-    /// `vm status --brief`, `ct status --brief`: the guest's entry in the map, which is the
-    /// op's own command line (`/cluster/resources --type vm`) read by this connection or,
-    /// kept, by a call moments before (at most [`MAX_AGE`]; Proxmox itself refreshes those
-    /// numbers every 10 s). Many guests' brief status cost one read. A guest of the other
-    /// kind names the command that takes it; an unknown VMID is not found.
-    pub async fn brief(&self, inv: &Invocation) -> Result<Value> {
-        self.guest_of(inv).await
-    }
-
     /// The map's entry of `inv`'s guest, of a kind `inv`'s op takes: an unknown VMID is not
     /// found (after one read anew), a guest of the other kind names the command that takes it.
-    pub(crate) async fn guest_of(&self, inv: &Invocation) -> Result<Value> {
+    /// The node lookup's source, and the answer of `vm status --brief` and `ct status
+    /// --brief`: the map is their own line, read by this connection or kept by a call moments
+    /// before (at most [`MAX_AGE`]; Proxmox itself refreshes those numbers every 10 s), so
+    /// many guests' brief status cost one read.
+    pub async fn guest_of(&self, inv: &Invocation) -> Result<Value> {
         let vmid = inv
             .vmid()
             .ok_or_else(|| Error::Internal("guest op without vmid".into()))?;

@@ -331,8 +331,9 @@ impl Remote {
             }
         };
         if inv.op.view == catalog::View::Brief {
+            // Answered from the guest map, whose line this op's is.
             return Ok(Outcome {
-                data: self.brief(inv).await?,
+                data: self.guest_of(inv).await?,
                 warnings: Vec::new(),
                 upid: None,
                 node: None,

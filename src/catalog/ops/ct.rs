@@ -18,12 +18,7 @@ pub static CT_LIST: Op = Op {
     risk: Risk::Read,
     area: Area::Ct,
     params: &[],
-    args: pvesh!(
-        "get",
-        "/cluster/resources",
-        Arg::Word("--type"),
-        Arg::Word("vm")
-    ),
+    args: super::GUEST_LIST,
     view: View::Resources(Some("lxc")),
     ..ROW
 };
@@ -49,12 +44,7 @@ pub static CT_STATUS_BRIEF: Op = Op {
     risk: Risk::Read,
     area: Area::Ct,
     params: &[CTID, super::vm::BRIEF],
-    args: pvesh!(
-        "get",
-        "/cluster/resources",
-        Arg::Word("--type"),
-        Arg::Word("vm")
-    ),
+    args: super::GUEST_LIST,
     view: View::Brief,
     select: &[Select::Flag("brief")],
     variant_of: &[&CT_STATUS],

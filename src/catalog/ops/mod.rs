@@ -41,6 +41,16 @@ macro_rules! pvesh {
     };
 }
 
+/// The line of the cluster's guest list, `/cluster/resources --type vm`: `vm list`'s and
+/// `ct list`'s (each keeps its own kind), the guest map's, and so what `vm status --brief`
+/// and `ct status --brief` are answered from.
+const GUEST_LIST: &[Arg] = pvesh!(
+    "get",
+    "/cluster/resources",
+    Arg::Word("--type"),
+    Arg::Word("vm")
+);
+
 mod backup;
 mod cluster;
 mod ct;

@@ -18,12 +18,7 @@ pub static VM_LIST: Op = Op {
     risk: Risk::Read,
     area: Area::Vm,
     params: &[],
-    args: pvesh!(
-        "get",
-        "/cluster/resources",
-        Arg::Word("--type"),
-        Arg::Word("vm")
-    ),
+    args: super::GUEST_LIST,
     view: View::Resources(Some("qemu")),
     ..ROW
 };
@@ -49,12 +44,7 @@ pub static VM_STATUS_BRIEF: Op = Op {
     risk: Risk::Read,
     area: Area::Vm,
     params: &[VMID, BRIEF],
-    args: pvesh!(
-        "get",
-        "/cluster/resources",
-        Arg::Word("--type"),
-        Arg::Word("vm")
-    ),
+    args: super::GUEST_LIST,
     view: View::Brief,
     select: &[Select::Flag("brief")],
     variant_of: &[&VM_STATUS],
