@@ -36,7 +36,9 @@
 #                     command (authorized_keys `restrict,command=…` and sshd ForceCommand), with
 #                     this bed's own host policy and approvers files (root-owned, in the state dir;
 #                     a test may rewrite them: the gate rereads them on every request), its own
-#                     gate state dir, and a syslog socket whose records land in gate-audit.log
+#                     gate state dir, its kill switch (the freeze file PXAGENT_TESTBED_FREEZE, absent
+#                     unless a test freezes, and a control dir for approvers' signed freezes),
+#                     and a syslog socket whose records land in gate-audit.log
 #                     (a small python3 listener stands in for journald). (env TESTBED_GATE=1)
 #   --state-dir DIR   (env TESTBED_STATE_DIR, default /var/lib/pxagent-testbed/<user>-<port>)
 #   --offer-password  sshd OFFERS password/keyboard-interactive to the account (the password
@@ -190,6 +192,8 @@ readonly GATE_BIN="$STATE_DIR/bin/pxagent"           # a root-owned copy the acc
 readonly GATE_DIR="$STATE_DIR/gate"                  # root 0755: the host policy and approvers
 readonly GATE_POLICY="$GATE_DIR/policy.yaml"
 readonly GATE_APPROVERS="$GATE_DIR/approvers"
+readonly GATE_FREEZE="$GATE_DIR/freeze"              # the kill switch: absent unless a test freezes
+readonly GATE_CONTROL="$STATE_DIR/gate-control"      # root 1777: approvers' signed freezes and thaws
 readonly GATE_STATE="$STATE_DIR/gate-state"          # the account's, 0700: limits, statements
 # The host's used approvals, shared by every gated bed as a host's are by every account:
 # root's, sticky (1777), like the /var/lib/pxagent/.nonces `setup render` makes. Kept on `down`.
@@ -212,7 +216,7 @@ if [[ -z "$(machine_id_of /etc/machine-id)" && -z "$(machine_id_of /var/lib/dbus
     GATE_ID_OPT=" --machine-id $BED_MACHINE_ID"
 fi
 readonly GATE_ID_OPT
-GATE_CMD="$GATE_BIN gate --policy $GATE_POLICY --approvers $GATE_APPROVERS --state-dir $GATE_STATE --nonce-dir $GATE_NONCES --log-socket $GATE_SOCKET$GATE_ID_OPT"
+GATE_CMD="$GATE_BIN gate --policy $GATE_POLICY --approvers $GATE_APPROVERS --state-dir $GATE_STATE --nonce-dir $GATE_NONCES --freeze $GATE_FREEZE --control-dir $GATE_CONTROL --log-socket $GATE_SOCKET$GATE_ID_OPT"
 readonly GATE_CMD
 # The machine id the gate reads, whichever file holds it (empty when none does yet).
 gate_machine_id() {
@@ -796,6 +800,8 @@ ensure_gate() {
     chmod 0700 "$GATE_STATE"
     install -d -o root -g root -m 1777 "$GATE_NONCES"
     chmod 1777 "$GATE_NONCES"
+    install -d -o root -g root -m 1777 "$GATE_CONTROL"
+    chmod 1777 "$GATE_CONTROL"
     if [[ -n "$GATE_ID_OPT" && -z "$(machine_id_of "$BED_MACHINE_ID")" ]]; then
         od -An -tx1 -N16 /dev/urandom | tr -d ' \n' >"$BED_MACHINE_ID.new"
         echo >>"$BED_MACHINE_ID.new"
@@ -1043,6 +1049,8 @@ do_env() {
         printf 'export PXAGENT_TESTBED_GATE_LOG=%q\n' "$GATE_LOG"
         printf 'export PXAGENT_TESTBED_GATE_STATE=%q\n' "$GATE_STATE"
         printf 'export PXAGENT_TESTBED_GATE_NONCES=%q\n' "$GATE_NONCES"
+        printf 'export PXAGENT_TESTBED_FREEZE=%q\n' "$GATE_FREEZE"
+        printf 'export PXAGENT_TESTBED_GATE_CONTROL=%q\n' "$GATE_CONTROL"
         printf 'export PXAGENT_TESTBED_MACHINE_ID=%q\n' "$(gate_machine_id)"
     fi
 }

@@ -418,6 +418,11 @@ impl Setting {
                     "PXAGENT_TESTBED_APPROVER_KEY".into(),
                     g.approver_key.display().to_string(),
                 ));
+                // The bed's kill switch, which the freeze example sets and removes as root.
+                vars.push((
+                    "PXAGENT_TESTBED_FREEZE".into(),
+                    std::env::var("PXAGENT_GATED_TESTBED_FREEZE").unwrap_or_default(),
+                ));
                 let get = |k: &str| {
                     vars.iter()
                         .find(|(n, _)| n == k)

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 use super::nonces::NonceStore;
 use super::rejection::Rejection;
-use super::sshsig::{self, Approvers};
+use super::sshsig::{self, Approver, Approvers};
 use super::statement::{Place, Statement};
 use super::{CLOCK_SKEW, MAX_TTL, NAMESPACE};
 use crate::base::time::format_rfc3339;
@@ -49,35 +49,7 @@ pub fn check(
     signature_armored: &str,
     now: u64,
 ) -> Result<Verified, Rejection> {
-    let st = Statement::parse(statement_text)
-        .map_err(|why| Rejection::Malformed(format!("statement: {why}")))?;
-    let sig = sshsig::decode(signature_armored).map_err(Rejection::Malformed)?;
-    if sig.namespace() != NAMESPACE {
-        return Err(Rejection::WrongNamespace(crate::base::text::printable(
-            sig.namespace(),
-        )));
-    }
-    let approver = approvers
-        .find(sig.public_key())
-        .ok_or_else(|| Rejection::UnlistedKey {
-            fingerprint: sshsig::fingerprint(sig.public_key()),
-        })?;
-    // The signed bytes are the canonical text, or that text without its final newline (a
-    // statement saved by an editor that drops it, then signed with ssh-keygen): both are the
-    // same statement.
-    let canonical = st.text();
-    let without_newline = canonical.trim_end_matches('\n');
-    if !approver.verifies(canonical.as_bytes(), &sig)
-        && !approver.verifies(without_newline.as_bytes(), &sig)
-    {
-        return Err(Rejection::BadSignature(format!(
-            "the signature by {} does not match the statement",
-            approver.fingerprint
-        )));
-    }
-    if let Some(why) = sshsig::weak_signature(&sig) {
-        return Err(Rejection::BadSignature(why.to_string()));
-    }
+    let (st, approver) = verify(approvers, statement_text, signature_armored)?;
     if st.host != req.place.host || st.machine_id != req.place.machine_id {
         return Err(Rejection::WrongHost {
             statement: format!("{} (machine id {})", st.host, st.machine_id),
@@ -112,10 +84,51 @@ pub fn check(
     }
     nonces.consume(&st.nonce, st.expires, now)?;
     Ok(Verified {
-        fingerprint: approver.fingerprint.clone(),
-        comment: approver.comment.clone(),
+        fingerprint: approver.fingerprint,
+        comment: approver.comment,
         statement: st,
     })
+}
+
+/// The first checks of every approval, also used for the signed records the gate keeps (a
+/// thaw lifts a freeze only while its signature holds): the statement parses, the signature
+/// decodes, is made for [`NAMESPACE`] by a listed key, verifies over the statement, and is not
+/// weak. Nothing about place, op, time or nonce.
+pub fn verify(
+    approvers: &Approvers,
+    statement_text: &str,
+    signature_armored: &str,
+) -> Result<(Statement, Approver), Rejection> {
+    let st = Statement::parse(statement_text)
+        .map_err(|why| Rejection::Malformed(format!("statement: {why}")))?;
+    let sig = sshsig::decode(signature_armored).map_err(Rejection::Malformed)?;
+    if sig.namespace() != NAMESPACE {
+        return Err(Rejection::WrongNamespace(crate::base::text::printable(
+            sig.namespace(),
+        )));
+    }
+    let approver = approvers
+        .find(sig.public_key())
+        .ok_or_else(|| Rejection::UnlistedKey {
+            fingerprint: sshsig::fingerprint(sig.public_key()),
+        })?;
+    // The signed bytes are the canonical text, or that text without its final newline (a
+    // statement saved by an editor that drops it, then signed with ssh-keygen): both are the
+    // same statement.
+    let canonical = st.text();
+    let without_newline = canonical.trim_end_matches('\n');
+    if !approver.verifies(canonical.as_bytes(), &sig)
+        && !approver.verifies(without_newline.as_bytes(), &sig)
+    {
+        return Err(Rejection::BadSignature(format!(
+            "the signature by {} does not match the statement",
+            approver.fingerprint
+        )));
+    }
+    if let Some(why) = sshsig::weak_signature(&sig) {
+        return Err(Rejection::BadSignature(why.to_string()));
+    }
+    Ok((st, approver.clone()))
 }
 
 /// Every way `approved` and `requested` differ, by parameter name.

@@ -34,11 +34,11 @@ use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-pub use check::{Requested, Verified, check};
+pub use check::{Requested, Verified, check, verify};
 pub use nonces::NonceStore;
 pub use pending::{MAX_PENDING, Pending};
 pub use rejection::Rejection;
-pub use sshsig::{Approver, Approvers, load_private_key, sign};
+pub use sshsig::{Approver, Approvers, PrivateKey, load_private_key, sign};
 pub use statement::{
     Place, Statement, valid_account, valid_arg_name, valid_host, valid_machine_id, valid_nonce,
     valid_op,
@@ -175,4 +175,34 @@ fn private_dir(dir: &Path, what: &str) -> Result<PathBuf, String> {
         ));
     }
     Ok(dir.to_path_buf())
+}
+
+/// A directory every gated account's gate writes to (the used nonces, the signed freezes):
+/// it must exist (root makes it: `install -d -o root -g root -m 1777 DIR`), be a real directory
+/// owned by root, and, when others can write it, have the sticky bit, so that a record can only
+/// be removed by the account that made it (or root). `what` names it in messages.
+pub fn shared_dir(dir: &Path, what: &str) -> Result<(), String> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let shown = dir.display();
+    let fix = format!("create it as root: install -d -o root -g root -m 1777 {shown}");
+    let meta = std::fs::symlink_metadata(dir)
+        .map_err(|e| format!("the host's {what} {shown} cannot be read ({e}); {fix}"))?;
+    if !meta.is_dir() {
+        return Err(format!(
+            "the host's {what} {shown} is not a directory (a symlink is refused too); {fix}"
+        ));
+    }
+    let mode = meta.permissions().mode() & 0o7777;
+    if meta.uid() != 0 {
+        return Err(format!(
+            "the host's {what} {shown} is not owned by root (uid {}); {fix}",
+            meta.uid()
+        ));
+    }
+    if mode & 0o022 != 0 && mode & 0o1000 == 0 {
+        return Err(format!(
+            "the host's {what} {shown} is writable by others without the sticky bit (mode {mode:04o}), so one account could remove another's records; {fix}"
+        ));
+    }
+    Ok(())
 }

@@ -42,29 +42,7 @@ impl NonceStore {
     /// and, when others can write it, have the sticky bit, so that a record can only be
     /// removed by the account that made it. Never created here: the gate runs as the account.
     pub fn open_shared(dir: &Path) -> Result<NonceStore, String> {
-        use std::os::unix::fs::{MetadataExt, PermissionsExt};
-        let shown = dir.display();
-        let fix = format!("create it as root: install -d -o root -g root -m 1777 {shown}");
-        let meta = std::fs::symlink_metadata(dir).map_err(|e| {
-            format!("the host's nonce directory {shown} cannot be read ({e}); {fix}")
-        })?;
-        if !meta.is_dir() {
-            return Err(format!(
-                "the host's nonce directory {shown} is not a directory (a symlink is refused too); {fix}"
-            ));
-        }
-        let mode = meta.permissions().mode() & 0o7777;
-        if meta.uid() != 0 {
-            return Err(format!(
-                "the host's nonce directory {shown} is not owned by root (uid {}); {fix}",
-                meta.uid()
-            ));
-        }
-        if mode & 0o022 != 0 && mode & 0o1000 == 0 {
-            return Err(format!(
-                "the host's nonce directory {shown} is writable by others without the sticky bit (mode {mode:04o}), so one account could remove another's records; {fix}"
-            ));
-        }
+        super::shared_dir(dir, "nonce directory")?;
         Ok(NonceStore {
             dir: dir.to_path_buf(),
         })

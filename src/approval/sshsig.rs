@@ -17,7 +17,8 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use russh::keys::ssh_key::{HashAlg, LineEnding, PrivateKey, PublicKey, SshSig, public::KeyData};
+pub use russh::keys::ssh_key::PrivateKey;
+use russh::keys::ssh_key::{HashAlg, LineEnding, PublicKey, SshSig, public::KeyData};
 
 use super::NAMESPACE;
 use crate::base::error::{Error, Result};

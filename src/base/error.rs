@@ -190,7 +190,9 @@ impl Error {
                 use super::gate_protocol::RefusalKind;
                 match r.kind {
                     RefusalKind::BadRequest => 2,
-                    RefusalKind::PolicyRefused | RefusalKind::PolicyUnavailable => 3,
+                    RefusalKind::PolicyRefused
+                    | RefusalKind::PolicyUnavailable
+                    | RefusalKind::Frozen => 3,
                     RefusalKind::ConfirmationRequired
                     | RefusalKind::ApprovalRequired
                     | RefusalKind::ApprovalInvalid => 4,

@@ -14,7 +14,7 @@
 //!
 //! A refusal is one stderr line, `pxagent-gate/1 refused <JSON of Refusal>`, and exit status
 //! [`REFUSED_EXIT`]; nothing ran. The client maps the refusal's kind to its own exit codes
-//! (3 policy, 4 confirmation or approval, 8 rate limit, 9 not a catalog operation, 2 a bad
+//! (3 policy or a frozen host, 4 confirmation or approval, 8 rate limit, 9 not a catalog operation, 2 a bad
 //! envelope) and reports `"source": "host"`. Anything else on stderr/stdout is sudo's or the
 //! tool's, passed through untouched (the gate `exec`s sudo).
 
@@ -55,6 +55,21 @@ pub struct Envelope {
     /// signs (for a host policy `approve`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval: Option<String>,
+    /// One of the gate's own requests instead of a command line (an approver's freeze or
+    /// thaw of the host), answered on stdout as JSON.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control: Option<Control>,
+}
+
+/// A request to the gate itself.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Control {
+    /// `freeze` or `thaw`.
+    pub action: String,
+    /// Why (a freeze's reason: one line, shown to everyone refused).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// A request as the gate reads it.
@@ -113,10 +128,11 @@ pub fn parse_command(line: Option<&str>) -> Result<GateRequest, Box<Refusal>> {
                 format!("the envelope does not parse: {e}"),
             )
         })?;
-        if env.hello == env.argv.is_some() {
+        let asks = [env.hello, env.argv.is_some(), env.control.is_some()];
+        if asks.iter().filter(|a| **a).count() != 1 {
             return Err(Box::new(Refusal::new(
                 RefusalKind::BadRequest,
-                "an envelope carries either `hello` or `argv`",
+                "an envelope carries exactly one of `hello`, `argv` and `control`",
             )));
         }
         return Ok(GateRequest::Envelope(env));
@@ -177,6 +193,9 @@ pub enum RefusalKind {
     RateLimited,
     /// The host audit record could not be written: nothing runs unaudited.
     AuditUnavailable,
+    /// The host is frozen (its kill switch: root's freeze file, or an approver's signed
+    /// freeze): no change, confirm or exec operation runs; reads go on.
+    Frozen,
 }
 
 impl RefusalKind {
@@ -193,6 +212,7 @@ impl RefusalKind {
             RefusalKind::ApprovalInvalid => "approval_invalid",
             RefusalKind::RateLimited => "rate_limited",
             RefusalKind::AuditUnavailable => "audit_unavailable",
+            RefusalKind::Frozen => "frozen",
         }
     }
 }
@@ -274,6 +294,10 @@ impl Refusal {
 
 /// The key of [`Hello::extra`] that lists the op ids the host policy denies outright.
 pub const HELLO_POLICY_DENIES: &str = "policy_denies";
+
+/// The key of [`Hello::extra`] that says the host is frozen: its reason, who froze it, since
+/// when and what lifts it (absent when the host is not frozen).
+pub const HELLO_FROZEN: &str = "frozen";
 
 /// What the gate tells about itself (answer to a `hello` envelope, on stdout as JSON).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -11,6 +11,14 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use regex::Regex;
 
+/// Now, in Unix seconds (0 for a clock before 1970).
+pub fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
 use super::error::{Error, Result};
 /// `secs` since the Unix epoch as `YYYY-MM-DDTHH:MM:SSZ`.
 pub fn format_rfc3339(secs: u64) -> String {

@@ -209,6 +209,16 @@ enum Reach {
     All,
 }
 
+/// How `freeze` and `thaw` get their approver's signature.
+fn control_sign_args() -> [Arg; 2] {
+    [
+        Arg::new("key").long("key").value_name("FILE")
+            .help("Your approver key (an unencrypted OpenSSH private key): sign the gate's statement here"),
+        Arg::new("approval").long("approval").value_name("FILE")
+            .help("The statement signed elsewhere (`pxagent approve`, `ssh-keygen -Y sign -n pxagent-approval`)"),
+    ]
+}
+
 /// Give `cmd` (and, as global args, its subcommands) the host flags it takes.
 fn reaches_host(cmd: Command, reach: Reach) -> Command {
     let policy = policy_args().into_iter().filter(|a| match reach {
@@ -566,6 +576,10 @@ by the keys in --approvers), counts host rate limits, logs each decision to sysl
                     .help("The host's used approvals, shared by every gated account (root-owned, sticky; default /var/lib/pxagent/.nonces)"))
                 .arg(Arg::new("log_socket").long("log-socket").value_name("PATH")
                     .help("The syslog socket for the host audit (default /dev/log)"))
+                .arg(Arg::new("control_dir").long("control-dir").value_name("DIR")
+                    .help("The approvers' signed freezes and thaws, shared by every gated account (root-owned, sticky; default /var/lib/pxagent/.control)"))
+                .arg(Arg::new("freeze").long("freeze").value_name("FILE")
+                    .help("The kill switch: while this file exists (root's; its first line is the reason) only reads run (default /etc/pxagent/freeze)"))
                 .arg(Arg::new("machine_id").long("machine-id").value_name("FILE")
                     .help("A root-owned file holding the host's machine id, for a host without /etc/machine-id that must not get one (a test bed in a container; default /etc/machine-id, then /var/lib/dbus/machine-id)")),
         )
@@ -627,6 +641,29 @@ Exit 0 when all succeeded, 2 when any line was invalid, 3/4/8 when every failure
                         .about("Move the log aside and start a new chain linked to its head (when a broken line blocks changes, or to archive it)"),
                 ),
         )
+        .subcommand(reaches_host(
+            Command::new("freeze")
+                .about("Freeze a gated host as an approver: until a signed thaw (or root), its gate runs reads only")
+                .long_about("Freeze a gated host as an approver, without root: the gate answers with a statement \
+(op host.freeze, your reason, the host's name and machine id), you sign it with a key listed in the \
+host's approvers file, and every gated account of the host then runs reads only; each change, confirm \
+and exec operation is refused with exit 3, kind `frozen`, and your reason. With --key the statement \
+is signed here; without, it is printed (exit 4) for `pxagent approve` and sent with --approval. Root \
+freezes with a file instead: `echo REASON > /etc/pxagent/freeze`.")
+                .arg(Arg::new("reason").long("reason").required(true).value_name("TEXT")
+                    .help("Why: one line everyone refused reads"))
+                .args(control_sign_args()),
+            Reach::Connection,
+        ))
+        .subcommand(reaches_host(
+            Command::new("thaw")
+                .about("Lift an approver's freeze of a gated host (signed, like the freeze)")
+                .long_about("Lift the approvers' freezes of a gated host: the gate answers with a statement naming \
+the freezes in force (op host.thaw), you sign it with a listed key, and changes run again. A freeze \
+that comes later is never lifted by this thaw. Root's freeze file is lifted only by root (rm it).")
+                .args(control_sign_args()),
+            Reach::Connection,
+        ))
         .subcommand(
             Command::new("approve")
                 .about("Sign an approval statement a host issued for an operation its policy marks `approve`")

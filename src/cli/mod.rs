@@ -195,7 +195,10 @@ fn path_name(m: &ArgMatches) -> (String, bool) {
     }
     match catalog::ops_at(&path).first() {
         Some(op) => (op.id.to_string(), true),
-        None => (path.join("."), matches!(top, "preflight" | "status")),
+        None => (
+            path.join("."),
+            matches!(top, "preflight" | "status" | "freeze" | "thaw"),
+        ),
     }
 }
 

@@ -106,6 +106,17 @@ pub enum Cmd {
         /// A file, `-` for stdin, or the statement text itself.
         statement: String,
     },
+    /// `pxagent freeze --reason TEXT` and `pxagent thaw`, signed with `--key` or `--approval`.
+    Control {
+        /// `freeze` or `thaw`.
+        action: &'static str,
+        /// A freeze's reason.
+        reason: Option<String>,
+        /// The approver's private key, to sign the gate's statement here.
+        key: Option<PathBuf>,
+        /// A signature made elsewhere.
+        approval: Option<PathBuf>,
+    },
     /// `pxagent setup render …`.
     SetupRender(Box<SetupOptions>),
     /// `pxagent setup revoke …`.
@@ -177,6 +188,7 @@ impl Cmd {
             Cmd::SudoersRender(_) => "sudoers.render",
             Cmd::SudoersLint { .. } => "sudoers.lint",
             Cmd::Approve { .. } => "approve",
+            Cmd::Control { action, .. } => action,
             Cmd::SetupRender(_) => "setup.render",
             Cmd::SetupRevoke(_) => "setup.revoke",
             Cmd::Mcp { .. } => "mcp",
@@ -462,6 +474,12 @@ pub fn command(m: &ArgMatches, s: &Settings) -> Result<Cmd> {
                 "expected `audit show`, `audit verify` or `audit new-chain`",
             ));
         }
+        (action @ ("freeze" | "thaw"), _) => Cmd::Control {
+            action: if action == "freeze" { "freeze" } else { "thaw" },
+            reason: string(sub, "reason"),
+            key: string(sub, "key").map(PathBuf::from),
+            approval: string(sub, "approval").map(PathBuf::from),
+        },
         ("approve", _) => Cmd::Approve {
             key: PathBuf::from(string(sub, "key").unwrap_or_default()),
             ttl: string(sub, "ttl").map(|t| approve_ttl(&t)).transpose()?,
@@ -548,8 +566,16 @@ fn gate_options(root: &ArgMatches, g: &ArgMatches) -> Result<crate::host::gate::
     if let Some(p) = typed(g, "log_socket") {
         o.log_socket = p;
     }
+    if let Some(p) = typed(g, "freeze") {
+        o.freeze = p;
+    }
+    if let Some(p) = typed(g, "control_dir") {
+        o.control_dir = p;
+    }
     o.machine_id = typed(g, "machine_id");
     for p in [
+        Some(&o.freeze),
+        Some(&o.control_dir),
         Some(&o.policy),
         Some(&o.approvers),
         o.state_dir.as_ref(),

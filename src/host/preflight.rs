@@ -319,6 +319,27 @@ fn gate_checks(
             if file.ok { "" } else { remedy },
         ));
     }
+    out.push(
+        match h.extra.get(crate::base::gate_protocol::HELLO_FROZEN) {
+            Some(f) => check(
+                "frozen",
+                Status::Warn,
+                format!(
+                    "the host is frozen by {} since {}: {}; only reads run",
+                    f["by"].as_str().unwrap_or("?"),
+                    f["since"].as_str().unwrap_or("?"),
+                    f["reason"].as_str().unwrap_or("?")
+                ),
+                f["lift"].as_str().unwrap_or("").to_string(),
+            ),
+            None => check(
+                "frozen",
+                Status::Pass,
+                "the host is not frozen (its kill switch is off)".to_string(),
+                "",
+            ),
+        },
+    );
     (out, Some(h))
 }
 
@@ -773,6 +794,22 @@ async fn ask_gate(remote: &Remote) -> crate::Result<Captured> {
     }
     .to_command();
     remote.session.exec(&hello_cmd).await
+}
+
+/// Whether a gate is in front of the account and, if so, its kill switch: `None` for no gate,
+/// `Some(None)` for a gate that runs changes, `Some(Some(freeze))` for a frozen host (its
+/// reason, who froze it, since when, what lifts it).
+pub async fn gate_freeze(remote: &Remote) -> Option<Option<serde_json::Value>> {
+    let o = ask_gate(remote).await.ok()?;
+    if o.exit_status != 0 {
+        return None;
+    }
+    let h: crate::base::gate_protocol::Hello = serde_json::from_slice(&o.stdout).ok()?;
+    Some(
+        h.extra
+            .get(crate::base::gate_protocol::HELLO_FROZEN)
+            .cloned(),
+    )
 }
 
 /// Read what the account may run: the gate's hello (its `sudo -n -l` and the ops its host

@@ -82,7 +82,7 @@ pub fn approve(key: &Path, ttl: Option<Duration>, statement: &str, out: &Output)
 }
 
 /// What the human is approving, on stderr, before anything is signed.
-fn show(st: &Statement, now: u64) {
+pub(super) fn show(st: &Statement, now: u64) {
     output::note(format!(
         "approving `{}` on host {} as account {} (the host's machine id {}: `cat /etc/machine-id` there shows it; SSH signature, namespace {NAMESPACE})",
         st.op, st.host, st.account, st.machine_id

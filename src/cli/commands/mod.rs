@@ -6,6 +6,7 @@ mod approve;
 mod audit;
 mod batch;
 mod catalog;
+mod control;
 mod docs;
 mod exec;
 mod fleet;
@@ -63,6 +64,25 @@ pub fn execute(
             ttl,
             statement,
         } => plain(approve::approve(key, *ttl, statement, out)),
+        Cmd::Control {
+            action,
+            reason,
+            key,
+            approval,
+        } => plain(context(s).and_then(|ctx| {
+            no_fleet(s, &ctx, action)?;
+            control::control(
+                &ctx,
+                control::Request {
+                    action,
+                    reason: reason.as_deref(),
+                    key: key.as_deref(),
+                    approval: approval.as_deref(),
+                },
+                out,
+                trail,
+            )
+        })),
         Cmd::SetupRender(opts) => plain(setup::setup_render(opts, out)),
         Cmd::SetupRevoke(opts) => plain(setup::setup_revoke(opts, out)),
         Cmd::AuditShow(filter) => plain(audit::audit_show(filter, out)),

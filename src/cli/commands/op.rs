@@ -337,7 +337,7 @@ fn follower_args(args: &[std::ffi::OsString]) -> Vec<std::ffi::OsString> {
 
 /// Read an approval file (`-`: stdin). Its content is checked by the host gate; here only its
 /// size, so a wrong file fails before anything is sent.
-fn read_approval(path: &std::path::Path) -> Result<String> {
+pub(super) fn read_approval(path: &std::path::Path) -> Result<String> {
     let text = if path.as_os_str() == "-" {
         let mut t = String::new();
         std::io::Read::read_to_string(&mut std::io::stdin(), &mut t).map_err(|source| {

@@ -27,13 +27,14 @@ pub fn status(ctx: &Context, out: &mut Output, trail: &mut Trail) -> Result<u8> 
 /// The summary's data: version, nodes, storages and guests by state, from three reads sent
 /// concurrently over the one connection.
 pub async fn summary(remote: &Remote) -> Result<Value> {
-    let (version, cluster, resources) = {
-        let (v, c, r) = tokio::join!(
+    let (version, cluster, resources, gate) = {
+        let (v, c, r, g) = tokio::join!(
             remote.read_op(&ops::PVE_VERSION, &[]),
             remote.read_op(&ops::CLUSTER_STATUS, &[]),
             remote.read_op(&ops::CLUSTER_RESOURCES, &[]),
+            crate::host::preflight::gate_freeze(remote),
         );
-        (v?, c?, r?)
+        (v?, c?, r?, g)
     };
     let resources = crate::views::normalize(catalog::View::Resources(None), &resources, None)?;
     let list = resources.as_array().cloned().unwrap_or_default();
@@ -68,6 +69,8 @@ pub async fn summary(remote: &Remote) -> Result<Value> {
         "nodes": of("node"),
         "storages": of("storage"),
         "guests": guests,
+        "gated": gate.is_some(),
+        "frozen": gate.flatten(),
     });
     Ok(data)
 }
@@ -88,6 +91,16 @@ pub fn human(d: &Value) -> String {
             } else {
                 "NOT quorate"
             }
+        ));
+    }
+    if let Some(f) = d["frozen"].as_object() {
+        let get = |k: &str| f.get(k).and_then(Value::as_str).unwrap_or("?");
+        s.push_str(&format!(
+            "\nFROZEN by {} since {}: {} (only reads run until {})",
+            get("by"),
+            get("since"),
+            get("reason"),
+            get("lift")
         ));
     }
     s.push_str("\n\nNodes\n");

@@ -20,16 +20,52 @@ use crate::approval::{
 use crate::base::gate_protocol::{ApprovalRequest, FileState, Refusal, RefusalKind};
 use crate::catalog::invocation::Invocation;
 
-/// Check the approval for `inv`; `Ok` is the approver's key fingerprint. `rule` names the
-/// policy rule that asks for it (for messages).
+/// What an approval is asked for: a catalog operation with its values, or one of the gate's
+/// own requests (a freeze, a thaw) under a name no catalog op has.
+pub(super) struct Subject {
+    /// The statement's `op`.
+    pub op: String,
+    /// Its parameters.
+    pub args: BTreeMap<String, String>,
+    /// The request as people read it (`vm destroy 100`, `freeze`).
+    pub display: String,
+}
+
+impl Subject {
+    /// A catalog operation with its values.
+    pub fn of(inv: &Invocation) -> Subject {
+        Subject {
+            op: inv.op.id.to_string(),
+            args: inv
+                .values
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.clone()))
+                .collect(),
+            display: inv.display(),
+        }
+    }
+}
+
+/// An approval that held.
+pub(super) struct Accepted {
+    /// The approver: key fingerprint and comment.
+    pub approver: String,
+    /// The statement signed.
+    pub statement: Statement,
+    /// The armored signature.
+    pub signature: String,
+}
+
+/// Check the approval for `subject`. `rule` names the policy rule that asks for it (for
+/// messages).
 pub(super) fn check(
     opts: &Options,
     ctx: &RequestFacts,
     state: &Path,
-    inv: &Invocation,
+    subject: &Subject,
     text: Option<&str>,
     rule: &str,
-) -> Result<String, Box<Refusal>> {
+) -> Result<Accepted, Box<Refusal>> {
     let unavailable = |m: String| Box::new(Refusal::new(RefusalKind::PolicyUnavailable, m));
     trusted_file(&opts.approvers, ctx.uid).map_err(unavailable)?;
     let approvers = Approvers::load(&opts.approvers).map_err(|e| {
@@ -38,11 +74,7 @@ pub(super) fn check(
             opts.approvers.display()
         ))
     })?;
-    let args: BTreeMap<String, String> = inv
-        .values
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.clone()))
-        .collect();
+    let args = &subject.args;
     let machine_id = ctx.machine_id.as_deref().map_err(|why| {
         unavailable(format!(
             "{why}: every approval names the host's machine id to tell this host from another of the same name, so no approval can be issued or checked; create it as root: systemd-machine-id-setup (or dbus-uuidgen --ensure=/etc/machine-id)"
@@ -55,8 +87,8 @@ pub(super) fn check(
     };
     let req = Requested {
         place,
-        op: inv.op.id,
-        args: &args,
+        op: &subject.op,
+        args,
     };
     let store = |dir: &str| state.join(dir);
     let pending =
@@ -64,7 +96,7 @@ pub(super) fn check(
     let ask = |kind: RefusalKind, message: String, reason: Option<&str>| -> Box<Refusal> {
         let mut r = Refusal::new(kind, message);
         r.reason = reason.map(str::to_string);
-        match Statement::new(place, inv.op.id, args.clone(), DEFAULT_TTL, ctx.now) {
+        match Statement::new(place, &subject.op, args.clone(), DEFAULT_TTL, ctx.now) {
             Ok(st) => match pending.remember(&st, &ctx.client, ctx.now) {
                 Ok(()) => {
                     r.approval_request = Some(ApprovalRequest {
@@ -94,7 +126,7 @@ pub(super) fn check(
             RefusalKind::ApprovalRequired,
             format!(
                 "the host policy wants a human's signed approval for `{}` ({rule}); nothing ran. Save the statement in approval_request to a file, have an approver sign it (`pxagent approve --key KEY FILE`, or `ssh-keygen -Y sign -n {} -f KEY FILE`), then send the same request again with the signature (`--approval SIGFILE`; MCP: `approval`)",
-                inv.display(),
+                subject.display,
                 approval::NAMESPACE
             ),
             None,
@@ -106,7 +138,7 @@ pub(super) fn check(
             RefusalKind::ApprovalInvalid,
             format!(
                 "the approval for `{}` does not hold: {rej}; nothing ran. A fresh statement is in approval_request",
-                inv.display()
+                subject.display
             ),
             Some(rej.code()),
         )
@@ -126,9 +158,13 @@ pub(super) fn check(
     for st in &statements {
         match approval::check(&approvers, &nonces, &req, st, &parsed.signature, ctx.now) {
             Ok(v) => {
-                return Ok(format!("{} {}", v.fingerprint, v.comment)
-                    .trim()
-                    .to_string());
+                return Ok(Accepted {
+                    approver: format!("{} {}", v.fingerprint, v.comment)
+                        .trim()
+                        .to_string(),
+                    statement: v.statement,
+                    signature: parsed.signature.clone(),
+                });
             }
             Err(rej) => {
                 first_rejection.get_or_insert(rej);

@@ -29,6 +29,7 @@
 
 pub mod approval;
 mod child;
+mod freeze;
 pub mod syslog;
 
 use std::collections::BTreeMap;
@@ -63,6 +64,12 @@ pub struct Options {
     pub log_socket: PathBuf,
     /// sudo.
     pub sudo: PathBuf,
+    /// The kill switch: while this file exists (root's; its first line is the reason), every
+    /// change, confirm and exec operation is refused, for every gated account.
+    pub freeze: PathBuf,
+    /// The approvers' signed freezes and thaws, shared by every gated account (root-owned,
+    /// sticky, like the nonces).
+    pub control_dir: PathBuf,
     /// A root-owned file holding this host's machine id, read instead of `/etc/machine-id`
     /// (then D-Bus's copy). Only for a host that has none and must not be given one, such as a
     /// test bed in a container: a real Proxmox host always has `/etc/machine-id`.
@@ -78,6 +85,8 @@ impl Default for Options {
             nonce_dir: PathBuf::from(crate::host::setup::NONCE_DIR),
             log_socket: PathBuf::from("/dev/log"),
             sudo: PathBuf::from("/usr/bin/sudo"),
+            freeze: PathBuf::from(freeze::FREEZE_FILE),
+            control_dir: PathBuf::from(freeze::CONTROL_DIR),
             machine_id: None,
         }
     }
@@ -202,6 +211,8 @@ fn account_name(uid: u32) -> Option<String> {
 enum Verdict {
     /// Describe the gate (a `hello` envelope).
     Hello(Box<Hello>),
+    /// The answer to one of the gate's own requests (a `control` envelope).
+    Answer(Value),
     /// Run `sudo -n` with these words.
     Run(Vec<String>),
     /// Refuse.
@@ -245,6 +256,13 @@ pub fn run(opts: &Options) -> u8 {
             audit["decision"] = json!("hello");
             let _ = syslog::record(&opts.log_socket, true, &audit);
             crate::output::write_stdout(&serde_json::to_string(&h).unwrap_or_default());
+            0
+        }
+        Verdict::Answer(v) => {
+            // What the control request did is already done and recorded (the record is
+            // written before it counts): a lost log line cannot undo a freeze.
+            let _ = syslog::record(&opts.log_socket, true, &audit);
+            crate::output::write_stdout(&v.to_string());
             0
         }
         Verdict::Refuse(r) => {
@@ -346,6 +364,13 @@ fn decide(opts: &Options, ctx: &RequestFacts, line: Option<&str>, audit: &mut Va
             audit["client_version"] = syslog::free_text(&env.client);
             return Verdict::Hello(Box::new(hello(opts, ctx)));
         }
+        GateRequest::Envelope(env) if env.control.is_some() => {
+            audit["client_version"] = syslog::free_text(&env.client);
+            return match freeze::control(opts, ctx, &env, audit) {
+                Ok(v) => Verdict::Answer(v),
+                Err(r) => Verdict::Refuse(r),
+            };
+        }
         GateRequest::Envelope(mut env) => {
             audit["client_version"] = syslog::free_text(&env.client);
             (env.argv.take().unwrap_or_default(), env)
@@ -408,6 +433,15 @@ fn check(
         r
     };
 
+    // The kill switch comes before everything else: a frozen host runs reads only.
+    if let Some(change) = invs.iter().find(|i| i.op.risk != catalog::Risk::Read)
+        && let Some(frozen) = freeze::state(opts, ctx)
+    {
+        audit["frozen"] = frozen.to_json();
+        let mut r = refusal(RefusalKind::Frozen, frozen.refusal(&change.display()));
+        r.op = Some(change.op.id.to_string());
+        return Err(r);
+    }
     let policy =
         load_policy(opts, ctx).map_err(|m| with_op(refusal(RefusalKind::PolicyUnavailable, m)))?;
     let tags = if invs.iter().any(|i| policy.wants_tags(&sync_step(i).0)) {
@@ -510,12 +544,20 @@ fn check(
     }
     let state = ctx.state_dir(opts);
     if let Some((inv, rule)) = approve {
-        let fp = approval::check(opts, ctx, &state, inv, envelope.approval.as_deref(), &rule)
-            .map_err(|mut r| {
-                r.op = Some(inv.op.id.to_string());
-                r
-            })?;
-        audit["approver"] = json!(fp);
+        let subject = approval::Subject::of(inv);
+        let accepted = approval::check(
+            opts,
+            ctx,
+            &state,
+            &subject,
+            envelope.approval.as_deref(),
+            &rule,
+        )
+        .map_err(|mut r| {
+            r.op = Some(inv.op.id.to_string());
+            r
+        })?;
+        audit["approver"] = json!(accepted.approver);
         if inv.op != first.op {
             audit["approved_as"] = json!(inv.op.id);
         }
@@ -790,6 +832,9 @@ fn hello(opts: &Options, ctx: &RequestFacts) -> Hello {
             detail: m,
         },
     };
+    if let Some(f) = freeze::state(opts, ctx) {
+        extra.insert(protocol::HELLO_FROZEN.into(), f.to_json());
+    }
     let approvers = approval::describe(&opts.approvers, ctx.uid);
     let tools: Vec<(String, bool)> = catalog::pve::Tool::ALL
         .iter()

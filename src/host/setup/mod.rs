@@ -63,6 +63,12 @@ pub const STATE_BASE: &str = "/var/lib/pxagent";
 /// sticky: each account's gate adds records, none can remove another's). Its name starts with
 /// a dot, which no account name does, so it cannot be an account's state directory.
 pub const NONCE_DIR: &str = "/var/lib/pxagent/.nonces";
+/// The approvers' signed freezes and thaws of the host, shared by every gated account like
+/// [`NONCE_DIR`] (the gate's default `--control-dir`).
+pub const CONTROL_DIR: &str = "/var/lib/pxagent/.control";
+/// Root's kill switch: while this file exists, every gated account runs reads only (the
+/// gate's default `--freeze`).
+pub const FREEZE_FILE: &str = "/etc/pxagent/freeze";
 /// The directory of the sudoers files.
 pub const SUDOERS_DIR: &str = "/etc/sudoers.d";
 /// The GECOS field of accounts that `setup render` created: such an account may be managed

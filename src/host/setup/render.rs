@@ -3,7 +3,10 @@
 //! [`crate::host::sudoers::render`]).
 
 use super::script::Script;
-use super::{ACCOUNT_COMMENT, KEYS_DIR, NONCE_DIR, STATE_BASE, SUDOERS_DIR, SetupOptions};
+use super::{
+    ACCOUNT_COMMENT, CONTROL_DIR, FREEZE_FILE, KEYS_DIR, NONCE_DIR, STATE_BASE, SUDOERS_DIR,
+    SetupOptions,
+};
 use crate::base::error::Result;
 use crate::host::sudoers::render as sudoers;
 
@@ -173,12 +176,21 @@ What it does, in order:
   2. classic sudo >= 1.9.10 (installs the sudo package when missing; refuses sudo-rs)
   3. account {user}: no password, no supplementary groups, shell /bin/sh, no expiry date
   4. {state}/{user}: the gate's state (rate-limit counters, issued statements), {user} only;
-     {nonces}: the approvals used on this host, by any account (root, 1777)
+     {nonces}: the approvals used on this host, by any account (root, 1777);
+     {control}: the approvers' signed freezes and thaws (root, 1777)
   5. {KEYS_DIR}/{user}: the key with restrict,from=,command= (root-owned, 0644)
   6. the host policy {policy_path} and the approvers {approvers_path} (root-owned, 0644)
   7. {sudoers_dir}/{user}: through .new, visudo -cf, mv; then visudo -c
   8. the sshd drop-in {dropin}; sshd -t; reload sshd
-  9. verification (sudo -l -U, sshd -T, the account, what {user} can read), then the summary",
+  9. verification (sudo -l -U, sshd -T, the account, what {user} can read), then the summary
+
+The kill switch: while {freeze} exists, the gate of every account runs reads only and refuses
+each change, confirm and exec operation (exit 3, kind `frozen`, with the file's first line as
+the reason). Root freezes with `echo 'REASON' > {freeze}` and lifts it with
+`rm {freeze}`. An approver (a key in the approvers file) freezes without root, from their own
+machine: `pxagent freeze --key KEY -H {user}@HOST --reason 'REASON'`; that freeze is lifted
+by an approver's `pxagent thaw --key KEY -H {user}@HOST`, or by root removing its record in
+{control}. `pxagent preflight` and `pxagent status` show a frozen host.",
         version = env!("CARGO_PKG_VERSION"),
         fp = key.fingerprint(),
         profile = s.profile.name(),
@@ -186,6 +198,8 @@ What it does, in order:
         sshd_config = o.sshd.config.as_str(),
         state = STATE_BASE,
         nonces = NONCE_DIR,
+        control = CONTROL_DIR,
+        freeze = FREEZE_FILE,
         policy_path = o.policy_path.as_str(),
         approvers_path = o.approvers_path.as_str(),
         sudoers_dir = SUDOERS_DIR,
@@ -259,6 +273,11 @@ pub fn render(o: &SetupOptions) -> Result<String> {
         "NONCE_DIR",
         NONCE_DIR,
         "the host's used approvals, shared by every account",
+    );
+    s.value(
+        "CONTROL_DIR",
+        CONTROL_DIR,
+        "the approvers' signed freezes and thaws, shared by every account",
     );
     s.value(
         "STATE_DIR",

@@ -135,11 +135,13 @@ ensure_account() {
 # The gate runs as the account and keeps its rate-limit counters and issued statements in
 # STATE_DIR. The approvals used on this host are recorded in NONCE_DIR, shared by every gated
 # account so that an approval is used once per host: root's, sticky (an account's gate can
-# add a record but never remove another account's), like /tmp.
+# add a record but never remove another account's), like /tmp. The approvers' signed freezes
+# and thaws (the kill switch without root) are kept in CONTROL_DIR the same way.
 ensure_state_dir() {
     ensure_dir "$STATE_BASE" root:root 0755
     ensure_dir "$STATE_DIR" "$U:$(id -gn "$U")" 0700
     ensure_dir "$NONCE_DIR" root:root 1777
+    ensure_dir "$CONTROL_DIR" root:root 1777
 }
 
 install_key() {
