@@ -579,6 +579,91 @@ fn host_limits_hold_across_separate_client_states() {
     }
 }
 
+/// Issue 25, item 5: 21 identical changes within 2 minutes, each from its own client state,
+/// get exactly 20 through the gate (the default `runaway` cap); the budget caps every change of
+/// the account, and reads go on past both.
+#[test]
+fn the_host_caps_identical_calls_and_the_change_budget_across_clients() {
+    let _g = lock();
+    let _s = sim_reset();
+    let g = gated();
+    let _p = g.policy("ops: {}\n");
+    let note = fresh("loop");
+    let homes: Vec<Home> = (0..21).map(|_| Home::new()).collect();
+    let running: Vec<Running> = homes
+        .iter()
+        .map(|h| {
+            h.px()
+                .gated()
+                .args(["vm", "set", "100", "--description", &note, "-o", "json"])
+                .spawn()
+        })
+        .collect();
+    let runs: Vec<_> = running.into_iter().map(|r| r.wait()).collect();
+    let codes: Vec<i32> = runs.iter().map(|r| r.code).collect();
+    assert_eq!(
+        (
+            codes.iter().filter(|c| **c == 0).count(),
+            codes.iter().filter(|c| **c == 8).count()
+        ),
+        (20, 1),
+        "{codes:?}"
+    );
+    let r = runs.iter().find(|r| r.code == 8).unwrap();
+    let e = &r.json()["error"];
+    assert_eq!(
+        (e["kind"].as_str(), e["source"].as_str()),
+        (Some("runaway"), Some("host")),
+        "{e}"
+    );
+    let wait = e["retry_after"].as_u64().unwrap_or_else(|| panic!("{e}"));
+    assert!((1..=120).contains(&wait), "{e}");
+    // Another call (other arguments) and a read of the same guest still pass.
+    let home = Home::new();
+    let r = gated_run(
+        &home,
+        &[
+            "vm",
+            "set",
+            "100",
+            "--description",
+            &fresh("other"),
+            "-o",
+            "json",
+        ],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let r = gated_run(&home, &["vm", "config", "100", "-o", "json"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+
+    // A budget of 2 changes an hour: the third change is refused, reads go on.
+    let _b = g.policy("budget: {changes: 2, window: 1h}\n");
+    let caps = std::path::Path::new(&std::env::var("PXAGENT_GATED_TESTBED_GATE_STATE").unwrap())
+        .join("caps.json");
+    let _ = std::fs::remove_file(&caps);
+    for i in 0..2 {
+        let r = gated_run(
+            &home,
+            &[
+                "vm",
+                "set",
+                "100",
+                "--description",
+                &fresh(&format!("b{i}")),
+                "-o",
+                "json",
+            ],
+        );
+        assert_eq!(r.code, 0, "{}", r.stderr);
+    }
+    let r = gated_run(&home, &["vm", "snapshot", "100", &fresh("s"), "-o", "json"]);
+    assert_eq!(r.code, 8, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(r.json()["error"]["kind"], "budget", "{}", r.stdout);
+    let r = gated_run(&home, &["vm", "status", "100", "-o", "json"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let _ = std::fs::remove_file(&caps);
+}
+
 /// An account made for real by `setup render` (readonly profile, the gated bed's gate binary,
 /// its own sshd on `port` with a config in `dir`), and removed again on drop, also when the
 /// test failed. `revoke` applies `setup revoke` to it.

@@ -196,7 +196,7 @@ impl Error {
                     RefusalKind::ConfirmationRequired
                     | RefusalKind::ApprovalRequired
                     | RefusalKind::ApprovalInvalid => 4,
-                    RefusalKind::RateLimited => 8,
+                    RefusalKind::RateLimited | RefusalKind::Runaway | RefusalKind::Budget => 8,
                     RefusalKind::NotAllowed
                     | RefusalKind::Unsupported
                     | RefusalKind::AuditUnavailable => 9,

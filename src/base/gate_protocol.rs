@@ -14,7 +14,7 @@
 //!
 //! A refusal is one stderr line, `pxagent-gate/1 refused <JSON of Refusal>`, and exit status
 //! [`REFUSED_EXIT`]; nothing ran. The client maps the refusal's kind to its own exit codes
-//! (3 policy or a frozen host, 4 confirmation or approval, 8 rate limit, 9 not a catalog operation, 2 a bad
+//! (3 policy or a frozen host, 4 confirmation or approval, 8 rate limit, runaway or budget, 9 not a catalog operation, 2 a bad
 //! envelope) and reports `"source": "host"`. Anything else on stderr/stdout is sudo's or the
 //! tool's, passed through untouched (the gate `exec`s sudo).
 
@@ -191,6 +191,11 @@ pub enum RefusalKind {
     ApprovalInvalid,
     /// A host rate limit is full.
     RateLimited,
+    /// The same call (op and arguments) came more often than the host policy's `runaway` cap
+    /// allows in its window: an agent in a loop.
+    Runaway,
+    /// The account's change budget (host policy `budget`) for the window is used up.
+    Budget,
     /// The host audit record could not be written: nothing runs unaudited.
     AuditUnavailable,
     /// The host is frozen (its kill switch: root's freeze file, or an approver's signed
@@ -211,6 +216,8 @@ impl RefusalKind {
             RefusalKind::ApprovalRequired => "approval_required",
             RefusalKind::ApprovalInvalid => "approval_invalid",
             RefusalKind::RateLimited => "rate_limited",
+            RefusalKind::Runaway => "runaway",
+            RefusalKind::Budget => "budget",
             RefusalKind::AuditUnavailable => "audit_unavailable",
             RefusalKind::Frozen => "frozen",
         }
@@ -247,7 +254,7 @@ pub struct Refusal {
     /// For `approval_invalid`: which check failed (`expired`, `replayed`, `unlisted_key` …).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
-    /// For `rate_limited`: seconds until the full window resets.
+    /// For `rate_limited`, `runaway` and `budget`: seconds until a call fits again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_after: Option<u64>,
     /// The gate's version.

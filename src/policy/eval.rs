@@ -128,6 +128,10 @@ pub struct Policy {
     pub(super) iso_max_used: Option<u8>,
     /// `allow_ssh_lockout`.
     pub(super) allow_ssh_lockout: bool,
+    /// `runaway` (host policy).
+    pub(super) runaway: super::schema::Runaway,
+    /// `budget` (host policy).
+    pub(super) budget: Option<super::schema::Budget>,
     /// Layers that narrow this one (see [`Policy::narrowed_by`]).
     pub(super) also: Vec<Policy>,
 }
@@ -146,6 +150,8 @@ impl Default for Policy {
             nfs_servers: None,
             iso_max_used: None,
             allow_ssh_lockout: false,
+            runaway: super::schema::Runaway::default(),
+            budget: None,
             also: Vec::new(),
         }
     }
@@ -160,6 +166,35 @@ impl Policy {
             None if op.runs_guest_command() => vec![Limit::exec_default(op)],
             None => Vec::new(),
         }
+    }
+
+    /// The host's sliding caps on this call (`line`: its exact command line): identical calls
+    /// (`runaway`, for reads only when it says so) and the account's budget of changes.
+    pub fn caps_for(&self, op: &Op, line: &[String]) -> Vec<super::limits::Cap> {
+        use super::limits::{Cap, CapKind};
+        let changes = op.risk != crate::catalog::Risk::Read;
+        let mut caps = Vec::new();
+        let r = self.runaway;
+        if r.max > 0 && (changes || r.reads) {
+            caps.push(Cap {
+                kind: CapKind::Runaway,
+                key: format!(
+                    "same:{}",
+                    crate::base::text::sha256_hex(line.join("\0").as_bytes())
+                ),
+                max: r.max,
+                window: r.window,
+            });
+        }
+        if let (Some(b), true) = (self.budget, changes) {
+            caps.push(Cap {
+                kind: CapKind::Budget,
+                key: "budget".into(),
+                max: b.changes,
+                window: b.window,
+            });
+        }
+        caps
     }
 
     /// Where an op's limits were written (`None`: pxagent's default).

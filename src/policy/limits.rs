@@ -153,6 +153,103 @@ pub fn admit_at(
     Ok(())
 }
 
+/// What a sliding-window cap the host gate counts is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CapKind {
+    /// Identical calls (policy `runaway`).
+    Runaway,
+    /// Change, confirm and exec operations of the account (policy `budget`).
+    Budget,
+}
+
+/// A cap on calls in a sliding window: at most `max` in any `window` seconds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cap {
+    /// What it caps.
+    pub kind: CapKind,
+    /// Its counter's key in the state file.
+    pub key: String,
+    /// The most calls in the window.
+    pub max: u64,
+    /// The window, seconds.
+    pub window: u64,
+}
+
+/// A cap that is full.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Full {
+    /// The cap.
+    pub cap: Cap,
+    /// Seconds until its oldest counted call leaves the window.
+    pub retry_after: u64,
+}
+
+/// What the state file of sliding caps keeps per key.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+struct Recent {
+    /// The cap's window, to prune by.
+    window: u64,
+    /// When each counted call was admitted (Unix seconds), oldest first.
+    times: Vec<u64>,
+}
+
+/// Admit one call under sliding-window `caps` kept in `path` (created 0600), counting it in
+/// every cap; `Ok(Err(full))` names the first full cap (nothing is counted then); `Err` is a
+/// state file that cannot be used (the caller refuses: fail closed). Every process of the
+/// account counts one after another under an exclusive lock on the file.
+pub fn admit_sliding(
+    path: &Path,
+    caps: &[Cap],
+    now: u64,
+) -> std::result::Result<std::result::Result<(), Full>, String> {
+    if caps.is_empty() {
+        return Ok(Ok(()));
+    }
+    let io = |what: &str, e: std::io::Error| format!("{} ({what}): {e}", path.display());
+    let mut f = open_private(path).map_err(|e| io("open", e))?;
+    f.lock().map_err(|e| io("lock", e))?;
+    let mut text = String::new();
+    f.read_to_string(&mut text).map_err(|e| io("read", e))?;
+    let mut all: BTreeMap<String, Recent> = if text.trim().is_empty() {
+        BTreeMap::new()
+    } else {
+        serde_json::from_str(&text).map_err(|e| {
+            format!(
+                "{} is damaged ({e}); root may delete it to reset the counts",
+                path.display()
+            )
+        })?
+    };
+    // Forget what left its window, for every key (the file stays as small as the windows).
+    for r in all.values_mut() {
+        let from = now.saturating_sub(r.window);
+        // A call counted by a process that started a moment later (a later `now`) stays.
+        r.times.retain(|t| *t > from);
+    }
+    all.retain(|_, r| !r.times.is_empty());
+    for cap in caps {
+        let times = all.get(&cap.key).map(|r| r.times.as_slice()).unwrap_or(&[]);
+        if times.len() as u64 >= cap.max {
+            let oldest = times[times.len() - cap.max as usize];
+            return Ok(Err(Full {
+                cap: cap.clone(),
+                retry_after: (oldest + cap.window).saturating_sub(now).max(1),
+            }));
+        }
+    }
+    for cap in caps {
+        let r = all.entry(cap.key.clone()).or_default();
+        r.window = r.window.max(cap.window);
+        r.times.push(now);
+        r.times.sort_unstable();
+    }
+    let text = serde_json::to_string(&all).map_err(|e| format!("{}: {e}", path.display()))?;
+    f.set_len(0).map_err(|e| io("truncate", e))?;
+    f.rewind().map_err(|e| io("rewind", e))?;
+    f.write_all(text.as_bytes()).map_err(|e| io("write", e))?;
+    Ok(Ok(()))
+}
+
 fn create_private_dir(dir: &Path) -> std::io::Result<()> {
     #[cfg(unix)]
     {
@@ -181,6 +278,62 @@ fn open_private(path: &Path) -> std::io::Result<std::fs::File> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn sliding_caps_admit_exactly_max_in_any_window_and_say_when_the_next_fits() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("caps.json");
+        let same = |key: &str| Cap {
+            kind: CapKind::Runaway,
+            key: key.into(),
+            max: 20,
+            window: 120,
+        };
+        let budget = Cap {
+            kind: CapKind::Budget,
+            key: "budget".into(),
+            max: 25,
+            window: 3600,
+        };
+        // 20 identical calls one second apart pass; the 21st, 20 s after the first, does not,
+        // and fits again when the first leaves the window.
+        for i in 0..20 {
+            let r = admit_sliding(&f, &[same("a"), budget.clone()], 1000 + i).unwrap();
+            assert_eq!(r, Ok(()), "call {i}");
+        }
+        let full = admit_sliding(&f, &[same("a"), budget.clone()], 1020)
+            .unwrap()
+            .unwrap_err();
+        assert_eq!(full.cap.kind, CapKind::Runaway);
+        assert_eq!(full.retry_after, 100);
+        // A refused call counted nowhere: another call still has 5 of the budget.
+        for i in 0..5 {
+            assert_eq!(
+                admit_sliding(&f, &[same("b"), budget.clone()], 1030 + i).unwrap(),
+                Ok(()),
+                "{i}"
+            );
+        }
+        let full = admit_sliding(&f, &[same("c"), budget.clone()], 1040)
+            .unwrap()
+            .unwrap_err();
+        assert_eq!(full.cap.kind, CapKind::Budget);
+        assert_eq!(full.retry_after, 3600 - 40);
+        // Past the window of the first call, "a" fits again (the budget is another matter).
+        assert_eq!(admit_sliding(&f, &[same("a")], 1120).unwrap(), Ok(()));
+        assert!(admit_sliding(&f, &[same("a")], 1120).unwrap().is_err());
+        assert!(admit_sliding(&f, &[same("a")], 1121).unwrap().is_ok());
+        // A damaged file refuses rather than forgetting the counts.
+        std::fs::write(&f, "{not json").unwrap();
+        assert!(admit_sliding(&f, &[same("a")], 1200).is_err());
+        // No caps: the file is not touched.
+        assert_eq!(
+            admit_sliding(&dir.path().join("none"), &[], 1).unwrap(),
+            Ok(())
+        );
+        assert!(!dir.path().join("none").exists());
+    }
+
     use super::*;
 
     fn op() -> &'static Op {

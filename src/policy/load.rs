@@ -53,6 +53,12 @@ impl Policy {
     fn compile(cfg: PolicyConfig, source: &str, host: bool) -> Result<Policy> {
         let mut problems = Vec::new();
         let mut rules = Vec::new();
+        if !host && (cfg.runaway.is_some() || cfg.budget.is_some()) {
+            problems.push(
+                "`runaway` and `budget` are keys of the host policy (/etc/pxagent/policy.yaml), where `pxagent gate` counts every client's calls; a client's own counts would be the agent's to reset"
+                    .to_string(),
+            );
+        }
         for (key, rule) in cfg.ops {
             if rule.action == super::schema::Action::Approve && !host {
                 problems.push(format!(
@@ -185,6 +191,8 @@ impl Policy {
                 n => n,
             },
             allow_ssh_lockout: cfg.allow_ssh_lockout,
+            runaway: cfg.runaway.unwrap_or_default(),
+            budget: cfg.budget,
             also: Vec::new(),
         })
     }
@@ -305,6 +313,56 @@ mod tests {
     }
 
     #[test]
+    fn runaway_and_budget_are_the_host_policys_and_default_to_twenty_in_two_minutes() {
+        use crate::policy::limits::CapKind;
+        let line = vec!["sudo".to_string(), "-n".into(), "/usr/sbin/qm".into()];
+        let host = Policy::from_host_text("ops: {}\n", "h").unwrap();
+        let caps = host.caps_for(&crate::catalog::ops::VM_START, &line);
+        assert_eq!(caps.len(), 1);
+        assert_eq!(
+            (caps[0].kind, caps[0].max, caps[0].window),
+            (CapKind::Runaway, 20, 120)
+        );
+        // Reads are not counted unless the policy says so.
+        assert!(
+            host.caps_for(&crate::catalog::ops::VM_STATUS, &line)
+                .is_empty()
+        );
+        let set = Policy::from_host_text(
+            "runaway: {max: 5, window: 1m, reads: true}\nbudget: {changes: 50}\n",
+            "h",
+        )
+        .unwrap();
+        let caps = set.caps_for(&crate::catalog::ops::VM_START, &line);
+        assert_eq!(caps.len(), 2);
+        assert_eq!((caps[0].max, caps[0].window), (5, 60));
+        assert_eq!(
+            (caps[1].kind, caps[1].max, caps[1].window),
+            (CapKind::Budget, 50, 3600)
+        );
+        assert_eq!(
+            set.caps_for(&crate::catalog::ops::VM_STATUS, &line).len(),
+            1
+        );
+        let off = Policy::from_host_text("runaway: {max: 0}\n", "h").unwrap();
+        assert!(
+            off.caps_for(&crate::catalog::ops::VM_START, &line)
+                .is_empty()
+        );
+        // Identical lines share a counter; another line has its own.
+        let other = vec!["sudo".to_string(), "-n".into(), "/usr/sbin/pct".into()];
+        assert_ne!(
+            host.caps_for(&crate::catalog::ops::VM_START, &line)[0].key,
+            host.caps_for(&crate::catalog::ops::VM_START, &other)[0].key
+        );
+        // A client's policy cannot hold them; a bad window is named.
+        let e = Policy::from_text("runaway: {max: 5}\n", "c").unwrap_err();
+        assert!(e.to_string().contains("host policy"), "{e}");
+        let e = Policy::from_host_text("budget: {changes: 5, window: soon}\n", "h").unwrap_err();
+        assert!(e.to_string().contains("soon"), "{e}");
+    }
+
+    #[test]
     fn unknown_ops_and_bad_entries_are_usage_errors_naming_them() {
         let e = policy("ops:\n  vm.destory: deny\n  vn.*: deny\n  vm_start: deny\n").unwrap_err();
         assert_eq!(e.exit_code(), 2);
@@ -420,6 +478,8 @@ protect: [100, 105, keep]
                 nfs_servers: None,
                 iso_max_used: None,
                 allow_ssh_lockout: false,
+                runaway: None,
+                budget: None,
             }
         );
         let p = Policy::from_config(cfg, SRC).unwrap();

@@ -74,6 +74,93 @@ pub struct PolicyConfig {
     /// pxagent, and any SSH from the same place, off from the host.
     #[serde(default)]
     pub allow_ssh_lockout: bool,
+    /// Host policy: the cap on identical calls (same op, same arguments) per account, counted
+    /// by the gate. Absent: [`Runaway::default`] (20 in 2 minutes, change, confirm and exec
+    /// ops); `max: 0` turns it off.
+    #[serde(default)]
+    pub runaway: Option<Runaway>,
+    /// Host policy: the cap on change, confirm and exec operations per account in a window,
+    /// counted by the gate. Absent: no cap.
+    #[serde(default)]
+    pub budget: Option<Budget>,
+}
+
+/// At most `max` identical calls in any `window` seconds (a sliding window).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Runaway {
+    /// The most identical calls admitted in the window (0: no cap).
+    #[serde(default = "Runaway::default_max")]
+    pub max: u64,
+    /// The window, in seconds (`120`, or a duration such as `2m`).
+    #[serde(default = "Runaway::default_window", deserialize_with = "de_seconds")]
+    pub window: u64,
+    /// Count reads too (default: only change, confirm and exec operations).
+    #[serde(default)]
+    pub reads: bool,
+}
+
+impl Runaway {
+    fn default_max() -> u64 {
+        20
+    }
+    fn default_window() -> u64 {
+        120
+    }
+}
+
+impl Default for Runaway {
+    /// 20 identical change, confirm or exec calls in 2 minutes.
+    fn default() -> Runaway {
+        Runaway {
+            max: Runaway::default_max(),
+            window: Runaway::default_window(),
+            reads: false,
+        }
+    }
+}
+
+/// At most `changes` change, confirm and exec operations in any `window` seconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Budget {
+    /// The most operations admitted in the window.
+    pub changes: u64,
+    /// The window, in seconds (`3600`, or a duration such as `1h`).
+    #[serde(default = "Budget::default_window", deserialize_with = "de_seconds")]
+    pub window: u64,
+}
+
+impl Budget {
+    fn default_window() -> u64 {
+        3600
+    }
+}
+
+/// Seconds, from a number or a duration (`90`, `2m`, `1h`).
+fn de_seconds<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Form {
+        Secs(u64),
+        Text(String),
+    }
+    let secs = match Form::deserialize(d)? {
+        Form::Secs(n) => n,
+        Form::Text(t) => crate::base::time::parse_duration(&t)
+            .map(|d| d.as_secs())
+            .ok_or_else(|| {
+                de::Error::custom(format!(
+                    "window {t:?} is not a duration (seconds, or 30m, 2h, 1d)"
+                ))
+            })?,
+    };
+    if secs == 0 || secs > 7 * 24 * 3600 {
+        return Err(de::Error::custom(format!(
+            "window {secs}s: between 1 second and 7 days"
+        )));
+    }
+    Ok(secs)
 }
 
 /// What a rule does with the ops it matches. Ordered by strictness (used to break ties).

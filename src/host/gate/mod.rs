@@ -579,6 +579,51 @@ fn check(
             with_op(r)
         })?;
     }
+    // Last, so that a refused call never counts: identical calls and the account's budget,
+    // in a sliding window, across every client.
+    let judged = invs
+        .iter()
+        .find(|i| i.op.risk != catalog::Risk::Read)
+        .unwrap_or(first);
+    let caps = policy.caps_for(judged.op, words);
+    match crate::policy::limits::admit_sliding(&state.join("caps.json"), &caps, ctx.now) {
+        Ok(Ok(())) => {}
+        Ok(Err(full)) => {
+            use crate::policy::limits::CapKind;
+            let (kind, msg) = match full.cap.kind {
+                CapKind::Runaway => (
+                    RefusalKind::Runaway,
+                    format!(
+                        "`{}` came {} times in the last {}s, the most the host policy's `runaway` cap allows for one identical call: an agent in a loop? Nothing ran; it fits again in {}s",
+                        judged.display(),
+                        full.cap.max,
+                        full.cap.window,
+                        full.retry_after
+                    ),
+                ),
+                CapKind::Budget => (
+                    RefusalKind::Budget,
+                    format!(
+                        "this account's budget of {} change, confirm and exec operations per {}s (host policy `budget`) is used up; `{}` did not run; the next fits in {}s",
+                        full.cap.max,
+                        full.cap.window,
+                        judged.display(),
+                        full.retry_after
+                    ),
+                ),
+            };
+            audit["cap"] = json!(full.cap.key);
+            let mut r = refusal(kind, msg);
+            r.retry_after = Some(full.retry_after);
+            return Err(with_op(r));
+        }
+        Err(e) => {
+            return Err(with_op(refusal(
+                RefusalKind::PolicyUnavailable,
+                format!("the gate cannot count this call against the host policy's caps: {e}"),
+            )));
+        }
+    }
     Ok(())
 }
 
