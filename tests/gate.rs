@@ -589,17 +589,17 @@ fn the_host_caps_identical_calls_and_the_change_budget_across_clients() {
     let g = gated();
     let _p = g.policy("ops: {}\n");
     let note = fresh("loop");
-    let homes: Vec<Home> = (0..21).map(|_| Home::new()).collect();
-    let running: Vec<Running> = homes
-        .iter()
-        .map(|h| {
-            h.px()
+    // One after another: at once, each would be pinned to the config all of them read, and
+    // all but the first would be conflicts (tests/conflicts.rs).
+    let runs: Vec<Run> = (0..21)
+        .map(|_| {
+            Home::new()
+                .px()
                 .gated()
                 .args(["vm", "set", "100", "--description", &note, "-o", "json"])
-                .spawn()
+                .run()
         })
         .collect();
-    let runs: Vec<_> = running.into_iter().map(|r| r.wait()).collect();
     let codes: Vec<i32> = runs.iter().map(|r| r.code).collect();
     assert_eq!(
         (

@@ -7,7 +7,7 @@
 //! `sudoers_lint::`, and `setup::`, which needs only this machine's sshd binary) runs what needs
 //! no host. The live topics (`live`, `actions`, `audit`, `batch`, `exec`, `fleet`, `mcp`,
 //! `newops`, `cloud_images`, `persist`, `policy`, `pve`, `robust`, `scripting`, `storage_ops`, `health`,
-//! `iso_upload`, `ha`, `backup_jobs`, `sudo_rules`, `sudo_fences`, `ct_restore`, `ssh_transport`, `tasks`, `gate`, `kill_switch`, `jump`, `ux`) need
+//! `iso_upload`, `ha`, `backup_jobs`, `sudo_rules`, `sudo_fences`, `ct_restore`, `ssh_transport`, `tasks`, `gate`, `grants`, `kill_switch`, `conflicts`, `jump`, `ux`) need
 //! root and the beds that `scripts/test.sh` brings up; without them they fail with what to run.
 
 mod support;
@@ -19,12 +19,14 @@ mod backup_jobs;
 mod batch;
 mod cli;
 mod cloud_images;
+mod conflicts;
 mod ct_restore;
 mod docs_examples;
 mod exec;
 mod firewall;
 mod fleet;
 mod gate;
+mod grants;
 mod guest_map;
 mod ha;
 mod health;

@@ -171,6 +171,16 @@ pub fn config_set(
     crate::locks::flock(st, ctx, kind, vmid, true).map_err(Failure::die)?;
     let g = ops::load(st, node, kind, vmid)?;
     check_lock(g)?;
+    // Under the config lock, before anything is written: a digest that is not the config's
+    // is someone else's change in between (pve-common `PVE::Tools::assert_if_modified`, called
+    // by qemu-server `update_vm_api` and pve-container `update_pct_config`).
+    if let Some(d) = o.get("digest")
+        && d != crate::api::digest(&g.config)
+    {
+        return Err(Failure::die(
+            "detected modified configuration - file changed by other user? Try again.",
+        ));
+    }
     if kind == Kind::Qemu && (o.get("memory").is_some() || o.get("balloon").is_some()) {
         let maxmem = o
             .get("memory")

@@ -26,6 +26,9 @@ pub const MAX_PENDING: usize = 256;
 /// The most open statements one client may have.
 pub const MAX_PER_CLIENT: usize = 32;
 
+/// The client tag of a used statement (no client's tag: those are 16 hex digits).
+const USED: &str = "used";
+
 /// Largest file read as a statement.
 const MAX_STATEMENT_BYTES: u64 = 64 * 1024;
 
@@ -152,6 +155,25 @@ impl Pending {
     }
 
     /// Remove expired and unreadable statements; returns the open ones.
+    /// Mark the statement with this nonce used (its nonce is spent): it no longer takes its
+    /// client's room, and stays until it expires only so that a replay of its bare signature is
+    /// still told `replayed`.
+    pub fn mark_used(&self, nonce: &str) {
+        if !super::statement::valid_nonce(nonce) {
+            return;
+        }
+        for e in self.entries() {
+            let named = e
+                .path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.split('.').next() == Some(nonce));
+            if named && e.client != USED {
+                let _ = std::fs::rename(&e.path, self.dir.join(format!("{nonce}.{USED}")));
+            }
+        }
+    }
+
     fn prune(&self, now: u64) -> Vec<Entry> {
         let mut keep: Vec<Entry> = Vec::new();
         for e in self.entries() {
@@ -197,6 +219,28 @@ mod tests {
             op: "vm.destroy",
             args,
         }
+    }
+
+    #[test]
+    fn a_used_statement_frees_its_clients_room_and_stays_a_candidate() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = Pending::open(dir.path()).unwrap();
+        let client = "10.0.0.1";
+        for i in 0..MAX_PER_CLIENT as u32 {
+            p.remember(&st(i, "100", NOW + 600), client, NOW).unwrap();
+        }
+        assert!(p.remember(&st(99, "100", NOW + 600), client, NOW).is_err());
+        p.mark_used(&st(3, "100", NOW + 600).nonce);
+        p.remember(&st(99, "100", NOW + 600), client, NOW).unwrap();
+        assert!(p.remember(&st(98, "100", NOW + 600), client, NOW).is_err());
+        // The used one is still a candidate, so its replay is told `replayed` by the check.
+        let args = BTreeMap::from([("vmid".to_string(), "100".to_string())]);
+        let open = p.candidates(&request(&args), NOW);
+        assert_eq!(open.len(), MAX_PER_CLIENT + 1);
+        assert!(open.iter().any(|t| t.contains(&format!("{:032x}", 3))));
+        // Not a nonce: nothing is touched.
+        p.mark_used("../x");
+        assert_eq!(p.candidates(&request(&args), NOW).len(), MAX_PER_CLIENT + 1);
     }
 
     #[test]

@@ -91,6 +91,11 @@ pub enum Error {
     #[error("{0}")]
     WrongState(String),
 
+    /// The guest's configuration changed since pxagent (or the caller) read it: Proxmox
+    /// refused the change because the `digest` sent is no longer the config's. Nothing changed.
+    #[error("{0}")]
+    Conflict(String),
+
     /// What the operation would make is already there (an ISO image of that name): pxagent
     /// never overwrites it.
     #[error("{0}")]
@@ -174,6 +179,7 @@ impl Error {
             | Error::NotFound(_)
             | Error::Locked(_)
             | Error::WrongState(_)
+            | Error::Conflict(_)
             | Error::Exists(_)
             | Error::NoRoom(_)
             | Error::Findings(_) => 1,
@@ -212,6 +218,7 @@ impl Error {
             Error::NotFound(_) => "not_found",
             Error::Locked(_) => "locked",
             Error::WrongState(_) => "wrong_state",
+            Error::Conflict(_) => "conflict",
             Error::Exists(_) => "exists",
             Error::NoRoom(_) => "no_room",
             Error::Findings(_) => "findings",

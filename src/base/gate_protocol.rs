@@ -70,6 +70,24 @@ pub struct Control {
     /// Why (a freeze's reason: one line, shown to everyone refused).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// A grant's ops: op ids or globs over them, comma-separated (`vm.start,vm.snapshot*`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ops: Option<String>,
+    /// A grant's guests: VMID ranges (`100-199,250`); absent: any guest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vmids: Option<String>,
+    /// A grant's storages, comma-separated; absent: any storage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storages: Option<String>,
+    /// When a grant ends (Unix seconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<u64>,
+    /// How many requests a grant admits at most.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<u64>,
+    /// The grant a revocation ends (its id).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
 }
 
 /// A request as the gate reads it.
@@ -78,7 +96,7 @@ pub enum GateRequest {
     /// A plain catalog line: the words after `sudo -n`.
     Plain(Vec<String>),
     /// An envelope.
-    Envelope(Envelope),
+    Envelope(Box<Envelope>),
 }
 
 impl Envelope {
@@ -135,7 +153,7 @@ pub fn parse_command(line: Option<&str>) -> Result<GateRequest, Box<Refusal>> {
                 "an envelope carries exactly one of `hello`, `argv` and `control`",
             )));
         }
-        return Ok(GateRequest::Envelope(env));
+        return Ok(GateRequest::Envelope(Box::new(env)));
     }
     if let Some(other) = line.strip_prefix("pxagent-gate/") {
         let version = other.split(' ').next().unwrap_or_default();
@@ -403,7 +421,7 @@ mod tests {
             "no quoting needed"
         );
         match parse_command(Some(&cmd.join(" "))).unwrap() {
-            GateRequest::Envelope(back) => assert_eq!(back, env),
+            GateRequest::Envelope(back) => assert_eq!(*back, env),
             other => panic!("{other:?}"),
         }
         let enc = |v: &str| {

@@ -38,6 +38,9 @@ pub struct Attach {
     /// What goes with the target and what stays, read from the host before the phrase is
     /// asked for ([`crate::catalog::Precheck::Destroyable`]): the refusal and the prompt say it.
     pub scope: Option<crate::base::error::Scope>,
+    /// The guest's configuration as read before a change pinned to its digest
+    /// ([`crate::catalog::Precheck::PinDigest`]): what a conflict is compared with.
+    pub read_config: Option<serde_json::Value>,
 }
 
 impl Invocation {

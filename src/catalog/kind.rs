@@ -143,6 +143,8 @@ pub enum Kind {
     Url,
     /// `ALGO:HEX` (`sha256:…`); parts `{name:0}` and `{name:1}` in templates.
     Checksum,
+    /// A guest configuration's `digest` as PVE reports it (SHA-1: 40 lower-case hex digits).
+    Digest,
     /// A guest name or container host name (PVE `dns-name`).
     GuestName,
     /// Memory in MiB, 16–4194304.
@@ -514,6 +516,7 @@ impl Kind {
             // GOTREGEX), so `=` and `&` need no escape, and none of them can end the word.
             Kind::Url => "https?://[A-Za-z0-9.-]{1,253}(:[0-9]{1,5})?(/[A-Za-z0-9._~%+-]{0,255}){0,32}([?][A-Za-z0-9._~%+&=-]{0,255})?".into(),
             Kind::Checksum => format!("{}:{}", CHECKSUM_ALGOS, CHECKSUM_HEX),
+            Kind::Digest => "[0-9a-f]{40}".into(),
             Kind::GuestName => "[a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?([.][a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?){0,8}".into(),
             Kind::Mebibytes => "[1-9][0-9]{1,6}".into(),
             Kind::Cores => "[1-9][0-9]{0,2}".into(),
@@ -655,6 +658,7 @@ impl Kind {
             Kind::FileName => "a file name (letters, digits, '.', '_', '-')".into(),
             Kind::Url => "an http or https URL without user:password or fragment (a query may hold letters, digits and . _ ~ % + & = -)".into(),
             Kind::Checksum => "ALGO:HEX with ALGO one of md5, sha1, sha224, sha256, sha384, sha512".into(),
+            Kind::Digest => "the config's digest from `vm config`/`ct config` (40 lower-case hex digits)".into(),
             Kind::GuestName => "a DNS-style name (letters, digits, inner '-', dots between labels)".into(),
             Kind::Mebibytes => "MiB (16-4194304)".into(),
             Kind::Cores => "cores (1-512)".into(),
@@ -744,6 +748,7 @@ impl Kind {
             Kind::Checksum => {
                 "sha256:0e2c6b1c3ad7c4d1b3f3c1f0a2b5d6e7f8091a2b3c4d5e6f708192a3b4c5d6e7"
             }
+            Kind::Digest => "3c6e0b8a9c15224a8228b9a98ca1531d7d3f2e1b",
             Kind::GuestName => "web01",
             Kind::Mebibytes => "2048",
             Kind::Cores => "2",
@@ -1189,7 +1194,7 @@ pub(crate) mod tests {
     use super::*;
     use crate::base::text::{ECHO_MAX, cut};
 
-    const ALL: [Kind; 63] = [
+    const ALL: [Kind; 64] = [
         Kind::Vmid,
         Kind::Node,
         Kind::SnapName,
@@ -1206,6 +1211,7 @@ pub(crate) mod tests {
         Kind::FileName,
         Kind::Url,
         Kind::Checksum,
+        Kind::Digest,
         Kind::GuestName,
         Kind::Mebibytes,
         Kind::Cores,

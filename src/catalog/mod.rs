@@ -423,6 +423,12 @@ pub enum Precheck {
     /// Checked before the phrase is asked for: the node this parameter names is the one
     /// pxagent is connected to (the helper acts on its own host).
     Connected(&'static str),
+    /// The change is pinned to the configuration it is made against: unless the caller gave
+    /// this parameter (the `digest` of `vm config`/`ct config`), the guest's config is read
+    /// first and its digest sent, so Proxmox refuses the change (`conflict`) when someone
+    /// edited the guest in between; what changed is read for the refusal, and the values read
+    /// before are what an undo sets back.
+    PinDigest(&'static str),
     /// The firewall rule must not drop the SSH connection pxagent uses
     /// ([`firewall::drops_ssh`]) unless a policy allows it (`allow_ssh_lockout`): judged by
     /// the engine with its connection's addresses and by the gate with `SSH_CONNECTION`.
@@ -472,6 +478,13 @@ impl Precheck {
                 "node {} is the node pxagent is connected to (checked before the phrase is asked for)",
                 v(p)
             ),
+            Precheck::PinDigest(p) => match values.get(*p) {
+                Some(_) => format!(
+                    "the guest's config still has digest {} (Proxmox refuses the change otherwise: conflict)",
+                    v(p)
+                ),
+                None => "the guest's config is read first and its digest sent, so a change made by someone else in between is refused (conflict), not overwritten".to_string(),
+            },
             Precheck::KeepsSsh => "the rule does not drop the SSH connection pxagent uses, unless a policy allows it (allow_ssh_lockout; checked with the connection's addresses before the phrase is asked for)".to_string(),
         }
     }

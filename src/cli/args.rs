@@ -656,6 +656,36 @@ freezes with a file instead: `echo REASON > /etc/pxagent/freeze`.")
             Reach::Connection,
         ))
         .subcommand(reaches_host(
+            Command::new("grant")
+                .about("Grant an agent a time-boxed window of ops on a gated host, signed by an approver; list or revoke grants")
+                .long_about("Grant an agent a window of write access instead of a signature per call: the gate answers \
+with a statement (op host.grant: the ops, VMID ranges, storages, end and count, the host's name and machine id, \
+the account) that you sign with a key listed in the host's approvers file. Until it ends (or is revoked) the \
+gate admits the requests it covers whose host policy says `approve` or `grantable`, without a per-call approval; \
+each host record names the grant. Confirmation phrases still apply. `grant list` shows the grants in force, \
+`grant revoke ID --key KEY` ends one at once.")
+                .args_conflicts_with_subcommands(true)
+                .arg(Arg::new("ops").long("ops").value_name("LIST")
+                    .help("Op ids or globs, comma-separated: vm.start,vm.shutdown,vm.snapshot*"))
+                .arg(Arg::new("vmids").long("vmids").value_name("RANGES")
+                    .help("The guests it covers: 100-199,250 (default: any guest)"))
+                .arg(Arg::new("storages").long("storages").value_name("LIST")
+                    .help("The storages it covers, comma-separated (default: any)"))
+                .arg(Arg::new("for").long("for").value_name("DURATION")
+                    .help("How long: 30m, 2h (at most the host policy's grants.max_for, default 8h)"))
+                .arg(Arg::new("max").long("max").value_name("N")
+                    .help("Admit at most N requests"))
+                .args(control_sign_args())
+                .subcommand(Command::new("list").about("The grants of this account in force on the host"))
+                .subcommand(
+                    Command::new("revoke")
+                        .about("End a grant at once (signed by an approver)")
+                        .arg(Arg::new("id").required(true).value_name("ID").help("The grant's id, from `grant list`"))
+                        .args(control_sign_args()),
+                ),
+            Reach::Connection,
+        ))
+        .subcommand(reaches_host(
             Command::new("thaw")
                 .about("Lift an approver's freeze of a gated host (signed, like the freeze)")
                 .long_about("Lift the approvers' freezes of a gated host: the gate answers with a statement naming \

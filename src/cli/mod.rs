@@ -197,7 +197,7 @@ fn path_name(m: &ArgMatches) -> (String, bool) {
         Some(op) => (op.id.to_string(), true),
         None => (
             path.join("."),
-            matches!(top, "preflight" | "status" | "freeze" | "thaw"),
+            matches!(top, "preflight" | "status" | "freeze" | "thaw" | "grant"),
         ),
     }
 }

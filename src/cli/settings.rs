@@ -106,7 +106,8 @@ pub enum Cmd {
         /// A file, `-` for stdin, or the statement text itself.
         statement: String,
     },
-    /// `pxagent freeze --reason TEXT` and `pxagent thaw`, signed with `--key` or `--approval`.
+    /// `pxagent freeze --reason TEXT`, `pxagent thaw`, `pxagent grant …`, `grant list`,
+    /// `grant revoke ID`: requests to the gate itself, signed with `--key` or `--approval`.
     Control {
         /// `freeze` or `thaw`.
         action: &'static str,
@@ -116,6 +117,8 @@ pub enum Cmd {
         key: Option<PathBuf>,
         /// A signature made elsewhere.
         approval: Option<PathBuf>,
+        /// A grant's scope or the grant to revoke, as the envelope carries it.
+        grant: Option<crate::base::gate_protocol::Control>,
     },
     /// `pxagent setup render …`.
     SetupRender(Box<SetupOptions>),
@@ -188,6 +191,12 @@ impl Cmd {
             Cmd::SudoersRender(_) => "sudoers.render",
             Cmd::SudoersLint { .. } => "sudoers.lint",
             Cmd::Approve { .. } => "approve",
+            Cmd::Control {
+                action: "grants", ..
+            } => "grant.list",
+            Cmd::Control {
+                action: "revoke", ..
+            } => "grant.revoke",
             Cmd::Control { action, .. } => action,
             Cmd::SetupRender(_) => "setup.render",
             Cmd::SetupRevoke(_) => "setup.revoke",
@@ -479,6 +488,32 @@ pub fn command(m: &ArgMatches, s: &Settings) -> Result<Cmd> {
             reason: string(sub, "reason"),
             key: string(sub, "key").map(PathBuf::from),
             approval: string(sub, "approval").map(PathBuf::from),
+            grant: None,
+        },
+        ("grant", Some(("list", _))) => Cmd::Control {
+            action: "grants",
+            reason: None,
+            key: None,
+            approval: None,
+            grant: None,
+        },
+        ("grant", Some(("revoke", r))) => Cmd::Control {
+            action: "revoke",
+            reason: None,
+            key: string(r, "key").map(PathBuf::from),
+            approval: string(r, "approval").map(PathBuf::from),
+            grant: Some(crate::base::gate_protocol::Control {
+                action: "revoke".into(),
+                id: string(r, "id"),
+                ..Default::default()
+            }),
+        },
+        ("grant", _) => Cmd::Control {
+            action: "grant",
+            reason: None,
+            key: string(sub, "key").map(PathBuf::from),
+            approval: string(sub, "approval").map(PathBuf::from),
+            grant: Some(grant_scope(sub)?),
         },
         ("approve", _) => Cmd::Approve {
             key: PathBuf::from(string(sub, "key").unwrap_or_default()),
@@ -594,6 +629,44 @@ fn gate_options(root: &ArgMatches, g: &ArgMatches) -> Result<crate::host::gate::
         }
     }
     Ok(o)
+}
+
+/// `grant --ops … --for …`: the scope, with the end computed here (the statement the approver
+/// signs names it, so the gate's first answer and the signed request agree).
+fn grant_scope(m: &ArgMatches) -> Result<crate::base::gate_protocol::Control> {
+    let ops = string(m, "ops").ok_or_else(|| {
+        Error::usage("grant: --ops is required (vm.start,vm.snapshot*); `grant list` lists, `grant revoke ID` ends one")
+    })?;
+    let length =
+        string(m, "for").ok_or_else(|| Error::usage("grant: --for is required (30m, 2h)"))?;
+    let secs = crate::base::time::parse_duration(&length)
+        .map(|d| d.as_secs())
+        .filter(|s| *s > 0)
+        .ok_or_else(|| {
+            Error::usage(format!(
+                "invalid --for '{}': a duration such as 30m or 2h",
+                crate::base::text::printable(&length)
+            ))
+        })?;
+    let max = string(m, "max")
+        .map(|v| {
+            v.parse::<u64>().ok().filter(|n| *n > 0).ok_or_else(|| {
+                Error::usage(format!(
+                    "invalid --max '{}': a count of 1 or more",
+                    crate::base::text::printable(&v)
+                ))
+            })
+        })
+        .transpose()?;
+    Ok(crate::base::gate_protocol::Control {
+        action: "grant".into(),
+        ops: Some(ops),
+        vmids: string(m, "vmids"),
+        storages: string(m, "storages"),
+        until: Some(crate::base::time::now_secs() + secs),
+        max,
+        ..Default::default()
+    })
 }
 
 /// `approve --ttl`: a duration of at most [`crate::approval::MAX_TTL`].

@@ -48,6 +48,8 @@ pub enum Decision {
         rule: String,
         /// The rule's reason, if it gave one.
         reason: Option<String>,
+        /// A `grantable` rule: only a grant admits it, never a one-time approval.
+        grant_only: bool,
     },
 }
 
@@ -132,6 +134,8 @@ pub struct Policy {
     pub(super) runaway: super::schema::Runaway,
     /// `budget` (host policy).
     pub(super) budget: Option<super::schema::Budget>,
+    /// `grants.max_for` (host policy), seconds.
+    pub(super) grant_max_for: u64,
     /// Layers that narrow this one (see [`Policy::narrowed_by`]).
     pub(super) also: Vec<Policy>,
 }
@@ -152,6 +156,7 @@ impl Default for Policy {
             allow_ssh_lockout: false,
             runaway: super::schema::Runaway::default(),
             budget: None,
+            grant_max_for: super::schema::Grants::DEFAULT_MAX_FOR,
             also: Vec::new(),
         }
     }
@@ -168,10 +173,22 @@ impl Policy {
         }
     }
 
-    /// The host's sliding caps on this call (`line`: its exact command line): identical calls
-    /// (`runaway`, for reads only when it says so) and the account's budget of changes.
-    pub fn caps_for(&self, op: &Op, line: &[String]) -> Vec<super::limits::Cap> {
+    /// The longest a grant may last on this host, seconds (`grants.max_for`).
+    pub fn grant_max_for(&self) -> u64 {
+        self.grant_max_for
+    }
+
+    /// The host's sliding caps on this call: identical calls (`runaway`: the same op with the
+    /// same values, the `digest` a change is pinned to aside; reads only when it says so) and
+    /// the account's budget of changes.
+    pub fn caps_for(&self, inv: &Invocation) -> Vec<super::limits::Cap> {
         use super::limits::{Cap, CapKind};
+        let op = inv.op;
+        let mut same = op.id.to_string();
+        for (k, v) in inv.values.iter().filter(|(k, _)| **k != "digest") {
+            same.push_str(&format!("\0{k}={v}"));
+        }
+        let line = [same];
         let changes = op.risk != crate::catalog::Risk::Read;
         let mut caps = Vec::new();
         let r = self.runaway;
@@ -397,10 +414,13 @@ impl Policy {
                 rule: format!("policy.ops.{key} in {}", self.source),
                 reason: r.reason.clone(),
             })),
-            Some((key, r)) if r.action == Action::Approve => Ok(Decision::Approve {
-                rule: format!("policy.ops.{key} in {}", self.source),
-                reason: r.reason.clone(),
-            }),
+            Some((key, r)) if matches!(r.action, Action::Approve | Action::Grantable) => {
+                Ok(Decision::Approve {
+                    rule: format!("policy.ops.{key} in {}", self.source),
+                    reason: r.reason.clone(),
+                    grant_only: r.action == Action::Grantable,
+                })
+            }
             _ => Ok(Decision::Allow),
         }
     }
@@ -513,7 +533,12 @@ impl Policy {
             let rank = |d: &Decision| match d {
                 Decision::Allow => 0,
                 Decision::Confirm(_) => 1,
-                Decision::Approve { .. } => 2,
+                Decision::Approve {
+                    grant_only: false, ..
+                } => 2,
+                Decision::Approve {
+                    grant_only: true, ..
+                } => 3,
             };
             if rank(&d) > rank(&out) {
                 out = d;
@@ -1020,7 +1045,7 @@ impl GuestTags {
 }
 
 /// `*` matches any run of characters (dots included); everything else is literal.
-pub(super) fn glob_match(pattern: &str, text: &str) -> bool {
+pub fn glob_match(pattern: &str, text: &str) -> bool {
     let (p, t) = (pattern.as_bytes(), text.as_bytes());
     let (mut pi, mut ti) = (0, 0);
     // Where the last `*` was and the text position it currently stands for.

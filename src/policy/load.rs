@@ -53,16 +53,21 @@ impl Policy {
     fn compile(cfg: PolicyConfig, source: &str, host: bool) -> Result<Policy> {
         let mut problems = Vec::new();
         let mut rules = Vec::new();
-        if !host && (cfg.runaway.is_some() || cfg.budget.is_some()) {
+        if !host && (cfg.runaway.is_some() || cfg.budget.is_some() || cfg.grants.is_some()) {
             problems.push(
-                "`runaway` and `budget` are keys of the host policy (/etc/pxagent/policy.yaml), where `pxagent gate` counts every client's calls; a client's own counts would be the agent's to reset"
+                "`runaway`, `budget` and `grants` are keys of the host policy (/etc/pxagent/policy.yaml), where `pxagent gate` counts every client's calls and checks grants; a client's own would be the agent's to reset"
                     .to_string(),
             );
         }
         for (key, rule) in cfg.ops {
-            if rule.action == super::schema::Action::Approve && !host {
+            if matches!(
+                rule.action,
+                super::schema::Action::Approve | super::schema::Action::Grantable
+            ) && !host
+            {
                 problems.push(format!(
-                    "policy.ops.{key}: `approve` is an action of the host policy (/etc/pxagent/policy.yaml), where `pxagent gate` checks the signature; a client cannot check it (use `confirm` here)"
+                    "policy.ops.{key}: `{}` is an action of the host policy (/etc/pxagent/policy.yaml), where `pxagent gate` checks the signature; a client cannot check it (use `confirm` here)",
+                    rule.action.name()
                 ));
             }
             if let Some(r) = &rule.reason
@@ -193,6 +198,9 @@ impl Policy {
             allow_ssh_lockout: cfg.allow_ssh_lockout,
             runaway: cfg.runaway.unwrap_or_default(),
             budget: cfg.budget,
+            grant_max_for: cfg
+                .grants
+                .map_or(super::schema::Grants::DEFAULT_MAX_FOR, |g| g.max_for),
             also: Vec::new(),
         })
     }
@@ -315,9 +323,21 @@ mod tests {
     #[test]
     fn runaway_and_budget_are_the_host_policys_and_default_to_twenty_in_two_minutes() {
         use crate::policy::limits::CapKind;
-        let line = vec!["sudo".to_string(), "-n".into(), "/usr/sbin/qm".into()];
+        let inv = |op: &'static crate::catalog::Op, vmid: &str, digest: &str| {
+            let mut values = std::collections::BTreeMap::from([("vmid", vmid.to_string())]);
+            if !digest.is_empty() {
+                values.insert("digest", digest.to_string());
+            }
+            crate::catalog::invocation::Invocation {
+                op,
+                values,
+                keep_type: None,
+                attach: Default::default(),
+            }
+        };
+        let line = inv(&crate::catalog::ops::VM_START, "100", "");
         let host = Policy::from_host_text("ops: {}\n", "h").unwrap();
-        let caps = host.caps_for(&crate::catalog::ops::VM_START, &line);
+        let caps = host.caps_for(&line);
         assert_eq!(caps.len(), 1);
         assert_eq!(
             (caps[0].kind, caps[0].max, caps[0].window),
@@ -325,7 +345,7 @@ mod tests {
         );
         // Reads are not counted unless the policy says so.
         assert!(
-            host.caps_for(&crate::catalog::ops::VM_STATUS, &line)
+            host.caps_for(&inv(&crate::catalog::ops::VM_STATUS, "100", ""))
                 .is_empty()
         );
         let set = Policy::from_host_text(
@@ -333,7 +353,7 @@ mod tests {
             "h",
         )
         .unwrap();
-        let caps = set.caps_for(&crate::catalog::ops::VM_START, &line);
+        let caps = set.caps_for(&line);
         assert_eq!(caps.len(), 2);
         assert_eq!((caps[0].max, caps[0].window), (5, 60));
         assert_eq!(
@@ -341,20 +361,18 @@ mod tests {
             (CapKind::Budget, 50, 3600)
         );
         assert_eq!(
-            set.caps_for(&crate::catalog::ops::VM_STATUS, &line).len(),
+            set.caps_for(&inv(&crate::catalog::ops::VM_STATUS, "100", ""))
+                .len(),
             1
         );
         let off = Policy::from_host_text("runaway: {max: 0}\n", "h").unwrap();
-        assert!(
-            off.caps_for(&crate::catalog::ops::VM_START, &line)
-                .is_empty()
-        );
-        // Identical lines share a counter; another line has its own.
-        let other = vec!["sudo".to_string(), "-n".into(), "/usr/sbin/pct".into()];
-        assert_ne!(
-            host.caps_for(&crate::catalog::ops::VM_START, &line)[0].key,
-            host.caps_for(&crate::catalog::ops::VM_START, &other)[0].key
-        );
+        assert!(off.caps_for(&line).is_empty());
+        // Identical calls share a counter, whatever digest pins them; another guest has its own.
+        let set = |vmid, digest| inv(&crate::catalog::ops::VM_SET, vmid, digest);
+        let key = |i| host.caps_for(&i)[0].key.clone();
+        let pinned = "a".repeat(40);
+        assert_eq!(key(set("100", "")), key(set("100", &pinned)));
+        assert_ne!(key(set("100", "")), key(set("101", "")));
         // A client's policy cannot hold them; a bad window is named.
         let e = Policy::from_text("runaway: {max: 5}\n", "c").unwrap_err();
         assert!(e.to_string().contains("host policy"), "{e}");
@@ -480,6 +498,7 @@ protect: [100, 105, keep]
                 allow_ssh_lockout: false,
                 runaway: None,
                 budget: None,
+                grants: None,
             }
         );
         let p = Policy::from_config(cfg, SRC).unwrap();

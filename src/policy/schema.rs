@@ -83,6 +83,23 @@ pub struct PolicyConfig {
     /// counted by the gate. Absent: no cap.
     #[serde(default)]
     pub budget: Option<Budget>,
+    /// Host policy: how long an approver's grant may last at most. Absent: 8 hours.
+    #[serde(default)]
+    pub grants: Option<Grants>,
+}
+
+/// The host's bound on grants.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Grants {
+    /// The longest a grant may last, seconds (`8h`, `28800`).
+    #[serde(deserialize_with = "de_seconds")]
+    pub max_for: u64,
+}
+
+impl Grants {
+    /// The bound when the host policy names none: 8 hours.
+    pub const DEFAULT_MAX_FOR: u64 = 8 * 3600;
 }
 
 /// At most `max` identical calls in any `window` seconds (a sliding window).
@@ -173,6 +190,9 @@ pub enum Action {
     /// Host policy only: the op runs only with a human's signed approval, checked by the
     /// gate (`pxagent gate`). A client policy refuses to load it.
     Approve,
+    /// Host policy only: the op runs only inside an approver's signed grant (a time-boxed
+    /// scope, `pxagent grant`); outside one it is refused.
+    Grantable,
     /// The op is refused (exit 3).
     Deny,
 }
@@ -184,6 +204,7 @@ impl Action {
             Action::Allow => "allow",
             Action::Confirm => "confirm",
             Action::Approve => "approve",
+            Action::Grantable => "grantable",
             Action::Deny => "deny",
         }
     }
@@ -193,6 +214,7 @@ impl Action {
             Action::Allow,
             Action::Confirm,
             Action::Approve,
+            Action::Grantable,
             Action::Deny,
         ]
         .into_iter()

@@ -31,6 +31,8 @@ pub enum Class {
     Locked,
     /// The guest is not in the state the operation needs.
     WrongState,
+    /// The configuration changed since its digest was read.
+    Conflict,
 }
 
 /// `(class, whole-line pattern, source)`. The sources are the PVE repositories of FORMATS.md §0.
@@ -116,6 +118,11 @@ const TEXTS: &[(Class, &str, &str)] = &[
         "qemu-server API2/Qemu.pm destroy_vm, CLI/qm.pm",
     ),
     (
+        Class::Conflict,
+        r"detected modified configuration - file changed by other user\? Try again\.",
+        "pve-common Tools.pm assert_if_modified (qemu-server update_vm_api, pve-container update_pct_config)",
+    ),
+    (
         Class::WrongState,
         r"VM is paused - cannot shutdown",
         "qemu-server API2/Qemu.pm vm_shutdown",
@@ -167,6 +174,7 @@ pub fn remote_failure(text: &str, message: String) -> Error {
             "{message}; another task holds the guest (see `pxagent task list`): retry once it has ended"
         )),
         Some(Class::WrongState) => Error::WrongState(message),
+        Some(Class::Conflict) => Error::Conflict(message),
         None => Error::Remote(message),
     }
 }
@@ -320,6 +328,10 @@ mod tests {
                 Some(Class::WrongState),
             ),
             ("VM is paused - cannot shutdown", Some(Class::WrongState)),
+            (
+                "detected modified configuration - file changed by other user? Try again.",
+                Some(Class::Conflict),
+            ),
             (
                 "you can't take a snapshot if it's a template",
                 Some(Class::WrongState),

@@ -158,11 +158,101 @@ impl Remote {
                 inv.values.insert(p.name, v);
             }
         }
+        for check in inv.op.prechecks {
+            if let catalog::Precheck::PinDigest(param) = check {
+                self.pin_digest(&mut inv, param).await?;
+            }
+        }
         // Those checked before the phrase was asked for are the engine's (`before_asking`).
         for check in inv.op.prechecks.iter().filter(|c| !c.before_asking()) {
             self.precheck(&inv, *check).await?;
         }
         Ok(inv)
+    }
+
+    /// [`catalog::Precheck::PinDigest`]: unless the caller gave a digest, read the guest's
+    /// config (kept for a conflict's report) and send its digest with the change.
+    async fn pin_digest(&self, inv: &mut Invocation, param: &'static str) -> Result<()> {
+        // The caller's digest stands for the config it read: nothing to read here.
+        if inv.values.contains_key(param) {
+            return Ok(());
+        }
+        let config = self.guest_read(inv, GuestRead::Config).await?;
+        {
+            let digest = config
+                .get("digest")
+                .and_then(Value::as_str)
+                .ok_or_else(|| {
+                    Error::Remote(format!(
+                        "the config of guest {} has no digest, so the change cannot be pinned to it",
+                        inv.values.get("vmid").map(String::as_str).unwrap_or("?")
+                    ))
+                })?;
+            let digest = catalog::Kind::Digest.parse(param, digest).map_err(|_| {
+                Error::Remote(format!(
+                    "the config's digest {} is not 40 hex digits",
+                    crate::base::text::printable(digest)
+                ))
+            })?;
+            inv.values.insert(param, digest);
+        }
+        inv.attach.read_config = Some(config);
+        Ok(())
+    }
+
+    /// A conflict's report: what the config holds now, against what was read before the change
+    /// (each key that differs), or, for a digest the caller gave, the current values of the
+    /// keys the change would have set.
+    async fn explain_conflict(&self, inv: &Invocation, message: String) -> Error {
+        let Ok(now) = self.guest_read(inv, GuestRead::Config).await else {
+            return Error::Conflict(message);
+        };
+        let shown = |v: Option<&Value>| match v {
+            None => "(unset)".to_string(),
+            Some(Value::String(s)) => crate::base::text::printable(s),
+            Some(other) => other.to_string(),
+        };
+        let changed: Vec<String> = match &inv.attach.read_config {
+            Some(before) => {
+                let mut keys: Vec<&String> = before
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                    .map(|(k, _)| k)
+                    .chain(now.as_object().into_iter().flatten().map(|(k, _)| k))
+                    .filter(|k| *k != "digest")
+                    .collect();
+                keys.sort();
+                keys.dedup();
+                keys.into_iter()
+                    .filter(|k| before.get(k.as_str()) != now.get(k.as_str()))
+                    .map(|k| {
+                        format!(
+                            "{k}: {} -> {}",
+                            shown(before.get(k.as_str())),
+                            shown(now.get(k.as_str()))
+                        )
+                    })
+                    .collect()
+            }
+            None => inv
+                .op
+                .params
+                .iter()
+                .filter(|p| inv.values.contains_key(p.name) && now.get(p.name).is_some())
+                .map(|p| format!("{} is now {}", p.name, shown(now.get(p.name))))
+                .collect(),
+        };
+        let vmid = inv.values.get("vmid").map(String::as_str).unwrap_or("?");
+        let area = inv.op.cli[0];
+        Error::Conflict(format!(
+            "{message}; someone changed the configuration of guest {vmid} since it was read, so nothing was changed{}; read it again (`pxagent {area} config {vmid}`) and decide whether your change still holds",
+            if changed.is_empty() {
+                String::new()
+            } else {
+                format!(" (what changed: {})", changed.join(", "))
+            }
+        ))
     }
 
     /// The checks an op makes before its phrase is asked for ([`catalog::Precheck::before_asking`]):
@@ -308,7 +398,10 @@ impl Remote {
         inv: &Invocation,
         progress: &mut (dyn FnMut(&str) + Send),
     ) -> Result<Outcome> {
-        let result = self.send_one(inv, progress).await;
+        let result = match self.send_one(inv, progress).await {
+            Err(Error::Conflict(m)) => Err(self.explain_conflict(inv, m).await),
+            other => other,
+        };
         self.forget_changed(inv).await;
         result
     }
@@ -559,7 +652,7 @@ impl Remote {
             // Judged with the policy's NFS servers, by the engine and the gate.
             Precheck::Trusted(_) => Ok(()),
             // Judged with the policy's allow_ssh_lockout, by the engine and the gate.
-            Precheck::KeepsSsh => Ok(()),
+            Precheck::KeepsSsh | Precheck::PinDigest(_) => Ok(()),
             // Checked before the phrase was asked for ([`Remote::before_asking`]).
             Precheck::Destroyable | Precheck::SnapshotExists(_) | Precheck::Connected(_) => Ok(()),
             Precheck::SpaceForArchive(archive_param, storage_param) => {

@@ -286,6 +286,7 @@ pub static CT_SET: Op = Op {
         SET_DESCRIPTION,
         TAGS,
         ONBOOT,
+        DIGEST,
         GUEST_NODE,
     ],
     args: pvesh!(
@@ -297,9 +298,11 @@ pub static CT_SET: Op = Op {
         Arg::Opt("hostname", &["--hostname", "{hostname}"]),
         Arg::Opt("description", &["--description", "{description}"]),
         Arg::Opt("tags", &["--tags", "{tags}"]),
-        Arg::Opt("onboot", &["--onboot", "{onboot}"])
+        Arg::Opt("onboot", &["--onboot", "{onboot}"]),
+        Arg::Opt("digest", &["--digest", "{digest}"])
     ),
     view: View::Done,
+    prechecks: &[Precheck::PinDigest("digest")],
     needs_one_of: &[
         "cores",
         "memory",

@@ -439,6 +439,13 @@ const SET_DESCRIPTION: Param = Param {
     how: How::Option,
     help: "the guest's description (notes)",
 };
+/// The config digest a change is pinned to ([`crate::catalog::Precheck::PinDigest`]).
+const DIGEST: Param = Param {
+    name: "digest",
+    kind: Kind::Digest,
+    how: How::Option,
+    help: "change only if the config is still this one (`digest` of vm/ct config); default: the config read just before",
+};
 const TAGS: Param = Param {
     name: "tags",
     kind: Kind::Tags,

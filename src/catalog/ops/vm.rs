@@ -383,6 +383,7 @@ pub static VM_SET: Op = Op {
         SET_DESCRIPTION,
         TAGS,
         ONBOOT,
+        DIGEST,
         GUEST_NODE,
     ],
     args: pvesh!(
@@ -394,9 +395,11 @@ pub static VM_SET: Op = Op {
         Arg::Opt("name", &["--name", "{name}"]),
         Arg::Opt("description", &["--description", "{description}"]),
         Arg::Opt("tags", &["--tags", "{tags}"]),
-        Arg::Opt("onboot", &["--onboot", "{onboot}"])
+        Arg::Opt("onboot", &["--onboot", "{onboot}"]),
+        Arg::Opt("digest", &["--digest", "{digest}"])
     ),
     view: View::Done,
+    prechecks: &[Precheck::PinDigest("digest")],
     needs_one_of: &[
         "cores",
         "memory",

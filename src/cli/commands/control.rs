@@ -28,6 +28,8 @@ pub struct Request<'a> {
     pub key: Option<&'a Path>,
     /// A signature made elsewhere.
     pub approval: Option<&'a Path>,
+    /// A grant's scope, or the grant to revoke.
+    pub grant: Option<&'a Control>,
 }
 
 /// Freeze or thaw the host and print its freeze state.
@@ -41,7 +43,12 @@ pub fn control(ctx: &Context, req: Request, out: &mut Output, trail: &mut Trail)
         remote.session.close().await;
         r
     })?;
-    out.success(req.action, data, human);
+    let name = match req.action {
+        "grants" => "grant.list",
+        "revoke" => "grant.revoke",
+        other => other,
+    };
+    out.success(name, data, human);
     Ok(0)
 }
 
@@ -81,12 +88,23 @@ async fn exchange(
         .map_err(Error::Host)
 }
 
-/// The statement must be the freeze or thaw the user asked for: the op, and for a freeze its
-/// reason. Anything else is never signed.
+/// The statement must be the request the user made: the op, and its freeze reason, grant
+/// scope or revoked grant. Anything else is never signed.
 fn expected(req: &Request, st: &Statement) -> Result<()> {
     let op = format!("host.{}", req.action);
+    let arg = |k: &str| st.args.get(k).map(String::as_str);
+    let g = req.grant.cloned().unwrap_or_default();
     let reason_ok = match req.action {
-        "freeze" => st.args.get("reason").map(String::as_str) == req.reason && st.args.len() == 1,
+        "freeze" => arg("reason") == req.reason && st.args.len() == 1,
+        "grant" => {
+            arg("ops") == g.ops.as_deref()
+                && arg("storages") == g.storages.as_deref()
+                && arg("vmids").is_some() == g.vmids.is_some()
+                && arg("max").map(str::to_string) == g.max.map(|m| m.to_string())
+                && arg("until").and_then(crate::base::time::parse_rfc3339) == g.until
+                && st.args.len() <= 5
+        }
+        "revoke" => arg("grant") == g.id.as_deref() && st.args.len() == 1,
         _ => st.args.keys().all(|k| k == "lifts") && st.args.len() == 1,
     };
     if st.op != op || !reason_ok {
@@ -108,9 +126,16 @@ async fn send(
 ) -> Result<std::result::Result<Value, Box<Refusal>>> {
     let cmd = Envelope {
         client: format!("pxagent {}", crate::VERSION),
-        control: Some(Control {
-            action: req.action.to_string(),
-            reason: req.reason.map(str::to_string),
+        control: Some(match req.grant {
+            Some(g) => Control {
+                action: req.action.to_string(),
+                ..g.clone()
+            },
+            None => Control {
+                action: req.action.to_string(),
+                reason: req.reason.map(str::to_string),
+                ..Default::default()
+            },
         }),
         approval,
         ..Default::default()
@@ -133,8 +158,53 @@ async fn send(
         .map_err(|e| Error::Remote(format!("the gate's answer is not JSON: {e}")))
 }
 
-/// The freeze state for people.
+/// The freeze state, or the grants, for people.
 fn human(d: &Value) -> String {
+    if let Some(list) = d["grants"].as_array() {
+        let mut s = match d["action"].as_str() {
+            Some("grant") => format!(
+                "granted: {} (signed by {})\n",
+                d["id"].as_str().unwrap_or("?"),
+                d["approver"].as_str().unwrap_or("?")
+            ),
+            Some("revoke") => format!("revoked: {}\n", d["id"].as_str().unwrap_or("?")),
+            _ => String::new(),
+        };
+        if list.is_empty() {
+            s.push_str("no grant of this account is in force");
+        }
+        for g in list {
+            let t = |k: &str| g[k].as_str().unwrap_or("any").to_string();
+            s.push_str(&format!(
+                "{}  ops {}  vmids {}  storages {}  until {}{}  by {}\n",
+                t("id"),
+                g["ops"]
+                    .as_array()
+                    .map(|a| a
+                        .iter()
+                        .filter_map(Value::as_str)
+                        .collect::<Vec<_>>()
+                        .join(","))
+                    .unwrap_or_default(),
+                t("vmids"),
+                g["storages"]
+                    .as_array()
+                    .map(|a| a
+                        .iter()
+                        .filter_map(Value::as_str)
+                        .collect::<Vec<_>>()
+                        .join(","))
+                    .unwrap_or_else(|| "any".into()),
+                t("until"),
+                g["max"]
+                    .as_u64()
+                    .map(|m| format!("  max {m}"))
+                    .unwrap_or_default(),
+                t("approver"),
+            ));
+        }
+        return s.trim_end().to_string();
+    }
     let mut s = match d["action"].as_str() {
         Some("freeze") => format!(
             "frozen: signed by {}",

@@ -69,6 +69,7 @@ pub fn execute(
             reason,
             key,
             approval,
+            grant,
         } => plain(context(s).and_then(|ctx| {
             no_fleet(s, &ctx, action)?;
             control::control(
@@ -78,6 +79,7 @@ pub fn execute(
                     reason: reason.as_deref(),
                     key: key.as_deref(),
                     approval: approval.as_deref(),
+                    grant: grant.as_ref(),
                 },
                 out,
                 trail,

@@ -158,6 +158,7 @@ pub(super) fn check(
     for st in &statements {
         match approval::check(&approvers, &nonces, &req, st, &parsed.signature, ctx.now) {
             Ok(v) => {
+                pending.mark_used(&v.statement.nonce);
                 return Ok(Accepted {
                     approver: format!("{} {}", v.fingerprint, v.comment)
                         .trim()

@@ -120,17 +120,17 @@ pub(super) fn state(opts: &Options, ctx: &RequestFacts) -> Option<Frozen> {
 /// What the gate keeps of an approver's freeze or thaw.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Record {
+pub(super) struct Record {
     /// The statement signed.
-    statement: String,
+    pub statement: String,
     /// Its armored signature.
-    signature: String,
+    pub signature: String,
     /// The approver's key fingerprint and comment.
-    approver: String,
+    pub approver: String,
     /// The account whose gate recorded it.
-    account: String,
+    pub account: String,
     /// When (Unix seconds).
-    at: u64,
+    pub at: u64,
 }
 
 /// An approver's freeze in force.
@@ -166,6 +166,7 @@ fn signed_freezes(opts: &Options, ctx: &RequestFacts) -> Result<Vec<Signed>, Str
         };
         let record = read_record(&entry.path());
         match kind {
+            "grant" | "revoke" => {}
             "freeze" => freezes.push(match record {
                 Some(r) => Signed {
                     id: id.to_string(),
@@ -215,14 +216,16 @@ fn lifted_ids(opts: &Options, ctx: &RequestFacts, thaws: &[Record]) -> Vec<Strin
         .collect()
 }
 
-/// `freeze-<id>.json` or `thaw-<id>.json` with a 32-hex id: the kind and the id.
-fn record_name(name: &str) -> Option<(&str, &str)> {
+/// `<kind>-<id>.json` with a 32-hex id and a kind the control directory keeps (`freeze`,
+/// `thaw`, `grant`, `revoke`): the kind and the id.
+pub(super) fn record_name(name: &str) -> Option<(&str, &str)> {
     let stem = name.strip_suffix(".json")?;
     let (kind, id) = stem.split_once('-')?;
-    (matches!(kind, "freeze" | "thaw") && crate::approval::valid_nonce(id)).then_some((kind, id))
+    (matches!(kind, "freeze" | "thaw" | "grant" | "revoke") && crate::approval::valid_nonce(id))
+        .then_some((kind, id))
 }
 
-fn read_record(path: &Path) -> Option<Record> {
+pub(super) fn read_record(path: &Path) -> Option<Record> {
     let mut bytes = Vec::new();
     std::io::Read::read_to_end(
         &mut std::io::Read::take(std::fs::File::open(path).ok()?, MAX_RECORD),
@@ -304,6 +307,28 @@ pub(super) fn control(
         &format!("an approver's signed {kind}"),
     )?;
     audit["approver"] = json!(accepted.approver);
+    let approver = write_record(opts, ctx, kind, accepted)?;
+    audit["decision"] = json!(if kind == "freeze" { "frozen" } else { "thawed" });
+    let now = state(opts, ctx);
+    let mut answer = json!({
+        "action": kind,
+        "approver": approver,
+        "frozen": now.as_ref().map(Frozen::to_json),
+    });
+    if kind == "thaw" {
+        answer["thawed"] = json!(subject.args["lifts"].split(',').collect::<Vec<_>>());
+    }
+    Ok(answer)
+}
+
+/// Record an approver's signed request in the control directory as `<kind>-<nonce>.json`
+/// (created once, never overwritten); returns the approver.
+pub(super) fn write_record(
+    opts: &Options,
+    ctx: &RequestFacts,
+    kind: &str,
+    accepted: approval::Accepted,
+) -> Result<String, Box<Refusal>> {
     let record = Record {
         statement: accepted.statement.text(),
         signature: accepted.signature,
@@ -328,22 +353,15 @@ pub(super) fn control(
             f.sync_all()
         });
     if let Err(e) = written {
-        return Err(unavailable(format!(
-            "the signed {kind} holds, but the gate cannot record it in {} ({e}); nothing changed",
-            path.display()
+        return Err(Box::new(Refusal::new(
+            RefusalKind::PolicyUnavailable,
+            format!(
+                "the signed {kind} holds, but the gate cannot record it in {} ({e}); nothing changed",
+                path.display()
+            ),
         )));
     }
-    audit["decision"] = json!(if kind == "freeze" { "frozen" } else { "thawed" });
-    let now = state(opts, ctx);
-    let mut answer = json!({
-        "action": kind,
-        "approver": record.approver,
-        "frozen": now.as_ref().map(Frozen::to_json),
-    });
-    if kind == "thaw" {
-        answer["thawed"] = json!(subject.args["lifts"].split(',').collect::<Vec<_>>());
-    }
-    Ok(answer)
+    Ok(record.approver)
 }
 
 /// A freeze's reason: one line of 1 to 200 printable characters.

@@ -30,6 +30,7 @@
 pub mod approval;
 mod child;
 mod freeze;
+mod grants;
 pub mod syslog;
 
 use std::collections::BTreeMap;
@@ -366,14 +367,23 @@ fn decide(opts: &Options, ctx: &RequestFacts, line: Option<&str>, audit: &mut Va
         }
         GateRequest::Envelope(env) if env.control.is_some() => {
             audit["client_version"] = syslog::free_text(&env.client);
-            return match freeze::control(opts, ctx, &env, audit) {
+            let grants = env
+                .control
+                .as_ref()
+                .is_some_and(|c| matches!(c.action.as_str(), "grant" | "grants" | "revoke"));
+            let answer = if grants {
+                grants::control(opts, ctx, &env, audit)
+            } else {
+                freeze::control(opts, ctx, &env, audit)
+            };
+            return match answer {
                 Ok(v) => Verdict::Answer(v),
                 Err(r) => Verdict::Refuse(r),
             };
         }
         GateRequest::Envelope(mut env) => {
             audit["client_version"] = syslog::free_text(&env.client);
-            (env.argv.take().unwrap_or_default(), env)
+            (env.argv.take().unwrap_or_default(), *env)
         }
     };
     audit["argv"] = json!(words);
@@ -459,7 +469,7 @@ fn check(
     let mut confirm: Option<String> = None;
     // The op whose rule asks for an approval is the one its statement names (a line several
     // ops send is approved as the op the host policy's rule is about).
-    let mut approve: Option<(&Invocation, String)> = None;
+    let mut approve: Option<(&Invocation, String, bool)> = None;
     for inv in &invs {
         let policy_refused = |e: Error| {
             with_op(refusal(
@@ -519,12 +529,16 @@ fn check(
         match decision {
             Decision::Allow => {}
             Decision::Confirm(c) => confirm = Some(c.phrase),
-            Decision::Approve { rule, reason } if approve.is_none() => {
+            Decision::Approve {
+                rule,
+                reason,
+                grant_only,
+            } if approve.is_none() || (grant_only && approve.as_ref().is_some_and(|a| !a.2)) => {
                 let rule = match reason {
                     Some(r) => format!("{r} ({rule})"),
                     None => rule,
                 };
-                approve = Some((inv, rule));
+                approve = Some((inv, rule, grant_only));
             }
             Decision::Approve { .. } => {}
         }
@@ -543,7 +557,31 @@ fn check(
         return Err(with_op(r));
     }
     let state = ctx.state_dir(opts);
-    if let Some((inv, rule)) = approve {
+    // A grant in force admits what it covers without a per-call approval; a `grantable`
+    // op runs only so.
+    let granted = match &approve {
+        Some((inv, _, _)) if envelope.approval.is_none() => grants::admit(opts, ctx, &state, inv)
+            .map_err(|e| {
+            with_op(refusal(
+                RefusalKind::PolicyUnavailable,
+                format!("the gate cannot count this grant's uses: {e}"),
+            ))
+        })?,
+        _ => None,
+    };
+    if let Some(g) = granted {
+        audit["grant"] = json!(g.id);
+        audit["approver"] = json!(g.approver);
+    } else if let Some((inv, rule, true)) = &approve {
+        return Err(with_op(refusal(
+            RefusalKind::PolicyRefused,
+            format!(
+                "the host policy runs `{}` only inside an approver's grant ({rule}), and no grant of this account in force covers it; nothing ran. An approver grants a window: `pxagent grant --key KEY --ops {} --vmids RANGES --for 2h`",
+                inv.display(),
+                inv.op.id
+            ),
+        )));
+    } else if let Some((inv, rule, _)) = approve {
         let subject = approval::Subject::of(inv);
         let accepted = approval::check(
             opts,
@@ -585,7 +623,7 @@ fn check(
         .iter()
         .find(|i| i.op.risk != catalog::Risk::Read)
         .unwrap_or(first);
-    let caps = policy.caps_for(judged.op, words);
+    let caps = policy.caps_for(judged);
     match crate::policy::limits::admit_sliding(&state.join("caps.json"), &caps, ctx.now) {
         Ok(Ok(())) => {}
         Ok(Err(full)) => {

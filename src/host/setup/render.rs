@@ -177,7 +177,7 @@ What it does, in order:
   3. account {user}: no password, no supplementary groups, shell /bin/sh, no expiry date
   4. {state}/{user}: the gate's state (rate-limit counters, issued statements), {user} only;
      {nonces}: the approvals used on this host, by any account (root, 1777);
-     {control}: the approvers' signed freezes and thaws (root, 1777)
+     {control}: the approvers' signed freezes, thaws and grants (root, 1777)
   5. {KEYS_DIR}/{user}: the key with restrict,from=,command= (root-owned, 0644)
   6. the host policy {policy_path} and the approvers {approvers_path} (root-owned, 0644)
   7. {sudoers_dir}/{user}: through .new, visudo -cf, mv; then visudo -c

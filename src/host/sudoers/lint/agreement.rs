@@ -72,6 +72,7 @@ const NARROWED: &[(Kind, &str)] = &[
     (Kind::GuestData, "no NUL, at most 64 KiB"),
     (Kind::ImageFile, "no `..` anywhere"),
     (Kind::ImportVolume, "no `..` anywhere"),
+    (Kind::IsoVolume, "no `..` anywhere"),
     (
         Kind::SshKeys,
         "each key's type, base64 body and blob type, its comment, at most 16 keys and 16 KiB",
@@ -242,6 +243,9 @@ fn rendered_rules() -> Vec<Rule> {
     let mut opts = RenderOptions::new("zen-agent").unwrap();
     opts.ct_exec = Some(Ranges::parse("--ct-exec", "100-999999999").unwrap());
     opts.nfs_servers = vec![Kind::Server.example().to_string()];
+    // The render's bound on how full an upload may leave a storage is the admin's narrowing
+    // (default 90): rendered at the kind's own bound, the rule and the client agree.
+    opts.iso_max_used = 99;
     let text = render(&opts);
     let mut rules = Vec::new();
     for l in logical_lines(&text) {
