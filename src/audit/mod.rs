@@ -138,6 +138,13 @@ pub struct Record {
     /// On the first record of a chain that `audit new-chain` started: the chain it continues.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub continues: Option<Link>,
+    /// On a `reconcile` record: the seq of the record whose outcome it found out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reconciles: Option<u64>,
+    /// On a `reconcile` record: what really happened (`ok`, `failed`, `running`, `not_run`,
+    /// `applied`, `not_applied`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<String>,
     /// Hex SHA-256 of the previous line's bytes (without its newline); [`GENESIS`] first.
     pub prev: String,
 }
@@ -205,6 +212,10 @@ pub struct NewRecord {
     pub started: Option<u64>,
     /// See [`Record::continues`].
     pub continues: Option<Link>,
+    /// See [`Record::reconciles`].
+    pub reconciles: Option<u64>,
+    /// See [`Record::outcome`].
+    pub outcome: Option<String>,
 }
 
 impl NewRecord {
@@ -226,6 +237,8 @@ impl NewRecord {
             phase: None,
             started: None,
             continues: None,
+            reconciles: None,
+            outcome: None,
         }
     }
 }
@@ -363,6 +376,8 @@ fn build(rec: NewRecord, seq: u64, prev: String) -> Record {
         phase: rec.phase,
         started: rec.started,
         continues: rec.continues,
+        reconciles: rec.reconciles,
+        outcome: rec.outcome,
         prev,
     }
 }
@@ -938,6 +953,8 @@ mod tests {
                 phase: None,
                 started: None,
                 continues: None,
+                reconciles: None,
+                outcome: None,
                 prev: prev.clone(),
             };
             let line = serde_json::to_string(&r).unwrap();

@@ -122,6 +122,12 @@ pub enum Error {
     #[error("{0}")]
     Connection(String),
 
+    /// A change was sent and its result never arrived (the connection was lost, or timed out,
+    /// after sending): it may or may not have happened. Never retried; `pxagent reconcile`
+    /// finds out.
+    #[error("{0}")]
+    OutcomeUnknown(String),
+
     /// A rate limit was reached; nothing was sent. `retry_after`: seconds until the window
     /// that is full resets (JSON `retry_after`), when known.
     #[error("{message}")]
@@ -168,6 +174,7 @@ impl Error {
                 retry_after: None,
             },
             9 => Error::SudoRefused(msg),
+            11 => Error::OutcomeUnknown(msg),
             _ => Error::Internal(msg),
         }
     }
@@ -189,6 +196,7 @@ impl Error {
             Error::Preflight(_) | Error::Unhealthy(_) => 5,
             Error::Auth(_) => 6,
             Error::Connection(_) => 7,
+            Error::OutcomeUnknown(_) => 11,
             Error::RateLimited { .. } => 8,
             Error::SudoRefused(_) => 9,
             Error::Internal(_) => 10,
@@ -230,6 +238,7 @@ impl Error {
             Error::Unhealthy(_) => "unhealthy",
             Error::Auth(_) => "auth_failed",
             Error::Connection(_) => "connection_failed",
+            Error::OutcomeUnknown(_) => "outcome_unknown",
             Error::RateLimited { .. } => "rate_limited",
             Error::SudoRefused(_) => "sudo_refused",
             Error::Internal(_) => "internal",
@@ -312,6 +321,10 @@ pub fn overall_exit_code(failures: &[u8]) -> u8 {
     if failures.contains(&2) {
         return 2;
     }
+    // A change whose outcome is unknown must not hide among failures: nothing may retry it.
+    if failures.contains(&11) {
+        return 11;
+    }
     match failures[0] {
         c @ (3 | 4 | 6 | 7 | 8 | 9) if failures.iter().all(|f| *f == c) => c,
         _ => 1,
@@ -329,6 +342,8 @@ mod tests {
             (Error::NotFound("x".into()), 1, "not_found"),
             (Error::Locked("x".into()), 1, "locked"),
             (Error::WrongState("x".into()), 1, "wrong_state"),
+            (Error::Conflict("x".into()), 1, "conflict"),
+            (Error::OutcomeUnknown("x".into()), 11, "outcome_unknown"),
             (Error::Findings("x".into()), 1, "findings"),
             (Error::usage("x"), 2, "invalid_input"),
             (Error::Policy("x".into()), 3, "policy_refused"),

@@ -611,8 +611,8 @@ otherwise.")
 stdout, in input order, as soon as it and those before it are done: {\"id\":…,\"ok\":true,\"op\":…,\"data\":…} or \
 {\"id\":…,\"ok\":false,\"op\":…,\"line\":N,\"error\":{…}}. Up to 8 run at once; requests for one guest keep \
 their order around a change. Policy, confirmation, limits and audit apply to each as in the CLI. \
-Exit 0 when all succeeded, 2 when any line was invalid, 3/4/8 when every failure was that refusal \
-(also 6/7/9: authentication, connection, sudo), else 1.")
+Exit 0 when all succeeded, 2 when any line was invalid, 11 when any change's outcome is unknown, \
+3/4/8 when every failure was that refusal (also 6/7/9: authentication, connection, sudo), else 1.")
                 .arg(Arg::new("stop_on_error").long("stop-on-error").action(ArgAction::SetTrue)
                     .help("Run one request at a time and stop reading at the first failure")),
             Reach::ConnectionPolicyFileAndDryRun,
@@ -653,6 +653,18 @@ freezes with a file instead: `echo REASON > /etc/pxagent/freeze`.")
                 .arg(Arg::new("reason").long("reason").required(true).value_name("TEXT")
                     .help("Why: one line everyone refused reads"))
                 .args(control_sign_args()),
+            Reach::Connection,
+        ))
+        .subcommand(reaches_host(
+            Command::new("reconcile")
+                .about("Find out what became of a change whose result never arrived (exit 11), and record it")
+                .long_about("Find out what became of a change whose result never arrived (exit 11, outcome_unknown: \
+the connection was lost after it was sent), or whose client was killed: reads the node's task list for the \
+guest's task started since then and its status (ok, failed, running, or not_run when there is none), or for a \
+change without a task (vm set) the guest's config (applied or not_applied), and appends a `reconcile` record \
+naming the original to the audit log. Reads only; nothing is sent again.")
+                .arg(Arg::new("record").required(true).value_name("SEQ")
+                    .help("The audit record's number (named by the outcome_unknown error; `pxagent audit show`)")),
             Reach::Connection,
         ))
         .subcommand(reaches_host(

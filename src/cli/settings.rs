@@ -106,6 +106,8 @@ pub enum Cmd {
         /// A file, `-` for stdin, or the statement text itself.
         statement: String,
     },
+    /// `pxagent reconcile SEQ`: what became of the change of audit record SEQ.
+    Reconcile(u64),
     /// `pxagent freeze --reason TEXT`, `pxagent thaw`, `pxagent grant …`, `grant list`,
     /// `grant revoke ID`: requests to the gate itself, signed with `--key` or `--approval`.
     Control {
@@ -191,6 +193,7 @@ impl Cmd {
             Cmd::SudoersRender(_) => "sudoers.render",
             Cmd::SudoersLint { .. } => "sudoers.lint",
             Cmd::Approve { .. } => "approve",
+            Cmd::Reconcile(_) => "reconcile",
             Cmd::Control {
                 action: "grants", ..
             } => "grant.list",
@@ -490,6 +493,12 @@ pub fn command(m: &ArgMatches, s: &Settings) -> Result<Cmd> {
             approval: string(sub, "approval").map(PathBuf::from),
             grant: None,
         },
+        ("reconcile", _) => Cmd::Reconcile(
+            string(sub, "record")
+                .and_then(|r| r.parse::<u64>().ok())
+                .filter(|n| *n > 0)
+                .ok_or_else(|| Error::usage("reconcile takes an audit record's number (`pxagent audit show` lists them; the outcome_unknown error names it)"))?,
+        ),
         ("grant", Some(("list", _))) => Cmd::Control {
             action: "grants",
             reason: None,

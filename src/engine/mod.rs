@@ -314,6 +314,7 @@ impl<C: Connector> Engine<'_, C> {
             };
         }
         trail.begin(inv.op)?;
+        let record = trail.begun.as_ref().map(|b| b.seq);
         // The task's log lines, for a value the result carries (`backup create`'s archive).
         let mut log = Vec::new();
         let mut keep = |line: &str| {
@@ -329,7 +330,10 @@ impl<C: Connector> Engine<'_, C> {
             Err(e) => match remote.relocate(inv, &prepared, &e).await {
                 Ok(Some(mut moved)) => {
                     moved.attach.confirmed = prepared.attach.confirmed.clone();
-                    let out = remote.send_with_progress(&moved, &mut keep).await?;
+                    let out = remote
+                        .send_with_progress(&moved, &mut keep)
+                        .await
+                        .map_err(|e| outcome_unknown(&moved, e, record))?;
                     prepared = moved;
                     out
                 }
@@ -340,7 +344,7 @@ impl<C: Connector> Engine<'_, C> {
                             warnings: Vec::new(),
                         });
                     }
-                    return Err(e);
+                    return Err(outcome_unknown(&prepared, e, record));
                 }
             },
             Ok(outcome) => outcome,
@@ -898,4 +902,29 @@ fn unchanged(inv: &Invocation, already: catalog::Already) -> Value {
         "status": already.is,
         "message": format!("{noun} {vmid} is already {}", already.is),
     })
+}
+
+/// A change whose connection was lost after it was sent (`record`: its `started` audit
+/// record): the host may or may not have done it, so its result is neither a failure nor a
+/// success but exit 11, `outcome_unknown`, which nothing retries. A read stays a lost
+/// connection (exit 7), and so does a change whose channel never opened (nothing ran).
+pub fn outcome_unknown(inv: &Invocation, e: Error, record: Option<u64>) -> Error {
+    match e {
+        Error::Connection(m)
+            if inv.op.risk != catalog::Risk::Read && !m.contains(crate::ssh::NOTHING_RAN) =>
+        {
+            Error::OutcomeUnknown(format!(
+                "{m}. `{}` was sent and its result never arrived: it may or may not have happened. \
+                 Nothing retries it; {}",
+                inv.display(),
+                match record {
+                    Some(seq) => format!(
+                        "`pxagent reconcile {seq}` finds out what happened on the host and records it"
+                    ),
+                    None => "check the guest and the node's task list (`pxagent task list`)".into(),
+                }
+            ))
+        }
+        other => other,
+    }
 }

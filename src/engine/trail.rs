@@ -57,7 +57,8 @@ pub struct Trail {
 #[derive(Debug)]
 pub struct Begun {
     path: PathBuf,
-    seq: u64,
+    /// The `started` record's seq (what `reconcile` takes).
+    pub seq: u64,
     /// The started record's content, the base of its completion.
     template: NewRecord,
     at: Instant,

@@ -196,6 +196,11 @@ pub fn failure_text(err: &Error, inv: &Invocation) -> String {
             inv.display(),
             check_with(inv)
         ),
+        Error::OutcomeUnknown(m) => format!(
+            "{m}\n\nThe outcome of `{}` is unknown: do NOT repeat it. Find out first with {} (or the user runs `pxagent reconcile`), and tell the user.",
+            inv.display(),
+            check_with(inv)
+        ),
         Error::Auth(m) => format!(
             "{m}. pxagent could not log in to the host; the user has to fix the key or known_hosts."
         ),

@@ -34,6 +34,11 @@
 //! Layer: ssh. May import: `base`.
 
 mod auth;
+
+/// What every connection error that ends before a command was sent says (a channel that never
+/// opened): the engine tells such a change from one whose outcome is unknown by it.
+pub const NOTHING_RAN: &str = "nothing was run";
+
 pub mod config;
 mod hostkey;
 mod known_hosts;

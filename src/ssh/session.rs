@@ -458,15 +458,29 @@ impl Session {
             ))
         };
         let channel = match until(deadline, self.open_channel()).await {
-            None => return Err(timed_out()),
+            None => {
+                return Err(Error::Connection(format!(
+                    "`{argv0} …` on {} timed out after {}s before its channel opened; {}",
+                    self.inner.target,
+                    timeout.unwrap_or_default().as_secs_f64(),
+                    super::NOTHING_RAN
+                )));
+            }
             Some(Ok(channel)) => channel,
             Some(Err(russh::Error::ChannelOpenFailure(reason))) => {
                 return Err(Error::Connection(format!(
-                    "{} refused to open a channel for `{argv0} …` ({reason:?}); nothing was run",
-                    self.inner.target
+                    "{} refused to open a channel for `{argv0} …` ({reason:?}); {}",
+                    self.inner.target,
+                    super::NOTHING_RAN
                 )));
             }
-            Some(Err(e)) => return Err(self.lost(argv0, &e.to_string())),
+            Some(Err(e)) => {
+                return Err(Error::Connection(format!(
+                    "lost the connection to {} before `{argv0} …` could start ({e}); {}",
+                    self.inner.target,
+                    super::NOTHING_RAN
+                )));
+            }
         };
         if let Err(e) = channel.exec(true, command).await {
             return Err(self.lost(argv0, &e.to_string()));

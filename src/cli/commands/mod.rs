@@ -15,6 +15,7 @@ mod nodes;
 mod op;
 mod persist;
 mod preflight;
+mod reconcile;
 mod setup;
 mod status;
 mod sudoers;
@@ -64,6 +65,10 @@ pub fn execute(
             ttl,
             statement,
         } => plain(approve::approve(key, *ttl, statement, out)),
+        Cmd::Reconcile(seq) => plain(context(s).and_then(|ctx| {
+            no_fleet(s, &ctx, "reconcile")?;
+            reconcile::reconcile(&ctx, *seq, out, trail)
+        })),
         Cmd::Control {
             action,
             reason,

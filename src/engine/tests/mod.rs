@@ -509,7 +509,7 @@ async fn proxmox_tool_without_root_is_exit_9() {
 }
 
 #[tokio::test]
-async fn lost_connection_is_exit_7_and_nothing_follows() {
+async fn a_change_lost_after_sending_is_outcome_unknown_and_nothing_follows() {
     // VM 102 is stopped on pve1: the start is sent, and the connection dies under it.
     let host = Replay::new("pve")
         .expect(
@@ -533,17 +533,38 @@ async fn lost_connection_is_exit_7_and_nothing_follows() {
         None,
     )
     .await;
-    assert_eq!(run.code(), 7, "{}", run.err());
+    // Sent, and its result never came: neither a failure nor a success (exit 11).
+    assert_eq!(run.code(), 11, "{}", run.err());
+    assert_eq!(run.err().kind(), "outcome_unknown");
     assert!(
         run.err()
             .to_string()
-            .contains("may or may not have completed")
+            .contains("may or may not have happened"),
+        "{}",
+        run.err()
     );
     assert_eq!(
         run.host.count(),
         2,
         "the status read, the start, and no task status after a lost connection"
     );
+}
+
+#[tokio::test]
+async fn a_read_whose_connection_is_lost_is_exit_7() {
+    let host = Replay::new("pve").expect(
+        &words("sudo -n /usr/bin/pvesh get /nodes --output-format json"),
+        Answer::Lost,
+    );
+    let run = execute(
+        &Policy::default(),
+        host,
+        &invocation("node.list", &[]),
+        None,
+    )
+    .await;
+    assert_eq!(run.code(), 7, "{}", run.err());
+    assert_eq!(run.err().kind(), "connection_failed");
 }
 
 #[tokio::test]
