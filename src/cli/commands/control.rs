@@ -173,28 +173,22 @@ fn human(d: &Value) -> String {
         if list.is_empty() {
             s.push_str("no grant of this account is in force");
         }
+        let joined = |v: &Value| {
+            v.as_array().map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .collect::<Vec<_>>()
+                    .join(",")
+            })
+        };
         for g in list {
             let t = |k: &str| g[k].as_str().unwrap_or("any").to_string();
             s.push_str(&format!(
                 "{}  ops {}  vmids {}  storages {}  until {}{}  by {}\n",
                 t("id"),
-                g["ops"]
-                    .as_array()
-                    .map(|a| a
-                        .iter()
-                        .filter_map(Value::as_str)
-                        .collect::<Vec<_>>()
-                        .join(","))
-                    .unwrap_or_default(),
+                joined(&g["ops"]).unwrap_or_default(),
                 t("vmids"),
-                g["storages"]
-                    .as_array()
-                    .map(|a| a
-                        .iter()
-                        .filter_map(Value::as_str)
-                        .collect::<Vec<_>>()
-                        .join(","))
-                    .unwrap_or_else(|| "any".into()),
+                joined(&g["storages"]).unwrap_or_else(|| "any".into()),
                 t("until"),
                 g["max"]
                     .as_u64()

@@ -248,7 +248,6 @@ pub(super) fn control(
     audit["control"] = json!(crate::base::text::printable(&c.action));
     let bad = |m: String| Box::new(Refusal::new(RefusalKind::BadRequest, m));
     let unavailable = |m: String| Box::new(Refusal::new(RefusalKind::PolicyUnavailable, m));
-    let state_dir = ctx.state_dir(opts);
     let (kind, subject) = match c.action.as_str() {
         "freeze" => {
             let reason = c.reason.unwrap_or_default();
@@ -297,17 +296,7 @@ pub(super) fn control(
             )));
         }
     };
-    crate::approval::shared_dir(&opts.control_dir, "control directory").map_err(unavailable)?;
-    let accepted = approval::check(
-        opts,
-        ctx,
-        &state_dir,
-        &subject,
-        env.approval.as_deref(),
-        &format!("an approver's signed {kind}"),
-    )?;
-    audit["approver"] = json!(accepted.approver);
-    let approver = write_record(opts, ctx, kind, accepted)?;
+    let (approver, _) = signed_record(opts, ctx, env, &subject, kind, audit)?;
     audit["decision"] = json!(if kind == "freeze" { "frozen" } else { "thawed" });
     let now = state(opts, ctx);
     let mut answer = json!({
@@ -321,9 +310,35 @@ pub(super) fn control(
     Ok(answer)
 }
 
+/// The approver's signature over `subject` (without one, the refusal carries the statement
+/// to sign), recorded in the control directory as a `kind` record: the approver and the
+/// record's id (the statement's nonce).
+pub(super) fn signed_record(
+    opts: &Options,
+    ctx: &RequestFacts,
+    env: &Envelope,
+    subject: &Subject,
+    kind: &str,
+    audit: &mut Value,
+) -> Result<(String, String), Box<Refusal>> {
+    crate::approval::shared_dir(&opts.control_dir, "control directory")
+        .map_err(|m| Box::new(Refusal::new(RefusalKind::PolicyUnavailable, m)))?;
+    let accepted = approval::check(
+        opts,
+        ctx,
+        &ctx.state_dir(opts),
+        subject,
+        env.approval.as_deref(),
+        &format!("an approver's signed {kind}"),
+    )?;
+    audit["approver"] = json!(accepted.approver);
+    let id = accepted.statement.nonce.clone();
+    Ok((write_record(opts, ctx, kind, accepted)?, id))
+}
+
 /// Record an approver's signed request in the control directory as `<kind>-<nonce>.json`
 /// (created once, never overwritten); returns the approver.
-pub(super) fn write_record(
+fn write_record(
     opts: &Options,
     ctx: &RequestFacts,
     kind: &str,

@@ -20,8 +20,8 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use super::approval::{self, Subject};
-use super::freeze::{read_record, record_name, write_record};
+use super::approval::Subject;
+use super::freeze::{read_record, record_name, signed_record};
 use super::{Options, RequestFacts, trusted_file};
 use crate::approval::{Approvers, Statement};
 use crate::base::gate_protocol::{Envelope, Refusal, RefusalKind};
@@ -241,7 +241,6 @@ pub(super) fn control(
         return Ok(json!({"action": "grants", "grants": list}));
     }
     crate::approval::shared_dir(&opts.control_dir, "control directory").map_err(unavailable)?;
-    let state_dir = ctx.state_dir(opts);
     let (kind, subject) = if c.action == "revoke" {
         let id = c.id.clone().unwrap_or_default();
         if !crate::approval::valid_nonce(&id) {
@@ -283,17 +282,7 @@ pub(super) fn control(
             },
         )
     };
-    let accepted = approval::check(
-        opts,
-        ctx,
-        &state_dir,
-        &subject,
-        env.approval.as_deref(),
-        &format!("an approver's signed {kind}"),
-    )?;
-    audit["approver"] = json!(accepted.approver);
-    let id = accepted.statement.nonce.clone();
-    let approver = write_record(opts, ctx, kind, accepted)?;
+    let (approver, id) = signed_record(opts, ctx, env, &subject, kind, audit)?;
     audit["decision"] = json!(if kind == "grant" {
         "granted"
     } else {
