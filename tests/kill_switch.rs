@@ -38,6 +38,16 @@ fn gated_run(home: &Home, args: &[&str]) -> Run {
     home.px().gated().args(args).run()
 }
 
+/// `pxagent ARGS -o json --key KEY` on the gated bed, from `home`.
+fn signed(home: &Home, key: &std::path::Path, args: &[&str]) -> Run {
+    home.px()
+        .gated()
+        .args(args)
+        .args(["-o", "json", "--key"])
+        .arg_path(key)
+        .run()
+}
+
 fn assert_frozen(r: &Run, reason: &str) {
     assert_eq!(r.code, 3, "{}\n{}", r.stdout, r.stderr);
     let e = &r.json()["error"];
@@ -143,11 +153,11 @@ fn an_approver_freezes_and_thaws_from_another_client_without_root() {
     );
     // Signed by a key that is no approver's (the agent's own): refused, not frozen.
     let own = std::env::var("PXAGENT_GATED_IDENTITY").unwrap();
-    let r = approver
-        .px()
-        .gated()
-        .args(["freeze", "--reason", "mine", "-o", "json", "--key", &own])
-        .run();
+    let r = signed(
+        &approver,
+        std::path::Path::new(&own),
+        &["freeze", "--reason", "mine"],
+    );
     assert_eq!(r.code, 4, "{}\n{}", r.stdout, r.stderr);
     assert_eq!(r.json()["error"]["reason"], "unlisted_key", "{}", r.stdout);
     let r = gated_run(
@@ -157,19 +167,11 @@ fn an_approver_freezes_and_thaws_from_another_client_without_root() {
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
 
     // Signed by the approver: frozen for every client.
-    let r = approver
-        .px()
-        .gated()
-        .args([
-            "freeze",
-            "--reason",
-            "audit at 14:00",
-            "-o",
-            "json",
-            "--key",
-        ])
-        .arg_path(&g.approver_key)
-        .run();
+    let r = signed(
+        &approver,
+        &g.approver_key,
+        &["freeze", "--reason", "audit at 14:00"],
+    );
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     assert_eq!(r.json()["data"]["frozen"]["reason"], "audit at 14:00");
     let r = gated_run(&agent, &["vm", "start", "103", "-o", "json"]);
@@ -178,12 +180,7 @@ fn an_approver_freezes_and_thaws_from_another_client_without_root() {
     assert_eq!(r.code, 0, "{}", r.stderr);
 
     // A signed thaw lifts it.
-    let r = approver
-        .px()
-        .gated()
-        .args(["thaw", "-o", "json", "--key"])
-        .arg_path(&g.approver_key)
-        .run();
+    let r = signed(&approver, &g.approver_key, &["thaw"]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     assert_eq!(r.json()["data"]["thawed"].as_array().map(Vec::len), Some(1));
     assert_eq!(r.json()["data"]["frozen"], Value::Null, "{}", r.stdout);
@@ -191,12 +188,11 @@ fn an_approver_freezes_and_thaws_from_another_client_without_root() {
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
 
     // A newer freeze is not lifted by the old thaw, even when its record reappears.
-    let r = approver
-        .px()
-        .gated()
-        .args(["freeze", "--reason", "second", "-o", "json", "--key"])
-        .arg_path(&g.approver_key)
-        .run();
+    let r = signed(
+        &approver,
+        &g.approver_key,
+        &["freeze", "--reason", "second"],
+    );
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     let thaw = std::fs::read_dir(&control)
         .unwrap()
@@ -212,19 +208,9 @@ fn an_approver_freezes_and_thaws_from_another_client_without_root() {
     let r = gated_run(&agent, &["vm", "shutdown", "103", "-o", "json"]);
     assert_frozen(&r, "second");
     // A thaw with nothing of an approver's in force changes nothing and says so.
-    let r = approver
-        .px()
-        .gated()
-        .args(["thaw", "-o", "json", "--key"])
-        .arg_path(&g.approver_key)
-        .run();
+    let r = signed(&approver, &g.approver_key, &["thaw"]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
-    let r = approver
-        .px()
-        .gated()
-        .args(["thaw", "-o", "json", "--key"])
-        .arg_path(&g.approver_key)
-        .run();
+    let r = signed(&approver, &g.approver_key, &["thaw"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(
         r.json()["data"]["thawed"],

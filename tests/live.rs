@@ -420,28 +420,12 @@ fn sshd_killed_mid_command_is_a_lost_connection() {
             "json",
         ])
         .spawn();
-    // Wait for the session to exist, then kill its sshd processes (the privileged monitor and
-    // the session child, matched by the account's name, never broadly).
-    // OpenSSH 9.8+ (Debian 13) names the session processes `sshd-session: …`.
-    let pattern = format!("^sshd(-session)?: {}( |@)", b.user);
-    let mut killed = false;
-    for _ in 0..100 {
-        if Proc::new("pgrep")
-            .args(["-f", "pvesh get /nodes/pve2/status"])
-            .output()
-            .unwrap()
-            .status
-            .success()
-        {
-            killed = Proc::new("pkill")
-                .args(["-KILL", "-f", &pattern])
-                .status()
-                .unwrap()
-                .success();
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    // Once the session runs the read, kill its sshd processes.
+    let killed = crate::support::cut_sessions_when_running(
+        "pvesh get /nodes/pve2/status",
+        &b.user,
+        std::time::Duration::ZERO,
+    );
     let out = child.wait();
     clear_faults();
     assert!(killed, "never saw the remote command start");

@@ -3,8 +3,6 @@
 //! completion says so, and `pxagent reconcile SEQ` finds out what really happened on the host
 //! and records it.
 
-use std::process::Command;
-
 use crate::support::*;
 
 /// The `pxagent reconcile N` an outcome_unknown error names.
@@ -38,28 +36,12 @@ fn a_change_cut_off_after_sending_is_outcome_unknown_and_reconcile_records_its_e
         .bed()
         .args(["vm", "snapshot", "100", &name, "-o", "json"])
         .spawn();
-    // Once the command runs on the host, cut the connection: kill the account's sshd session
-    // processes (matched by the account's name, never broadly).
-    let pattern = format!("^sshd(-session)?: {}( |@)", b.user);
-    let mut killed = false;
-    for _ in 0..100 {
-        let running = Command::new("pgrep")
-            .args(["-f", &format!("snapname {name}")])
-            .output()
-            .unwrap()
-            .status
-            .success();
-        if running {
-            std::thread::sleep(std::time::Duration::from_millis(300));
-            killed = Command::new("pkill")
-                .args(["-KILL", "-f", &pattern])
-                .status()
-                .unwrap()
-                .success();
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    // Once the command runs on the host, cut the connection.
+    let killed = cut_sessions_when_running(
+        &format!("snapname {name}"),
+        &b.user,
+        std::time::Duration::from_millis(300),
+    );
     let r = child.wait();
     assert!(killed, "never saw the snapshot start");
     assert_eq!(r.code, 11, "{}\n{}", r.stdout, r.stderr);

@@ -641,6 +641,15 @@ impl Op {
         self.step
     }
 
+    /// The parameter that pins this change to the config it was made against
+    /// ([`Precheck::PinDigest`]): not what the change does, only what it was checked against.
+    pub fn pinned_digest(&self) -> Option<&'static str> {
+        self.prechecks.iter().find_map(|c| match c {
+            Precheck::PinDigest(p) => Some(*p),
+            _ => None,
+        })
+    }
+
     /// Whether this op starts a Proxmox task (a UPID to follow; what `--no-wait` skips).
     pub fn runs_task(&self) -> bool {
         self.view == View::Task

@@ -908,7 +908,7 @@ fn unchanged(inv: &Invocation, already: catalog::Already) -> Value {
 /// record): the host may or may not have done it, so its result is neither a failure nor a
 /// success but exit 11, `outcome_unknown`, which nothing retries. A read stays a lost
 /// connection (exit 7), and so does a change whose channel never opened (nothing ran).
-pub fn outcome_unknown(inv: &Invocation, e: Error, record: Option<u64>) -> Error {
+fn outcome_unknown(inv: &Invocation, e: Error, record: Option<u64>) -> Error {
     match e {
         Error::Connection(m)
             if inv.op.risk != catalog::Risk::Read && !m.contains(crate::ssh::NOTHING_RAN) =>

@@ -185,7 +185,8 @@ impl Policy {
         use super::limits::{Cap, CapKind};
         let op = inv.op;
         let mut same = op.id.to_string();
-        for (k, v) in inv.values.iter().filter(|(k, _)| **k != "digest") {
+        let pin = op.pinned_digest();
+        for (k, v) in inv.values.iter().filter(|(k, _)| Some(**k) != pin) {
             same.push_str(&format!("\0{k}={v}"));
         }
         let line = [same];

@@ -484,6 +484,32 @@ fn sshd_log() -> String {
     })
 }
 
+/// Once a remote command whose line contains `marker` runs (within 5 s), wait `settle`, then
+/// cut `user`'s connections: kill that account's sshd session processes (the privileged monitor
+/// and the session child, matched by the account's name, never broadly; OpenSSH 9.8+, Debian 13,
+/// names them `sshd-session: …`). Whether it saw the command and killed them.
+pub fn cut_sessions_when_running(marker: &str, user: &str, settle: Duration) -> bool {
+    let pattern = format!("^sshd(-session)?: {user}( |@)");
+    for _ in 0..100 {
+        let running = Command::new("pgrep")
+            .args(["-f", marker])
+            .output()
+            .unwrap()
+            .status
+            .success();
+        if running {
+            std::thread::sleep(settle);
+            return Command::new("pkill")
+                .args(["-KILL", "-f", &pattern])
+                .status()
+                .unwrap()
+                .success();
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
 /// Where the bed's sshd log ends now.
 pub fn sshd_log_len() -> u64 {
     std::fs::metadata(sshd_log()).map(|m| m.len()).unwrap_or(0)

@@ -165,7 +165,7 @@ async fn find_out(
         .await?;
     let differ: Vec<String> = values
         .iter()
-        .filter(|(k, _)| !matches!(**k, "node" | "vmid" | "digest"))
+        .filter(|(k, _)| !matches!(**k, "node" | "vmid") && Some(**k) != op.pinned_digest())
         .filter(|(k, v)| {
             let now = match config.get(**k) {
                 Some(Value::String(s)) => s.clone(),

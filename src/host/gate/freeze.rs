@@ -22,14 +22,12 @@
 //! directory the gate cannot trust freezes the host.
 
 use std::collections::BTreeMap;
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::approval::{self, Subject};
+use super::approval::Subject;
+use super::control::{Record, read_record, record_name, signed_record};
 use super::{Options, RequestFacts, trusted_file};
 use crate::base::gate_protocol::{Envelope, Refusal, RefusalKind};
 
@@ -39,9 +37,6 @@ pub use crate::host::setup::{CONTROL_DIR, FREEZE_FILE};
 pub const FREEZE_OP: &str = "host.freeze";
 /// See [`FREEZE_OP`].
 pub const THAW_OP: &str = "host.thaw";
-
-/// The longest record file read.
-const MAX_RECORD: u64 = 64 * 1024;
 
 /// The longest reason shown, in characters.
 const MAX_REASON: usize = 300;
@@ -115,22 +110,6 @@ pub(super) fn state(opts: &Options, ctx: &RequestFacts) -> Option<Frozen> {
             lift: format!("root fixes {}", opts.control_dir.display()),
         }),
     }
-}
-
-/// What the gate keeps of an approver's freeze or thaw.
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct Record {
-    /// The statement signed.
-    pub statement: String,
-    /// Its armored signature.
-    pub signature: String,
-    /// The approver's key fingerprint and comment.
-    pub approver: String,
-    /// The account whose gate recorded it.
-    pub account: String,
-    /// When (Unix seconds).
-    pub at: u64,
 }
 
 /// An approver's freeze in force.
@@ -216,25 +195,6 @@ fn lifted_ids(opts: &Options, ctx: &RequestFacts, thaws: &[Record]) -> Vec<Strin
         .collect()
 }
 
-/// `<kind>-<id>.json` with a 32-hex id and a kind the control directory keeps (`freeze`,
-/// `thaw`, `grant`, `revoke`): the kind and the id.
-pub(super) fn record_name(name: &str) -> Option<(&str, &str)> {
-    let stem = name.strip_suffix(".json")?;
-    let (kind, id) = stem.split_once('-')?;
-    (matches!(kind, "freeze" | "thaw" | "grant" | "revoke") && crate::approval::valid_nonce(id))
-        .then_some((kind, id))
-}
-
-pub(super) fn read_record(path: &Path) -> Option<Record> {
-    let mut bytes = Vec::new();
-    std::io::Read::read_to_end(
-        &mut std::io::Read::take(std::fs::File::open(path).ok()?, MAX_RECORD),
-        &mut bytes,
-    )
-    .ok()?;
-    serde_json::from_slice(&bytes).ok()
-}
-
 /// Answer a `control` envelope: an approver's freeze or thaw. Without a signature the refusal
 /// carries the statement to sign; with one that holds, the record is written and the answer
 /// is the host's freeze state.
@@ -291,7 +251,7 @@ pub(super) fn control(
         }
         other => {
             return Err(bad(format!(
-                "unknown control action {}: the gate takes `freeze` and `thaw`",
+                "unknown control action {}: the gate takes `freeze`, `thaw`, `grant`, `grants` and `revoke`",
                 serde_json::Value::String(crate::base::text::printable(other))
             )));
         }
@@ -308,75 +268,6 @@ pub(super) fn control(
         answer["thawed"] = json!(subject.args["lifts"].split(',').collect::<Vec<_>>());
     }
     Ok(answer)
-}
-
-/// The approver's signature over `subject` (without one, the refusal carries the statement
-/// to sign), recorded in the control directory as a `kind` record: the approver and the
-/// record's id (the statement's nonce).
-pub(super) fn signed_record(
-    opts: &Options,
-    ctx: &RequestFacts,
-    env: &Envelope,
-    subject: &Subject,
-    kind: &str,
-    audit: &mut Value,
-) -> Result<(String, String), Box<Refusal>> {
-    crate::approval::shared_dir(&opts.control_dir, "control directory")
-        .map_err(|m| Box::new(Refusal::new(RefusalKind::PolicyUnavailable, m)))?;
-    let accepted = approval::check(
-        opts,
-        ctx,
-        &ctx.state_dir(opts),
-        subject,
-        env.approval.as_deref(),
-        &format!("an approver's signed {kind}"),
-    )?;
-    audit["approver"] = json!(accepted.approver);
-    let id = accepted.statement.nonce.clone();
-    Ok((write_record(opts, ctx, kind, accepted)?, id))
-}
-
-/// Record an approver's signed request in the control directory as `<kind>-<nonce>.json`
-/// (created once, never overwritten); returns the approver.
-fn write_record(
-    opts: &Options,
-    ctx: &RequestFacts,
-    kind: &str,
-    accepted: approval::Accepted,
-) -> Result<String, Box<Refusal>> {
-    let record = Record {
-        statement: accepted.statement.text(),
-        signature: accepted.signature,
-        approver: accepted.approver,
-        account: ctx.account.clone(),
-        at: ctx.now,
-    };
-    let path = opts
-        .control_dir
-        .join(format!("{kind}-{}.json", accepted.statement.nonce));
-    let written = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o644)
-        .open(&path)
-        .and_then(|mut f| {
-            f.write_all(
-                serde_json::to_string(&record)
-                    .unwrap_or_default()
-                    .as_bytes(),
-            )?;
-            f.sync_all()
-        });
-    if let Err(e) = written {
-        return Err(Box::new(Refusal::new(
-            RefusalKind::PolicyUnavailable,
-            format!(
-                "the signed {kind} holds, but the gate cannot record it in {} ({e}); nothing changed",
-                path.display()
-            ),
-        )));
-    }
-    Ok(record.approver)
 }
 
 /// A freeze's reason: one line of 1 to 200 printable characters.

@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use super::approval::Subject;
-use super::freeze::{read_record, record_name, signed_record};
+use super::control::{read_record, record_name, signed_record};
 use super::{Options, RequestFacts, trusted_file};
 use crate::approval::{Approvers, Statement};
 use crate::base::gate_protocol::{Envelope, Refusal, RefusalKind};

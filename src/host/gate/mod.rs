@@ -29,6 +29,7 @@
 
 pub mod approval;
 mod child;
+mod control;
 mod freeze;
 mod grants;
 pub mod syslog;
@@ -367,11 +368,13 @@ fn decide(opts: &Options, ctx: &RequestFacts, line: Option<&str>, audit: &mut Va
         }
         GateRequest::Envelope(env) if env.control.is_some() => {
             audit["client_version"] = syslog::free_text(&env.client);
-            let grants = env
+            // A grant's actions are the grants module's; a freeze, a thaw or anything unknown
+            // the kill switch's.
+            let grant = env
                 .control
                 .as_ref()
                 .is_some_and(|c| matches!(c.action.as_str(), "grant" | "grants" | "revoke"));
-            let answer = if grants {
+            let answer = if grant {
                 grants::control(opts, ctx, &env, audit)
             } else {
                 freeze::control(opts, ctx, &env, audit)
