@@ -145,8 +145,31 @@ pub struct Record {
     /// `applied`, `not_applied`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outcome: Option<String>,
+    /// On the completion of a change that can be taken back: its inverse (`pxagent undo`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub undo: Option<UndoStep>,
+    /// The snapshot taken of the guest before this change (policy `snapshot_before`), which
+    /// `pxagent undo` offers to roll back to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<String>,
+    /// On the records of an undo: the seq of the record it takes back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub undoes: Option<u64>,
     /// Hex SHA-256 of the previous line's bytes (without its newline); [`GENESIS`] first.
     pub prev: String,
+}
+
+/// A change's inverse as recorded: an op of the catalog and its values, made an invocation
+/// again (and so checked again) when it is undone.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct UndoStep {
+    /// The op id (`vm.shutdown`).
+    pub op: String,
+    /// Its values by parameter name.
+    pub values: std::collections::BTreeMap<String, String>,
+    /// What it cannot take back, with why; left out when nothing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub left: Vec<String>,
 }
 
 /// The phase of a two-phase record (see the module doc).
@@ -216,6 +239,12 @@ pub struct NewRecord {
     pub reconciles: Option<u64>,
     /// See [`Record::outcome`].
     pub outcome: Option<String>,
+    /// See [`Record::undo`].
+    pub undo: Option<UndoStep>,
+    /// See [`Record::snapshot`].
+    pub snapshot: Option<String>,
+    /// See [`Record::undoes`].
+    pub undoes: Option<u64>,
 }
 
 impl NewRecord {
@@ -239,6 +268,9 @@ impl NewRecord {
             continues: None,
             reconciles: None,
             outcome: None,
+            undo: None,
+            snapshot: None,
+            undoes: None,
         }
     }
 }
@@ -356,6 +388,34 @@ pub fn append(path: &Path, rec: NewRecord) -> Result<Record> {
     Ok(record)
 }
 
+/// The seq the next record appended to `path` will get, unless another process appends
+/// first (1 for a missing or empty log). Reads only the last line, under a shared lock.
+pub fn next_seq(path: &Path) -> Result<u64> {
+    let read_err = |source| Error::ReadFile {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut f = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(1),
+        Err(e) => return Err(read_err(e)),
+    };
+    f.lock_shared().map_err(read_err)?;
+    let len = f.seek(SeekFrom::End(0)).map_err(read_err)?;
+    if len == 0 {
+        return Ok(1);
+    }
+    let last = last_line(&mut f, len).map_err(read_err)?;
+    last.and_then(|(_, l)| serde_json::from_slice::<Record>(&l).ok())
+        .map(|r| r.seq + 1)
+        .ok_or_else(|| {
+            Error::Internal(format!(
+                "the last line of the audit log {} is not a record; {REPAIR}",
+                path.display()
+            ))
+        })
+}
+
 /// The record a [`NewRecord`] becomes as line `seq` after a line whose hash is `prev`.
 fn build(rec: NewRecord, seq: u64, prev: String) -> Record {
     Record {
@@ -378,6 +438,9 @@ fn build(rec: NewRecord, seq: u64, prev: String) -> Record {
         continues: rec.continues,
         reconciles: rec.reconciles,
         outcome: rec.outcome,
+        undo: rec.undo,
+        snapshot: rec.snapshot,
+        undoes: rec.undoes,
         prev,
     }
 }
@@ -955,6 +1018,9 @@ mod tests {
                 continues: None,
                 reconciles: None,
                 outcome: None,
+                undo: None,
+                snapshot: None,
+                undoes: None,
                 prev: prev.clone(),
             };
             let line = serde_json::to_string(&r).unwrap();

@@ -25,12 +25,14 @@ pub mod skill;
 #[cfg(test)]
 pub mod testing;
 pub mod then;
+pub mod undo;
 
 use std::collections::BTreeMap;
 
 pub use kind::{Choice, Kind, RETENTION_KEYS};
 pub use ops::OPS;
 pub use then::Then;
+pub use undo::Undo;
 
 use crate::base::error::{Error, Result};
 use crate::catalog::pve::Tool;
@@ -597,6 +599,8 @@ pub struct Op {
     /// job): the op runs once per node that holds the guests it names, each run a line of its
     /// own with its own audit record. See `engine::job`.
     pub fans_out: Option<&'static Op>,
+    /// How the change is taken back (`pxagent undo`), or why it cannot be.
+    pub undo: Undo,
 }
 
 /// Two ops are the same op when their ids are (ids are unique: the catalog tests check).
@@ -648,6 +652,24 @@ impl Op {
             Precheck::PinDigest(p) => Some(*p),
             _ => None,
         })
+    }
+
+    /// The snapshot and rollback ops of the guest this op changes, when a snapshot can be
+    /// taken before it (policy `snapshot_before`): a change of an existing VM or container
+    /// (its VMID a positional), never a snapshot op itself.
+    pub fn snapshots(&self) -> Option<(&'static Op, &'static Op)> {
+        let pair = match self.area {
+            Area::Vm => (&ops::VM_SNAPSHOT, &ops::VM_ROLLBACK),
+            Area::Ct => (&ops::CT_SNAPSHOT, &ops::CT_ROLLBACK),
+            _ => return None,
+        };
+        let existing = self
+            .params
+            .iter()
+            .any(|p| p.name == "vmid" && p.how == How::Positional);
+        let snapshot_op = self.lineage().iter().any(|(id, _)| *id == pair.0.id)
+            || matches!(self.undo, Undo::Delete(..));
+        (self.risk != Risk::Read && existing && !snapshot_op && !self.step).then_some(pair)
     }
 
     /// Whether this op starts a Proxmox task (a UPID to follow; what `--no-wait` skips).

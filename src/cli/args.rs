@@ -668,6 +668,24 @@ naming the original to the audit log. Reads only; nothing is sent again.")
             Reach::Connection,
         ))
         .subcommand(reaches_host(
+            Command::new("undo")
+                .about("Take a change back by the inverse its audit record names, once; --list shows what can be undone")
+                .long_about("Take a change back: every change's audit record names its inverse (start -> shutdown, \
+suspend -> resume, snapshot -> delete it, set -> set back to the values read before, migrate -> migrate back, \
+create or clone -> destroy). `pxagent undo RECORD` runs it once, as that op, through the same policy, \
+confirmation phrase and approval; without RECORD, this host's last change that can be undone. A set back is \
+refused as a conflict when the guest no longer holds what the change set. When the policy's snapshot_before \
+took a snapshot first, --rollback rolls back to it (also offered for a change without an inverse, such as a \
+resize). `pxagent undo --list` shows the last changes and how each is undone, or why it cannot be.")
+                .arg(Arg::new("record").value_name("RECORD")
+                    .help("The change's audit record (from `undo --list` or `audit show`); default: the last one on this host"))
+                .arg(Arg::new("list").long("list").action(ArgAction::SetTrue).conflicts_with_all(["record", "rollback"])
+                    .help("Show the last changes and how each is undone; send nothing"))
+                .arg(Arg::new("rollback").long("rollback").action(ArgAction::SetTrue)
+                    .help("Roll back to the snapshot taken before the change (policy snapshot_before)")),
+            Reach::All,
+        ))
+        .subcommand(reaches_host(
             Command::new("grant")
                 .about("Grant an agent a time-boxed window of ops on a gated host, signed by an approver; list or revoke grants")
                 .long_about("Grant an agent a window of write access instead of a signature per call: the gate answers \

@@ -197,7 +197,10 @@ fn path_name(m: &ArgMatches) -> (String, bool) {
         Some(op) => (op.id.to_string(), true),
         None => (
             path.join("."),
-            matches!(top, "preflight" | "status" | "freeze" | "thaw" | "grant"),
+            matches!(
+                top,
+                "preflight" | "status" | "freeze" | "thaw" | "grant" | "undo"
+            ),
         ),
     }
 }

@@ -157,6 +157,15 @@ pub enum Cmd {
         /// The read of the host's version.
         inv: Invocation,
     },
+    /// `pxagent undo [RECORD] [--rollback]`, `undo --list`.
+    Undo {
+        /// The audit record to undo; `None`: this host's last change that can be.
+        record: Option<u64>,
+        /// `--list`: show what can be undone, send nothing.
+        list: bool,
+        /// `--rollback`: roll back to the snapshot taken before it instead.
+        rollback: bool,
+    },
     /// `pxagent completions SHELL`.
     Completions(clap_complete::Shell),
     /// `pxagent man [COMMAND…]`.
@@ -194,6 +203,8 @@ impl Cmd {
             Cmd::SudoersLint { .. } => "sudoers.lint",
             Cmd::Approve { .. } => "approve",
             Cmd::Reconcile(_) => "reconcile",
+            Cmd::Undo { list: true, .. } => "undo.list",
+            Cmd::Undo { .. } => "undo",
             Cmd::Control {
                 action: "grants", ..
             } => "grant.list",
@@ -499,6 +510,16 @@ pub fn command(m: &ArgMatches, s: &Settings) -> Result<Cmd> {
                 .filter(|n| *n > 0)
                 .ok_or_else(|| Error::usage("reconcile takes an audit record's number (`pxagent audit show` lists them; the outcome_unknown error names it)"))?,
         ),
+        ("undo", _) => Cmd::Undo {
+            record: match string(sub, "record") {
+                None => None,
+                Some(r) => Some(r.parse::<u64>().ok().filter(|n| *n > 0).ok_or_else(|| {
+                    Error::usage("undo takes an audit record's number (`pxagent undo --list` shows them)")
+                })?),
+            },
+            list: sub.get_flag("list"),
+            rollback: sub.get_flag("rollback"),
+        },
         ("grant", Some(("list", _))) => Cmd::Control {
             action: "grants",
             reason: None,

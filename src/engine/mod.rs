@@ -34,6 +34,7 @@ mod job;
 pub mod network;
 mod then;
 mod trail;
+mod undo;
 pub mod upload;
 
 pub use trail::{Begun, Trail};
@@ -291,6 +292,8 @@ impl<C: Connector> Engine<'_, C> {
             }
         };
         let inv = &inv;
+        // Before the config is read and the digest pinned: a snapshot changes the config.
+        trail.snapshot = self.snapshot_before(inv, trail, progress).await?;
         let remote = self.connector.remote().await?;
         let mut prepared = remote.prepare(inv).await?;
         prepared.attach.confirmed = trail.phrase.clone().or_else(|| given.map(str::to_string));
@@ -351,6 +354,7 @@ impl<C: Connector> Engine<'_, C> {
         };
         trail.argv = prepared.remote_argv();
         trail.upid = outcome.upid.clone();
+        trail.undo = undo::undo_step(&prepared);
         let data = crate::views::normalize(inv.op.view, &outcome.data, inv.keep_type)?;
         let data = crate::views::keep_local(inv.op.view, inv.op.local, &inv.values, data);
         let mut data = match outcome.upid {

@@ -50,6 +50,12 @@ pub struct Trail {
     pub interrupted: Option<String>,
     /// The `started` record, once [`Trail::begin`] wrote it. Front ends leave it alone.
     pub begun: Option<Begun>,
+    /// The change's inverse, once it ran (for its completion record).
+    pub undo: Option<crate::audit::UndoStep>,
+    /// The snapshot taken before the change (policy `snapshot_before`).
+    pub snapshot: Option<String>,
+    /// The record this invocation undoes (`pxagent undo`).
+    pub undoes: Option<u64>,
 }
 
 /// The `started` record of an operation whose completion is not written yet. Dropped without
@@ -92,7 +98,7 @@ impl Drop for Begun {
 
 impl Trail {
     /// Where the audit log is.
-    fn log_path(&self) -> Option<PathBuf> {
+    pub(super) fn log_path(&self) -> Option<PathBuf> {
         self.log.clone().or_else(crate::audit::default_path)
     }
 
@@ -131,6 +137,8 @@ impl Trail {
         rec.phrase = self.phrase.clone();
         rec.upid = self.upid.clone();
         rec.transfers = self.transfers.clone();
+        rec.snapshot = self.snapshot.clone();
+        rec.undoes = self.undoes;
         rec
     }
 
@@ -241,6 +249,7 @@ impl Trail {
         // A completion names the op its start did (the CLI reports a variant under its path).
         let op = self.begun.as_ref().map_or(op, |b| b.template.op.as_str());
         let mut rec = self.new_record(op, via, self.verdict(err));
+        rec.undo = self.undo.clone();
         rec.exit_code = code;
         rec.duration_ms = took.as_millis() as u64;
         // A wrong phrase's message quotes what was typed: keep only the error's kind.

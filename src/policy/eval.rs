@@ -136,6 +136,8 @@ pub struct Policy {
     pub(super) budget: Option<super::schema::Budget>,
     /// `grants.max_for` (host policy), seconds.
     pub(super) grant_max_for: u64,
+    /// `snapshot_before`: op ids or globs.
+    pub(super) snapshot_before: Vec<String>,
     /// Layers that narrow this one (see [`Policy::narrowed_by`]).
     pub(super) also: Vec<Policy>,
 }
@@ -157,6 +159,7 @@ impl Default for Policy {
             runaway: super::schema::Runaway::default(),
             budget: None,
             grant_max_for: super::schema::Grants::DEFAULT_MAX_FOR,
+            snapshot_before: Vec::new(),
             also: Vec::new(),
         }
     }
@@ -171,6 +174,13 @@ impl Policy {
             None if op.runs_guest_command() => vec![Limit::exec_default(op)],
             None => Vec::new(),
         }
+    }
+
+    /// Whether a snapshot of the guest is to be taken before `op` (`snapshot_before`, in any
+    /// layer).
+    pub fn snapshot_before(&self, op: &Op) -> bool {
+        self.layers()
+            .any(|l| l.snapshot_before.iter().any(|p| glob_match(p, op.id)))
     }
 
     /// The longest a grant may last on this host, seconds (`grants.max_for`).

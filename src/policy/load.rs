@@ -59,6 +59,18 @@ impl Policy {
                     .to_string(),
             );
         }
+        for pattern in &cfg.snapshot_before {
+            // A glob may name reads and creates too; it must name at least one change of an
+            // existing guest, the only ops a snapshot is taken before.
+            if !OPS
+                .iter()
+                .any(|op| glob_match(pattern, op.id) && op.snapshots().is_some())
+            {
+                problems.push(format!(
+                    "snapshot_before: `{pattern}` names no change of an existing VM or container (a snapshot can be taken only of those)"
+                ));
+            }
+        }
         for (key, rule) in cfg.ops {
             if matches!(
                 rule.action,
@@ -201,6 +213,7 @@ impl Policy {
             grant_max_for: cfg
                 .grants
                 .map_or(super::schema::Grants::DEFAULT_MAX_FOR, |g| g.max_for),
+            snapshot_before: cfg.snapshot_before,
             also: Vec::new(),
         })
     }
@@ -318,6 +331,18 @@ mod tests {
 
     fn argv(words: &[&str]) -> Vec<String> {
         words.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn snapshot_before_names_changes_of_existing_guests() {
+        let p = Policy::from_text("snapshot_before: [vm.resize, \"ct.*\"]\n", "c").unwrap();
+        assert!(p.snapshot_before(&crate::catalog::ops::VM_RESIZE));
+        assert!(p.snapshot_before(&crate::catalog::ops::CT_SET));
+        assert!(!p.snapshot_before(&crate::catalog::ops::VM_SET));
+        for bad in ["[vm.create]", "[vm.status]", "[nope]", "[vm.snapshot]"] {
+            let e = Policy::from_text(&format!("snapshot_before: {bad}\n"), "c").unwrap_err();
+            assert!(e.to_string().contains("snapshot_before"), "{bad}: {e}");
+        }
     }
 
     #[test]
@@ -499,6 +524,7 @@ protect: [100, 105, keep]
                 runaway: None,
                 budget: None,
                 grants: None,
+                snapshot_before: Vec::new(),
             }
         );
         let p = Policy::from_config(cfg, SRC).unwrap();

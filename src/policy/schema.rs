@@ -86,6 +86,10 @@ pub struct PolicyConfig {
     /// Host policy: how long an approver's grant may last at most. Absent: 8 hours.
     #[serde(default)]
     pub grants: Option<Grants>,
+    /// Ops (ids or globs) before which the engine takes a snapshot of the guest, named after
+    /// the audit record (`pxagent-undo-N`), which `pxagent undo` offers to roll back to.
+    #[serde(default)]
+    pub snapshot_before: Vec<String>,
 }
 
 /// The host's bound on grants.

@@ -183,6 +183,7 @@ pub static BACKUP_RESTORE_OVERWRITE: Op = Op {
     variant_of: &[&BACKUP_RESTORE],
     fence: Some(Area::Vm),
     yields: Some(Yield::Guest("vmid")),
+    undo: Undo::None("restoring over a guest discards what it held"),
     ..ROW
 };
 
@@ -227,6 +228,7 @@ pub static BACKUP_RESTORE_CT_OVERWRITE: Op = Op {
     variant_of: &[&BACKUP_RESTORE_CT, &BACKUP_RESTORE_OVERWRITE],
     fence: Some(Area::Ct),
     yields: Some(Yield::Guest("vmid")),
+    undo: Undo::None("restoring over a container discards what it held"),
     ..ROW
 };
 

@@ -115,6 +115,7 @@ pub static CT_START: Op = Op {
         field: "status",
         is: "running",
     }),
+    undo: Undo::Op(&CT_SHUTDOWN),
     ..ROW
 };
 
@@ -139,6 +140,7 @@ pub static CT_SHUTDOWN: Op = Op {
         field: "status",
         is: "stopped",
     }),
+    undo: Undo::Op(&CT_START),
     ..ROW
 };
 
@@ -177,6 +179,7 @@ pub static CT_STOP: Op = Op {
         field: "status",
         is: "stopped",
     }),
+    undo: Undo::Op(&CT_START),
     ..ROW
 };
 
@@ -200,6 +203,7 @@ pub static CT_DESTROY: Op = Op {
         hint: None,
     }),
     prechecks: &[Precheck::Destroyable],
+    undo: Undo::None("the container and its disks are gone"),
     ..ROW
 };
 
@@ -222,6 +226,7 @@ pub static CT_SNAPSHOT: Op = Op {
     ),
     view: View::Task,
     yields: Some(Yield::Snapshot("snapshot")),
+    undo: Undo::Delete(&CT_DELSNAPSHOT, "snapshot"),
     ..ROW
 };
 
@@ -244,6 +249,7 @@ pub static CT_ROLLBACK: Op = Op {
         hint: Some("take a snapshot of the current state first if you may want it back"),
     }),
     prechecks: &[Precheck::SnapshotExists("snapshot")],
+    undo: Undo::None("the state the rollback discarded is gone"),
     ..ROW
 };
 
@@ -263,6 +269,7 @@ pub static CT_DELSNAPSHOT: Op = Op {
         hint: None,
     }),
     prechecks: &[Precheck::SnapshotExists("snapshot")],
+    undo: Undo::None("a deleted snapshot cannot be brought back"),
     ..ROW
 };
 
@@ -312,6 +319,7 @@ pub static CT_SET: Op = Op {
         "tags",
         "onboot",
     ],
+    undo: Undo::SetBack,
     ..ROW
 };
 
@@ -332,6 +340,9 @@ pub static CT_RESIZE: Op = Op {
         Arg::Word("{size}")
     ),
     view: View::Task,
+    undo: Undo::None(
+        "a disk never shrinks: take a snapshot first (policy snapshot_before) to have a way back",
+    ),
     ..ROW
 };
 
@@ -352,6 +363,7 @@ pub static CT_MIGRATE: Op = Op {
         Arg::Opt("restart", &["--restart", "1"])
     ),
     view: View::Task,
+    undo: Undo::MoveBack,
     ..ROW
 };
 
@@ -404,6 +416,7 @@ pub static CT_CREATE: Op = Op {
         Precheck::Trusted("disk_storage"),
     ],
     yields: Some(Yield::Guest("vmid")),
+    undo: Undo::Destroy(&CT_DESTROY, "vmid"),
     ..ROW
 };
 

@@ -84,6 +84,7 @@ pub static VM_FIREWALL_ENABLE: Op = Op {
         Arg::Word("1")
     ),
     view: View::Done,
+    undo: Undo::Op(&VM_FIREWALL_DISABLE),
     ..ROW
 };
 
@@ -102,6 +103,7 @@ pub static VM_FIREWALL_DISABLE: Op = Op {
         Arg::Word("0")
     ),
     view: View::Done,
+    undo: Undo::Op(&VM_FIREWALL_ENABLE),
     ..ROW
 };
 
@@ -246,6 +248,7 @@ pub static CT_FIREWALL_ENABLE: Op = Op {
         Arg::Word("1")
     ),
     view: View::Done,
+    undo: Undo::Op(&CT_FIREWALL_DISABLE),
     ..ROW
 };
 
@@ -264,6 +267,7 @@ pub static CT_FIREWALL_DISABLE: Op = Op {
         Arg::Word("0")
     ),
     view: View::Done,
+    undo: Undo::Op(&CT_FIREWALL_ENABLE),
     ..ROW
 };
 

@@ -23,7 +23,7 @@
 
 use super::{
     Already, Area, Arg, Choice, Confirm, How, Kind, NodeFrom, Op, Param, Precheck, Risk, Select,
-    Then, View, Yield,
+    Then, Undo, View, Yield,
 };
 use crate::catalog::pve::Tool;
 
@@ -311,6 +311,7 @@ const ROW: Op = Op {
     local: &[],
     confirms_with: None,
     fans_out: None,
+    undo: crate::catalog::undo::UNKNOWN,
 };
 
 // --- parameters shared by several areas ---------------------------------------------------

@@ -139,6 +139,7 @@ pub static VM_START: Op = Op {
         field: "qmpstatus",
         is: "running",
     }),
+    undo: Undo::Op(&VM_SHUTDOWN),
     ..ROW
 };
 
@@ -163,6 +164,7 @@ pub static VM_SHUTDOWN: Op = Op {
         field: "status",
         is: "stopped",
     }),
+    undo: Undo::Op(&VM_START),
     ..ROW
 };
 
@@ -196,6 +198,7 @@ pub static VM_SUSPEND: Op = Op {
         field: "qmpstatus",
         is: "paused",
     }),
+    undo: Undo::Op(&VM_RESUME),
     ..ROW
 };
 
@@ -214,6 +217,7 @@ pub static VM_RESUME: Op = Op {
         field: "qmpstatus",
         is: "running",
     }),
+    undo: Undo::Op(&VM_SUSPEND),
     ..ROW
 };
 
@@ -240,6 +244,7 @@ pub static VM_STOP: Op = Op {
         field: "status",
         is: "stopped",
     }),
+    undo: Undo::Op(&VM_START),
     ..ROW
 };
 
@@ -263,6 +268,7 @@ pub static VM_DESTROY: Op = Op {
         hint: None,
     }),
     prechecks: &[Precheck::Destroyable],
+    undo: Undo::None("the VM and its disks are gone"),
     ..ROW
 };
 
@@ -285,6 +291,7 @@ pub static VM_SNAPSHOT: Op = Op {
     ),
     view: View::Task,
     yields: Some(Yield::Snapshot("snapshot")),
+    undo: Undo::Delete(&VM_DELSNAPSHOT, "snapshot"),
     ..ROW
 };
 
@@ -314,6 +321,7 @@ pub static VM_SNAPSHOT_VMSTATE: Op = Op {
     select: &[Select::Flag("vmstate")],
     variant_of: &[&VM_SNAPSHOT],
     yields: Some(Yield::Snapshot("snapshot")),
+    undo: Undo::Delete(&VM_DELSNAPSHOT, "snapshot"),
     ..ROW
 };
 
@@ -336,6 +344,7 @@ pub static VM_ROLLBACK: Op = Op {
         hint: Some("take a snapshot of the current state first if you may want it back"),
     }),
     prechecks: &[Precheck::SnapshotExists("snapshot")],
+    undo: Undo::None("the state the rollback discarded is gone"),
     ..ROW
 };
 
@@ -355,6 +364,7 @@ pub static VM_DELSNAPSHOT: Op = Op {
         hint: None,
     }),
     prechecks: &[Precheck::SnapshotExists("snapshot")],
+    undo: Undo::None("a deleted snapshot cannot be brought back"),
     ..ROW
 };
 
@@ -409,6 +419,7 @@ pub static VM_SET: Op = Op {
         "tags",
         "onboot",
     ],
+    undo: Undo::SetBack,
     ..ROW
 };
 
@@ -429,6 +440,9 @@ pub static VM_RESIZE: Op = Op {
         Arg::Word("{size}")
     ),
     view: View::Task,
+    undo: Undo::None(
+        "a disk never shrinks: take a snapshot first (policy snapshot_before) to have a way back",
+    ),
     ..ROW
 };
 
@@ -451,6 +465,7 @@ pub static VM_MIGRATE: Op = Op {
         Arg::Opt("online", &["--online", "1", "--with-local-disks", "1"])
     ),
     view: View::Task,
+    undo: Undo::MoveBack,
     ..ROW
 };
 
@@ -503,6 +518,7 @@ pub static VM_CREATE: Op = Op {
         Precheck::Trusted("disk_storage"),
     ],
     yields: Some(Yield::Guest("vmid")),
+    undo: Undo::Destroy(&VM_DESTROY, "vmid"),
     ..ROW
 };
 
@@ -586,6 +602,7 @@ pub static VM_CREATE_IMAGE: Op = Op {
         size: "disk_size",
     }],
     yields: Some(Yield::Guest("vmid")),
+    undo: Undo::Destroy(&VM_DESTROY, "vmid"),
     ..ROW
 };
 
@@ -723,6 +740,7 @@ pub static VM_CLONE: Op = Op {
         Then::CloudInitKeys { vmid: "newid" },
     ],
     yields: Some(Yield::Guest("newid")),
+    undo: Undo::Destroy(&VM_DESTROY, "newid"),
     ..ROW
 };
 

@@ -19,6 +19,7 @@ mod reconcile;
 mod setup;
 mod status;
 mod sudoers;
+mod undo;
 mod version;
 
 use crate::base::error::Result;
@@ -68,6 +69,13 @@ pub fn execute(
         Cmd::Reconcile(seq) => plain(context(s).and_then(|ctx| {
             no_fleet(s, &ctx, "reconcile")?;
             reconcile::reconcile(&ctx, *seq, out, trail)
+        })),
+        Cmd::Undo { list: true, .. } => plain(undo::list(trail, out)),
+        Cmd::Undo {
+            record, rollback, ..
+        } => plain(context(s).and_then(|ctx| {
+            no_fleet(s, &ctx, "undo")?;
+            undo::undo(s, &ctx, *record, *rollback, out, trail)
         })),
         Cmd::Control {
             action,

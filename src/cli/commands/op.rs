@@ -134,7 +134,7 @@ fn dry_run(ctx: &Context, inv: &Invocation, out: &mut Output, trail: &mut Trail)
 /// Run one op to its end (or, with `--no-wait`, until its task shows) over `connector`,
 /// whose connection lives in `rt`.
 #[allow(clippy::too_many_arguments)]
-fn run_connected(
+pub(super) fn run_connected(
     rt: &tokio::runtime::Runtime,
     s: &Settings,
     ctx: &Context,
