@@ -7,7 +7,7 @@
 //! `sudoers_lint::`, and `setup::`, which needs only this machine's sshd binary) runs what needs
 //! no host. The live topics (`live`, `actions`, `audit`, `batch`, `exec`, `fleet`, `mcp`,
 //! `newops`, `cloud_images`, `persist`, `policy`, `pve`, `robust`, `scripting`, `storage_ops`, `health`,
-//! `iso_upload`, `ha`, `backup_jobs`, `sudo_rules`, `sudo_fences`, `ct_restore`, `ssh_transport`, `tasks`, `outcomes`, `gate`, `grants`, `kill_switch`, `conflicts`, `undo`, `jump`, `ux`) need
+//! `iso_upload`, `ha`, `backup_jobs`, `sudo_rules`, `sudo_fences`, `ct_restore`, `ssh_transport`, `tasks`, `outcomes`, `gate`, `grants`, `kill_switch`, `conflicts`, `undo`, `taint`, `jump`, `ux`) need
 //! root and the beds that `scripts/test.sh` brings up; without them they fail with what to run.
 
 mod support;
@@ -52,6 +52,7 @@ mod storage_ops;
 mod sudo_fences;
 mod sudo_rules;
 mod sudoers_lint;
+mod taint;
 mod tasks;
 mod undo;
 mod ux;

@@ -44,7 +44,7 @@ pub(crate) fn client(home: &Home, args: &[&str]) -> Value {
 }
 
 /// [`client`], with these variables over the bed's (the gated bed's connection).
-fn client_with(home: &Home, args: &[&str], env: &[(&str, String)]) -> Value {
+pub(crate) fn client_with(home: &Home, args: &[&str], env: &[(&str, String)]) -> Value {
     let mut c = Command::new(python());
     isolate(&mut c, home.path())
         .arg(root().join("tests/mcp_client.py"))

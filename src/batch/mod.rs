@@ -70,6 +70,8 @@ pub struct Options {
     /// Set to true (a signal): the requests in flight are dropped — which ends their
     /// commands on the host — and waited for, and the batch returns at once.
     pub stop: Option<tokio::sync::watch::Receiver<bool>>,
+    /// The batch's taint (policy `taint: after_exec`), shared by its requests.
+    pub taint: std::sync::Arc<crate::policy::Taint>,
 }
 
 /// One line of input: its text, or why it could not be read.
@@ -251,6 +253,7 @@ async fn one<C: Connector>(
         policy,
         connector,
         interactive: false,
+        taint: Some(&opts.taint),
     };
     let result = if let Some(why) = refusal(&req, opts) {
         trail.argv = req.inv.remote_argv();

@@ -126,6 +126,7 @@ fn options() -> Options {
         refuse_changes: None,
         audit: false,
         refuse_phrases: None,
+        taint: Default::default(),
     }
 }
 

@@ -168,6 +168,7 @@ impl Context {
             policy: &self.policy,
             connector,
             interactive,
+            taint: None,
         }
     }
 }

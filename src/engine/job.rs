@@ -257,7 +257,7 @@ impl<C: Connector> Engine<'_, C> {
         // The policy and a phrase it asks for, before anything is read; the quota is taken
         // by each line.
         let policy_confirm = self.judge(inv, trail).await?;
-        let phrase = self.phrase(inv, given, policy_confirm)?;
+        let phrase = self.phrase(inv, given, &policy_confirm)?;
         trail.phrase = phrase.clone();
         let given = phrase.as_deref().or(given);
         let id = inv.values.get("job").cloned().unwrap_or_default();

@@ -25,7 +25,7 @@ use serde_json::{Value, json};
 use crate::base::error::{Error, Result};
 use crate::catalog::invocation::Invocation;
 use crate::catalog::{self, Risk, ops};
-use crate::policy::{Decision, GuestTags, Policy};
+use crate::policy::{Ask, Decision, GuestTags, Policy};
 use crate::remote::Remote;
 
 pub mod guest;
@@ -65,6 +65,26 @@ pub struct Done {
     pub warnings: Vec<String>,
 }
 
+/// A guest call as a person types it (`vm exec 100 -- cat /etc/hostname`: the argv as words,
+/// not as the JSON the line carries).
+fn guest_call(inv: &Invocation) -> String {
+    let argv = inv
+        .op
+        .params
+        .iter()
+        .find(|p| p.kind == catalog::Kind::GuestArgv)
+        .and_then(|p| inv.values.get(p.name))
+        .and_then(|v| serde_json::from_str::<Vec<String>>(v).ok());
+    match (argv, inv.vmid()) {
+        (Some(argv), Some(vmid)) => format!(
+            "{} {vmid} -- {}",
+            inv.op.cli.join(" "),
+            crate::base::text::quote_argv(&argv)
+        ),
+        _ => inv.display(),
+    }
+}
+
 /// How a front end runs ops.
 pub struct Engine<'a, C: Connector> {
     /// Local policy.
@@ -73,6 +93,9 @@ pub struct Engine<'a, C: Connector> {
     pub connector: &'a C,
     /// Whether a human at a terminal may be asked for a phrase.
     pub interactive: bool,
+    /// The session's taint (policy `taint: after_exec`; MCP and batch): marked when a guest's
+    /// output comes back, and then its next change needs a phrase. `None`: one op per run.
+    pub taint: Option<&'a crate::policy::Taint>,
 }
 
 impl<C: Connector> Engine<'_, C> {
@@ -89,9 +112,9 @@ impl<C: Connector> Engine<'_, C> {
         self.confirm(inv, given, policy_confirm, trail)
     }
 
-    /// The local policy's part of [`Engine::decide`] (exit 3); whether the policy asks for
-    /// a phrase.
-    async fn judge(&self, inv: &Invocation, trail: &mut Trail) -> Result<bool> {
+    /// The local policy's part of [`Engine::decide`] (exit 3); whether and why the policy asks
+    /// for a phrase.
+    async fn judge(&self, inv: &Invocation, trail: &mut Trail) -> Result<Ask> {
         trail.argv = inv.remote_argv();
         let tags = if self.policy.wants_tags(inv) {
             Some(guest_tags(&self.connector.remote().await?).await?)
@@ -110,7 +133,17 @@ impl<C: Connector> Engine<'_, C> {
             let config = remote.read_op(&ops::STORAGE_CONFIG, &[]).await?;
             self.policy.check_storage_trust(inv, &config)?;
         }
-        Ok(matches!(decision, Decision::Confirm(_)))
+        Ok(match decision {
+            Decision::Confirm(_) => Ask::Policy,
+            // A change after a guest's output came back in this session: its phrase must come
+            // from the human, not from what the guest printed.
+            _ => match self.taint.and_then(crate::policy::Taint::by) {
+                Some(by) if inv.op.risk == Risk::Change && self.policy.taint_after_exec() => {
+                    Ask::Tainted(by)
+                }
+                _ => Ask::No,
+            },
+        })
     }
 
     /// The confirmation's part of [`Engine::decide`] (exit 4), then the rate limit (exit 8).
@@ -118,10 +151,13 @@ impl<C: Connector> Engine<'_, C> {
         &self,
         inv: &Invocation,
         given: Option<&str>,
-        policy_confirm: bool,
+        policy_confirm: Ask,
         trail: &mut Trail,
     ) -> Result<()> {
-        trail.phrase = self.phrase(inv, given, policy_confirm)?;
+        trail.phrase = self.phrase(inv, given, &policy_confirm)?;
+        if let (Ask::Tainted(_), Some(t)) = (&policy_confirm, self.taint) {
+            t.clear();
+        }
         // Quota is taken only once policy and confirmation have said yes: a
         // refused call never uses up a limit.
         crate::policy::limits::admit(inv.op, self.policy)?;
@@ -134,7 +170,7 @@ impl<C: Connector> Engine<'_, C> {
         &self,
         inv: &Invocation,
         given: Option<&str>,
-        policy_confirm: bool,
+        policy_confirm: &Ask,
     ) -> Result<Option<String>> {
         if self.interactive {
             crate::policy::confirm::gate(inv, given, policy_confirm)
@@ -169,7 +205,7 @@ impl<C: Connector> Engine<'_, C> {
         let policy_confirm = self.judge(inv, trail).await?;
         // A wrong phrase is refused before anything is read (exit 4, nothing sent).
         if given.is_some() {
-            crate::policy::confirm::gate_with(inv, given, policy_confirm, false, |_| {
+            crate::policy::confirm::gate_with(inv, given, &policy_confirm, false, |_| {
                 Err(Error::Internal("no terminal to ask".into()))
             })?;
         }
@@ -405,6 +441,14 @@ impl<C: Connector> Engine<'_, C> {
         } else {
             crate::engine::guest::exec_status(self, inv).await?
         };
+        // What the guest printed (a command's output, a file's content) is now in the
+        // session: with `taint: after_exec` the next change needs a phrase.
+        if let Some(t) = self
+            .taint
+            .filter(|_| inv.op.runs_guest_command() || inv.op.read_only())
+        {
+            t.mark(guest_call(inv));
+        }
         Ok(Done {
             data,
             warnings: Vec::new(),

@@ -328,6 +328,7 @@ impl Server {
             policy: &self.policy,
             connector: &call,
             interactive: false,
+            taint: None,
         };
         let r = engine.execute(&inv, None, &mut trail, &mut |_| {}).await;
         // The engine sets the UPID a call's own task printed (a stop prints none): the

@@ -58,13 +58,14 @@ pub fn tool_specs(policy: &Policy, profile: Profile) -> Vec<ToolSpec> {
         .collect()
 }
 
-/// Whether a call of this op may need a phrase: the catalog soft-blacklists it, or a local
-/// `confirm` rule does.
+/// Whether a call of this op may need a phrase: the catalog soft-blacklists it, a local
+/// `confirm` rule does, or it is a change and the policy's `taint: after_exec` may ask for one.
 pub fn takes_confirm(policy: &Policy, op: &Op) -> bool {
     op.confirm.is_some()
         || policy
             .rule_for(op.id)
             .is_some_and(|(_, r)| r.action == Action::Confirm)
+        || (op.risk == crate::catalog::Risk::Change && policy.taint_after_exec())
 }
 
 /// The tool for one op. `confirm` (the op needs a phrase, by the catalog or a local

@@ -44,6 +44,8 @@ pub struct Server {
     pub cancels: Arc<Cancels>,
     /// Reads the host's rules for `pxagent://rules` (`None`: the local ones only).
     pub host_rules: Option<super::HostRulesFn>,
+    /// The session's taint (policy `taint: after_exec`).
+    pub(super) taint: crate::policy::Taint,
 }
 
 impl Server {
@@ -101,6 +103,7 @@ impl Server {
             shared,
             cancels: Arc::default(),
             host_rules: None,
+            taint: Default::default(),
         }
     }
 
@@ -171,6 +174,7 @@ impl Server {
             policy: &self.policy,
             connector: call,
             interactive: false,
+            taint: Some(&self.taint),
         };
         if inv.op.risk != Risk::Exec {
             return engine

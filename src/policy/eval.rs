@@ -138,6 +138,8 @@ pub struct Policy {
     pub(super) grant_max_for: u64,
     /// `snapshot_before`: op ids or globs.
     pub(super) snapshot_before: Vec<String>,
+    /// `taint: after_exec`.
+    pub(super) taint_after_exec: bool,
     /// Layers that narrow this one (see [`Policy::narrowed_by`]).
     pub(super) also: Vec<Policy>,
 }
@@ -160,6 +162,7 @@ impl Default for Policy {
             budget: None,
             grant_max_for: super::schema::Grants::DEFAULT_MAX_FOR,
             snapshot_before: Vec::new(),
+            taint_after_exec: false,
             also: Vec::new(),
         }
     }
@@ -181,6 +184,11 @@ impl Policy {
     pub fn snapshot_before(&self, op: &Op) -> bool {
         self.layers()
             .any(|l| l.snapshot_before.iter().any(|p| glob_match(p, op.id)))
+    }
+
+    /// Whether a guest's output taints its session (`taint: after_exec`, in any layer).
+    pub fn taint_after_exec(&self) -> bool {
+        self.layers().any(|l| l.taint_after_exec)
     }
 
     /// The longest a grant may last on this host, seconds (`grants.max_for`).

@@ -214,6 +214,7 @@ impl Policy {
                 .grants
                 .map_or(super::schema::Grants::DEFAULT_MAX_FOR, |g| g.max_for),
             snapshot_before: cfg.snapshot_before,
+            taint_after_exec: cfg.taint == Some(super::schema::TaintMode::AfterExec),
             also: Vec::new(),
         })
     }
@@ -525,6 +526,7 @@ protect: [100, 105, keep]
                 budget: None,
                 grants: None,
                 snapshot_before: Vec::new(),
+                taint: None,
             }
         );
         let p = Policy::from_config(cfg, SRC).unwrap();

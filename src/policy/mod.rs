@@ -39,5 +39,6 @@ pub mod limits;
 pub mod load;
 pub mod schema;
 
+pub use confirm::{Ask, Taint};
 pub use eval::{Confirmation, Decision, GuestTags, Policy, Transfer, parse_tags};
 pub use schema::{Action, Limit, PolicyConfig, PolicySource, Protect, Rule, Scope, Window};

@@ -23,6 +23,8 @@
 //!         - [uname, -a]
 //!         - [systemctl, status, {regex: '[a-z][a-z0-9@_.-]{0,63}'}]
 //!   protect: [100, 105, keep] # VMIDs (unquoted numbers) and PVE tags
+//!   snapshot_before: [vm.resize, vm.set]  # a snapshot first, for `pxagent undo --rollback`
+//!   taint: after_exec         # after guest output in a session, its next change needs a phrase
 //! ```
 //!
 //! A rule is `allow`, `deny` or `confirm`, or the map `{action: …, reason: "…"}` (the reason
@@ -90,6 +92,19 @@ pub struct PolicyConfig {
     /// the audit record (`pxagent-undo-N`), which `pxagent undo` offers to roll back to.
     #[serde(default)]
     pub snapshot_before: Vec<String>,
+    /// `after_exec`: after a guest command's output came back in an MCP session or a batch,
+    /// its next change needs a confirmation phrase (guest output may carry instructions meant
+    /// for the agent).
+    #[serde(default)]
+    pub taint: Option<TaintMode>,
+}
+
+/// When a session is tainted (policy `taint`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaintMode {
+    /// Once a guest command's (or guest file's) output came back.
+    AfterExec,
 }
 
 /// The host's bound on grants.

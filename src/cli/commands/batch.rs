@@ -43,6 +43,7 @@ pub fn run(s: &Settings, ctx: &Context, fleet: Option<&Fleet>, stop_on_error: bo
         refuse_changes: None,
         audit: true,
         refuse_phrases: None,
+        taint: Default::default(),
     };
     let stdin = std::io::BufReader::new(std::io::stdin());
     let rt = runtime()?;
@@ -89,6 +90,8 @@ pub fn run(s: &Settings, ctx: &Context, fleet: Option<&Fleet>, stop_on_error: bo
                     refuse_phrases: several.then(|| {
                         format!("one phrase confirms one host, not the {} of this batch", fleet.hosts.len())
                     }),
+                    // Each host's requests are a session of their own.
+                    taint: Default::default(),
                     ..base
                 };
                 let target = match ctx.target_for(host) {

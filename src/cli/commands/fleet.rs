@@ -109,6 +109,7 @@ pub fn run_op(
                         policy: &ctx.policy,
                         connector: &connector,
                         interactive: !s.no_input,
+                        taint: None,
                     };
                     let r = engine
                         .execute(inv, s.confirm.as_deref(), &mut trail, &mut |_| {})

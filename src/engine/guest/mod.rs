@@ -73,11 +73,14 @@ pub async fn run<C: Connector>(
     policy.check_command(&c.inv, &c.argv)?;
     check_transfers(policy, req, &c.inv)?;
     trail.transfers = req.transfers();
-    let policy_confirm = matches!(decision, crate::policy::Decision::Confirm(_));
+    let policy_confirm = match decision {
+        crate::policy::Decision::Confirm(_) => crate::policy::Ask::Policy,
+        _ => crate::policy::Ask::No,
+    };
     trail.phrase = if engine.interactive {
-        crate::policy::confirm::gate(&c.inv, given, policy_confirm)?
+        crate::policy::confirm::gate(&c.inv, given, &policy_confirm)?
     } else {
-        crate::policy::confirm::gate_with(&c.inv, given, policy_confirm, false, |_| {
+        crate::policy::confirm::gate_with(&c.inv, given, &policy_confirm, false, |_| {
             Err(Error::Internal("no terminal to ask".into()))
         })?
     };

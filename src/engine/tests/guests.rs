@@ -163,6 +163,7 @@ async fn named(op: &str, name: &str, guests: Answer) -> (Result<Invocation>, Arc
         policy: &none,
         connector: &connector,
         interactive: false,
+        taint: None,
     };
     let raw: BTreeMap<&'static str, String> = [("vmid", name.to_string())].into();
     let n = crate::catalog::invocation::Named::from_raw(catalog::find(op).unwrap(), &raw)

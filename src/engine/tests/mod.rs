@@ -112,6 +112,7 @@ async fn execute(policy: &Policy, host: Replay, inv: &Invocation, given: Option<
         policy,
         connector: &connector,
         interactive: false,
+        taint: None,
     };
     let mut trail = Trail::default();
     let mut progress = Vec::new();
@@ -242,6 +243,7 @@ async fn a_change_whose_audit_record_cannot_be_written_is_not_sent() {
         policy: &none,
         connector: &connector,
         interactive: false,
+        taint: None,
     };
     let mut trail = Trail {
         audited: true,
@@ -688,6 +690,7 @@ async fn task_wait_gives_up_at_the_timeout_with_exit_7() {
         policy: &Policy::default(),
         connector: &connector,
         interactive: false,
+        taint: None,
     };
     let started = std::time::Instant::now();
     let err = engine
