@@ -216,7 +216,7 @@ if [[ -z "$(machine_id_of /etc/machine-id)" && -z "$(machine_id_of /var/lib/dbus
     GATE_ID_OPT=" --machine-id $BED_MACHINE_ID"
 fi
 readonly GATE_ID_OPT
-GATE_CMD="$GATE_BIN gate --policy $GATE_POLICY --approvers $GATE_APPROVERS --state-dir $GATE_STATE --nonce-dir $GATE_NONCES --freeze $GATE_FREEZE --control-dir $GATE_CONTROL --log-socket $GATE_SOCKET$GATE_ID_OPT"
+GATE_CMD="$GATE_BIN gate --host-chain --policy $GATE_POLICY --approvers $GATE_APPROVERS --state-dir $GATE_STATE --nonce-dir $GATE_NONCES --freeze $GATE_FREEZE --control-dir $GATE_CONTROL --log-socket $GATE_SOCKET$GATE_ID_OPT"
 readonly GATE_CMD
 # The machine id the gate reads, whichever file holds it (empty when none does yet).
 gate_machine_id() {

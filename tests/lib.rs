@@ -7,7 +7,7 @@
 //! `sudoers_lint::`, and `setup::`, which needs only this machine's sshd binary) runs what needs
 //! no host. The live topics (`live`, `actions`, `audit`, `batch`, `exec`, `fleet`, `mcp`,
 //! `newops`, `cloud_images`, `persist`, `policy`, `pve`, `robust`, `scripting`, `storage_ops`, `health`,
-//! `iso_upload`, `ha`, `backup_jobs`, `sudo_rules`, `sudo_fences`, `ct_restore`, `ssh_transport`, `tasks`, `outcomes`, `gate`, `grants`, `kill_switch`, `conflicts`, `undo`, `taint`, `jump`, `ux`) need
+//! `iso_upload`, `ha`, `backup_jobs`, `sudo_rules`, `sudo_fences`, `ct_restore`, `ssh_transport`, `tasks`, `outcomes`, `gate`, `grants`, `kill_switch`, `conflicts`, `undo`, `taint`, `host_chain`, `jump`, `ux`) need
 //! root and the beds that `scripts/test.sh` brings up; without them they fail with what to run.
 
 mod support;
@@ -30,6 +30,7 @@ mod grants;
 mod guest_map;
 mod ha;
 mod health;
+mod host_chain;
 mod iso_upload;
 mod jump;
 mod kill_switch;

@@ -21,13 +21,17 @@ pub enum Command {
     NetRevert(Option<String>),
     /// `net-watch ID`.
     NetWatch(String),
+    /// `audit-append` (the gate's record on stdin).
+    AuditAppend,
+    /// `audit-verify [--at N]`.
+    AuditVerify(Option<u64>),
 }
 
 /// Parse any of the helper's command lines (without the program name).
 pub fn parse_command(args: &[String]) -> Result<Command, Failure> {
     let usage = |why: String| {
         Failure::Usage(format!(
-            "{why}; usage: pxagent-helper iso-receive … | net-pending | net-arm SECONDS | net-confirm TOKEN"
+            "{why}; usage: pxagent-helper iso-receive … | net-pending | net-arm SECONDS | net-confirm TOKEN | audit-append | audit-verify [--at N]"
         ))
     };
     let words: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -46,6 +50,12 @@ pub fn parse_command(args: &[String]) -> Result<Command, Failure> {
         }
         ["net-revert", id] => Ok(Command::NetRevert(Some(id.to_string()))),
         ["net-watch", id] => Ok(Command::NetWatch(id.to_string())),
+        ["audit-append"] => Ok(Command::AuditAppend),
+        ["audit-verify"] => Ok(Command::AuditVerify(None)),
+        ["audit-verify", "--at", n] => number(n)
+            .filter(|n| *n > 0)
+            .map(|n| Command::AuditVerify(Some(n)))
+            .ok_or_else(|| usage(format!("audit-verify --at {n:?}: a line number"))),
         [] => Err(usage("no subcommand".into())),
         [cmd, ..] => Err(usage(format!("unknown subcommand or arguments of {cmd:?}"))),
     }

@@ -30,6 +30,7 @@ use std::os::fd::OwnedFd;
 use rustix::fs::{AtFlags, Mode, OFlags, RenameFlags};
 use sha2::Digest;
 
+pub mod chain;
 mod check;
 pub mod net;
 pub use check::{Command, Request, parse_args, parse_command};

@@ -6,7 +6,10 @@
 
 use std::process::ExitCode;
 
+use std::io::Read;
+
 use pxagent_helper::Command;
+use pxagent_helper::chain::{self, Chain};
 use pxagent_helper::net::Net;
 
 fn main() -> ExitCode {
@@ -34,6 +37,14 @@ fn main() -> ExitCode {
             "no confirm arrived within the window: the previous configuration is back",
         ),
         Command::NetWatch(id) => Net::host().watch(&id),
+        Command::AuditAppend => {
+            let mut record = Vec::new();
+            std::io::Read::take(std::io::stdin().lock(), chain::RECORD_MAX as u64 + 1)
+                .read_to_end(&mut record)
+                .map_err(|e| pxagent_helper::Failure::Failed(format!("cannot read stdin: {e}")))
+                .and_then(|_| Chain::host().append(&sudo_account()?, &record))
+        }
+        Command::AuditVerify(at) => Chain::host().verify(at),
     });
     match done {
         Ok(json) => {
@@ -45,4 +56,24 @@ fn main() -> ExitCode {
             ExitCode::from(f.code())
         }
     }
+}
+
+/// The account sudo runs the helper for: `SUDO_UID` (set by sudo, not by the caller) named by
+/// `/etc/passwd`.
+fn sudo_account() -> Result<String, pxagent_helper::Failure> {
+    let uid = std::env::var("SUDO_UID")
+        .ok()
+        .filter(|u| !u.is_empty() && u.bytes().all(|b| b.is_ascii_digit()))
+        .ok_or_else(|| {
+            pxagent_helper::Failure::Usage("audit-append runs under sudo (no SUDO_UID)".into())
+        })?;
+    let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+    Ok(passwd
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split(':').collect();
+            (f.len() > 2 && f[2] == uid).then(|| f[0].to_string())
+        })
+        .next()
+        .unwrap_or(format!("uid {uid}")))
 }

@@ -458,6 +458,7 @@ fn handles_are_the_rows_find_returns() {
         steps,
         [
             "storage.config",
+            "audit.host-verify",
             "network.confirm",
             "vm.file-write",
             "vm.file-read"

@@ -580,6 +580,8 @@ by the keys in --approvers), counts host rate limits, logs each decision to sysl
                     .help("The approvers' signed freezes and thaws, shared by every gated account (root-owned, sticky; default /var/lib/pxagent/.control)"))
                 .arg(Arg::new("freeze").long("freeze").value_name("FILE")
                     .help("The kill switch: while this file exists (root's; its first line is the reason) only reads run (default /etc/pxagent/freeze)"))
+                .arg(Arg::new("host_chain").long("host-chain").action(ArgAction::SetTrue)
+                    .help("Append every record to the host audit chain too (root's /var/log/pxagent/gate.jsonl, through the helper's `audit-append`); a request whose record cannot be appended does not run"))
                 .arg(Arg::new("machine_id").long("machine-id").value_name("FILE")
                     .help("A root-owned file holding the host's machine id, for a host without /etc/machine-id that must not get one (a test bed in a container; default /etc/machine-id, then /var/lib/dbus/machine-id)")),
         )
@@ -635,7 +637,16 @@ Exit 0 when all succeeded, 2 when any line was invalid, 11 when any change's out
                         .about("List audit records: what was asked for, of which target, and what pxagent decided")
                         .args(audit_filter_args()),
                 )
-                .subcommand(Command::new("verify").about("Check the hash chain; exit 1 naming the first broken line"))
+                .subcommand(reaches_host(
+                    Command::new("verify")
+                        .about("Check the hash chain; exit 1 naming the first broken line (with --host HOST: the host's chain of gate records)")
+                        .long_about("Check the local audit log's hash chain; exit 1 naming the first broken line. With --host HOST \
+(typed: PXAGENT_HOST alone keeps it local), check the host audit chain instead: the gated host's root-side helper \
+reads /var/log/pxagent/gate.jsonl, the gate's records hash-chained and MAC'd with a key only root reads, and names \
+the first edited, removed, inserted or forged line; the head it reports is kept here, and the next check asks for \
+that line's hash again, so records cut off the end or a rewritten chain are found too."),
+                    Reach::Connection,
+                ))
                 .subcommand(
                     Command::new("new-chain")
                         .about("Move the log aside and start a new chain linked to its head (when a broken line blocks changes, or to archive it)"),

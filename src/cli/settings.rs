@@ -83,7 +83,12 @@ pub enum Cmd {
     /// `pxagent audit show [filters]`.
     AuditShow(crate::audit::query::Filter),
     /// `pxagent audit verify`.
-    AuditVerify,
+    /// `audit verify`: the local chain, or with `-H/--host` typed the host's chain of gate
+    /// records.
+    AuditVerify {
+        /// `--host` was typed: verify the host audit chain.
+        host: bool,
+    },
     /// `pxagent audit new-chain`.
     AuditNewChain,
     /// `pxagent sudoers render …`.
@@ -197,7 +202,8 @@ impl Cmd {
             Cmd::Status => "status",
             Cmd::Health(_) => "health",
             Cmd::AuditShow(_) => "audit.show",
-            Cmd::AuditVerify => "audit.verify",
+            Cmd::AuditVerify { host: false } => "audit.verify",
+            Cmd::AuditVerify { host: true } => "audit.verify-host",
             Cmd::AuditNewChain => "audit.new-chain",
             Cmd::SudoersRender(_) => "sudoers.render",
             Cmd::SudoersLint { .. } => "sudoers.lint",
@@ -490,7 +496,11 @@ pub fn command(m: &ArgMatches, s: &Settings) -> Result<Cmd> {
             },
             std::time::SystemTime::now(),
         )?),
-        ("audit", Some(("verify", _))) => Cmd::AuditVerify,
+        // Only a typed --host: PXAGENT_HOST in the environment keeps `audit verify` local.
+        ("audit", Some(("verify", v))) => Cmd::AuditVerify {
+            host: v.try_contains_id("host").unwrap_or(false)
+                && v.value_source("host") == Some(clap::parser::ValueSource::CommandLine),
+        },
         ("audit", Some(("new-chain", _))) => Cmd::AuditNewChain,
         ("audit", _) => {
             return Err(Error::usage(
@@ -638,6 +648,9 @@ fn gate_options(root: &ArgMatches, g: &ArgMatches) -> Result<crate::host::gate::
         o.control_dir = p;
     }
     o.machine_id = typed(g, "machine_id");
+    // Like the paths: only when the forced command says so.
+    o.host_chain =
+        g.value_source("host_chain") == Some(ValueSource::CommandLine) && g.get_flag("host_chain");
     for p in [
         Some(&o.freeze),
         Some(&o.control_dir),

@@ -262,3 +262,28 @@ const SERVICE: Param = Param {
     how: How::Positional,
     help: "the service",
 };
+
+/// The line number `audit verify --host` asks the host chain's hash of (the head it kept).
+const CHAIN_LINE: Param = Param {
+    name: "at",
+    kind: Kind::ByteSize,
+    how: How::Option,
+    help: "a line of the host audit chain whose hash to give (the head kept last time)",
+};
+
+/// `pxagent audit verify --host`: the host audit chain checked end to end by the root-side
+/// helper, which alone reads the chain's MAC key (`helper/src/chain.rs`). A step: the CLI
+/// reaches it through `audit verify --host`, the MCP server not at all.
+pub static AUDIT_HOST_VERIFY: Op = Op {
+    id: "audit.host-verify",
+    cli: &["audit", "host-verify"],
+    about: "Check the host's audit chain of the gate's records end to end",
+    risk: Risk::Read,
+    area: Area::Node,
+    tool: Tool::Helper,
+    params: &[CHAIN_LINE],
+    args: &[Arg::Word("audit-verify"), Arg::Opt("at", &["--at", "{at}"])],
+    view: View::Object,
+    step: true,
+    ..ROW
+};

@@ -153,3 +153,111 @@ pub fn audit_new_chain(out: &Output) -> Result<u8> {
     );
     Ok(0)
 }
+
+/// `audit verify --host HOST`: the host audit chain, checked end to end on the host by the
+/// root-side helper (the only reader of its MAC key), and held against the head this machine
+/// saw last time (kept in `host-chains.json` beside the audit log): a chain that is shorter
+/// now, or whose line N is no longer the line N seen then, was cut or rewritten.
+pub fn host_verify(
+    ctx: &crate::config::context::Context,
+    out: &mut Output,
+    trail: &mut crate::engine::Trail,
+) -> std::result::Result<u8, Failure> {
+    let plain = |e: Error| (e, None);
+    let target = super::resolve(ctx, out, trail).map_err(plain)?;
+    trail.audited = false;
+    let host = target.display();
+    let anchors_path = crate::audit::default_path()
+        .and_then(|p| p.parent().map(|d| d.join("host-chains.json")))
+        .ok_or_else(|| {
+            plain(Error::usage(
+                "no HOME or XDG_STATE_HOME: nowhere to keep the host's head",
+            ))
+        })?;
+    let mut anchors: serde_json::Map<String, Value> = std::fs::read(&anchors_path)
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default();
+    let kept = anchors.get(&host).cloned();
+    let kept_lines = kept
+        .as_ref()
+        .and_then(|k| k["lines"].as_u64())
+        .filter(|n| *n > 0);
+    let at = kept_lines.map(|n| n.to_string());
+    let rt = crate::base::runtime::runtime().map_err(plain)?;
+    let found = rt
+        .block_on(async {
+            let remote = super::open(ctx, &target).await?;
+            let mut values: Vec<(&'static str, &str)> = Vec::new();
+            if let Some(n) = &at {
+                values.push(("at", n.as_str()));
+            }
+            let r = remote
+                .read_op(&crate::catalog::ops::AUDIT_HOST_VERIFY, &values)
+                .await;
+            remote.session.close().await;
+            r
+        })
+        .map_err(plain)?;
+    let lines = found["lines"].as_u64().unwrap_or(0);
+    let head = found["head"].as_str().unwrap_or("").to_string();
+    let mut data = json!({
+        "host": host,
+        "file": found["file"],
+        "lines": lines,
+        "head": head,
+        "first_broken": found["first_broken"],
+        "last_verified": kept,
+    });
+    if let Some(b) = found["first_broken"].as_object() {
+        let e = Error::Findings(format!(
+            "the host audit chain of {host} breaks at line {}: {}",
+            b.get("line").cloned().unwrap_or_default(),
+            b.get("why").and_then(Value::as_str).unwrap_or("?")
+        ));
+        return Err((e, Some(data)));
+    }
+    if let (Some(n), Some(k)) = (kept_lines, &kept) {
+        let then = k["head"].as_str().unwrap_or("");
+        let problem = if lines < n {
+            Some(format!(
+                "it has {lines} line(s), fewer than the {n} it had when this machine verified it last: records were removed from its end"
+            ))
+        } else if found["at"]["hash"].as_str() != Some(then) {
+            Some(format!(
+                "its line {n} is not the line {n} this machine verified last (head {then}): the chain was rewritten"
+            ))
+        } else {
+            None
+        };
+        if let Some(p) = problem {
+            let e = Error::Findings(format!("the host audit chain of {host}: {p}"));
+            return Err((e, Some(data)));
+        }
+    }
+    anchors.insert(host.clone(), json!({"lines": lines, "head": head}));
+    if let Some(dir) = anchors_path.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    std::fs::write(&anchors_path, Value::Object(anchors).to_string()).map_err(|e| {
+        plain(Error::Internal(format!(
+            "cannot keep the host's head in {}: {e}",
+            anchors_path.display()
+        )))
+    })?;
+    data["kept"] = json!(anchors_path);
+    out.success("audit.verify-host", data, |d| {
+        format!(
+            "{}: host audit chain {} intact, {} line(s); head {}{}",
+            d["host"].as_str().unwrap_or(""),
+            d["file"].as_str().unwrap_or(""),
+            d["lines"],
+            d["head"].as_str().unwrap_or(""),
+            match d["last_verified"]["lines"].as_u64() {
+                Some(n) => format!("\nstill holds the {n} line(s) verified last time"),
+                None => String::new(),
+            }
+        )
+    });
+    Ok(0)
+}

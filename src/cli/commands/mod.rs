@@ -110,7 +110,12 @@ pub fn execute(
             let ctx = context(s).map_err(|e| (e, None))?;
             version::both(s, &ctx, inv, out, trail)
         }
-        Cmd::AuditVerify => audit::audit_verify(out),
+        Cmd::AuditVerify { host: false } => audit::audit_verify(out),
+        Cmd::AuditVerify { host: true } => {
+            let ctx = context(s).map_err(|e| (e, None))?;
+            no_fleet(s, &ctx, "audit verify --host").map_err(|e| (e, None))?;
+            audit::host_verify(&ctx, out, trail)
+        }
         Cmd::AuditNewChain => plain(audit::audit_new_chain(out)),
         Cmd::Mcp {
             profile,

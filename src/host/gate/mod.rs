@@ -28,6 +28,7 @@
 //! policy, the limits and the approvals; nothing else in pxagent depends on it.
 
 pub mod approval;
+mod chain;
 mod child;
 mod control;
 mod freeze;
@@ -76,6 +77,10 @@ pub struct Options {
     /// (then D-Bus's copy). Only for a host that has none and must not be given one, such as a
     /// test bed in a container: a real Proxmox host always has `/etc/machine-id`.
     pub machine_id: Option<PathBuf>,
+    /// `--host-chain`: hand every record to the root-side helper too, which appends it to the
+    /// host audit chain (`helper/src/chain.rs`); a request whose record cannot be appended does
+    /// not run.
+    pub host_chain: bool,
 }
 
 impl Default for Options {
@@ -90,6 +95,7 @@ impl Default for Options {
             freeze: PathBuf::from(freeze::FREEZE_FILE),
             control_dir: PathBuf::from(freeze::CONTROL_DIR),
             machine_id: None,
+            host_chain: false,
         }
     }
 }
@@ -229,6 +235,8 @@ pub fn run(opts: &Options) -> u8 {
     let mut audit = json!({
         "account": ctx.account,
         "client": ctx.client,
+        // This request's id on the host: each request is a gate process of its own.
+        "request": format!("{}-{}", ctx.now, std::process::id()),
     });
     // No input may panic the gate into running something or into leaving no record: a panic
     // anywhere in the decision is a refusal, recorded like any other, and nothing runs.
@@ -263,6 +271,7 @@ pub fn run(opts: &Options) -> u8 {
         Verdict::Answer(v) => {
             // What the control request did is already done and recorded (the record is
             // written before it counts): a lost log line cannot undo a freeze.
+            let _ = chain::append(opts, &mut audit);
             let _ = syslog::record(&opts.log_socket, true, &audit);
             crate::output::write_stdout(&v.to_string());
             0
@@ -273,6 +282,18 @@ pub fn run(opts: &Options) -> u8 {
         }
         Verdict::Run(words) => {
             audit["decision"] = json!("allowed");
+            if let Err(e) = chain::append(opts, &mut audit) {
+                let r = Refusal::new(
+                    RefusalKind::AuditUnavailable,
+                    format!(
+                        "the gate cannot append its record to the host audit chain ({e}), so nothing runs"
+                    ),
+                );
+                audit["chain_error"] = json!(e);
+                let _ = syslog::record(&opts.log_socket, false, &audit);
+                crate::output::write_stderr(&format!("{}\n", r.to_line()));
+                return protocol::REFUSED_EXIT as u8;
+            }
             if let Err(e) = syslog::record(&opts.log_socket, true, &audit) {
                 let r = Refusal::new(
                     RefusalKind::AuditUnavailable,
@@ -347,6 +368,7 @@ fn refuse(opts: &Options, audit: &mut Value, r: &Refusal) {
         audit["approval_check"] = json!(why);
     }
     // A refusal that cannot be logged is still a refusal: nothing ran.
+    let _ = chain::append(opts, audit);
     let _ = syslog::record(&opts.log_socket, false, audit);
     crate::output::write_stderr(&format!("{}\n", r.to_line()));
 }

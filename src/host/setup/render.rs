@@ -17,7 +17,7 @@ const STEPS: &str = include_str!("render.sh");
 /// with the host policy and the approvers.
 pub fn forced_command(o: &SetupOptions) -> String {
     let mut c = format!(
-        "{} gate --policy {} --approvers {}",
+        "{} gate --host-chain --policy {} --approvers {}",
         o.gate.as_str(),
         o.policy_path.as_str(),
         o.approvers_path.as_str()

@@ -279,7 +279,7 @@ fn account_names_are_validated_for_both_scripts() {
 #[test]
 fn the_key_line_is_restricted_and_forced_into_the_gate() {
     let mut o = options("zen-agent");
-    let gate = "/usr/local/bin/pxagent gate --policy /etc/pxagent/policy.yaml --approvers /etc/pxagent/approvers";
+    let gate = "/usr/local/bin/pxagent gate --host-chain --policy /etc/pxagent/policy.yaml --approvers /etc/pxagent/approvers";
     assert_eq!(forced_command(&o), gate);
     let lines: Vec<String> = authorized_keys_line(&o).lines().map(String::from).collect();
     assert!(lines[0].starts_with("# /etc/pxagent/keys/zen-agent: "));
@@ -292,7 +292,7 @@ fn the_key_line_is_restricted_and_forced_into_the_gate() {
     let line = authorized_keys_line(&o);
     assert!(
         line.contains(
-            "\nrestrict,from=\"192.0.2.0/24,2001:db8::/32\",command=\"/opt/pxagent gate --policy "
+            "\nrestrict,from=\"192.0.2.0/24,2001:db8::/32\",command=\"/opt/pxagent gate --host-chain --policy "
         ),
         "{line}"
     );
@@ -325,7 +325,7 @@ fn the_dropin_is_one_match_block_for_the_account() {
             "    PermitTunnel no",
             "    PermitTTY no",
             "    PermitUserRC no",
-            "    ForceCommand /usr/local/bin/pxagent gate --policy /etc/pxagent/policy.yaml --approvers /etc/pxagent/approvers",
+            "    ForceCommand /usr/local/bin/pxagent gate --host-chain --policy /etc/pxagent/policy.yaml --approvers /etc/pxagent/approvers",
         ]
     );
 }

@@ -405,7 +405,26 @@ pub fn render(opts: &RenderOptions) -> String {
             true => unlogged.push(name),
         }
     }
+    // The gate hands each of its records to the helper, which appends it to the host audit
+    // chain (`helper/src/chain.rs`). I/O-logged like the rest: the helper reads the account's
+    // session counter after sudo took this session's, so the next one is the command's.
+    let chain = format!(
+        "PXA_{}_HOST_AUDIT",
+        user.to_ascii_uppercase().replace('-', "_")
+    );
     let _ = writeln!(w);
+    let _ = writeln!(
+        w,
+        "# the gate's records, appended to the host audit chain (only the gate calls it)"
+    );
+    let _ = writeln!(
+        w,
+        "Cmnd_Alias {chain} = {} ^audit-append$",
+        crate::catalog::pve::HELPER_PATH
+    );
+    let _ = writeln!(w);
+    // Before the NOLOG_INPUT group: a tag holds for every alias after it.
+    aliases.push(chain);
     if !unlogged.is_empty() {
         aliases.push(format!("NOLOG_INPUT: {}", unlogged.join(", ")));
     }
