@@ -19,19 +19,30 @@ fn snapshots(vmid: u64) -> Vec<String> {
     .collect()
 }
 
-/// The `started` record of the last change in `home`'s audit log whose op is `op`.
-fn last_change(home: &Home, op: &str) -> u64 {
+/// What `undo --list` shows in `home`.
+fn listed(home: &Home) -> Vec<serde_json::Value> {
     let r = home.px().args(["undo", "--list", "-o", "json"]).run();
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
-    r.data()
-        .as_array()
-        .unwrap()
-        .iter()
+    r.data().as_array().unwrap().clone()
+}
+
+/// The `started` record of the last change in `home`'s audit log whose op is `op`.
+fn last_change(home: &Home, op: &str) -> u64 {
+    let all = listed(home);
+    all.iter()
         .rev()
         .find(|c| c["op"] == op)
-        .unwrap_or_else(|| panic!("no {op} in {}", r.stdout))["record"]
+        .unwrap_or_else(|| panic!("no {op} in {all:?}"))["record"]
         .as_u64()
         .unwrap()
+}
+
+/// The `undo --list` entry of record `n`.
+fn entry(home: &Home, n: u64) -> serde_json::Value {
+    listed(home)
+        .into_iter()
+        .find(|c| c["record"] == n)
+        .unwrap_or_else(|| panic!("no record {n} in undo --list"))
 }
 
 #[test]
@@ -53,20 +64,10 @@ fn undo_sets_back_what_a_set_changed_and_deletes_a_snapshot_once() {
 
     // The list names the inverse: the values read before the set.
     let set = last_change(&home, "vm.set");
-    let list = home
-        .px()
-        .args(["undo", "--list", "-o", "json"])
-        .run()
-        .data();
-    let entry = list
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["record"] == set)
-        .unwrap();
-    assert_eq!(entry["undo"]["op"], "vm.set", "{entry}");
+    let listed = entry(&home, set);
+    assert_eq!(listed["undo"]["op"], "vm.set", "{listed}");
     assert_eq!(
-        entry["undo"]["values"]["cores"],
+        listed["undo"]["values"]["cores"],
         cores.to_string().trim_matches('"')
     );
 
@@ -202,19 +203,9 @@ fn undo_refuses_to_clobber_a_later_edit_and_offers_the_snapshot_taken_before() {
         .run();
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     let grown = last_change(&home, "vm.resize");
-    let list = home
-        .px()
-        .args(["undo", "--list", "-o", "json"])
-        .run()
-        .data();
-    let entry = list
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["record"] == grown)
-        .unwrap();
-    let taken = entry["rollback"].as_str().unwrap().to_string();
-    assert!(taken.starts_with("pxagent-undo-"), "{entry}");
+    let listed = entry(&home, grown);
+    let taken = listed["rollback"].as_str().unwrap().to_string();
+    assert!(taken.starts_with("pxagent-undo-"), "{listed}");
     assert!(snapshots(100).contains(&taken), "{:?}", snapshots(100));
     // The snapshot's own record is the one it is named after.
     let snap_record: u64 = taken.trim_start_matches("pxagent-undo-").parse().unwrap();

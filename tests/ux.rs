@@ -30,7 +30,6 @@ mod local {
             &["sudoers", "lint"],
             &["catalog"],
             &["audit", "show"],
-            &["audit", "verify"],
             &["completions"],
             &["man"],
             &["approve"],

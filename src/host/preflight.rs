@@ -697,7 +697,9 @@ pub fn sudo_rules(out: Option<&Captured>, profile: Profile, user: &str) -> Vec<C
                 .map(|f| f.why.clone())
                 .unwrap_or_else(|| "allows any command".into());
             dangerous.push(format!("`{c}` ({why})"));
-        } else if !all.iter().any(|re| re.is_match(c)) {
+        } else if !all.iter().any(|re| re.is_match(c))
+            && *c != crate::host::sudoers::render::chain_rule()
+        {
             foreign.push(format!("`{c}`"));
         }
     }

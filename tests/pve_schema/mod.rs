@@ -319,11 +319,12 @@ fn every_catalog_argv_is_valid_for_the_real_pve_api() {
         [
             "iso.upload",
             "network.pending",
+            "audit.host-verify",
             "network.apply",
             "network.confirm",
             "ct.exec"
         ],
-        "only `pct exec` and pxagent's own helper (upload, network apply) have no API method"
+        "only `pct exec` and pxagent's own helper (upload, network apply, host audit chain) have no API method"
     );
     assert!(
         problems.is_empty(),

@@ -226,6 +226,12 @@ fn alias_name(user: &str, area: Area, risk: Risk) -> String {
     )
 }
 
+/// The rule that lets the gate append its records to the host audit chain: the one rule of a
+/// render that is no catalog op's (the client never sends it; the gate's grammar refuses it).
+pub fn chain_rule() -> String {
+    format!("{} ^audit-append$", crate::catalog::pve::HELPER_PATH)
+}
+
 /// Render the whole sudoers file.
 pub fn render(opts: &RenderOptions) -> String {
     let user = &opts.user;
@@ -417,11 +423,7 @@ pub fn render(opts: &RenderOptions) -> String {
         w,
         "# the gate's records, appended to the host audit chain (only the gate calls it)"
     );
-    let _ = writeln!(
-        w,
-        "Cmnd_Alias {chain} = {} ^audit-append$",
-        crate::catalog::pve::HELPER_PATH
-    );
+    let _ = writeln!(w, "Cmnd_Alias {chain} = {}", chain_rule());
     let _ = writeln!(w);
     // Before the NOLOG_INPUT group: a tag holds for every alias after it.
     aliases.push(chain);
