@@ -96,6 +96,9 @@ readonly NET_DIR=/etc/network
 readonly NET_MARKER="$NET_DIR/.pve-sim"
 # Where the helper keeps an armed network change (its copy, token hash, history).
 readonly HELPER_STATE=/var/lib/pxagent-helper
+# The host audit chain the gated bed's gate appends to (helper/src/chain.rs). Its MAC key lives
+# in $HELPER_STATE: removed together, or the chain could never verify again.
+readonly HOST_CHAIN_DIR=/var/log/pxagent
 readonly SIM_STATE_DIR=/var/lib/pve-sim
 # The real PVE 9 paths; a wrong path would silently turn into "a password is required".
 readonly SIM_PATHS=(/usr/sbin/qm /usr/sbin/pct /usr/bin/pvesh /usr/sbin/pvesm /usr/bin/vzdump
@@ -991,6 +994,10 @@ do_down() {
             rm -f "$NET_DIR/interfaces" "$NET_DIR/interfaces.new" "$NET_DIR/interfaces.pxagent-tmp" "$NET_MARKER"
             if [[ -f "$SIM_DIR/created-etc-network-dir" ]]; then rmdir "$NET_DIR" 2>/dev/null || true; fi
             rm -rf "$HELPER_STATE"; did=1; say "removed the simulator's $NET_DIR/interfaces and $HELPER_STATE"
+            if [[ -f $HOST_CHAIN_DIR/gate.jsonl ]]; then
+                rm -f "$HOST_CHAIN_DIR/gate.jsonl"; rmdir "$HOST_CHAIN_DIR" 2>/dev/null || true
+                say "removed the beds' host audit chain $HOST_CHAIN_DIR/gate.jsonl (its key was in $HELPER_STATE)"
+            fi
         fi
         if [[ -f "$SIM_DIR/created-helper-dir" ]]; then rm -rf "$HELPER_DIR"; did=1; say "removed pxagent's helper ($HELPER_DIR)"; fi
         if [[ -d "$SIM_DIR" ]]; then rm -rf "$SIM_DIR"; did=1; say "removed the simulator ($SIM_DIR and its links)"; fi
