@@ -172,6 +172,22 @@ pub struct UndoStep {
     pub left: Vec<String>,
 }
 
+impl Record {
+    /// The catalog op and values of the command line this record sent (`sudo -n TOOL …` read
+    /// back), the record's own op preferred where a line reads back to several; `None` when
+    /// it sent none, or none pxagent can read back.
+    pub fn read_back(
+        &self,
+    ) -> Option<(
+        &'static crate::catalog::Op,
+        std::collections::BTreeMap<&'static str, String>,
+    )> {
+        let found = crate::catalog::inverse::parse_argv(self.argv.get(2..)?).ok()?;
+        let at = found.iter().position(|(o, _)| o.id == self.op).unwrap_or(0);
+        found.into_iter().nth(at)
+    }
+}
+
 /// The phase of a two-phase record (see the module doc).
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[serde(rename_all = "snake_case")]

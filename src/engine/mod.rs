@@ -138,9 +138,7 @@ impl<C: Connector> Engine<'_, C> {
             // A change after a guest's output came back in this session: its phrase must come
             // from the human, not from what the guest printed.
             _ => match self.taint.and_then(crate::policy::Taint::by) {
-                Some(by) if inv.op.risk == Risk::Change && self.policy.taint_after_exec() => {
-                    Ask::Tainted(by)
-                }
+                Some(by) if self.policy.taint_holds(inv.op) => Ask::Tainted(by),
                 _ => Ask::No,
             },
         })

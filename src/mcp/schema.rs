@@ -65,7 +65,7 @@ pub fn takes_confirm(policy: &Policy, op: &Op) -> bool {
         || policy
             .rule_for(op.id)
             .is_some_and(|(_, r)| r.action == Action::Confirm)
-        || (op.risk == crate::catalog::Risk::Change && policy.taint_after_exec())
+        || policy.taint_holds(op)
 }
 
 /// The tool for one op. `confirm` (the op needs a phrase, by the catalog or a local

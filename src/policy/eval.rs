@@ -186,9 +186,11 @@ impl Policy {
             .any(|l| l.snapshot_before.iter().any(|p| glob_match(p, op.id)))
     }
 
-    /// Whether a guest's output taints its session (`taint: after_exec`, in any layer).
-    pub fn taint_after_exec(&self) -> bool {
-        self.layers().any(|l| l.taint_after_exec)
+    /// Whether `op` is held back in a tainted session (`taint: after_exec`, in any layer):
+    /// changes are; confirm ops need their own phrase anyway, and reads, guest commands and
+    /// file writes go on.
+    pub fn taint_holds(&self, op: &Op) -> bool {
+        op.risk == Risk::Change && self.layers().any(|l| l.taint_after_exec)
     }
 
     /// The longest a grant may last on this host, seconds (`grants.max_for`).

@@ -288,6 +288,11 @@ impl Remote {
 
     /// One of the guest's reads (its status, config or snapshots) on `inv`'s VMID and node:
     /// what a check before asking makes, and what [`Remote::settle`] polls.
+    /// The config of `inv`'s guest (`vm config` or `ct config` by the op's area, on its node).
+    pub async fn guest_config(&self, inv: &Invocation) -> Result<Value> {
+        self.guest_read(inv, GuestRead::Config).await
+    }
+
     async fn guest_read(&self, inv: &Invocation, what: GuestRead) -> Result<Value> {
         let vm = inv.op.area != catalog::Area::Ct;
         let op = match (what, vm) {

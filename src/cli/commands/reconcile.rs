@@ -39,15 +39,11 @@ pub fn reconcile(ctx: &Context, seq: u64, out: &mut Output, trail: &mut Trail) -
             target.display()
         )));
     }
-    let tool_argv = sent.argv.get(2..).unwrap_or_default();
-    let (op, values) = catalog::inverse::parse_argv(tool_argv)
-        .ok()
-        .and_then(|m| m.into_iter().next())
-        .ok_or_else(|| {
-            Error::usage(format!(
-                "record {seq} holds no catalog command line pxagent can read back"
-            ))
-        })?;
+    let (op, values) = sent.read_back().ok_or_else(|| {
+        Error::usage(format!(
+            "record {seq} holds no catalog command line pxagent can read back"
+        ))
+    })?;
     let since = crate::base::time::parse_time(&sent.time)
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .map(|d| d.as_secs())
@@ -150,31 +146,22 @@ async fn find_out(
         return Ok(json!({"outcome": outcome, "upid": upid, "detail": detail}));
     }
     // No task: the guest's config holds the values sent, or it does not.
-    let config_op = match op.area {
-        catalog::Area::Ct => &ops::CT_CONFIG,
-        _ => &ops::VM_CONFIG,
-    };
-    let Some(vmid) = vmid else {
+    if vmid.is_none() {
         return Ok(json!({
             "outcome": "unknown",
             "detail": format!("{} leaves no task and no guest config to compare: check by hand", op.id),
         }));
-    };
+    }
     let config = remote
-        .read_op(config_op, &[("vmid", &vmid), ("node", &node)])
+        .guest_config(&crate::catalog::invocation::Invocation::new(
+            op,
+            values.clone(),
+        )?)
         .await?;
     let differ: Vec<String> = values
         .iter()
         .filter(|(k, _)| !matches!(**k, "node" | "vmid") && Some(**k) != op.pinned_digest())
-        .filter(|(k, v)| {
-            let now = match config.get(**k) {
-                Some(Value::String(s)) => s.clone(),
-                Some(Value::Number(n)) => n.to_string(),
-                Some(other) => other.to_string(),
-                None => String::new(),
-            };
-            now != **v
-        })
+        .filter(|(k, v)| catalog::undo::config_value(&config, k).unwrap_or_default() != **v)
         .map(|(k, v)| format!("{k} is not {v}"))
         .collect();
     Ok(if differ.is_empty() {

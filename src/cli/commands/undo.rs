@@ -285,16 +285,12 @@ fn inverse(change: &Change, rollback: bool) -> Result<Invocation> {
 
 /// The values record `sent`'s command line carried.
 fn sent_values(sent: &Record) -> Result<BTreeMap<&'static str, String>> {
-    catalog::inverse::parse_argv(sent.argv.get(2..).unwrap_or_default())
-        .ok()
-        .and_then(|m| m.into_iter().next())
-        .map(|(_, values)| values)
-        .ok_or_else(|| {
-            Error::usage(format!(
-                "record {} holds no catalog command line pxagent can read back",
-                sent.seq
-            ))
-        })
+    sent.read_back().map(|(_, values)| values).ok_or_else(|| {
+        Error::usage(format!(
+            "record {} holds no catalog command line pxagent can read back",
+            sent.seq
+        ))
+    })
 }
 
 /// For a `set` back: the guest must still hold what the change set (else someone changed it
@@ -307,17 +303,8 @@ async fn still_as_set(
     param: &'static str,
 ) -> Result<Invocation> {
     use crate::engine::Connector;
-    let config_op = match inv.op.area {
-        catalog::Area::Ct => &catalog::ops::CT_CONFIG,
-        _ => &catalog::ops::VM_CONFIG,
-    };
     let vmid = inv.values.get("vmid").cloned().unwrap_or_default();
-    let mut read: Vec<(&'static str, &str)> = vec![("vmid", vmid.as_str())];
-    if let Some(node) = inv.values.get("node") {
-        read.push(("node", node.as_str()));
-    }
-    let remote = connector.remote().await?;
-    let now = remote.read_op(config_op, &read).await?;
+    let now = connector.remote().await?.guest_config(inv).await?;
     let set = sent_values(change.sent)?;
     let changed: Vec<String> = inv
         .op
